@@ -1,0 +1,160 @@
+//! Errors of the pool, each carrying what a user needs to act: the worker, its env ids, the exit
+//! status or signal, the remote traceback.
+//!
+//! ```
+//! use ringenv_runtime::{ExitStatus, WorkerFailure};
+//! let f = WorkerFailure { worker: 1, pid: 4242, env_ids: 4..8, status: ExitStatus::Signaled(9),
+//!                         last_error: None };
+//! assert_eq!(f.to_string(), "worker 1 (pid 4242, envs 4..8) died: killed by signal 9 (SIGKILL)");
+//! ```
+
+use crate::{ControlError, LayoutError, RemoteError, SegmentError};
+use std::ops::Range;
+
+/// How a worker process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Exited(i32),
+    /// It was killed by this signal number.
+    Signaled(i32),
+    /// It is gone but its status could not be collected.
+    Unknown,
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => "?",
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Exited(code) => write!(f, "exited with code {code}"),
+            ExitStatus::Signaled(s) => write!(f, "killed by signal {s} ({})", signal_name(*s)),
+            ExitStatus::Unknown => write!(f, "exited with an unknown status"),
+        }
+    }
+}
+
+impl From<std::process::ExitStatus> for ExitStatus {
+    fn from(s: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (s.code(), s.signal()) {
+            (Some(code), _) => ExitStatus::Exited(code),
+            (None, Some(signal)) => ExitStatus::Signaled(signal),
+            _ => ExitStatus::Unknown,
+        }
+    }
+}
+
+/// A worker process that died.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerFailure {
+    /// The worker index.
+    pub worker: usize,
+    /// Its process id.
+    pub pid: u32,
+    /// The env ids it stepped.
+    pub env_ids: Range<usize>,
+    /// How it ended.
+    pub status: ExitStatus,
+    /// The last error it reported before dying, if any.
+    pub last_error: Option<RemoteError>,
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "worker {} (pid {}, envs {:?}) died: {}", self.worker, self.pid, self.env_ids, self.status)?;
+        if let Some(e) = &self.last_error {
+            write!(f, "; its last error: {e}")?;
+        }
+        Ok(())
+    }
+}
+impl std::error::Error for WorkerFailure {}
+
+/// An error of a [`crate::Pool`] operation.
+#[derive(Debug)]
+pub enum PoolError {
+    /// The requested layout is invalid.
+    Layout(LayoutError),
+    /// The segment could not be created.
+    Segment(SegmentError),
+    /// A worker process could not be started.
+    Spawn {
+        /// The worker index.
+        worker: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A worker reported an error while building its envs.
+    Startup {
+        /// The worker index.
+        worker: usize,
+        /// The env ids it was to step.
+        env_ids: Range<usize>,
+        /// The error it reported.
+        error: RemoteError,
+    },
+    /// A worker died; the pool has terminated the others and is closed.
+    WorkerDied(WorkerFailure),
+    /// The call did not finish within its timeout; the command stays pending and a later
+    /// `wait` may still collect it.
+    Timeout {
+        /// The timeout in seconds.
+        seconds: f64,
+        /// Workers that had not completed.
+        waiting_for: Vec<usize>,
+    },
+    /// A worker broke the control protocol.
+    Control {
+        /// The worker index.
+        worker: usize,
+        /// What went wrong.
+        error: ControlError,
+    },
+    /// `wait` was called with no command pending.
+    NoPendingCall,
+    /// A command was submitted while another was pending.
+    AlreadyPending,
+    /// The pool is closed.
+    Closed,
+    /// An argument is invalid: names it and why.
+    InvalidArgument(String),
+}
+
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::Layout(e) => write!(f, "invalid pool layout: {e}"),
+            PoolError::Segment(e) => write!(f, "cannot set up the shared memory segment: {e}"),
+            PoolError::Spawn { worker, source } => write!(f, "cannot start worker {worker}: {source}"),
+            PoolError::Startup { worker, env_ids, error } => {
+                write!(f, "worker {worker} (envs {env_ids:?}) failed to start: {error}")
+            }
+            PoolError::WorkerDied(failure) => write!(f, "{failure}"),
+            PoolError::Timeout { seconds, waiting_for } => {
+                write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
+            }
+            PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
+            PoolError::NoPendingCall => write!(f, "no command is pending: call submit (step_async / reset_async) first"),
+            PoolError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
+            PoolError::Closed => write!(f, "the pool is closed"),
+            PoolError::InvalidArgument(why) => write!(f, "{why}"),
+        }
+    }
+}
+impl std::error::Error for PoolError {}

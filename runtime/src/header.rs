@@ -1,0 +1,282 @@
+//! The segment header: what a worker checks before it touches anything else in the segment.
+//!
+//! It records the magic, the layout version, the counts and array specs the layout was built
+//! from, and every offset. A worker rebuilds the [`Layout`] from the counts and specs with its
+//! own code and compares each recorded offset with its own, so a worker built from other sources
+//! refuses the segment with an error naming the field and both values, instead of reading
+//! garbage.
+//!
+//! ```
+//! use ringenv_runtime::{header, ArraySpec, DType, Layout};
+//! let layout = Layout::new(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let mut bytes = vec![0u8; 4096];
+//! header::write(&mut bytes, &layout);
+//! assert_eq!(header::read(&bytes, layout.total_size()).unwrap(), layout);
+//! bytes[0] = b'X';
+//! assert!(header::read(&bytes, layout.total_size()).is_err());
+//! ```
+
+use crate::layout::{ArraySpec, Layout, LayoutError, HEADER_REGION, MAX_NDIM};
+use crate::DType;
+use bytemuck::{Pod, Zeroable};
+
+/// `b"RINGENV\0"`.
+pub const MAGIC: [u8; 8] = *b"RINGENV\0";
+/// Version of the segment layout. Bump on any change to the header, the layout function, the
+/// ring or descriptor formats, or the dtype codes.
+pub const LAYOUT_VERSION: u32 = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct ArrayDesc {
+    dtype: u32,
+    ndim: u32,
+    shape: [u64; MAX_NDIM],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct Header {
+    magic: [u8; 8],
+    version: u32,
+    reward_dtype: u32,
+    total_size: u64,
+    num_envs: u64,
+    num_workers: u64,
+    depth: u64,
+    obs: ArrayDesc,
+    action: ArrayDesc,
+    /// completion_capacity, completion_ring, command(0), command_stride, slots, slot_stride,
+    /// then the slot's obs, reward, terminated, truncated, action, seed, seed_flags.
+    offsets: [u64; 13],
+}
+
+const OFFSET_NAMES: [&str; 13] = [
+    "completion_capacity",
+    "completion_ring",
+    "commands",
+    "command_stride",
+    "slots",
+    "slot_stride",
+    "slot.obs",
+    "slot.reward",
+    "slot.terminated",
+    "slot.truncated",
+    "slot.action",
+    "slot.seed",
+    "slot.seed_flags",
+];
+
+const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_REGION);
+
+fn offsets(l: &Layout) -> [u64; 13] {
+    let s = l.slot_arrays();
+    [
+        l.completion_capacity(),
+        l.completion_ring_offset(),
+        l.command_offset(0),
+        l.command_stride(),
+        l.slots_offset(),
+        l.slot_stride(),
+        s.obs,
+        s.reward,
+        s.terminated,
+        s.truncated,
+        s.action,
+        s.seed,
+        s.seed_flags,
+    ]
+    .map(|x| x as u64)
+}
+
+fn desc(spec: &ArraySpec) -> ArrayDesc {
+    let mut shape = [0u64; MAX_NDIM];
+    for (d, s) in shape.iter_mut().zip(&spec.shape) {
+        *d = *s as u64;
+    }
+    ArrayDesc { dtype: spec.dtype.code(), ndim: spec.shape.len() as u32, shape }
+}
+
+/// Why a segment was refused. Where two values are named, `segment` is what the main process
+/// wrote and `worker` what this build expects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// The segment is smaller than a header, or than the size its header records.
+    TooSmall {
+        /// Size of the mapping in bytes.
+        mapped: usize,
+        /// Size the header needs or records, in bytes.
+        needed: usize,
+    },
+    /// Not a ringenv segment.
+    Magic {
+        /// The first eight bytes found.
+        found: [u8; 8],
+    },
+    /// Built by a ringenv with another layout version.
+    Version {
+        /// Version in the segment (the main process).
+        segment: u32,
+        /// Version of this build (the worker).
+        worker: u32,
+    },
+    /// A dtype code this build does not know: names the array.
+    DType {
+        /// `"observation"`, `"action"` or `"reward"`.
+        array: &'static str,
+        /// The code found.
+        code: u32,
+    },
+    /// The recorded counts do not make a valid layout.
+    Layout(LayoutError),
+    /// A recorded offset differs from the one this build computes.
+    Offset {
+        /// Name of the field.
+        field: &'static str,
+        /// Value in the segment (the main process).
+        segment: u64,
+        /// Value this build computes (the worker).
+        worker: u64,
+    },
+}
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderError::TooSmall { mapped, needed } => {
+                write!(f, "segment is {mapped} bytes but its header needs {needed}")
+            }
+            HeaderError::Magic { found } => {
+                write!(f, "not a ringenv segment: magic {found:?}, expected {MAGIC:?}")
+            }
+            HeaderError::Version { segment, worker } => write!(
+                f,
+                "segment layout version {segment} (main process) differs from {worker} (this worker); \
+                 build the main process and the worker from the same ringenv version"
+            ),
+            HeaderError::DType { array, code } => write!(f, "unknown {array} dtype code {code} in the segment header"),
+            HeaderError::Layout(e) => write!(f, "segment header describes an invalid layout: {e}"),
+            HeaderError::Offset { field, segment, worker } => write!(
+                f,
+                "segment field {field} is {segment} (main process) but this worker computes {worker}"
+            ),
+        }
+    }
+}
+impl std::error::Error for HeaderError {}
+
+/// Writes the header of `layout` into the first bytes of `region`.
+///
+/// # Panics
+/// When `region` is shorter than the header.
+pub fn write(region: &mut [u8], layout: &Layout) {
+    let header = Header {
+        magic: MAGIC,
+        version: LAYOUT_VERSION,
+        reward_dtype: layout.reward.code(),
+        total_size: layout.total_size() as u64,
+        num_envs: layout.num_envs as u64,
+        num_workers: layout.num_workers as u64,
+        depth: layout.depth as u64,
+        obs: desc(&layout.obs),
+        action: desc(&layout.action),
+        offsets: offsets(layout),
+    };
+    region[..std::mem::size_of::<Header>()].copy_from_slice(bytemuck::bytes_of(&header));
+}
+
+fn spec(array: &'static str, d: &ArrayDesc) -> Result<ArraySpec, HeaderError> {
+    let dtype = DType::from_code(d.dtype).ok_or(HeaderError::DType { array, code: d.dtype })?;
+    if d.ndim as usize > MAX_NDIM {
+        return Err(HeaderError::Layout(LayoutError::TooManyDims(array, d.ndim as usize)));
+    }
+    let shape: Vec<usize> = d.shape[..d.ndim as usize].iter().map(|&s| s as usize).collect();
+    Ok(ArraySpec::new(dtype, &shape))
+}
+
+/// Reads and validates the header at the start of `region`, a mapping of `mapped` bytes.
+///
+/// # Errors
+/// A [`HeaderError`] naming the first field that does not match this build.
+pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
+    let size = std::mem::size_of::<Header>();
+    if region.len() < size || mapped < HEADER_REGION {
+        return Err(HeaderError::TooSmall { mapped, needed: HEADER_REGION });
+    }
+    let h: Header = bytemuck::pod_read_unaligned(&region[..size]);
+    if h.magic != MAGIC {
+        return Err(HeaderError::Magic { found: h.magic });
+    }
+    if h.version != LAYOUT_VERSION {
+        return Err(HeaderError::Version { segment: h.version, worker: LAYOUT_VERSION });
+    }
+    let reward = DType::from_code(h.reward_dtype).ok_or(HeaderError::DType { array: "reward", code: h.reward_dtype })?;
+    let count = |x: u64| usize::try_from(x).map_err(|_| HeaderError::Layout(LayoutError::TooLarge));
+    let layout = Layout::new(
+        count(h.num_envs)?,
+        count(h.num_workers)?,
+        count(h.depth)?,
+        spec("observation", &h.obs)?,
+        spec("action", &h.action)?,
+        reward,
+    )
+    .map_err(HeaderError::Layout)?;
+    for ((field, segment), worker) in OFFSET_NAMES.into_iter().zip(h.offsets).zip(offsets(&layout)) {
+        if segment != worker {
+            return Err(HeaderError::Offset { field, segment, worker });
+        }
+    }
+    if h.total_size != layout.total_size() as u64 {
+        return Err(HeaderError::Offset { field: "total_size", segment: h.total_size, worker: layout.total_size() as u64 });
+    }
+    if mapped < layout.total_size() {
+        return Err(HeaderError::TooSmall { mapped, needed: layout.total_size() });
+    }
+    Ok(layout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Layout, Vec<u8>) {
+        let layout = Layout::new(5, 2, 3, ArraySpec::new(DType::U8, &[2, 3]), ArraySpec::new(DType::F32, &[2]), DType::F64)
+            .unwrap();
+        let mut bytes = vec![0u8; HEADER_REGION];
+        write(&mut bytes, &layout);
+        (layout, bytes)
+    }
+
+    #[test]
+    fn round_trips() {
+        let (layout, bytes) = sample();
+        assert_eq!(read(&bytes, layout.total_size()).unwrap(), layout);
+    }
+
+    #[test]
+    fn each_mismatch_names_what_differs() {
+        let (layout, mut bytes) = sample();
+        let total = layout.total_size();
+        assert_eq!(read(&bytes, 100), Err(HeaderError::TooSmall { mapped: 100, needed: HEADER_REGION }));
+        assert!(matches!(read(&bytes, HEADER_REGION), Err(HeaderError::TooSmall { .. })));
+        bytes[8] = 99; // version
+        let e = read(&bytes, total).unwrap_err();
+        assert_eq!(e, HeaderError::Version { segment: 99, worker: LAYOUT_VERSION });
+        assert!(e.to_string().contains("99 (main process)"));
+        let (_, mut bytes) = sample();
+        bytes[0] = b'X';
+        assert!(matches!(read(&bytes, total), Err(HeaderError::Magic { .. })));
+        let (_, mut bytes) = sample();
+        let off = std::mem::offset_of!(Header, offsets) + 8 * 5; // slot_stride
+        bytes[off] ^= 0x40;
+        match read(&bytes, total).unwrap_err() {
+            HeaderError::Offset { field, .. } => assert_eq!(field, "slot_stride"),
+            e => panic!("unexpected {e}"),
+        }
+        let (_, mut bytes) = sample();
+        let off = std::mem::offset_of!(Header, obs);
+        bytes[off] = 200;
+        assert_eq!(read(&bytes, total), Err(HeaderError::DType { array: "observation", code: 200 }));
+    }
+}

@@ -1,0 +1,368 @@
+//! Where everything lives in a pool's segment: one pure function from counts and array specs to
+//! byte offsets, computed the same way by the main process and by every worker.
+//!
+//! ```text
+//! offset 0              header (one page; see header.rs)
+//! completion_wakeup     Wakeup word of the main process                         (128 B)
+//! completion_ring       Ring<Completion>, MPSC, workers -> main
+//! commands + k*stride   worker k: Wakeup word, then Ring<Command>, SPSC, main -> worker k
+//! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
+//!     obs        [num_envs, *obs.shape]     obs.dtype
+//!     reward     [num_envs]                 reward dtype (f32, or f64 for Python envs)
+//!     terminated [num_envs]                 u8 (0 or 1)
+//!     truncated  [num_envs]                 u8 (0 or 1)
+//!     action     [num_envs, *action.shape]  action.dtype
+//!     seed       [num_envs]                 u64, the reset seed of each env
+//!     seed_flags [num_envs]                 u8, bit 0: the env has a reset seed
+//! ```
+//!
+//! Envs are split over workers in contiguous ranges, as `numpy.array_split` splits them, so each
+//! worker owns a contiguous row range of every batch array.
+//!
+//! ```
+//! use ringenv_runtime::{ArraySpec, DType, Layout};
+//! let layout = Layout::new(10, 3, 2, ArraySpec::new(DType::F32, &[4]),
+//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! assert_eq!(layout.worker_envs(0), 0..4);
+//! assert_eq!(layout.worker_envs(2), 7..10);
+//! assert_eq!(layout.slot_offset(1) - layout.slot_offset(0), layout.slot_stride());
+//! assert!(layout.total_size() % 4096 == 0);
+//! ```
+
+use crate::ring::Ring;
+use crate::wakeup::Wakeup;
+use crate::{Command, Completion, DType};
+use std::ops::Range;
+
+/// The most dimensions an array in the segment may have.
+pub const MAX_NDIM: usize = 8;
+/// Size of the header region in bytes (one page).
+pub const HEADER_REGION: usize = 4096;
+/// Alignment of every array in a slot, in bytes: a cache line, and enough for any dtype.
+pub const ARRAY_ALIGN: usize = 64;
+/// Capacity of each worker's command ring. The pool has at most one command outstanding per
+/// worker, so this only has to be a power of two >= 2.
+pub const COMMAND_RING_CAPACITY: usize = 4;
+
+/// The dtype and shape of one env's element of a batch array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArraySpec {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape of one env's element (empty for a scalar), at most [`MAX_NDIM`] dimensions.
+    pub shape: Vec<usize>,
+}
+
+impl ArraySpec {
+    /// A spec of `dtype` and `shape`.
+    pub fn new(dtype: DType, shape: &[usize]) -> ArraySpec {
+        ArraySpec { dtype, shape: shape.to_vec() }
+    }
+    /// Number of elements of one env's array (1 for a scalar).
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// Bytes of one env's array.
+    pub fn bytes(&self) -> usize {
+        self.elements() * self.dtype.size()
+    }
+}
+
+impl std::fmt::Display for ArraySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{:?}", self.dtype, self.shape)
+    }
+}
+
+/// Why a layout cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// A count that must be positive is zero: names the count.
+    Zero(&'static str),
+    /// More workers than envs.
+    MoreWorkersThanEnvs {
+        /// Requested workers.
+        num_workers: usize,
+        /// Requested envs.
+        num_envs: usize,
+    },
+    /// An array has more than [`MAX_NDIM`] dimensions: names the array.
+    TooManyDims(&'static str, usize),
+    /// The reward dtype is neither f32 nor f64.
+    RewardDType(DType),
+    /// The segment would exceed `usize` or the header's `u32`/`u64` fields.
+    TooLarge,
+}
+
+impl std::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LayoutError::Zero(what) => write!(f, "{what} must be at least 1"),
+            LayoutError::MoreWorkersThanEnvs { num_workers, num_envs } => {
+                write!(f, "num_workers ({num_workers}) exceeds num_envs ({num_envs})")
+            }
+            LayoutError::TooManyDims(what, n) => {
+                write!(f, "{what} has {n} dimensions; at most {MAX_NDIM} are supported")
+            }
+            LayoutError::RewardDType(d) => write!(f, "reward dtype must be float32 or float64, got {d}"),
+            LayoutError::TooLarge => write!(f, "the segment would be larger than the address space"),
+        }
+    }
+}
+impl std::error::Error for LayoutError {}
+
+/// Offsets (bytes from the start of a slot) of the arrays of one slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SlotOffsets {
+    /// `obs[num_envs, *obs.shape]`.
+    pub obs: usize,
+    /// `reward[num_envs]`.
+    pub reward: usize,
+    /// `terminated[num_envs]` u8.
+    pub terminated: usize,
+    /// `truncated[num_envs]` u8.
+    pub truncated: usize,
+    /// `action[num_envs, *action.shape]`.
+    pub action: usize,
+    /// `seed[num_envs]` u64.
+    pub seed: usize,
+    /// `seed_flags[num_envs]` u8.
+    pub seed_flags: usize,
+}
+
+/// The complete layout of a pool's segment. Two layouts built from the same arguments are equal
+/// on every machine running the same build; the header records enough to rebuild it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Number of envs in the pool.
+    pub num_envs: usize,
+    /// Number of worker processes.
+    pub num_workers: usize,
+    /// Number of data slots (>= 2: a worker writes step t+1 while step t is still read).
+    pub depth: usize,
+    /// One env's observation.
+    pub obs: ArraySpec,
+    /// One env's action.
+    pub action: ArraySpec,
+    /// Reward dtype (`F32` or `F64`).
+    pub reward: DType,
+    completion_capacity: usize,
+    completion_ring: usize,
+    commands: usize,
+    command_stride: usize,
+    slots: usize,
+    slot_stride: usize,
+    slot: SlotOffsets,
+    total: usize,
+}
+
+const fn align_up(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+impl Layout {
+    /// Computes the layout of `num_envs` envs over `num_workers` workers with `depth` slots.
+    ///
+    /// # Errors
+    /// [`LayoutError`] when a count is zero, workers outnumber envs, an array has too many
+    /// dimensions, or the reward dtype is not a float.
+    pub fn new(
+        num_envs: usize,
+        num_workers: usize,
+        depth: usize,
+        obs: ArraySpec,
+        action: ArraySpec,
+        reward: DType,
+    ) -> Result<Layout, LayoutError> {
+        for (what, n) in [("num_envs", num_envs), ("num_workers", num_workers)] {
+            if n == 0 {
+                return Err(LayoutError::Zero(what));
+            }
+        }
+        if depth < 2 {
+            return Err(LayoutError::Zero("depth - 1 (depth must be >= 2)"));
+        }
+        if num_workers > num_envs {
+            return Err(LayoutError::MoreWorkersThanEnvs { num_workers, num_envs });
+        }
+        for (what, spec) in [("observation", &obs), ("action", &action)] {
+            if spec.shape.len() > MAX_NDIM {
+                return Err(LayoutError::TooManyDims(what, spec.shape.len()));
+            }
+        }
+        if reward != DType::F32 && reward != DType::F64 {
+            return Err(LayoutError::RewardDType(reward));
+        }
+        let completion_capacity = (num_workers * depth).next_power_of_two().max(2);
+        let completion_ring = HEADER_REGION + Wakeup::MEM_SIZE;
+        let commands = align_up(completion_ring + Ring::<Completion>::mem_size(completion_capacity), 128);
+        let command_stride =
+            align_up(Wakeup::MEM_SIZE + Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128);
+        let slots = align_up(commands + num_workers * command_stride, 4096);
+        let mut cursor = 0usize;
+        let mut take = |bytes: usize| -> Result<usize, LayoutError> {
+            let at = cursor;
+            cursor = align_up(at.checked_add(bytes).ok_or(LayoutError::TooLarge)?, ARRAY_ALIGN);
+            Ok(at)
+        };
+        let per = |b: usize| num_envs.checked_mul(b).ok_or(LayoutError::TooLarge);
+        let slot = SlotOffsets {
+            obs: take(per(obs.bytes())?)?,
+            reward: take(per(reward.size())?)?,
+            terminated: take(num_envs)?,
+            truncated: take(num_envs)?,
+            action: take(per(action.bytes())?)?,
+            seed: take(per(8)?)?,
+            seed_flags: take(num_envs)?,
+        };
+        let slot_stride = align_up(cursor, 4096);
+        let total = slot_stride
+            .checked_mul(depth)
+            .and_then(|s| s.checked_add(slots))
+            .ok_or(LayoutError::TooLarge)?;
+        Ok(Layout {
+            num_envs,
+            num_workers,
+            depth,
+            obs,
+            action,
+            reward,
+            completion_capacity,
+            completion_ring,
+            commands,
+            command_stride,
+            slots,
+            slot_stride,
+            slot,
+            total,
+        })
+    }
+
+    /// The envs of `worker`: a contiguous range, the first `num_envs % num_workers` workers
+    /// holding one more (`numpy.array_split`'s rule).
+    pub fn worker_envs(&self, worker: usize) -> Range<usize> {
+        let base = self.num_envs / self.num_workers;
+        let extra = self.num_envs % self.num_workers;
+        let start = worker * base + worker.min(extra);
+        start..start + base + usize::from(worker < extra)
+    }
+
+    /// The worker that steps env `env`.
+    pub fn worker_of(&self, env: usize) -> usize {
+        (0..self.num_workers).find(|&w| self.worker_envs(w).contains(&env)).unwrap_or(0)
+    }
+
+    /// Total segment size in bytes (a multiple of 4096).
+    pub fn total_size(&self) -> usize {
+        self.total
+    }
+    /// Offset of the main process's wake-up word.
+    pub fn completion_wakeup_offset(&self) -> usize {
+        HEADER_REGION
+    }
+    /// Offset of the completion ring.
+    pub fn completion_ring_offset(&self) -> usize {
+        self.completion_ring
+    }
+    /// Capacity of the completion ring (a power of two).
+    pub fn completion_capacity(&self) -> usize {
+        self.completion_capacity
+    }
+    /// Offset of worker `k`'s wake-up word; its command ring follows at
+    /// `+ Wakeup::MEM_SIZE`.
+    pub fn command_offset(&self, worker: usize) -> usize {
+        self.commands + worker * self.command_stride
+    }
+    /// Bytes between two workers' command regions.
+    pub fn command_stride(&self) -> usize {
+        self.command_stride
+    }
+    /// Offset of data slot `s`.
+    pub fn slot_offset(&self, slot: usize) -> usize {
+        self.slots + slot * self.slot_stride
+    }
+    /// Bytes between two slots (a multiple of 4096).
+    pub fn slot_stride(&self) -> usize {
+        self.slot_stride
+    }
+    /// Offsets of the arrays inside a slot.
+    pub fn slot_arrays(&self) -> SlotOffsets {
+        self.slot
+    }
+    /// Offset of the first slot.
+    pub fn slots_offset(&self) -> usize {
+        self.slots
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(num_envs: usize, num_workers: usize) -> Layout {
+        Layout::new(
+            num_envs,
+            num_workers,
+            2,
+            ArraySpec::new(DType::F32, &[3, 5]),
+            ArraySpec::new(DType::F64, &[2]),
+            DType::F32,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn worker_ranges_cover_all_envs_once_like_array_split() {
+        for envs in 1..40 {
+            for workers in 1..=envs.min(9) {
+                let l = layout(envs, workers);
+                let mut next = 0;
+                for w in 0..workers {
+                    let r = l.worker_envs(w);
+                    assert_eq!(r.start, next);
+                    assert!(r.len() == envs / workers || r.len() == envs / workers + 1);
+                    for e in r.clone() {
+                        assert_eq!(l.worker_of(e), w);
+                    }
+                    next = r.end;
+                }
+                assert_eq!(next, envs);
+            }
+        }
+    }
+
+    #[test]
+    fn regions_do_not_overlap_and_fit() {
+        let l = layout(13, 4);
+        let s = l.slot_arrays();
+        let arrays = [
+            (s.obs, 13 * 60),
+            (s.reward, 13 * 4),
+            (s.terminated, 13),
+            (s.truncated, 13),
+            (s.action, 13 * 16),
+            (s.seed, 13 * 8),
+            (s.seed_flags, 13),
+        ];
+        for w in arrays.windows(2) {
+            assert!(w[0].0 + w[0].1 <= w[1].0, "{w:?}");
+            assert_eq!(w[1].0 % ARRAY_ALIGN, 0);
+        }
+        let last = arrays[arrays.len() - 1];
+        assert!(last.0 + last.1 <= l.slot_stride());
+        assert!(l.command_offset(3) + l.command_stride() <= l.slots_offset());
+        assert_eq!(l.total_size(), l.slot_offset(2));
+    }
+
+    #[test]
+    fn bad_counts_are_named() {
+        let obs = ArraySpec::new(DType::F32, &[1]);
+        let act = ArraySpec::new(DType::I64, &[]);
+        let e = Layout::new(0, 1, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
+        assert!(e.to_string().contains("num_envs"));
+        let e = Layout::new(2, 3, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
+        assert_eq!(e, LayoutError::MoreWorkersThanEnvs { num_workers: 3, num_envs: 2 });
+        assert!(Layout::new(2, 1, 1, obs.clone(), act.clone(), DType::F32).is_err());
+        assert!(Layout::new(2, 1, 2, obs, act, DType::I32).is_err());
+    }
+}

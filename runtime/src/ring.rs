@@ -1,0 +1,333 @@
+//! A bounded lock-free ring of small `Pod` descriptors, placed in (shared) memory by offset.
+//!
+//! Concurrency: multi-producer, single-consumer, lock-free. Producers claim a cell with a CAS on
+//! `tail`; the one consumer, enforced by the [`Consumer`] handle that
+//! [`Ring::acquire_consumer`] hands out once per ring (a claim flag in the ring, so across
+//! processes too), pops without a CAS. A command ring has one producer by construction (the
+//! pool), the completion ring one per worker.
+//!
+//! Each cell carries a stamp (Dmitry Vyukov's bounded MPMC queue, as in crossbeam's `ArrayQueue`):
+//! a cell at position `pos` is writable when `stamp == pos` and readable when
+//! `stamp == pos + 1`; popping sets it to `pos + capacity`, the stamp of the next lap. Positions
+//! are unbounded `u64`s, so they never wrap in practice (2^64 pushes). `head` and `tail` live on
+//! their own cache lines. Nothing in the ring is a pointer: it is valid at any address, in any
+//! process that maps it.
+//!
+//! ```
+//! use ringenv_runtime::{memory::HeapMemory, Ring};
+//! use std::sync::Arc;
+//! let mem = Arc::new(HeapMemory::new(Ring::<u64>::mem_size(4)));
+//! // SAFETY: the block is zeroed, large enough, and kept alive by the ring.
+//! let ring = unsafe { Ring::<u64>::init(mem, 0, 4) };
+//! let consumer = ring.acquire_consumer().unwrap();
+//! assert!(ring.acquire_consumer().is_none()); // one consumer only
+//! ring.push(7).unwrap();
+//! assert_eq!(consumer.pop(), Some(7));
+//! assert_eq!(consumer.pop(), None);
+//! ```
+
+use crate::memory::Memory;
+use bytemuck::Pod;
+use crossbeam_utils::CachePadded;
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+#[repr(C)]
+struct RingHeader {
+    /// Position of the next cell to pop (only the consumer writes it).
+    head: CachePadded<AtomicU64>,
+    /// Position of the next cell to push (producers CAS it).
+    tail: CachePadded<AtomicU64>,
+    /// Capacity (a power of two) and the consumer claim flag (0 free, 1 claimed).
+    meta: CachePadded<(AtomicU64, AtomicU32)>,
+}
+
+#[repr(C)]
+struct Cell<T> {
+    /// The stamp: the position this cell expects next (see the module docs).
+    stamp: AtomicU64,
+    value: UnsafeCell<T>,
+}
+
+/// A full ring: the value that could not be pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Full<T>(pub T);
+
+/// A handle to a ring living in a [`Memory`] block at some offset.
+pub struct Ring<T: Pod> {
+    mem: Arc<dyn Memory>,
+    header: *const RingHeader,
+    cells: *const Cell<T>,
+    mask: u64,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: all shared state is accessed through atomics; values are `Pod` copied under the stamp
+// protocol; the memory is kept alive by `mem`.
+unsafe impl<T: Pod + Send> Send for Ring<T> {}
+// SAFETY: as above.
+unsafe impl<T: Pod + Send> Sync for Ring<T> {}
+
+impl<T: Pod> Clone for Ring<T> {
+    fn clone(&self) -> Self {
+        Ring { mem: self.mem.clone(), header: self.header, cells: self.cells, mask: self.mask, _t: PhantomData }
+    }
+}
+
+impl<T: Pod> Ring<T> {
+    /// Bytes a ring of `capacity` cells occupies.
+    pub const fn mem_size(capacity: usize) -> usize {
+        std::mem::size_of::<RingHeader>() + capacity * std::mem::size_of::<Cell<T>>()
+    }
+
+    /// Initialises a ring of `capacity` (a power of two >= 2) at `offset` in `mem` and returns a
+    /// handle. Call once, before any other process attaches.
+    ///
+    /// # Safety
+    /// `mem[offset..offset + mem_size(capacity)]` must be zeroed, 128-byte aligned, and not in use
+    /// by anything else.
+    pub unsafe fn init(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Ring<T> {
+        assert!(capacity >= 2 && capacity.is_power_of_two(), "ring capacity {capacity} is not a power of two >= 2");
+        // SAFETY: the caller guarantees the region; `attach` checks bounds and alignment.
+        let ring = unsafe { Self::attach(mem, offset, capacity) }.expect("ring region fits");
+        let header = ring.header();
+        header.meta.0.store(capacity as u64, Ordering::Relaxed);
+        for i in 0..capacity {
+            ring.cell(i as u64).stamp.store(i as u64, Ordering::Relaxed);
+        }
+        ring
+    }
+
+    /// A handle to a ring already initialised at `offset` in `mem` (by this or another process).
+    /// Returns `None` when the region does not fit, is misaligned, or records another capacity.
+    ///
+    /// # Safety
+    /// The region must hold a ring initialised by [`Ring::init`] with the same `T`, or be about to
+    /// be initialised by the caller.
+    pub unsafe fn attach(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
+        let end = offset.checked_add(Self::mem_size(capacity))?;
+        if end > mem.len() || (mem.as_ptr() as usize + offset) % 128 != 0 || !capacity.is_power_of_two() {
+            return None;
+        }
+        // SAFETY: in bounds (checked above).
+        let base = unsafe { mem.as_ptr().add(offset) };
+        let ring = Ring {
+            header: base as *const RingHeader,
+            // SAFETY: in bounds (checked above).
+            cells: unsafe { base.add(std::mem::size_of::<RingHeader>()) } as *const Cell<T>,
+            mask: capacity as u64 - 1,
+            mem,
+            _t: PhantomData,
+        };
+        let recorded = ring.header().meta.0.load(Ordering::Relaxed);
+        (recorded == 0 || recorded == capacity as u64).then_some(ring)
+    }
+
+    fn header(&self) -> &RingHeader {
+        // SAFETY: bounds and alignment checked in `attach`; `mem` keeps the block alive.
+        unsafe { &*self.header }
+    }
+
+    fn cell(&self, pos: u64) -> &Cell<T> {
+        let index = (pos & self.mask) as usize;
+        debug_assert!(index <= self.mask as usize);
+        // SAFETY: index <= mask < capacity, within the region checked in `attach`.
+        unsafe { &*self.cells.add(index) }
+    }
+
+    /// Capacity in descriptors.
+    pub fn capacity(&self) -> usize {
+        self.mask as usize + 1
+    }
+
+    /// Claims the single consumer of this ring; `None` when it is already claimed (by any
+    /// process). The claim lasts as long as the ring.
+    pub fn acquire_consumer(&self) -> Option<Consumer<T>> {
+        let claimed = &self.header().meta.1;
+        claimed
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| Consumer { ring: self.clone() })
+    }
+
+    /// Pushes `value`; lock-free, safe from any number of producers at once.
+    ///
+    /// # Errors
+    /// [`Full`] with the value when every cell holds an unpopped descriptor.
+    pub fn push(&self, value: T) -> Result<(), Full<T>> {
+        let tail = &self.header().tail;
+        let mut pos = tail.load(Ordering::Relaxed);
+        loop {
+            let cell = self.cell(pos);
+            // SYNC POINT: pairs with the Release stamp store in `Consumer::pop`: the cell is free.
+            let stamp = cell.stamp.load(Ordering::Acquire);
+            if stamp == pos {
+                match tail.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => {
+                        // SAFETY: the CAS gave this producer exclusive ownership of the cell until
+                        // it publishes the stamp below.
+                        unsafe { cell.value.get().write(value) };
+                        // SYNC POINT: slot contents visible to pop (Acquire stamp load there).
+                        cell.stamp.store(pos + 1, Ordering::Release);
+                        return Ok(());
+                    }
+                    Err(current) => pos = current,
+                }
+            } else if stamp < pos {
+                // The cell still holds the value of the previous lap: the ring is full.
+                return Err(Full(value));
+            } else {
+                pos = tail.load(Ordering::Relaxed);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Whether a descriptor is ready to pop (a snapshot; any process may call it).
+    pub fn has_ready(&self) -> bool {
+        let pos = self.header().head.load(Ordering::Relaxed);
+        // SYNC POINT: pairs with the Release stamp store in `push`.
+        self.cell(pos).stamp.load(Ordering::Acquire) == pos + 1
+    }
+
+    /// Number of descriptors pushed and not yet popped (a snapshot).
+    pub fn len(&self) -> usize {
+        let tail = self.header().tail.load(Ordering::Acquire);
+        let head = self.header().head.load(Ordering::Acquire);
+        tail.saturating_sub(head) as usize
+    }
+
+    /// Whether the ring holds nothing (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The one consumer of a [`Ring`].
+pub struct Consumer<T: Pod> {
+    ring: Ring<T>,
+}
+
+impl<T: Pod> Consumer<T> {
+    /// Pops the oldest descriptor, or `None` when none is ready. Wait-free.
+    pub fn pop(&self) -> Option<T> {
+        let header = self.ring.header();
+        let pos = header.head.load(Ordering::Relaxed);
+        let cell = self.ring.cell(pos);
+        // SYNC POINT: slot contents visible to pop (pairs with the Release store in `push`).
+        if cell.stamp.load(Ordering::Acquire) != pos + 1 {
+            return None;
+        }
+        // SAFETY: stamp == pos + 1 means a producer finished writing the cell, and only this
+        // consumer reads it until the stamp below hands it back.
+        let value = unsafe { cell.value.get().read() };
+        // SYNC POINT: cell free for the next lap (pairs with the Acquire stamp load in `push`).
+        cell.stamp.store(pos + self.ring.capacity() as u64, Ordering::Release);
+        header.head.store(pos + 1, Ordering::Release);
+        Some(value)
+    }
+
+    /// The ring this consumer pops from.
+    pub fn ring(&self) -> &Ring<T> {
+        &self.ring
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::HeapMemory;
+
+    fn ring(capacity: usize) -> Ring<u64> {
+        let mem = Arc::new(HeapMemory::new(Ring::<u64>::mem_size(capacity)));
+        // SAFETY: fresh zeroed block of the right size.
+        unsafe { Ring::init(mem, 0, capacity) }
+    }
+
+    #[test]
+    fn empty_ring_pops_nothing() {
+        let r = ring(4);
+        let c = r.acquire_consumer().unwrap();
+        assert!(r.is_empty() && !r.has_ready());
+        assert_eq!(c.pop(), None);
+    }
+
+    #[test]
+    fn full_ring_refuses_then_accepts_after_pop() {
+        let r = ring(4);
+        let c = r.acquire_consumer().unwrap();
+        for i in 0..4 {
+            r.push(i).unwrap();
+        }
+        assert_eq!(r.push(99), Err(Full(99)));
+        assert_eq!(r.len(), 4);
+        assert_eq!(c.pop(), Some(0));
+        r.push(4).unwrap();
+        assert_eq!((1..5).map(|_| c.pop().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn wraps_around_many_laps_in_order() {
+        let r = ring(2);
+        let c = r.acquire_consumer().unwrap();
+        for i in 0..1000u64 {
+            r.push(i).unwrap();
+            if i % 2 == 1 {
+                assert_eq!(c.pop(), Some(i - 1));
+                assert_eq!(c.pop(), Some(i));
+            }
+        }
+        assert_eq!(c.pop(), None);
+    }
+
+    #[test]
+    fn attach_rejects_bad_regions() {
+        let mem: Arc<dyn Memory> = Arc::new(HeapMemory::new(4096));
+        // SAFETY: only checks are exercised; nothing is read from a rejected region.
+        unsafe {
+            assert!(Ring::<u64>::attach(mem.clone(), 4096, 2).is_none());
+            assert!(Ring::<u64>::attach(mem.clone(), 64, 2).is_none());
+            assert!(Ring::<u64>::attach(mem.clone(), 0, 3).is_none());
+            Ring::<u64>::init(mem.clone(), 0, 4);
+            assert!(Ring::<u64>::attach(mem.clone(), 0, 8).is_none(), "capacity mismatch");
+            assert!(Ring::<u64>::attach(mem, 0, 4).is_some());
+        }
+    }
+
+    #[test]
+    fn two_producers_one_consumer_threads_lose_and_duplicate_nothing() {
+        const N: u64 = 20_000;
+        let r = ring(8);
+        let c = r.acquire_consumer().unwrap();
+        std::thread::scope(|s| {
+            for p in 0..2u64 {
+                let r = r.clone();
+                s.spawn(move || {
+                    for i in 0..N {
+                        let mut v = p << 32 | i;
+                        while let Err(Full(back)) = r.push(v) {
+                            v = back;
+                            std::thread::yield_now();
+                        }
+                    }
+                });
+            }
+            let mut next = [0u64; 2];
+            let mut got = 0;
+            while got < 2 * N {
+                match c.pop() {
+                    Some(v) => {
+                        let (p, i) = ((v >> 32) as usize, v & 0xffff_ffff);
+                        assert_eq!(i, next[p], "producer {p} out of order");
+                        next[p] += 1;
+                        got += 1;
+                    }
+                    None => std::thread::yield_now(),
+                }
+            }
+            assert_eq!(next, [N, N]);
+        });
+    }
+}

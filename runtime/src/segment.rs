@@ -1,0 +1,219 @@
+//! A pool's shared memory segment: an anonymous memfd, sealed against resizing, mapped
+//! `MAP_SHARED` by the main process and by every worker, which inherits its file descriptor.
+//!
+//! No name in `/dev/shm`: when every process holding the descriptor or the mapping is gone, the
+//! kernel frees it, so a killed process leaks nothing. `F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`
+//! mean a worker can never be handed a segment that shrinks under it (a `SIGBUS`).
+//!
+//! ```
+//! use ringenv_runtime::{ArraySpec, DType, Layout, Segment};
+//! let layout = Layout::new(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let segment = Segment::create(layout.clone()).unwrap();
+//! // A worker attaches through a duplicate of the descriptor and validates the header.
+//! let fd = segment.fd().try_clone_to_owned().unwrap();
+//! let attached = Segment::attach(fd).unwrap();
+//! assert_eq!(attached.layout(), &layout);
+//! ```
+
+use crate::layout::Layout;
+use crate::memory::Memory;
+use crate::ring::Ring;
+use crate::slot::SlotView;
+use crate::wakeup::Wakeup;
+use crate::{header, Command, Completion, HeaderError, COMMAND_RING_CAPACITY};
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+/// Why a segment could not be created or attached.
+#[derive(Debug)]
+pub enum SegmentError {
+    /// A system call failed: names it.
+    Os(&'static str, std::io::Error),
+    /// The header does not match this build.
+    Header(HeaderError),
+}
+
+impl std::fmt::Display for SegmentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SegmentError::Os(call, e) => write!(f, "{call} failed: {e}"),
+            SegmentError::Header(e) => write!(f, "{e}"),
+        }
+    }
+}
+impl std::error::Error for SegmentError {}
+
+fn os(call: &'static str) -> impl FnOnce(rustix::io::Errno) -> SegmentError {
+    move |e| SegmentError::Os(call, e.into())
+}
+
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared bytes; concurrent access goes through atomics in it.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Memory for Mapping {
+    fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `map` with this length; no handle outlives the Arc holding it.
+        let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn map(fd: BorrowedFd<'_>, len: usize) -> Result<Arc<Mapping>, SegmentError> {
+    // SAFETY: a fresh shared mapping of `len` bytes of the memfd; nothing else is at that address.
+    let ptr = unsafe {
+        rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, fd, 0)
+    }
+    .map_err(os("mmap"))?;
+    Ok(Arc::new(Mapping { ptr: ptr.cast(), len }))
+}
+
+/// A mapped segment with its layout.
+pub struct Segment {
+    mem: Arc<Mapping>,
+    fd: OwnedFd,
+    layout: Layout,
+}
+
+impl Segment {
+    /// Creates, sizes, seals and maps a new segment for `layout`, writes its header and
+    /// initialises its rings. The descriptor is close-on-exec; the supervisor hands it to each
+    /// worker explicitly.
+    ///
+    /// # Errors
+    /// [`SegmentError::Os`] naming the failed call (`memfd_create`, `ftruncate`, `fcntl`, `mmap`).
+    pub fn create(layout: Layout) -> Result<Segment, SegmentError> {
+        let fd = rustix::fs::memfd_create("ringenv", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .map_err(os("memfd_create"))?;
+        rustix::fs::ftruncate(&fd, layout.total_size() as u64).map_err(os("ftruncate"))?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)
+            .map_err(os("fcntl(F_ADD_SEALS)"))?;
+        let mem = map(fd.as_fd(), layout.total_size())?;
+        // SAFETY: the header region is the first page of the fresh mapping, unused by anything.
+        let head = unsafe { std::slice::from_raw_parts_mut(mem.ptr, crate::layout::HEADER_REGION) };
+        header::write(head, &layout);
+        let segment = Segment { mem, fd, layout };
+        let memory: Arc<dyn Memory> = segment.mem.clone();
+        // SAFETY: the regions come from the layout, are zeroed (fresh memfd), 128-byte aligned,
+        // and no worker exists yet.
+        unsafe {
+            Ring::<Completion>::init(memory.clone(), segment.layout.completion_ring_offset(), segment.layout.completion_capacity());
+            for w in 0..segment.layout.num_workers {
+                Ring::<Command>::init(memory.clone(), segment.command_ring_offset(w), COMMAND_RING_CAPACITY);
+            }
+        }
+        Ok(segment)
+    }
+
+    /// Maps the segment behind `fd` (inherited from the main process) and validates its header.
+    ///
+    /// # Errors
+    /// [`SegmentError::Header`] when the header does not match this build (the error names the
+    /// field and both values); [`SegmentError::Os`] when `fstat` or `mmap` fails.
+    pub fn attach(fd: OwnedFd) -> Result<Segment, SegmentError> {
+        let size = rustix::fs::fstat(&fd).map_err(os("fstat"))?.st_size as usize;
+        if size < crate::layout::HEADER_REGION {
+            return Err(SegmentError::Header(HeaderError::TooSmall { mapped: size, needed: crate::layout::HEADER_REGION }));
+        }
+        let mem = map(fd.as_fd(), size)?;
+        // SAFETY: the mapping is at least one header region long (checked above).
+        let head = unsafe { std::slice::from_raw_parts(mem.ptr, crate::layout::HEADER_REGION) };
+        let layout = header::read(head, size).map_err(SegmentError::Header)?;
+        Ok(Segment { mem, fd, layout })
+    }
+
+    /// The segment's file descriptor (close-on-exec).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+    /// The layout this segment was built with.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// The mapping, for handles that must keep it alive.
+    pub fn memory(&self) -> Arc<dyn Memory> {
+        self.mem.clone()
+    }
+    fn command_ring_offset(&self, worker: usize) -> usize {
+        self.layout.command_offset(worker) + Wakeup::MEM_SIZE
+    }
+    fn wakeup_at(&self, offset: usize) -> &Wakeup {
+        debug_assert!(offset + Wakeup::MEM_SIZE <= self.mem.len && offset % 128 == 0);
+        // SAFETY: the layout places a 128-byte aligned Wakeup (all atomics, valid when zeroed)
+        // at this offset, inside the mapping, which lives as long as `self`.
+        unsafe { &*(self.mem.ptr.add(offset) as *const Wakeup) }
+    }
+    /// The main process's wake-up word (waited on for completions).
+    pub fn completion_wakeup(&self) -> &Wakeup {
+        self.wakeup_at(self.layout.completion_wakeup_offset())
+    }
+    /// Worker `worker`'s wake-up word (waited on for commands).
+    pub fn command_wakeup(&self, worker: usize) -> &Wakeup {
+        self.wakeup_at(self.layout.command_offset(worker))
+    }
+    /// The completion ring (workers -> main).
+    pub fn completion_ring(&self) -> Ring<Completion> {
+        // SAFETY: initialised by `create` at the layout's offset with this capacity.
+        unsafe { Ring::attach(self.memory(), self.layout.completion_ring_offset(), self.layout.completion_capacity()) }
+            .expect("completion ring fits the validated layout")
+    }
+    /// Worker `worker`'s command ring (main -> worker).
+    pub fn command_ring(&self, worker: usize) -> Ring<Command> {
+        assert!(worker < self.layout.num_workers, "worker {worker} out of range");
+        // SAFETY: initialised by `create` at the layout's offset with this capacity.
+        unsafe { Ring::attach(self.memory(), self.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
+            .expect("command ring fits the validated layout")
+    }
+    /// A view of data slot `slot`.
+    ///
+    /// # Panics
+    /// When `slot >= depth`.
+    pub fn slot(&self, slot: usize) -> SlotView<'_> {
+        assert!(slot < self.layout.depth, "slot {slot} out of range (depth {})", self.layout.depth);
+        // SAFETY: the slot lies inside the mapping (the layout's total size was checked against
+        // the mapping length), which lives as long as the returned view borrows `self`.
+        unsafe { SlotView::new(self.mem.ptr.add(self.layout.slot_offset(slot)), &self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ArraySpec, DType};
+
+    #[test]
+    fn segment_is_sealed_against_resize() {
+        let layout = Layout::new(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+            .unwrap();
+        let s = Segment::create(layout.clone()).unwrap();
+        assert!(rustix::fs::ftruncate(s.fd(), 0).is_err());
+        assert!(rustix::fs::ftruncate(s.fd(), (layout.total_size() * 2) as u64).is_err());
+    }
+
+    #[test]
+    fn attach_refuses_a_foreign_file() {
+        let fd = rustix::fs::memfd_create("other", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 8192).unwrap();
+        match Segment::attach(fd) {
+            Err(SegmentError::Header(HeaderError::Magic { .. })) => {}
+            other => panic!("expected a magic error, got {:?}", other.err()),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Starting, watching and stopping worker processes.
+//!
+//! Workers start with fork+exec (`std::process::Command` with a `pre_exec` hook, so never a bare
+//! fork of the parent's state). In the child, between fork and exec, the hook sets the parent
+//! death signal to `SIGKILL`, exits if the parent already died, and clears close-on-exec on
+//! exactly two descriptors: the segment and the child's end of its control socket; every other
+//! descriptor of the parent stays close-on-exec. Each worker gets a `pidfd`, so death is
+//! detected by a non-blocking `poll` without races on recycled pids.
+//!
+//! The worker's command line is the program and arguments of a [`WorkerCommand`] followed by
+//! `--segment-fd N --control-fd M --worker K --parent-pid P`.
+
+use crate::{ControlChannel, ExitStatus};
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::FdFlags;
+use rustix::process::{Pid, PidfdFlags, Signal};
+use std::ffi::OsString;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The program a worker runs, with its arguments and extra environment variables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerCommand {
+    /// Path of the executable (`ringenv-worker`, a Python interpreter, a user's binary).
+    pub program: PathBuf,
+    /// Arguments before the ones the supervisor appends.
+    pub args: Vec<OsString>,
+    /// Environment variables set in the worker, on top of the parent's.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl WorkerCommand {
+    /// Runs `program` with no extra arguments.
+    pub fn new(program: impl Into<PathBuf>) -> WorkerCommand {
+        WorkerCommand { program: program.into(), args: Vec::new(), env: Vec::new() }
+    }
+    /// Appends an argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> WorkerCommand {
+        self.args.push(arg.into());
+        self
+    }
+    /// Sets an environment variable in the worker.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> WorkerCommand {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A running worker process.
+#[derive(Debug)]
+pub struct WorkerProcess {
+    /// The worker index.
+    pub index: usize,
+    /// The env ids it steps.
+    pub env_ids: Range<usize>,
+    /// The main process's end of its control socket.
+    pub control: ControlChannel,
+    child: Child,
+    pidfd: OwnedFd,
+    status: Option<ExitStatus>,
+}
+
+fn clear_cloexec(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    rustix::io::fcntl_setfd(fd, FdFlags::empty()).map_err(Into::into)
+}
+
+impl WorkerProcess {
+    /// Starts worker `index` for `env_ids`, handing it `segment`.
+    ///
+    /// # Errors
+    /// The `io::Error` of `socketpair`, `fork`/`exec` or `pidfd_open`.
+    pub fn spawn(
+        command: &WorkerCommand,
+        segment: BorrowedFd<'_>,
+        index: usize,
+        env_ids: Range<usize>,
+    ) -> std::io::Result<WorkerProcess> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let parent = std::process::id();
+        let (segment_fd, control_fd) = (segment.as_raw_fd(), theirs.as_raw_fd());
+        let mut cmd = std::process::Command::new(&command.program);
+        cmd.args(&command.args)
+            .args(["--segment-fd", &segment_fd.to_string(), "--control-fd", &control_fd.to_string()])
+            .args(["--worker", &index.to_string(), "--parent-pid", &parent.to_string()])
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        // SAFETY: the hook runs in the forked child before exec and makes only async-signal-safe
+        // system calls (prctl, getppid, fcntl), allocating nothing on the success path.
+        unsafe {
+            cmd.pre_exec(move || {
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                if rustix::process::getppid().map(Pid::as_raw_nonzero).map(|p| p.get() as u32) != Some(parent) {
+                    // The parent died before the death signal was armed: fail the exec.
+                    return Err(std::io::Error::other("the parent died before the worker started"));
+                }
+                // SAFETY: both descriptors are open in the parent, so in this child too.
+                clear_cloexec(BorrowedFd::borrow_raw(segment_fd))?;
+                clear_cloexec(BorrowedFd::borrow_raw(control_fd))?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(theirs);
+        let pid = Pid::from_raw(child.id() as i32).expect("a child pid is positive");
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
+        Ok(WorkerProcess { index, env_ids, control: ControlChannel::new(ours), child, pidfd, status: None })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited (a non-blocking `poll` of its pidfd).
+    pub fn has_exited(&self) -> bool {
+        if self.status.is_some() {
+            return true;
+        }
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        matches!(rustix::event::poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
+    }
+
+    /// Collects the exit status, waiting up to `timeout` for the process to end. `None` if it is
+    /// still running.
+    pub fn try_status(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+            let ts = rustix::time::Timespec::try_from(timeout).unwrap_or(rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 });
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.status = Some(s.into());
+            }
+        }
+        self.status
+    }
+
+    /// Sends `SIGKILL` (through the pidfd, so never to a recycled pid) and reaps the process.
+    pub fn kill(&mut self) -> ExitStatus {
+        if self.try_status(Duration::ZERO).is_none() {
+            let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), Signal::KILL);
+            if let Ok(s) = self.child.wait() {
+                self.status = Some(s.into());
+            }
+        }
+        self.status.unwrap_or(ExitStatus::Unknown)
+    }
+}
+
+/// Waits up to `grace` for every worker to exit by itself, then kills and reaps the rest.
+pub fn stop_all(workers: &mut [WorkerProcess], grace: Duration) {
+    let deadline = Instant::now() + grace;
+    for w in workers.iter_mut() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if w.try_status(left).is_none() {
+            w.kill();
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The spin-then-sleep wake-up protocol between one waiter and its producers.
+//!
+//! A [`Wakeup`] sits in shared memory beside a ring. The waiter spins for a bounded time
+//! ([`SpinPolicy`]), yielding the core between probes, then announces that it sleeps and sleeps
+//! on the futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
+//! announced itself, so a busy pipeline never makes a system call and an idle waiter burns no CPU.
+//! Every sleep has a timeout so a caller can check that its peer is alive.
+//!
+//! The handshake is Dekker's: the waiter writes `sleepers` then reads the ring; the producer
+//! writes the ring then reads `sleepers`; a sequentially consistent fence on each side means at
+//! least one sees the other, so a wake is never lost. `seq` is read *before* announcing, so a
+//! wake that lands between the re-check and `FUTEX_WAIT` changes the word and the wait returns.
+//!
+//! ```
+//! use ringenv_runtime::{SpinPolicy, Wakeup};
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::time::Duration;
+//! let wakeup = Wakeup::default();
+//! let flag = AtomicBool::new(false);
+//! std::thread::scope(|s| {
+//!     s.spawn(|| { flag.store(true, Ordering::Release); wakeup.notify(); });
+//!     let ready = wakeup.wait(|| flag.load(Ordering::Acquire), SpinPolicy::default(),
+//!                             Duration::from_secs(5));
+//!     assert!(ready);
+//! });
+//! ```
+
+use crate::futex::{Futex, SharedFutex};
+use crossbeam_utils::Backoff;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins before it sleeps.
+///
+/// The default, 50 µs, is about one futex wake-up of a sleeping process on a virtual machine
+/// (~40 µs measured on the 2-core VMs this project runs on; see `benches/RESULTS.md`): spinning
+/// longer than a wake-up costs more CPU than it saves latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinPolicy {
+    /// Upper bound of the spin phase. `Duration::ZERO` sleeps at once.
+    pub spin: Duration,
+}
+
+impl Default for SpinPolicy {
+    fn default() -> Self {
+        SpinPolicy { spin: Duration::from_micros(50) }
+    }
+}
+
+/// A futex word and a sleeper count, one cache-line pair, placed in shared memory.
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    /// The futex word: a counter bumped by every wake, so a stale wait returns at once.
+    seq: AtomicU32,
+    /// Number of waiters that announced they sleep (0 or 1 in ringenv: one waiter per word).
+    sleepers: AtomicU32,
+}
+
+impl Wakeup {
+    /// Bytes this struct occupies in the segment.
+    pub const MEM_SIZE: usize = std::mem::size_of::<Wakeup>();
+
+    /// Producer side: call after publishing. Wakes the waiter if, and only if, it sleeps.
+    /// Returns whether a wake system call was made.
+    pub fn notify(&self) -> bool {
+        // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `wait`: either the
+        // waiter's re-check sees what we published, or we see its announcement here.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.wake_all();
+        true
+    }
+
+    /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
+    pub fn wake_all(&self) {
+        self.seq.fetch_add(1, Ordering::Release);
+        SharedFutex::wake(&self.seq, u32::MAX);
+    }
+
+    /// Waiter side: returns `true` as soon as `ready()` holds, `false` when `timeout` passed first.
+    /// Spins for at most `policy.spin`, then sleeps on the futex.
+    pub fn wait(&self, mut ready: impl FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
+        self.wait_with::<SharedFutex>(&mut ready, policy, timeout)
+    }
+
+    /// [`Wakeup::wait`] over any [`Futex`] implementation.
+    pub fn wait_with<F: Futex>(
+        &self,
+        ready: &mut dyn FnMut() -> bool,
+        policy: SpinPolicy,
+        timeout: Duration,
+    ) -> bool {
+        let start = Instant::now();
+        let spin_until = start + policy.spin.min(timeout);
+        let backoff = Backoff::new();
+        loop {
+            if ready() {
+                return true;
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            backoff.snooze();
+        }
+        let deadline = start + timeout;
+        loop {
+            let seq = self.seq.load(Ordering::Acquire);
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            // SYNC POINT: pairs with the fence in `notify` (Dekker: announce, then re-check).
+            fence(Ordering::SeqCst);
+            let now = Instant::now();
+            let woke = if ready() {
+                true
+            } else if now >= deadline {
+                false
+            } else {
+                F::wait(&self.seq, seq, deadline - now);
+                ready()
+            };
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+            if woke {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn wait_times_out_when_nothing_comes() {
+        let w = Wakeup::default();
+        let t = Instant::now();
+        assert!(!w.wait(|| false, SpinPolicy::default(), Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn sleeping_waiter_is_woken_and_spinning_one_costs_no_syscall() {
+        let w = Wakeup::default();
+        let flag = AtomicBool::new(false);
+        // Nobody waits: notify must not make the wake call.
+        assert!(!w.notify());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(w.wait(
+                    || flag.load(Ordering::Acquire),
+                    SpinPolicy { spin: Duration::ZERO },
+                    Duration::from_secs(10)
+                ));
+            });
+            // Wait until the waiter announced its sleep, then publish and notify.
+            while w.sleepers.load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            flag.store(true, Ordering::Release);
+            assert!(w.notify());
+        });
+    }
+}
