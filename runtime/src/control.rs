@@ -177,7 +177,8 @@ mod tests {
     fn messages_round_trip_and_eof_is_closed() {
         let (a, b) = UnixStream::pair().unwrap();
         let (mut a, mut b) = (ControlChannel::new(a), ControlChannel::new(b));
-        let err = RemoteError { env_id: Some(3), kind: "ValueError".into(), message: "bad".into(), ..Default::default() };
+        let err =
+            RemoteError { env_id: Some(3), kind: "ValueError".into(), message: "bad".into(), ..Default::default() };
         for m in [ControlMessage::Init(vec![0; 100_000]), ControlMessage::Ready, ControlMessage::Error(err)] {
             let sent = m.clone();
             let t = std::thread::spawn(move || {

@@ -92,7 +92,13 @@ impl Completion {
 
     /// A completion of command `seq` by `worker`. `error` implies `has_message`.
     pub fn new(worker: u32, seq: u64, error: bool, has_message: bool) -> Completion {
-        let flags = if error { Self::ERROR | Self::MESSAGE } else if has_message { Self::MESSAGE } else { 0 };
+        let flags = if error {
+            Self::ERROR | Self::MESSAGE
+        } else if has_message {
+            Self::MESSAGE
+        } else {
+            0
+        };
         Completion { worker, flags, seq }
     }
     /// Whether the command failed in the worker.

@@ -114,7 +114,11 @@ impl WorkerEndpoint {
         let mut control = ControlChannel::new(UnixStream::from(control_fd));
         let report = |control: &mut ControlChannel, e: ConnectError| {
             let kind = "SegmentError".to_string();
-            let _ = control.send(&ControlMessage::Error(RemoteError { kind, message: e.to_string(), ..Default::default() }));
+            let _ = control.send(&ControlMessage::Error(RemoteError {
+                kind,
+                message: e.to_string(),
+                ..Default::default()
+            }));
             e
         };
         let segment = match Segment::attach(segment_fd) {

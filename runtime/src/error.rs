@@ -150,7 +150,9 @@ impl std::fmt::Display for PoolError {
                 write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }
             PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
-            PoolError::NoPendingCall => write!(f, "no command is pending: call submit (step_async / reset_async) first"),
+            PoolError::NoPendingCall => {
+                write!(f, "no command is pending: call submit (step_async / reset_async) first")
+            }
             PoolError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
             PoolError::Closed => write!(f, "the pool is closed"),
             PoolError::InvalidArgument(why) => write!(f, "{why}"),

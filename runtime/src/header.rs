@@ -157,10 +157,9 @@ impl std::fmt::Display for HeaderError {
             ),
             HeaderError::DType { array, code } => write!(f, "unknown {array} dtype code {code} in the segment header"),
             HeaderError::Layout(e) => write!(f, "segment header describes an invalid layout: {e}"),
-            HeaderError::Offset { field, segment, worker } => write!(
-                f,
-                "segment field {field} is {segment} (main process) but this worker computes {worker}"
-            ),
+            HeaderError::Offset { field, segment, worker } => {
+                write!(f, "segment field {field} is {segment} (main process) but this worker computes {worker}")
+            }
         }
     }
 }
@@ -211,7 +210,8 @@ pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
     if h.version != LAYOUT_VERSION {
         return Err(HeaderError::Version { segment: h.version, worker: LAYOUT_VERSION });
     }
-    let reward = DType::from_code(h.reward_dtype).ok_or(HeaderError::DType { array: "reward", code: h.reward_dtype })?;
+    let reward =
+        DType::from_code(h.reward_dtype).ok_or(HeaderError::DType { array: "reward", code: h.reward_dtype })?;
     let count = |x: u64| usize::try_from(x).map_err(|_| HeaderError::Layout(LayoutError::TooLarge));
     let layout = Layout::new(
         count(h.num_envs)?,
@@ -228,7 +228,11 @@ pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
         }
     }
     if h.total_size != layout.total_size() as u64 {
-        return Err(HeaderError::Offset { field: "total_size", segment: h.total_size, worker: layout.total_size() as u64 });
+        return Err(HeaderError::Offset {
+            field: "total_size",
+            segment: h.total_size,
+            worker: layout.total_size() as u64,
+        });
     }
     if mapped < layout.total_size() {
         return Err(HeaderError::TooSmall { mapped, needed: layout.total_size() });
@@ -241,8 +245,9 @@ mod tests {
     use super::*;
 
     fn sample() -> (Layout, Vec<u8>) {
-        let layout = Layout::new(5, 2, 3, ArraySpec::new(DType::U8, &[2, 3]), ArraySpec::new(DType::F32, &[2]), DType::F64)
-            .unwrap();
+        let layout =
+            Layout::new(5, 2, 3, ArraySpec::new(DType::U8, &[2, 3]), ArraySpec::new(DType::F32, &[2]), DType::F64)
+                .unwrap();
         let mut bytes = vec![0u8; HEADER_REGION];
         write(&mut bytes, &layout);
         (layout, bytes)

@@ -196,8 +196,7 @@ impl Layout {
         let completion_capacity = (num_workers * depth).next_power_of_two().max(2);
         let completion_ring = HEADER_REGION + Wakeup::MEM_SIZE;
         let commands = align_up(completion_ring + Ring::<Completion>::mem_size(completion_capacity), 128);
-        let command_stride =
-            align_up(Wakeup::MEM_SIZE + Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128);
+        let command_stride = align_up(Wakeup::MEM_SIZE + Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128);
         let slots = align_up(commands + num_workers * command_stride, 4096);
         let mut cursor = 0usize;
         let mut take = |bytes: usize| -> Result<usize, LayoutError> {
@@ -216,10 +215,7 @@ impl Layout {
             seed_flags: take(num_envs)?,
         };
         let slot_stride = align_up(cursor, 4096);
-        let total = slot_stride
-            .checked_mul(depth)
-            .and_then(|s| s.checked_add(slots))
-            .ok_or(LayoutError::TooLarge)?;
+        let total = slot_stride.checked_mul(depth).and_then(|s| s.checked_add(slots)).ok_or(LayoutError::TooLarge)?;
         Ok(Layout {
             num_envs,
             num_workers,

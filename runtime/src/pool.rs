@@ -52,7 +52,13 @@ impl PoolConfig {
     /// A config with one init payload for all workers, a 60 s start-up timeout and the default
     /// spin policy.
     pub fn new(layout: Layout, command: WorkerCommand, init: Vec<u8>) -> PoolConfig {
-        PoolConfig { layout, command, init: vec![init], startup_timeout: Duration::from_secs(60), spin: SpinPolicy::default() }
+        PoolConfig {
+            layout,
+            command,
+            init: vec![init],
+            startup_timeout: Duration::from_secs(60),
+            spin: SpinPolicy::default(),
+        }
     }
 }
 
@@ -251,7 +257,8 @@ impl Pool {
             }
         }
         let n = self.workers.len();
-        self.pending = Some(Pending { kind, slot, seq: self.seq, done: vec![false; n], messages: vec![], errors: vec![] });
+        self.pending =
+            Some(Pending { kind, slot, seq: self.seq, done: vec![false; n], messages: vec![], errors: vec![] });
         Ok(slot)
     }
 
@@ -338,7 +345,11 @@ impl Pool {
             None if protocol.is_some() => w.kill(),
             None => ExitStatus::Unknown,
         };
-        let last_error = protocol.map(|e| RemoteError { kind: "ProtocolError".into(), message: e.to_string(), ..Default::default() });
+        let last_error = protocol.map(|e| RemoteError {
+            kind: "ProtocolError".into(),
+            message: e.to_string(),
+            ..Default::default()
+        });
         let failure = WorkerFailure { worker, pid: w.pid(), env_ids: w.env_ids.clone(), status, last_error };
         self.failed = Some(failure.clone());
         self.pending = None;

@@ -114,7 +114,11 @@ impl Segment {
         // SAFETY: the regions come from the layout, are zeroed (fresh memfd), 128-byte aligned,
         // and no worker exists yet.
         unsafe {
-            Ring::<Completion>::init(memory.clone(), segment.layout.completion_ring_offset(), segment.layout.completion_capacity());
+            Ring::<Completion>::init(
+                memory.clone(),
+                segment.layout.completion_ring_offset(),
+                segment.layout.completion_capacity(),
+            );
             for w in 0..segment.layout.num_workers {
                 Ring::<Command>::init(memory.clone(), segment.command_ring_offset(w), COMMAND_RING_CAPACITY);
             }
@@ -130,7 +134,10 @@ impl Segment {
     pub fn attach(fd: OwnedFd) -> Result<Segment, SegmentError> {
         let size = rustix::fs::fstat(&fd).map_err(os("fstat"))?.st_size as usize;
         if size < crate::layout::HEADER_REGION {
-            return Err(SegmentError::Header(HeaderError::TooSmall { mapped: size, needed: crate::layout::HEADER_REGION }));
+            return Err(SegmentError::Header(HeaderError::TooSmall {
+                mapped: size,
+                needed: crate::layout::HEADER_REGION,
+            }));
         }
         let mem = map(fd.as_fd(), size)?;
         // SAFETY: the mapping is at least one header region long (checked above).
@@ -200,8 +207,9 @@ mod tests {
 
     #[test]
     fn segment_is_sealed_against_resize() {
-        let layout = Layout::new(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
-            .unwrap();
+        let layout =
+            Layout::new(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+                .unwrap();
         let s = Segment::create(layout.clone()).unwrap();
         assert!(rustix::fs::ftruncate(s.fd(), 0).is_err());
         assert!(rustix::fs::ftruncate(s.fd(), (layout.total_size() * 2) as u64).is_err());

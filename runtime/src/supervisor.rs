@@ -130,7 +130,8 @@ impl WorkerProcess {
     pub fn try_status(&mut self, timeout: Duration) -> Option<ExitStatus> {
         if self.status.is_none() {
             let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
-            let ts = rustix::time::Timespec::try_from(timeout).unwrap_or(rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 });
+            let ts =
+                rustix::time::Timespec::try_from(timeout).unwrap_or(rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 });
             let _ = rustix::event::poll(&mut fds, Some(&ts));
             if let Ok(Some(s)) = self.child.try_wait() {
                 self.status = Some(s.into());

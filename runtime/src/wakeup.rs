@@ -87,12 +87,7 @@ impl Wakeup {
     }
 
     /// [`Wakeup::wait`] over any [`Futex`] implementation.
-    pub fn wait_with<F: Futex>(
-        &self,
-        ready: &mut dyn FnMut() -> bool,
-        policy: SpinPolicy,
-        timeout: Duration,
-    ) -> bool {
+    pub fn wait_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
         let start = Instant::now();
         let spin_until = start + policy.spin.min(timeout);
         let backoff = Backoff::new();

@@ -1,1 +1,146 @@
+//! Integration tests of the Rust pool API with the `ringenv-worker` binary: results equal an
+//! in-process reference, worker death is a typed error, bad start-up input is reported.
 
+use ringenv_runtime::{Array, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
+use ringenv_worker::envs::CartPole;
+use ringenv_worker::{registry, Env};
+use std::time::{Duration, Instant};
+
+fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
+    let kwargs = serde_json::Value::Null;
+    let (obs, act) = registry::spaces(env_id, &kwargs).unwrap();
+    let layout =
+        Layout::new(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32).unwrap();
+    let init = serde_json::to_vec(&registry::RustInit { env_id: env_id.into(), kwargs }).unwrap();
+    Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init))
+}
+
+fn obs_of(pool: &Pool, slot: usize) -> Vec<f32> {
+    bytemuck::cast_slice(pool.batch(slot).rows(Array::Obs, 0..pool.layout().num_envs)).to_vec()
+}
+
+#[test]
+fn cartpole_pool_matches_in_process_envs_with_next_step_autoreset() {
+    const N: usize = 5;
+    let mut pool = pool("CartPole-v1", N, 2).unwrap();
+    let mut reference: Vec<CartPole> = (0..N).map(|_| CartPole::default()).collect();
+    let seeds: Vec<Option<u64>> = (0..N as u64).map(|i| Some(100 + i)).collect();
+    let out = pool.reset(&seeds).unwrap();
+    let mut want = vec![0f32; 4 * N];
+    for (i, env) in reference.iter_mut().enumerate() {
+        env.reset(seeds[i], &mut want[4 * i..4 * i + 4]);
+    }
+    assert_eq!(obs_of(&pool, out.slot), want);
+    let mut done = [false; N];
+    let mut episodes = 0;
+    for t in 0..700u64 {
+        let actions: Vec<i64> = (0..N as u64).map(|i| ((t * 7 + i * 3) / 5 % 2) as i64).collect();
+        let out = pool.step(bytemuck::cast_slice(&actions)).unwrap();
+        assert!(out.errors.is_empty() && out.messages.is_empty());
+        let batch = pool.batch(out.slot);
+        let rewards: &[f32] = bytemuck::cast_slice(batch.rows(Array::Reward, 0..N));
+        let terminated = batch.rows(Array::Terminated, 0..N);
+        let truncated = batch.rows(Array::Truncated, 0..N);
+        for i in 0..N {
+            let obs = &mut want[4 * i..4 * i + 4];
+            let (reward, term, trunc) = if done[i] {
+                reference[i].reset(None, obs);
+                episodes += 1;
+                (0.0, false, false)
+            } else {
+                let s = reference[i].step(&actions[i..i + 1], obs);
+                (s.reward, s.terminated, s.truncated)
+            };
+            assert_eq!((rewards[i], terminated[i] == 1, truncated[i] == 1), (reward, term, trunc), "env {i} step {t}");
+            done[i] = term || trunc;
+        }
+        assert_eq!(obs_of(&pool, out.slot), want, "step {t}");
+    }
+    assert!(episodes > 10, "the run must cross many autoresets, saw {episodes}");
+    pool.close(Duration::from_secs(5));
+}
+
+#[test]
+fn killed_worker_is_a_typed_error_naming_worker_envs_and_signal() {
+    let mut pool = pool("CartPole-v1", 6, 2).unwrap();
+    pool.reset(&[Some(1); 6]).unwrap();
+    let pids = pool.worker_pids();
+    let victim = rustix::process::Pid::from_raw(pids[1] as i32).unwrap();
+    rustix::process::kill_process(victim, rustix::process::Signal::KILL).unwrap();
+    let start = Instant::now();
+    let mut result = Ok(());
+    for _ in 0..1000 {
+        if let Err(e) = pool.step(bytemuck::cast_slice(&[0i64; 6])) {
+            result = Err(e);
+            break;
+        }
+    }
+    let elapsed = start.elapsed();
+    match result {
+        Err(PoolError::WorkerDied(f)) => {
+            assert_eq!((f.worker, f.env_ids.clone(), f.status), (1, 3..6, ExitStatus::Signaled(9)));
+            assert!(f.to_string().contains("SIGKILL"), "{f}");
+        }
+        other => panic!("expected WorkerDied, got {other:?}"),
+    }
+    assert!(elapsed < Duration::from_secs(1), "death noticed after {elapsed:?}");
+    // The survivor was stopped too, and the pool refuses further work with the same error.
+    let survivor = rustix::process::Pid::from_raw(pids[0] as i32).unwrap();
+    assert!(rustix::process::test_kill_process(survivor).is_err(), "worker 0 still running");
+    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 6])), Err(PoolError::WorkerDied(_))));
+}
+
+#[test]
+fn unknown_env_id_fails_start_up_with_the_id_and_the_known_ids() {
+    let layout = Layout::new(
+        2,
+        1,
+        2,
+        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::F32, &[4]),
+        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::I64, &[]),
+        ringenv_runtime::DType::F32,
+    )
+    .unwrap();
+    let init = br#"{"env_id": "Nope-v9"}"#.to_vec();
+    let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
+    match Pool::spawn(PoolConfig::new(layout, cmd, init)) {
+        Err(PoolError::Startup { worker: 0, env_ids, error }) => {
+            assert_eq!(env_ids, 0..2);
+            assert!(error.message.contains("Nope-v9") && error.message.contains("CartPole-v1"), "{error}");
+        }
+        Err(e) => panic!("expected a start-up error, got {e}"),
+        Ok(_) => panic!("expected a start-up error, got a pool"),
+    }
+}
+
+#[test]
+fn worker_refuses_a_layout_its_env_does_not_fit() {
+    // BlocksWorld observations are uint8; a float32 segment must be refused, naming both.
+    let layout = Layout::new(
+        2,
+        1,
+        2,
+        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::F32, &[4]),
+        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::I64, &[]),
+        ringenv_runtime::DType::F32,
+    )
+    .unwrap();
+    let init = br#"{"env_id": "BlocksWorld-v0"}"#.to_vec();
+    let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
+    let err = Pool::spawn(PoolConfig::new(layout, cmd, init)).err().expect("a mismatch error");
+    let text = err.to_string();
+    assert!(text.contains("uint8[44]") && text.contains("float32[4]"), "{text}");
+}
+
+#[test]
+fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
+    let mut pool = pool("BlocksWorld-v0", 3, 1).unwrap();
+    assert!(matches!(pool.wait(Some(Duration::ZERO)), Err(PoolError::NoPendingCall)));
+    pool.submit(ringenv_runtime::CommandKind::Reset, None).unwrap();
+    assert!(matches!(pool.submit(ringenv_runtime::CommandKind::Step, None), Err(PoolError::AlreadyPending)));
+    let out = pool.wait(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(out.kind, ringenv_runtime::CommandKind::Reset);
+    assert!(matches!(pool.step(&[0u8; 3]), Err(PoolError::InvalidArgument(_))));
+    pool.close(Duration::from_secs(5));
+    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 3])), Err(PoolError::Closed)));
+}

@@ -141,8 +141,7 @@ fn rule_above_on(f: &Facts, n: usize) -> Facts {
 /// `above(x, z) :- on(x, y), above(y, z)`.
 fn rule_above_chain(f: &Facts, n: usize) -> Facts {
     let chains = pairs(n).flat_map(|(x, y)| (0..n).map(move |z| (x, y, z)));
-    let derivable =
-        |&(x, y, z): &(usize, usize, usize)| f.has(Fact::On(x, y)) && f.has(Fact::Above(y, z));
+    let derivable = |&(x, y, z): &(usize, usize, usize)| f.has(Fact::On(x, y)) && f.has(Fact::Above(y, z));
     chains.filter(derivable).map(|(x, _, z)| Fact::Above(x, z)).collect()
 }
 
@@ -216,10 +215,7 @@ impl BlocksWorld {
     /// # Panics
     /// If `num_blocks` is not in `2..=8`.
     pub fn new(num_blocks: usize) -> Self {
-        assert!(
-            (2..=MAX).contains(&num_blocks),
-            "BlocksWorld supports 2 to {MAX} blocks, got {num_blocks}"
-        );
+        assert!((2..=MAX).contains(&num_blocks), "BlocksWorld supports 2 to {MAX} blocks, got {num_blocks}");
         BlocksWorld {
             n: num_blocks,
             state: Facts::default(),
@@ -299,14 +295,10 @@ impl Env for BlocksWorld {
     fn step(&mut self, action: &[i64], obs: &mut [u8]) -> Step {
         let (n, w) = (self.n, self.n + 1);
         let (a, count) = (action[0], (n * w) as i64);
-        assert!(
-            (0..count).contains(&a),
-            "BlocksWorld action {a} is out of range: valid actions are 0..{count}"
-        );
+        assert!((0..count).contains(&a), "BlocksWorld action {a} is out of range: valid actions are 0..{count}");
         assert!(self.started, "BlocksWorld: call reset before step");
         let (x, y) = (a as usize / w, a as usize % w);
-        let legal =
-            x != y && self.state.has(Fact::Clear(x)) && (y == n || self.state.has(Fact::Clear(y)));
+        let legal = x != y && self.state.has(Fact::Clear(x)) && (y == n || self.state.has(Fact::Clear(y)));
         let mut reward = -0.1;
         let mut terminated = false;
         if legal {
@@ -413,9 +405,7 @@ mod tests {
         }
         // Legal: 0 onto 3, then 1 becomes clear and can go to the table.
         assert_eq!(env.step(&[action(&env, 0, 3)], &mut obs).reward, -0.01);
-        assert!(
-            env.holds(Fact::On(0, 3)) && env.holds(Fact::Clear(1)) && !env.holds(Fact::Clear(3))
-        );
+        assert!(env.holds(Fact::On(0, 3)) && env.holds(Fact::Clear(1)) && !env.holds(Fact::Clear(3)));
         assert!(!env.holds(Fact::On(0, 1)) && !env.holds(Fact::Above(0, 2)));
         assert_eq!(env.step(&[action(&env, 1, n)], &mut obs).reward, -0.01);
         assert_eq!(env.state, config(&[3, n, n, n]));

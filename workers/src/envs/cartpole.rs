@@ -124,12 +124,7 @@ impl Env for CartPole {
             (THETA_THRESHOLD_RADIANS * 2.0) as f32 as f64,
             f64::INFINITY,
         ];
-        Space::Box {
-            dtype: DType::F32,
-            shape: vec![4],
-            low: high.iter().map(|h| -h).collect(),
-            high: high.to_vec(),
-        }
+        Space::Box { dtype: DType::F32, shape: vec![4], low: high.iter().map(|h| -h).collect(), high: high.to_vec() }
     }
 
     fn action_space(&self) -> Space {
@@ -152,10 +147,7 @@ impl Env for CartPole {
 
     fn step(&mut self, action: &[i64], obs: &mut [f32]) -> Step {
         let action = action[0];
-        assert!(
-            action == 0 || action == 1,
-            "CartPole action {action} is out of range: valid actions are 0 and 1"
-        );
+        assert!(action == 0 || action == 1, "CartPole action {action} is out of range: valid actions are 0 and 1");
         assert!(self.started, "CartPole: call reset before step");
         let [mut x, mut x_dot, mut theta, mut theta_dot] = self.state;
         let force = if action == 1 { FORCE_MAG } else { -FORCE_MAG };
@@ -176,10 +168,8 @@ impl Env for CartPole {
 
         // Spelled as Gymnasium's comparisons (a NaN state does not terminate there either).
         #[allow(clippy::manual_range_contains)]
-        let terminated = x < -X_THRESHOLD
-            || x > X_THRESHOLD
-            || theta < -THETA_THRESHOLD_RADIANS
-            || theta > THETA_THRESHOLD_RADIANS;
+        let terminated =
+            x < -X_THRESHOLD || x > X_THRESHOLD || theta < -THETA_THRESHOLD_RADIANS || theta > THETA_THRESHOLD_RADIANS;
         // 1.0 until and including the first terminating step, 0.0 for steps after it.
         let reward = if self.terminated { 0.0 } else { 1.0 };
         self.terminated |= terminated;
@@ -304,9 +294,7 @@ mod tests {
     }
 
     fn f64s<'a>(tokens: &mut impl Iterator<Item = &'a str>) -> [f64; 4] {
-        std::array::from_fn(|_| {
-            f64::from_bits(u64::from_str_radix(tokens.next().unwrap(), 16).unwrap())
-        })
+        std::array::from_fn(|_| f64::from_bits(u64::from_str_radix(tokens.next().unwrap(), 16).unwrap()))
     }
 
     fn parse_golden() -> Vec<Trajectory> {
@@ -355,20 +343,14 @@ mod tests {
             assert_eq!(traj.actions.len(), traj.steps.len());
             env.reset(Some(0), &mut obs);
             env.set_state(traj.init);
-            for (t, (&action, &(bits, terminated))) in
-                traj.actions.iter().zip(&traj.steps).enumerate()
-            {
+            for (t, (&action, &(bits, terminated))) in traj.actions.iter().zip(&traj.steps).enumerate() {
                 let step = env.step(&[action], &mut obs);
                 assert_eq!(obs.map(f32::to_bits), bits, "trajectory {i} step {t}: {obs:?}");
                 assert_eq!(step.terminated, terminated, "trajectory {i} step {t}");
                 assert_eq!(step.reward, 1.0);
                 assert!(!step.truncated);
             }
-            assert_eq!(
-                env.state().map(f64::to_bits),
-                traj.last.map(f64::to_bits),
-                "trajectory {i}"
-            );
+            assert_eq!(env.state().map(f64::to_bits), traj.last.map(f64::to_bits), "trajectory {i}");
         }
     }
 
@@ -437,9 +419,7 @@ mod tests {
     #[test]
     fn spaces_match_gymnasium() {
         let env = CartPole::new();
-        let Space::Box { dtype, shape, low, high } = env.observation_space() else {
-            panic!("not a Box")
-        };
+        let Space::Box { dtype, shape, low, high } = env.observation_space() else { panic!("not a Box") };
         assert_eq!((dtype, shape), (DType::F32, vec![4]));
         assert_eq!(high, [4.800000190734863, f64::INFINITY, 0.41887903213500977, f64::INFINITY]);
         assert_eq!(low, high.iter().map(|h| -h).collect::<Vec<_>>());

@@ -1,0 +1,90 @@
+// The two-process ring harness shared by tests/rust/cross_process.rs and
+// benches/ring_roundtrip.rs: a child process, started by re-executing the current binary with
+// RINGENV_ECHO_FD set, attaches the segment and echoes every command back as a completion.
+// Included with #[path], so each user compiles its own copy.
+
+use ringenv_runtime::{
+    ArraySpec, Command, CommandKind, Completion, Consumer, DType, Layout, Ring, Segment, SpinPolicy,
+};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Child;
+use std::time::Duration;
+
+/// The environment variable holding the segment descriptor in the child.
+pub const ECHO_FD: &str = "RINGENV_ECHO_FD";
+/// The environment variable holding the child's spin time in microseconds.
+pub const ECHO_SPIN_US: &str = "RINGENV_ECHO_SPIN_US";
+
+/// A one-worker segment for the echo harness.
+pub fn echo_segment() -> Segment {
+    let layout =
+        Layout::new(1, 1, 2, ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+    Segment::create(layout).unwrap()
+}
+
+/// Starts `current_exe() args...` as the echo child of `segment`, spinning `spin` before it sleeps.
+pub fn spawn_echo(segment: &Segment, args: &[&str], spin: Duration) -> Child {
+    let fd = segment.fd().as_raw_fd();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(args).env(ECHO_FD, fd.to_string()).env(ECHO_SPIN_US, spin.as_micros().to_string());
+    cmd.stdout(std::process::Stdio::null());
+    // SAFETY: only fcntl runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::io::fcntl_setfd(std::os::fd::BorrowedFd::borrow_raw(fd), rustix::io::FdFlags::empty())?;
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The child's side: returns false when this process is not an echo child.
+pub fn run_echo_child() -> bool {
+    let Ok(fd) = std::env::var(ECHO_FD) else { return false };
+    let spin_us: u64 = std::env::var(ECHO_SPIN_US).map(|s| s.parse().unwrap()).unwrap_or(50);
+    let policy = SpinPolicy { spin: Duration::from_micros(spin_us) };
+    // SAFETY: the parent handed this descriptor to this process for the segment.
+    let segment = Segment::attach(unsafe { OwnedFd::from_raw_fd(fd.parse().unwrap()) }).unwrap();
+    let commands = segment.command_ring(0).acquire_consumer().unwrap();
+    let completions = segment.completion_ring();
+    loop {
+        let ring = commands.ring();
+        segment.command_wakeup(0).wait(|| ring.has_ready(), policy, Duration::from_secs(5));
+        let Some(c) = commands.pop() else { continue };
+        if c.kind() == Ok(CommandKind::Close) {
+            return true;
+        }
+        completions.push(Completion::new(0, c.seq, false, false)).unwrap();
+        segment.completion_wakeup().notify();
+    }
+}
+
+/// The parent's side of one round trip: returns the echoed sequence number.
+pub fn round_trip(
+    segment: &Segment,
+    commands: &Ring<Command>,
+    completions: &Consumer<Completion>,
+    seq: u64,
+    spin: SpinPolicy,
+) -> u64 {
+    commands.push(Command::new(CommandKind::Step, 0, seq, false)).unwrap();
+    segment.command_wakeup(0).notify();
+    loop {
+        if let Some(c) = completions.pop() {
+            return c.seq;
+        }
+        let ring = completions.ring();
+        assert!(
+            segment.completion_wakeup().wait(|| ring.has_ready(), spin, Duration::from_secs(10)),
+            "echo child silent"
+        );
+    }
+}
+
+/// Tells the echo child to exit and reaps it.
+pub fn close_echo(segment: &Segment, commands: &Ring<Command>, mut child: Child) {
+    commands.push(Command::new(CommandKind::Close, 0, 0, false)).unwrap();
+    segment.command_wakeup(0).notify();
+    assert!(child.wait().unwrap().success());
+}

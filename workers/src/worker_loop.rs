@@ -1,0 +1,101 @@
+//! The worker loop: join the pool, build the envs from the init payload, then serve commands
+//! until told to close.
+//!
+//! Every command is answered with exactly one completion, in order, so the main process never
+//! waits for a command a worker dropped. An env error is a failed completion carrying the
+//! error; the loop goes on serving.
+//!
+//! ```no_run
+//! use ringenv_worker::{worker_loop, registry, WorkerCli};
+//! use clap::Parser;
+//! let cli = WorkerCli::parse();
+//! std::process::exit(worker_loop::run(&cli.endpoint_args(), registry::build_host));
+//! ```
+
+use crate::host::EnvHost;
+use ringenv_runtime::{CommandKind, ControlError, EndpointArgs, RemoteError, WorkerEndpoint};
+
+/// Builds the hosted envs from the init payload and the connected endpoint.
+pub type HostBuilder<'a> = dyn FnOnce(&[u8], &WorkerEndpoint) -> Result<Box<dyn EnvHost + 'a>, RemoteError> + 'a;
+
+/// Runs a worker to completion and returns its process exit code: 0 after a `Close` command,
+/// 2 when it could not join the pool, 3 when its envs could not be built, 4 when the control
+/// channel failed.
+pub fn run<'a>(
+    args: &EndpointArgs,
+    build: impl FnOnce(&[u8], &WorkerEndpoint) -> Result<Box<dyn EnvHost + 'a>, RemoteError> + 'a,
+) -> i32 {
+    // SAFETY: the supervisor handed exactly these descriptors to this process for the endpoint.
+    let mut endpoint = match unsafe { WorkerEndpoint::connect(args) } {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("ringenv worker {}: {e}", args.worker);
+            return 2;
+        }
+    };
+    let init = match endpoint.recv_init() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("ringenv worker {}: {e}", args.worker);
+            return 4;
+        }
+    };
+    let mut host = match build(&init, &endpoint) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = endpoint.send_startup_error(e);
+            return 3;
+        }
+    };
+    if endpoint.send_ready().is_err() {
+        return 4;
+    }
+    match serve(&mut endpoint, host.as_mut()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ringenv worker {}: {e}", args.worker);
+            4
+        }
+    }
+}
+
+/// Serves commands until `Close`.
+///
+/// # Errors
+/// [`ControlError`] when the control channel fails (the main process is gone).
+pub fn serve(endpoint: &mut WorkerEndpoint, host: &mut dyn EnvHost) -> Result<(), ControlError> {
+    let depth = endpoint.segment().layout().depth;
+    loop {
+        let command = endpoint.next_command();
+        let slot = command.slot as usize;
+        let kind = match command.kind() {
+            Ok(CommandKind::Close) => {
+                host.close();
+                return Ok(());
+            }
+            Ok(k) if slot < depth => k,
+            Ok(k) => {
+                let message = format!("{k:?} command names slot {slot}, but the segment has {depth}");
+                endpoint.complete(
+                    command.seq,
+                    Err(RemoteError { kind: "ProtocolError".into(), message, ..Default::default() }),
+                )?;
+                continue;
+            }
+            Err(e) => {
+                let error = RemoteError { kind: "ProtocolError".into(), message: e.to_string(), ..Default::default() };
+                endpoint.complete(command.seq, Err(error))?;
+                continue;
+            }
+        };
+        let payload = if command.has_message() { Some(endpoint.recv_payload()?) } else { None };
+        let result = {
+            let mut view = endpoint.slot(slot);
+            match kind {
+                CommandKind::Reset => host.reset(&mut view, slot, payload.as_deref()),
+                _ => host.step(&mut view, slot),
+            }
+        };
+        endpoint.complete(command.seq, result)?;
+    }
+}
