@@ -1,0 +1,151 @@
+"""Exceptions raised by ringenv.
+
+Protocol errors reuse Gymnasium's classes, so code written against
+``gymnasium.vector.AsyncVectorEnv`` catches them unchanged:
+
+- ``gymnasium.error.AlreadyPendingCallError``: ``step_async``/``reset_async`` while a call is pending;
+- ``gymnasium.error.NoAsyncCallError``: ``step_wait``/``reset_wait`` with no call pending;
+- ``gymnasium.error.ClosedEnvironmentError``: any call after ``close()``;
+- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` ran out of time
+  (the call stays pending; wait again or close).
+
+An exception raised inside an env is re-raised in the caller with its own type (unpickled from
+the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
+traceback. Failures of the runtime itself are :class:`RingenvError` subclasses below.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from typing import Optional, Tuple
+
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+
+__all__ = [
+    "RingenvError",
+    "WorkerDiedError",
+    "WorkerStartupError",
+    "RemoteEnvError",
+    "RemoteTraceback",
+    "AlreadyPendingCallError",
+    "NoAsyncCallError",
+    "ClosedEnvironmentError",
+]
+
+
+class RingenvError(RuntimeError):
+    """A failure of the ringenv runtime (segment, processes, control protocol)."""
+
+
+class WorkerDiedError(RingenvError):
+    """A worker process died. The pool stopped its other workers and is closed.
+
+    Attributes:
+        worker (int): index of the worker.
+        pid (int): its process id.
+        env_ids (tuple[int, int]): the ``[start, stop)`` range of env ids it stepped.
+        exitcode (int | None): its exit code, when it exited.
+        signal (int | None): the signal that killed it, when one did (9 for SIGKILL).
+        last_error (dict | None): the last error it reported, if any.
+    """
+
+    def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Tuple[int, int] = (0, 0),
+                 exitcode: Optional[int] = None, signal: Optional[int] = None,
+                 last_error: Optional[dict] = None):
+        super().__init__(message)
+        self.worker, self.pid, self.env_ids = worker, pid, tuple(env_ids)
+        self.exitcode, self.signal, self.last_error = exitcode, signal, last_error
+
+
+class WorkerStartupError(RingenvError):
+    """A worker could not build its envs (a factory raised, spaces differ, ...).
+
+    Attributes:
+        worker (int): index of the worker.
+        env_ids (tuple[int, int]): the ``[start, stop)`` env ids it was to build.
+        remote_type (str): the type name of the remote exception.
+        remote_traceback (str): the worker's formatted traceback.
+
+    ``__cause__`` is the original exception when it could be unpickled.
+    """
+
+    def __init__(self, message: str, worker: int = -1, env_ids: Tuple[int, int] = (0, 0),
+                 remote_type: str = "", remote_traceback: str = ""):
+        super().__init__(message)
+        self.worker, self.env_ids = worker, tuple(env_ids)
+        self.remote_type, self.remote_traceback = remote_type, remote_traceback
+
+
+class RemoteEnvError(RingenvError):
+    """An env raised an exception that could not be re-created in the caller (it did not
+    pickle). Carries the remote type name, message and traceback as text.
+
+    Attributes:
+        env_id (int | None), remote_type (str), remote_message (str), remote_traceback (str).
+    """
+
+    def __init__(self, message: str, env_id: Optional[int] = None, remote_type: str = "",
+                 remote_message: str = "", remote_traceback: str = ""):
+        super().__init__(message)
+        self.env_id, self.remote_type = env_id, remote_type
+        self.remote_message, self.remote_traceback = remote_message, remote_traceback
+
+
+class RemoteTraceback(Exception):
+    """The formatted traceback of an exception raised in a worker process, attached as the
+    ``__cause__`` of the re-raised exception (the pattern of ``concurrent.futures``)."""
+
+    def __init__(self, tb: str):
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return self.tb
+
+
+def _remote_exception(remote: dict) -> BaseException:
+    """Rebuilds the exception described by a worker's error dict."""
+    exc: Optional[BaseException] = None
+    if remote.get("payload"):
+        try:
+            exc = pickle.loads(remote["payload"])
+        except Exception:  # the exception type cannot be re-created here
+            exc = None
+    env_id = remote.get("env_id")
+    where = f" in env {env_id}" if env_id is not None else ""
+    if not isinstance(exc, BaseException):
+        exc = RemoteEnvError(
+            f"{remote['kind']}: {remote['message']} (raised{where} in a worker)",
+            env_id=env_id, remote_type=remote["kind"], remote_message=remote["message"],
+            remote_traceback=remote.get("traceback", ""),
+        )
+    exc.__cause__ = RemoteTraceback(remote.get("traceback") or f"{remote['kind']}: {remote['message']}")
+    exc.remote_traceback = remote.get("traceback", "")  # type: ignore[attr-defined]
+    exc.env_id = env_id  # type: ignore[attr-defined]
+    return exc
+
+
+def _from_native(kind: str, message: str, fields: dict) -> BaseException:
+    """Builds the exception for a native pool error (called by ``ringenv._native``)."""
+    if kind == "worker_died":
+        return WorkerDiedError(message, **fields)
+    if kind == "startup":
+        remote = fields["remote"]
+        err = WorkerStartupError(message, worker=fields["worker"], env_ids=fields["env_ids"],
+                                 remote_type=remote["kind"], remote_traceback=remote["traceback"])
+        err.__cause__ = _remote_exception(remote)
+        return err
+    if kind == "timeout":
+        return multiprocessing.TimeoutError(message)
+    if kind == "no_pending":
+        return NoAsyncCallError(message, "wait")
+    if kind == "already_pending":
+        return AlreadyPendingCallError(message, "submit")
+    if kind == "closed":
+        return ClosedEnvironmentError(message)
+    if kind == "value":
+        return ValueError(message)
+    return RingenvError(message)
+
+

@@ -1,0 +1,65 @@
+//! Maps runtime errors to the typed exceptions of `ringenv.errors`. The exceptions are built by
+//! `ringenv.errors._from_native(kind, message, fields)` in Python, so their classes, docs and
+//! attributes live in one place.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringenv_runtime::{ExitStatus, PoolError, RemoteError};
+
+/// A `RemoteError` as a dict for Python.
+pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("env_id", e.env_id)?;
+    d.set_item("kind", &e.kind)?;
+    d.set_item("message", &e.message)?;
+    d.set_item("traceback", &e.traceback)?;
+    d.set_item("payload", pyo3::types::PyBytes::new(py, &e.payload))?;
+    Ok(d)
+}
+
+/// Converts a pool error to the matching Python exception.
+pub fn to_pyerr(py: Python<'_>, e: PoolError) -> PyErr {
+    match build(py, &e) {
+        Ok(err) => err,
+        Err(err) => err,
+    }
+}
+
+fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
+    let fields = PyDict::new(py);
+    let kind = match e {
+        PoolError::WorkerDied(f) => {
+            fields.set_item("worker", f.worker)?;
+            fields.set_item("pid", f.pid)?;
+            fields.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+            match f.status {
+                ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
+                ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
+                ExitStatus::Unknown => {}
+            }
+            if let Some(r) = &f.last_error {
+                fields.set_item("last_error", remote_to_dict(py, r)?)?;
+            }
+            "worker_died"
+        }
+        PoolError::Startup { worker, env_ids, error } => {
+            fields.set_item("worker", worker)?;
+            fields.set_item("env_ids", (env_ids.start, env_ids.end))?;
+            fields.set_item("remote", remote_to_dict(py, error)?)?;
+            "startup"
+        }
+        PoolError::Timeout { seconds, waiting_for } => {
+            fields.set_item("seconds", seconds)?;
+            fields.set_item("waiting_for", waiting_for.clone())?;
+            "timeout"
+        }
+        PoolError::NoPendingCall => "no_pending",
+        PoolError::AlreadyPending => "already_pending",
+        PoolError::Closed => "closed",
+        PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
+        PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => "runtime",
+    };
+    let module = py.import("ringenv.errors")?;
+    let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
+    Ok(PyErr::from_value(exc))
+}

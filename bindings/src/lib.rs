@@ -1,0 +1,26 @@
+//! `ringenv._native`: the thin PyO3 layer between the Python package `ringenv` and the Rust
+//! crates. The pool and the worker loop live in `ringenv-runtime` and `ringenv-worker`; this crate
+//! only converts arguments, releases the GIL while waiting, maps errors to the typed exceptions
+//! of `ringenv.errors`, and hosts Python envs in a worker.
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+
+mod errors;
+mod py_pool;
+mod py_segment;
+mod python_envs;
+mod workers;
+
+use pyo3::prelude::*;
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<py_pool::PyPool>()?;
+    m.add_class::<py_segment::PySegment>()?;
+    m.add_function(wrap_pyfunction!(workers::run_python_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::run_builtin_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::builtin_env_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::builtin_spaces, m)?)?;
+    m.add("LAYOUT_VERSION", ringenv_runtime::header::LAYOUT_VERSION)?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! `ringenv._native.Pool`: the runtime's pool for Python, with the GIL released while it waits.
+
+use crate::errors::{remote_to_dict, to_pyerr};
+use crate::py_segment::PySegment;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use ringenv_runtime::{
+    Array, ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, PoolError, SpinPolicy, WorkerCommand,
+};
+use std::time::Duration;
+
+fn dtype(what: &str, name: &str) -> PyResult<DType> {
+    DType::from_numpy(name).ok_or_else(|| PyValueError::new_err(format!("unsupported {what} dtype {name:?}")))
+}
+
+fn array(name: &str) -> PyResult<Array> {
+    Ok(match name {
+        "obs" => Array::Obs,
+        "reward" => Array::Reward,
+        "terminated" => Array::Terminated,
+        "truncated" => Array::Truncated,
+        "action" => Array::Action,
+        "seed" => Array::Seed,
+        "seed_flags" => Array::SeedFlags,
+        other => return Err(PyValueError::new_err(format!("no array {other:?} in a slot"))),
+    })
+}
+
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
+}
+
+/// A pool of worker processes over one shared memory segment.
+///
+/// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
+#[pyclass(name = "Pool", module = "ringenv._native")]
+pub struct PyPool {
+    pool: Pool,
+}
+
+#[pymethods]
+impl PyPool {
+    #[new]
+    #[pyo3(signature = (num_envs, num_workers, obs_dtype, obs_shape, action_dtype, action_shape, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        num_envs: usize,
+        num_workers: usize,
+        obs_dtype: &str,
+        obs_shape: Vec<usize>,
+        action_dtype: &str,
+        action_shape: Vec<usize>,
+        reward_dtype: &str,
+        argv: Vec<String>,
+        init: Vec<Vec<u8>>,
+        env: Vec<(String, String)>,
+        depth: usize,
+        startup_timeout: f64,
+        spin_us: u64,
+    ) -> PyResult<PyPool> {
+        let layout = Layout::new(
+            num_envs,
+            num_workers,
+            depth,
+            ArraySpec::new(dtype("observation", obs_dtype)?, &obs_shape),
+            ArraySpec::new(dtype("action", action_dtype)?, &action_shape),
+            dtype("reward", reward_dtype)?,
+        )
+        .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
+        let (program, args) =
+            argv.split_first().ok_or_else(|| PyValueError::new_err("argv must name the worker program"))?;
+        let mut command = WorkerCommand::new(program);
+        command.args = args.iter().map(Into::into).collect();
+        command.env = env.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let config = PoolConfig {
+            layout,
+            command,
+            init,
+            startup_timeout: seconds("startup_timeout", startup_timeout)?,
+            spin: SpinPolicy { spin: Duration::from_micros(spin_us) },
+        };
+        let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;
+        Ok(PyPool { pool })
+    }
+
+    /// The segment, as a buffer for `numpy.frombuffer`.
+    fn segment(&self) -> PySegment {
+        PySegment::new(self.pool.segment().memory())
+    }
+
+    /// Byte offset of `array` (`"obs"`, `"reward"`, `"terminated"`, `"truncated"`, `"action"`,
+    /// `"seed"`, `"seed_flags"`) of slot `slot` in the segment.
+    fn offset(&self, slot: usize, array_name: &str) -> PyResult<usize> {
+        if slot >= self.pool.layout().depth {
+            return Err(PyValueError::new_err(format!(
+                "slot {slot} out of range (depth {})",
+                self.pool.layout().depth
+            )));
+        }
+        let view = self.pool.batch(slot);
+        let base = self.pool.segment().memory().as_ptr() as usize;
+        Ok(view.address(array(array_name)?) - base)
+    }
+
+    #[getter]
+    fn depth(&self) -> usize {
+        self.pool.layout().depth
+    }
+
+    #[getter]
+    fn num_workers(&self) -> usize {
+        self.pool.layout().num_workers
+    }
+
+    /// The env ids `(start, stop)` of worker `worker`.
+    fn env_ids(&self, worker: usize) -> PyResult<(usize, usize)> {
+        if worker >= self.pool.layout().num_workers {
+            return Err(PyValueError::new_err(format!("no worker {worker}")));
+        }
+        let r = self.pool.layout().worker_envs(worker);
+        Ok((r.start, r.end))
+    }
+
+    /// Process ids of the workers.
+    fn worker_pids(&self) -> Vec<u32> {
+        self.pool.worker_pids()
+    }
+
+    /// The slot the next command uses.
+    #[getter]
+    fn next_slot(&self) -> usize {
+        self.pool.next_slot()
+    }
+
+    #[getter]
+    fn pending(&self) -> bool {
+        self.pool.is_pending()
+    }
+
+    /// Writes one reset seed per env (`None`: no seed) into the next slot.
+    fn write_seeds(&mut self, seeds: Vec<Option<u64>>) -> PyResult<()> {
+        let n = self.pool.layout().num_envs;
+        if seeds.len() != n {
+            return Err(PyValueError::new_err(format!("{} seeds given for {n} envs", seeds.len())));
+        }
+        self.pool.write_seeds(&seeds);
+        Ok(())
+    }
+
+    /// Sends `"step"` or `"reset"` to every worker, with an optional payload. Returns the slot.
+    #[pyo3(signature = (kind, payload=None))]
+    fn submit(&mut self, py: Python<'_>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<usize> {
+        let kind = match kind {
+            "step" => CommandKind::Step,
+            "reset" => CommandKind::Reset,
+            other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
+        };
+        self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// Waits for the pending command (GIL released). Returns `(slot, messages, errors)`:
+    /// messages a list of `(worker, bytes)`, errors a list of `(worker, dict)`.
+    #[pyo3(signature = (timeout=None))]
+    fn wait<'py>(
+        &mut self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
+        let pool = &mut self.pool;
+        let out = py.detach(|| pool.wait(timeout)).map_err(|e| to_pyerr(py, e))?;
+        let messages = PyList::empty(py);
+        for (w, bytes) in &out.messages {
+            messages.append((w, PyBytes::new(py, bytes)))?;
+        }
+        let errors = PyList::empty(py);
+        for (w, e) in &out.errors {
+            errors.append((w, remote_to_dict(py, e)?))?;
+        }
+        Ok((out.slot, messages, errors))
+    }
+
+    /// Stops the workers: asks them to exit, waits up to `timeout` seconds, kills the rest.
+    #[pyo3(signature = (timeout=1.0))]
+    fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let t = seconds("timeout", timeout.max(0.0))?;
+        let pool = &mut self.pool;
+        py.detach(|| pool.close(t));
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        let l = self.pool.layout();
+        format!("Pool(num_envs={}, num_workers={}, obs={}, action={})", l.num_envs, l.num_workers, l.obs, l.action)
+    }
+
+    /// A dict describing the layout (for debugging and tests).
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let l = self.pool.layout();
+        let d = PyDict::new(py);
+        d.set_item("num_envs", l.num_envs)?;
+        d.set_item("num_workers", l.num_workers)?;
+        d.set_item("depth", l.depth)?;
+        d.set_item("total_size", l.total_size())?;
+        Ok(d)
+    }
+}

@@ -1,0 +1,70 @@
+//! Worker entry points and the built-in env registry, for `python -m ringenv._worker`.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ringenv_worker::{registry, worker_loop, Space, WorkerCli};
+
+fn parse(argv: Vec<String>) -> PyResult<WorkerCli> {
+    use clap::Parser;
+    WorkerCli::try_parse_from(std::iter::once("ringenv-worker".to_string()).chain(argv))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Runs a worker hosting Python envs (built from the cloudpickled init payload) until the pool
+/// closes it; returns the process exit code.
+#[pyfunction]
+pub fn run_python_worker(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    let args = parse(argv)?.endpoint_args();
+    Ok(worker_loop::run(&args, |init, endpoint| crate::python_envs::build(py, init, endpoint)))
+}
+
+/// Runs a worker hosting built-in Rust envs (the init payload is JSON), with the GIL released
+/// for its whole life; returns the process exit code.
+#[pyfunction]
+pub fn run_builtin_worker(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    let args = parse(argv)?.endpoint_args();
+    Ok(py.detach(|| worker_loop::run(&args, registry::build_host)))
+}
+
+/// The ids of the built-in Rust envs.
+#[pyfunction]
+pub fn builtin_env_ids() -> Vec<&'static str> {
+    registry::ids().to_vec()
+}
+
+fn space_dict<'py>(py: Python<'py>, space: &Space) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match space {
+        Space::Box { dtype, shape, low, high } => {
+            d.set_item("kind", "box")?;
+            d.set_item("dtype", dtype.numpy_name())?;
+            d.set_item("shape", shape.clone())?;
+            d.set_item("low", low.clone())?;
+            d.set_item("high", high.clone())?;
+        }
+        Space::Discrete { n, start } => {
+            d.set_item("kind", "discrete")?;
+            d.set_item("n", n)?;
+            d.set_item("start", start)?;
+        }
+    }
+    Ok(d)
+}
+
+/// The `(observation_space, action_space)` of built-in env `env_id` with `kwargs_json`, as
+/// dicts (`{"kind": "box", "dtype", "shape", "low", "high"}` or `{"kind": "discrete", "n",
+/// "start"}`).
+///
+/// Raises `ValueError` naming an unknown id or a bad argument.
+#[pyfunction]
+pub fn builtin_spaces<'py>(
+    py: Python<'py>,
+    env_id: &str,
+    kwargs_json: &str,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let kwargs: serde_json::Value =
+        serde_json::from_str(kwargs_json).map_err(|e| PyValueError::new_err(format!("kwargs are not JSON: {e}")))?;
+    let (obs, act) = registry::spaces(env_id, &kwargs).map_err(|e| PyValueError::new_err(e.message))?;
+    Ok((space_dict(py, &obs)?, space_dict(py, &act)?))
+}
