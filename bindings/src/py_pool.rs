@@ -8,7 +8,10 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     Array, ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, PoolError, SpinPolicy, WorkerCommand,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often a blocking wait checks for signals such as Ctrl-C.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 fn dtype(what: &str, name: &str) -> PyResult<DType> {
     DType::from_numpy(name).ok_or_else(|| PyValueError::new_err(format!("unsupported {what} dtype {name:?}")))
@@ -170,8 +173,21 @@ impl PyPool {
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
         let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let pool = &mut self.pool;
-        let out = py.detach(|| pool.wait(timeout)).map_err(|e| to_pyerr(py, e))?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        // Wait in slices with the GIL released, checking for signals (Ctrl-C) between slices.
+        let out = loop {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
+            let pool = &mut self.pool;
+            match py.detach(|| pool.wait(Some(slice))) {
+                Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
+                Err(PoolError::Timeout { waiting_for, .. }) => {
+                    let seconds = timeout.unwrap_or_default().as_secs_f64();
+                    return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
+                }
+                other => break other.map_err(|e| to_pyerr(py, e))?,
+            }
+        };
         let messages = PyList::empty(py);
         for (w, bytes) in &out.messages {
             messages.append((w, PyBytes::new(py, bytes)))?;

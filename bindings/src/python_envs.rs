@@ -86,9 +86,12 @@ fn describe_without_helpers(py: Python<'_>, e: PyErr) -> RemoteError {
 
 fn describe(helpers: &Bound<'_, PyModule>, e: PyErr, env_id: Option<usize>) -> RemoteError {
     let py = helpers.py();
+    // `into_value` attaches the traceback to the exception object (`value` does not on 3.11),
+    // so the worker's frames reach the caller.
+    let exc = e.clone_ref(py).into_value(py);
     let described = helpers
         .getattr("_describe_exception")
-        .and_then(|f| f.call1((e.value(py),)))
+        .and_then(|f| f.call1((exc,)))
         .and_then(|d| d.extract::<(String, String, String, Vec<u8>)>());
     match described {
         Ok((kind, message, traceback, payload)) => {

@@ -5,7 +5,8 @@
 //! death signal to `SIGKILL`, exits if the parent already died, and clears close-on-exec on
 //! exactly two descriptors: the segment and the child's end of its control socket; every other
 //! descriptor of the parent stays close-on-exec. Each worker gets a `pidfd`, so death is
-//! detected by a non-blocking `poll` without races on recycled pids.
+//! detected by a non-blocking `poll` without races on recycled pids. Workers run in their own
+//! process group, so a terminal's Ctrl-C reaches only the main process.
 //!
 //! The worker's command line is the program and arguments of a [`WorkerCommand`] followed by
 //! `--segment-fd N --control-fd M --worker K --parent-pid P`.
@@ -88,7 +89,10 @@ impl WorkerProcess {
             .args(["--segment-fd", &segment_fd.to_string(), "--control-fd", &control_fd.to_string()])
             .args(["--worker", &index.to_string(), "--parent-pid", &parent.to_string()])
             .envs(command.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            // Its own process group: a Ctrl-C at the terminal interrupts the main process, which
+            // then closes the pool, instead of killing every worker in the middle of a step.
+            .process_group(0);
         // SAFETY: the hook runs in the forked child before exec and makes only async-signal-safe
         // system calls (prctl, getppid, fcntl), allocating nothing on the success path.
         unsafe {

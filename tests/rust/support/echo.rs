@@ -88,3 +88,37 @@ pub fn close_echo(segment: &Segment, commands: &Ring<Command>, mut child: Child)
     segment.command_wakeup(0).notify();
     assert!(child.wait().unwrap().success());
 }
+
+/// The environment variable holding the socket descriptor of a socket-echo child.
+pub const SOCKET_ECHO_FD: &str = "RINGENV_SOCKET_ECHO_FD";
+
+/// Starts `current_exe() args...` as a child echoing 16-byte messages on `socket` (the pipe-style
+/// peer of the ring: what a pipe-per-env runtime does for every step).
+pub fn spawn_socket_echo(socket: &std::os::unix::net::UnixStream, args: &[&str]) -> Child {
+    let fd = socket.as_raw_fd();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(args).env(SOCKET_ECHO_FD, fd.to_string()).stdout(std::process::Stdio::null());
+    // SAFETY: only fcntl runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::io::fcntl_setfd(std::os::fd::BorrowedFd::borrow_raw(fd), rustix::io::FdFlags::empty())?;
+            Ok(())
+        });
+    }
+    cmd.spawn().unwrap()
+}
+
+/// The socket-echo child's side: returns false when this process is not one.
+pub fn run_socket_echo_child() -> bool {
+    use std::io::{Read, Write};
+    let Ok(fd) = std::env::var(SOCKET_ECHO_FD) else { return false };
+    // SAFETY: the parent handed this descriptor to this process.
+    let mut s = std::os::unix::net::UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd.parse().unwrap()) });
+    let mut buf = [0u8; 16];
+    while s.read_exact(&mut buf).is_ok() {
+        if s.write_all(&buf).is_err() {
+            break;
+        }
+    }
+    true
+}

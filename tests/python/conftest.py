@@ -1,0 +1,59 @@
+"""Fixtures shared by the ringenv tests: a per-test time limit, and factories of vector envs
+that are always closed at teardown."""
+
+from __future__ import annotations
+
+import faulthandler
+import signal
+import sys
+
+import pytest
+
+# Every test must finish well within this; a hung test fails instead of blocking the suite.
+TEST_TIMEOUT_S = 60.0
+
+
+class _TestTimeout(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _time_limit():
+    """Fails the running test after TEST_TIMEOUT_S (a SIGALRM raises in the main thread as soon
+    as Python code runs again); if that cannot happen (a native call that never returns), the
+    process dumps every thread's traceback and exits 15 s later."""
+
+    def on_alarm(signum, frame):
+        raise _TestTimeout(f"test ran past {TEST_TIMEOUT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT_S)
+    faulthandler.dump_traceback_later(TEST_TIMEOUT_S + 15.0, exit=True, file=sys.stderr)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def closing():
+    """``closing(env)`` registers a vector env (ringenv's or Gymnasium's) to be closed at teardown
+    and returns it."""
+    envs = []
+
+    def register(env):
+        envs.append(env)
+        return env
+
+    yield register
+    errors = []
+    for env in reversed(envs):
+        try:
+            if not getattr(env, "closed", False):
+                env.close()
+        except Exception as e:  # close the others anyway, then report
+            errors.append(e)
+    if errors:
+        raise errors[0]

@@ -1,0 +1,232 @@
+"""Errors: env exceptions re-raised in the caller, start-up failures, bad actions, and the
+async protocol errors."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+
+import ringenv
+from helper_envs import (
+    CounterEnv,
+    RaisingEnv,
+    SizedEnv,
+    SlowEnv,
+    StepError,
+    failing_factory,
+)
+from ringenv.errors import RemoteEnvError, RemoteTraceback, WorkerStartupError
+from vec_asserts import assert_identical, child_pids, wait_new_children_gone, wait_pids_gone
+
+N = 4
+
+
+def _counter_envs(closing, cls=CounterEnv, num_envs=N, num_workers=2, **kwargs):
+    fns = [functools.partial(cls, i, **kwargs) for i in range(num_envs)]
+    return closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers))
+
+
+def _ones(n=N):
+    return np.ones(n, dtype=np.int64)
+
+
+# -- exceptions raised by an env ------------------------------------------------------------------
+
+
+def test_env_exception_is_reraised_with_type_and_message(closing):
+    envs = _counter_envs(closing, RaisingEnv, fail_env=3, fail_at=3)
+    envs.reset(seed=0)
+    envs.step(_ones())
+    envs.step(_ones())
+    with pytest.raises(StepError, match=r"^boom in env 3 at step 3$") as info:
+        envs.step(_ones())
+    exc = info.value
+    assert type(exc) is StepError
+    assert exc.env_id == 3
+
+
+def test_env_exception_cause_holds_the_remote_traceback(closing):
+    envs = _counter_envs(closing, RaisingEnv, fail_env=2, fail_at=1)
+    envs.reset(seed=0)
+    with pytest.raises(StepError) as info:
+        envs.step(_ones())
+    cause = info.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    text = str(cause)
+    # The worker's formatted traceback: the frames down to the raising function, then the error.
+    assert "Traceback (most recent call last)" in text, text
+    assert "helper_envs.py" in text, text
+    assert "_explode" in text, text
+    assert "boom in env 2 at step 1" in text
+
+
+def test_env_stays_usable_after_an_env_exception(closing):
+    envs = _counter_envs(closing, RaisingEnv, fail_env=1, fail_at=2)
+    envs.reset(seed=0)
+    envs.step(_ones())
+    with pytest.raises(StepError):
+        envs.step(_ones())
+    assert not envs.closed
+    obs, _ = envs.reset(seed=0)
+    assert_identical(obs, np.array([[i, 0] for i in range(N)], dtype=np.float32))
+    obs, rewards, terminated, truncated, _ = envs.step(_ones())
+    assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+    assert_identical(rewards, np.ones(N))
+    assert not terminated.any() and not truncated.any()
+
+
+def test_unpicklable_env_exception_becomes_remote_env_error(closing):
+    envs = _counter_envs(closing, RaisingEnv, fail_env=0, fail_at=2, unpicklable=True)
+    envs.reset()
+    envs.step(_ones())
+    with pytest.raises(RemoteEnvError) as info:
+        envs.step(_ones())
+    exc = info.value
+    assert exc.env_id == 0
+    assert exc.remote_type == "UnpicklableError"
+    assert exc.remote_message == "unpicklable x y"
+    assert isinstance(exc.__cause__, RemoteTraceback)
+    assert "unpicklable x y" in str(exc.__cause__)
+    envs.reset()
+    obs, *_ = envs.step(_ones())  # usable again
+    assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+
+
+# -- start-up failures ----------------------------------------------------------------------------
+
+
+def test_factory_exception_raises_worker_startup_error():
+    before = child_pids()
+    fns = [functools.partial(failing_factory, i, 3) for i in range(N)]
+    with pytest.raises(WorkerStartupError) as info:
+        ringenv.AsyncVectorEnv(fns, num_workers=2, startup_timeout=30.0)
+    exc = info.value
+    assert isinstance(exc.__cause__, ValueError)
+    assert "factory of env 3 refuses to build" in str(exc.__cause__)
+    assert exc.worker == 1 and exc.env_ids == (2, 4)
+    assert exc.remote_type == "ValueError"
+    assert not wait_new_children_gone(before, timeout=2.0), "workers left after a failed start"
+
+
+def test_startup_error_carries_the_remote_traceback():
+    fns = [functools.partial(failing_factory, i, 1) for i in range(2)]
+    with pytest.raises(WorkerStartupError) as info:
+        ringenv.AsyncVectorEnv(fns, num_workers=2, startup_timeout=30.0)
+    text = info.value.remote_traceback
+    assert "Traceback (most recent call last)" in text, text
+    assert "helper_envs.py" in text and "failing_factory" in text, text
+    assert "factory of env 1 refuses to build" in text
+
+
+def test_differing_observation_spaces_raise_worker_startup_error():
+    before = child_pids()
+    fns = [functools.partial(SizedEnv, i, 2 if i != 2 else 3) for i in range(N)]
+    with pytest.raises(WorkerStartupError, match=r"env 2\b") as info:
+        ringenv.AsyncVectorEnv(fns, num_workers=2, startup_timeout=30.0)
+    exc = info.value
+    assert isinstance(exc.__cause__, ValueError)
+    assert "observation space" in str(exc)
+    assert exc.worker == 1 and exc.env_ids == (2, 4)
+    assert not wait_new_children_gone(before, timeout=2.0), "workers left after a failed start"
+
+
+# -- bad actions ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [np.ones(N - 1, dtype=np.int64), np.ones((N, 1), dtype=np.int64),
+                                 np.int64(1)], ids=["short", "2d", "scalar"])
+def test_bad_action_shape_raises_value_error_and_env_stays_usable(closing, bad):
+    envs = _counter_envs(closing)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(bad)
+    obs, rewards, *_ = envs.step(np.array([0, 1, 0, 1]))
+    # The rejected action changed nothing: every env made exactly one step, with these actions.
+    assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+    assert_identical(rewards, np.array([0.0, 1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("bad", [np.ones(N, dtype=np.float64), np.full(N, 0.5, dtype=np.float32),
+                                 ["0", "1", "0", "1"]], ids=["float64", "float32", "str"])
+def test_non_integer_discrete_actions_raise_value_error(closing, bad):
+    envs = _counter_envs(closing)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError):
+        envs.step(bad)
+    obs, rewards, *_ = envs.step(np.array([1, 1, 0, 0]))
+    assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+    assert_identical(rewards, np.array([1.0, 1.0, 0.0, 0.0]))
+
+
+def test_bad_box_action_shape_raises_value_error(closing):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(gym.make, "Pendulum-v1")] * 2, num_workers=2))
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(np.zeros(2, dtype=np.float32))  # (2,) instead of (2, 1)
+    obs, rewards, *_ = envs.step(np.zeros((2, 1), dtype=np.float32))
+    assert obs.shape == (2, 3) and rewards.shape == (2,)
+
+
+# -- protocol errors ------------------------------------------------------------------------------
+
+
+def test_step_wait_without_step_async(closing):
+    envs = _counter_envs(closing)
+    envs.reset()
+    with pytest.raises(NoAsyncCallError):
+        envs.step_wait()
+    with pytest.raises(NoAsyncCallError):
+        envs.reset_wait()
+    envs.step(_ones())  # still usable
+
+
+def test_step_async_twice(closing):
+    envs = _counter_envs(closing)
+    envs.reset()
+    envs.step_async(_ones())
+    with pytest.raises(AlreadyPendingCallError):
+        envs.step_async(_ones())
+    with pytest.raises(AlreadyPendingCallError):
+        envs.reset_async()
+    # The first step is still the pending one, and it ran once.
+    obs, *_ = envs.step_wait()
+    assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+    with pytest.raises(NoAsyncCallError):
+        envs.step_wait()
+
+
+def test_calls_after_close_raise_closed_environment_error():
+    envs = ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(2)], num_workers=2)
+    pids = list(envs._pool.worker_pids())
+    try:
+        envs.reset()
+    finally:
+        envs.close()
+    assert envs.closed
+    with pytest.raises(ClosedEnvironmentError):
+        envs.reset()
+    with pytest.raises(ClosedEnvironmentError):
+        envs.step(_ones(2))
+    with pytest.raises(ClosedEnvironmentError):
+        envs.step_wait()
+    envs.close()  # closing twice is harmless
+    assert not wait_pids_gone(pids, timeout=2.0)
+
+
+def test_step_wait_timeout_keeps_the_step_pending(closing):
+    envs = _counter_envs(closing, SlowEnv, num_envs=2, delay=0.5)
+    envs.reset()
+    envs.step_async(_ones(2))
+    with pytest.raises(multiprocessing.TimeoutError):
+        envs.step_wait(timeout=0.05)
+    with pytest.raises(AlreadyPendingCallError):
+        envs.step_async(_ones(2))
+    obs, rewards, terminated, truncated, infos = envs.step_wait()
+    assert_identical(obs, np.array([[0, 1], [1, 1]], dtype=np.float32))
+    assert_identical(rewards, np.ones(2))
+    assert not terminated.any() and not truncated.any() and infos == {}

@@ -1,0 +1,126 @@
+"""ringenv.AsyncVectorEnv returns exactly what gymnasium.vector.SyncVectorEnv returns (values,
+dtypes, shapes, infos), including across next-step autoresets."""
+
+from __future__ import annotations
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import ringenv
+from helper_envs import InfoEnv
+from vec_asserts import assert_identical, assert_infos_equal, assert_step_identical
+
+
+def _pair(closing, env_fn, num_envs, num_workers):
+    """A ringenv vector env and a Gymnasium SyncVectorEnv of ``num_envs`` copies of ``env_fn``."""
+    ours = closing(ringenv.AsyncVectorEnv([env_fn] * num_envs, num_workers=num_workers))
+    ref = closing(gym.vector.SyncVectorEnv([env_fn] * num_envs))
+    return ours, ref
+
+
+def _check_spaces(ours, ref):
+    assert ours.num_envs == ref.num_envs
+    assert ours.single_observation_space == ref.single_observation_space
+    assert ours.single_action_space == ref.single_action_space
+    assert ours.observation_space == ref.observation_space
+    assert ours.action_space == ref.action_space
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_cartpole_matches_sync_vector_env(closing, seed):
+    n, steps = 8, 500
+    ours, ref = _pair(closing, functools.partial(gym.make, "CartPole-v1"), n, num_workers=2)
+    _check_spaces(ours, ref)
+
+    obs, infos = ours.reset(seed=seed)
+    ref_obs, ref_infos = ref.reset(seed=seed)
+    assert_identical(obs, ref_obs, "reset obs")
+    assert obs.shape == (n, 4) and obs.dtype == np.float32
+    assert_infos_equal(infos, ref_infos, "reset infos")
+
+    rng = np.random.default_rng(seed)
+    ends = 0
+    for t in range(steps):
+        actions = rng.integers(0, 2, size=n)
+        out, ref_out = ours.step(actions), ref.step(actions)
+        assert_step_identical(out, ref_out, f"step {t}")
+        assert out[1].dtype == np.float64 and out[2].dtype == np.bool_ and out[3].dtype == np.bool_
+        ends += int(np.sum(out[2] | out[3]))
+    assert ends > 0  # random CartPole episodes are short: autoresets were exercised
+
+    # A second reset with the same seed reproduces the first one.
+    obs2, _ = ours.reset(seed=seed)
+    ref_obs2, _ = ref.reset(seed=seed)
+    assert_identical(obs2, ref_obs2, "second reset obs")
+    assert_identical(obs2, ref_obs, "second reset obs vs first")
+
+
+def test_pendulum_box_actions_match_sync_vector_env(closing):
+    n, steps, seed = 4, 250, 7
+    ours, ref = _pair(closing, functools.partial(gym.make, "Pendulum-v1"), n, num_workers=2)
+    _check_spaces(ours, ref)
+
+    obs, infos = ours.reset(seed=seed)
+    ref_obs, ref_infos = ref.reset(seed=seed)
+    assert_identical(obs, ref_obs, "reset obs")
+    assert_infos_equal(infos, ref_infos, "reset infos")
+
+    rng = np.random.default_rng(seed)
+    truncations = 0
+    for t in range(steps):
+        actions = rng.uniform(-2.0, 2.0, size=(n, 1)).astype(np.float32)
+        out, ref_out = ours.step(actions), ref.step(actions)
+        assert_step_identical(out, ref_out, f"step {t}")
+        truncations += int(np.sum(out[3]))
+    # Pendulum truncates every env at step 200; steps 201.. run after the autoreset.
+    assert truncations == n
+
+
+def test_infos_match_sync_vector_env(closing):
+    n, steps, seed = 5, 60, 11
+    ours, ref = _pair(closing, InfoEnv, n, num_workers=2)
+    _check_spaces(ours, ref)
+
+    obs, infos = ours.reset(seed=seed)
+    ref_obs, ref_infos = ref.reset(seed=seed)
+    assert_identical(obs, ref_obs, "reset obs")
+    assert obs.dtype == np.float64
+    assert_infos_equal(infos, ref_infos, "reset infos")
+    assert_identical(infos["length"], ref_infos["length"])
+    assert infos["_length"].all()
+
+    rng = np.random.default_rng(seed)
+    seen = set()
+    for t in range(steps):
+        actions = rng.integers(0, 3, size=n)
+        out, ref_out = ours.step(actions), ref.step(actions)
+        assert_step_identical(out, ref_out, f"step {t}")
+        seen.update(k for k in out[4] if not k.startswith("_"))
+        for key in ("step", "flag", "half", "outcome"):
+            if key in out[4]:
+                # Partial infos: the mask says which envs reported the key on this step.
+                assert out[4][f"_{key}"].dtype == np.bool_
+                assert out[4][f"_{key}"].shape == (n,)
+    # Every kind of info (int, bool, float, str, and the reset infos of autoresets) appeared.
+    assert seen >= {"step", "flag", "half", "outcome", "length"}
+
+
+def test_reset_options_reach_the_envs(closing):
+    n = 4
+    ours, ref = _pair(closing, InfoEnv, n, num_workers=2)
+    options = {"value": 7, "name": "opt"}
+
+    _, infos = ours.reset(seed=3, options=options)
+    _, ref_infos = ref.reset(seed=3, options=options)
+    assert_infos_equal(infos, ref_infos, "reset infos with options")
+    assert_identical(infos["option_value"], np.full(n, 7))
+    assert infos["_option_value"].all()
+    assert infos["options"]["value"].tolist() == [7] * n
+    assert infos["options"]["name"].tolist() == ["opt"] * n
+
+    # Without options, the envs get options=None (no echo).
+    _, infos = ours.reset(seed=3)
+    assert "options" not in infos and "option_value" not in infos

@@ -1,0 +1,91 @@
+"""Assertions shared by the ringenv tests (comparisons of vector env outputs, process checks)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, List, Set
+
+import numpy as np
+
+
+def assert_identical(actual, expected, what: str = "array") -> None:
+    """``actual`` and ``expected`` have the same dtype, shape and values, bit for bit."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if actual.dtype == object:
+        assert actual.tolist() == expected.tolist(), f"{what}: {actual!r} != {expected!r}"
+    else:
+        assert np.array_equal(actual, expected), f"{what}: {actual!r} != {expected!r}"
+        assert actual.tobytes() == expected.tobytes(), f"{what}: not bit-identical"
+
+
+def assert_infos_equal(actual: dict, expected: dict, what: str = "infos") -> None:
+    """Vectorised infos are equal: same keys (``_key`` masks included), same nested dicts, and
+    identical arrays."""
+    assert isinstance(actual, dict), f"{what}: {type(actual)} is not a dict"
+    assert set(actual) == set(expected), f"{what}: keys {sorted(actual)} != {sorted(expected)}"
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            assert_infos_equal(actual[key], value, f"{what}[{key!r}]")
+        else:
+            assert_identical(actual[key], value, f"{what}[{key!r}]")
+
+
+def assert_step_identical(actual, expected, what: str = "step") -> None:
+    """Two ``(obs, rewards, terminations, truncations, infos)`` tuples are identical."""
+    assert len(actual) == len(expected) == 5
+    for name, a, e in zip(("obs", "rewards", "terminations", "truncations"), actual, expected):
+        assert_identical(a, e, f"{what} {name}")
+    assert_infos_equal(actual[4], expected[4], f"{what} infos")
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts: it has not been reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else (the pid was reused)
+        return True
+    return True
+
+
+def wait_pids_gone(pids: Iterable[int], timeout: float = 1.0) -> List[int]:
+    """Polls until no process of ``pids`` exists or ``timeout`` passes; returns those left."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in pids if pid_exists(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [p for p in left if pid_exists(p)]
+    return left
+
+
+def child_pids() -> Set[int]:
+    """Pids of this process's children (zombies included)."""
+    me = os.getpid()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+        if ppid == me:
+            found.add(int(entry))
+    return found
+
+
+def wait_new_children_gone(before: Set[int], timeout: float = 1.0) -> Set[int]:
+    """Polls until every child of this process not in ``before`` is gone (reaped) or
+    ``timeout`` passes; returns those left."""
+    deadline = time.monotonic() + timeout
+    left = child_pids() - before
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = child_pids() - before
+    return left
