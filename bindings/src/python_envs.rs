@@ -30,6 +30,9 @@ pub struct PyEnvs<'py> {
 }
 
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
+/// What `ringenv._worker._build` returns: envs, obs row views by slot, action views by slot,
+/// whether Box actions are copied.
+type Built<'py> = (Vec<Bound<'py, PyAny>>, Vec<Vec<Bound<'py, PyAny>>>, Vec<Bound<'py, PyAny>>, bool);
 
 /// Builds the envs from the init payload by calling `ringenv._worker._build`.
 pub fn build<'py>(
@@ -62,8 +65,7 @@ fn build_with<'py>(
     info.set_item("obs", (layout.obs.dtype.numpy_name(), layout.obs.shape.clone()))?;
     info.set_item("action", (layout.action.dtype.numpy_name(), layout.action.shape.clone()))?;
     let built = helpers.getattr("_build")?.call1((pyo3::types::PyBytes::new(py, init), info))?;
-    let (envs, obs, actions, copy_action): (Vec<Bound<PyAny>>, Vec<Vec<Bound<PyAny>>>, Vec<Bound<PyAny>>, bool) =
-        built.extract()?;
+    let (envs, obs, actions, copy_action): Built<'py> = built.extract()?;
     Ok(Box::new(PyEnvs {
         helpers: helpers.clone(),
         autoreset: Autoreset::new(envs.len()),

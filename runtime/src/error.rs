@@ -71,8 +71,8 @@ pub struct WorkerFailure {
     pub env_ids: Range<usize>,
     /// How it ended.
     pub status: ExitStatus,
-    /// The last error it reported before dying, if any.
-    pub last_error: Option<RemoteError>,
+    /// The last error it reported before dying, if any (boxed: errors stay small on the hot path).
+    pub last_error: Option<Box<RemoteError>>,
 }
 
 impl std::fmt::Display for WorkerFailure {
@@ -106,8 +106,8 @@ pub enum PoolError {
         worker: usize,
         /// The env ids it was to step.
         env_ids: Range<usize>,
-        /// The error it reported.
-        error: RemoteError,
+        /// The error it reported (boxed: errors stay small on the hot path).
+        error: Box<RemoteError>,
     },
     /// A worker died; the pool has terminated the others and is closed.
     WorkerDied(WorkerFailure),

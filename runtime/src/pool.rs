@@ -168,7 +168,7 @@ impl Pool {
                     Ok(ControlMessage::Ready) => break,
                     Ok(ControlMessage::Error(error)) => {
                         let env_ids = self.workers[w].env_ids.clone();
-                        return Err(PoolError::Startup { worker: w, env_ids, error });
+                        return Err(PoolError::Startup { worker: w, env_ids, error: Box::new(error) });
                     }
                     Ok(other) => {
                         let error = ControlError::Protocol(format!("expected Ready, got {other:?}"));
@@ -345,10 +345,8 @@ impl Pool {
             None if protocol.is_some() => w.kill(),
             None => ExitStatus::Unknown,
         };
-        let last_error = protocol.map(|e| RemoteError {
-            kind: "ProtocolError".into(),
-            message: e.to_string(),
-            ..Default::default()
+        let last_error = protocol.map(|e| {
+            Box::new(RemoteError { kind: "ProtocolError".into(), message: e.to_string(), ..Default::default() })
         });
         let failure = WorkerFailure { worker, pid: w.pid(), env_ids: w.env_ids.clone(), status, last_error };
         self.failed = Some(failure.clone());

@@ -1,7 +1,8 @@
 // The two-process ring harness shared by tests/rust/cross_process.rs and
 // benches/ring_roundtrip.rs: a child process, started by re-executing the current binary with
 // RINGENV_ECHO_FD set, attaches the segment and echoes every command back as a completion.
-// Included with #[path], so each user compiles its own copy.
+// Included with #[path], so each user compiles its own copy and uses a part of it.
+#![allow(dead_code)]
 
 use ringenv_runtime::{
     ArraySpec, Command, CommandKind, Completion, Consumer, DType, Layout, Ring, Segment, SpinPolicy,
