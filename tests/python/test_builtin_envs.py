@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ringenv
-from vec_asserts import assert_identical, assert_infos_equal, assert_step_identical
+from vec_asserts import assert_resets_identical, assert_identical, assert_infos_equal, assert_step_identical
 
 
 def _make(closing, id, num_envs, num_workers=2, **kwargs):
@@ -153,10 +153,7 @@ def _compare_with_sync(ours, id, n, seed, steps):
     try:
         assert ours.single_observation_space == ref.single_observation_space
         assert ours.single_action_space == ref.single_action_space
-        obs, infos = ours.reset(seed=seed)
-        ref_obs, ref_infos = ref.reset(seed=seed)
-        assert_identical(obs, ref_obs, "reset obs")
-        assert_infos_equal(infos, ref_infos, "reset infos")
+        assert_resets_identical(ours, ref, seed)
         rng = np.random.default_rng(seed)
         ends = 0
         for t in range(steps):

@@ -11,7 +11,7 @@ import pytest
 
 import ringenv
 from helper_envs import InfoEnv
-from vec_asserts import assert_identical, assert_infos_equal, assert_step_identical
+from vec_asserts import assert_resets_identical, assert_identical, assert_infos_equal, assert_step_identical
 
 
 def _pair(closing, env_fn, num_envs, num_workers):
@@ -63,10 +63,7 @@ def test_pendulum_box_actions_match_sync_vector_env(closing):
     ours, ref = _pair(closing, functools.partial(gym.make, "Pendulum-v1"), n, num_workers=2)
     _check_spaces(ours, ref)
 
-    obs, infos = ours.reset(seed=seed)
-    ref_obs, ref_infos = ref.reset(seed=seed)
-    assert_identical(obs, ref_obs, "reset obs")
-    assert_infos_equal(infos, ref_infos, "reset infos")
+    assert_resets_identical(ours, ref, seed)
 
     rng = np.random.default_rng(seed)
     truncations = 0

@@ -41,6 +41,14 @@ def assert_step_identical(actual, expected, what: str = "step") -> None:
     assert_infos_equal(actual[4], expected[4], f"{what} infos")
 
 
+def assert_resets_identical(ours, ref, seed, what: str = "reset") -> None:
+    """Resets both vector envs with ``seed``; their observations and infos must be identical."""
+    obs, infos = ours.reset(seed=seed)
+    ref_obs, ref_infos = ref.reset(seed=seed)
+    assert_identical(obs, ref_obs, f"{what} obs")
+    assert_infos_equal(infos, ref_infos, f"{what} infos")
+
+
 def pid_exists(pid: int) -> bool:
     """Whether process ``pid`` exists (a zombie counts: it has not been reaped)."""
     try:

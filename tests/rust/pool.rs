@@ -1,7 +1,7 @@
 //! Integration tests of the Rust pool API with the `ringenv-worker` binary: results equal an
 //! in-process reference, worker death is a typed error, bad start-up input is reported.
 
-use ringenv_runtime::{Array, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
+use ringenv_runtime::{Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::envs::CartPole;
 use ringenv_worker::{registry, Env};
 use std::time::{Duration, Instant};
@@ -13,6 +13,12 @@ fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolE
         Layout::new(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32).unwrap();
     let init = serde_json::to_vec(&registry::RustInit { env_id: env_id.into(), kwargs }).unwrap();
     Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init))
+}
+
+/// A layout of `num_envs` envs with CartPole's arrays (float32[4] observations, int64 actions).
+fn cartpole_shaped_layout(num_envs: usize) -> Layout {
+    let (obs, act) = (ArraySpec::new(DType::F32, &[4]), ArraySpec::new(DType::I64, &[]));
+    Layout::new(num_envs, 1, 2, obs, act, DType::F32).unwrap()
 }
 
 fn obs_of(pool: &Pool, slot: usize) -> Vec<f32> {
@@ -92,15 +98,7 @@ fn killed_worker_is_a_typed_error_naming_worker_envs_and_signal() {
 
 #[test]
 fn unknown_env_id_fails_start_up_with_the_id_and_the_known_ids() {
-    let layout = Layout::new(
-        2,
-        1,
-        2,
-        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::F32, &[4]),
-        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::I64, &[]),
-        ringenv_runtime::DType::F32,
-    )
-    .unwrap();
+    let layout = cartpole_shaped_layout(2);
     let init = br#"{"env_id": "Nope-v9"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     match Pool::spawn(PoolConfig::new(layout, cmd, init)) {
@@ -116,15 +114,7 @@ fn unknown_env_id_fails_start_up_with_the_id_and_the_known_ids() {
 #[test]
 fn worker_refuses_a_layout_its_env_does_not_fit() {
     // BlocksWorld observations are uint8; a float32 segment must be refused, naming both.
-    let layout = Layout::new(
-        2,
-        1,
-        2,
-        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::F32, &[4]),
-        ringenv_runtime::ArraySpec::new(ringenv_runtime::DType::I64, &[]),
-        ringenv_runtime::DType::F32,
-    )
-    .unwrap();
+    let layout = cartpole_shaped_layout(2);
     let init = br#"{"env_id": "BlocksWorld-v0"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     let err = Pool::spawn(PoolConfig::new(layout, cmd, init)).err().expect("a mismatch error");

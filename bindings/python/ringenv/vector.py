@@ -236,11 +236,7 @@ class AsyncVectorEnv(VectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
-        self._assert_open("reset_wait")
-        if self._state != AsyncState.WAITING_RESET:
-            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.",
-                                   AsyncState.WAITING_RESET.value)
-        slot, infos = self._wait(timeout)
+        slot, infos = self._wait("reset", AsyncState.WAITING_RESET, timeout)
         obs = self._obs[slot]
         return (obs.copy() if self.copy else obs), infos
 
@@ -283,11 +279,7 @@ class AsyncVectorEnv(VectorEnv):
             ringenv.errors.WorkerDiedError, or the exception an env raised (its remote traceback
             is the ``__cause__``).
         """
-        self._assert_open("step_wait")
-        if self._state != AsyncState.WAITING_STEP:
-            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.",
-                                   AsyncState.WAITING_STEP.value)
-        slot, infos = self._wait(timeout)
+        slot, infos = self._wait("step", AsyncState.WAITING_STEP, timeout)
         obs = self._obs[slot]
         return (
             obs.copy() if self.copy else obs,
@@ -302,7 +294,11 @@ class AsyncVectorEnv(VectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    def _wait(self, timeout):
+    def _wait(self, call: str, state: AsyncState, timeout):
+        self._assert_open(f"{call}_wait")
+        if self._state != state:
+            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.",
+                                   state.value)
         try:
             slot, messages, errors = self._pool.wait(timeout)
         except Exception as e:

@@ -26,10 +26,15 @@ pub fn echo_segment() -> Segment {
 
 /// Starts `current_exe() args...` as the echo child of `segment`, spinning `spin` before it sleeps.
 pub fn spawn_echo(segment: &Segment, args: &[&str], spin: Duration) -> Child {
-    let fd = segment.fd().as_raw_fd();
+    spawn_child(segment.fd().as_raw_fd(), ECHO_FD, args, &[(ECHO_SPIN_US, spin.as_micros().to_string())])
+}
+
+/// Re-executes the current binary with `args`, handing it descriptor `fd` (named by the
+/// environment variable `fd_var`) and the extra environment `env`; its stdout is discarded.
+fn spawn_child(fd: i32, fd_var: &str, args: &[&str], env: &[(&str, String)]) -> Child {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(args).env(ECHO_FD, fd.to_string()).env(ECHO_SPIN_US, spin.as_micros().to_string());
-    cmd.stdout(std::process::Stdio::null());
+    cmd.args(args).env(fd_var, fd.to_string()).stdout(std::process::Stdio::null());
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: only fcntl runs between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -96,17 +101,7 @@ pub const SOCKET_ECHO_FD: &str = "RINGENV_SOCKET_ECHO_FD";
 /// Starts `current_exe() args...` as a child echoing 16-byte messages on `socket` (the pipe-style
 /// peer of the ring: what a pipe-per-env runtime does for every step).
 pub fn spawn_socket_echo(socket: &std::os::unix::net::UnixStream, args: &[&str]) -> Child {
-    let fd = socket.as_raw_fd();
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(args).env(SOCKET_ECHO_FD, fd.to_string()).stdout(std::process::Stdio::null());
-    // SAFETY: only fcntl runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::io::fcntl_setfd(std::os::fd::BorrowedFd::borrow_raw(fd), rustix::io::FdFlags::empty())?;
-            Ok(())
-        });
-    }
-    cmd.spawn().unwrap()
+    spawn_child(socket.as_raw_fd(), SOCKET_ECHO_FD, args, &[])
 }
 
 /// The socket-echo child's side: returns false when this process is not one.
