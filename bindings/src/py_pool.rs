@@ -17,17 +17,21 @@ fn dtype(what: &str, name: &str) -> PyResult<DType> {
     DType::from_numpy(name).ok_or_else(|| PyValueError::new_err(format!("unsupported {what} dtype {name:?}")))
 }
 
-fn array(name: &str) -> PyResult<Array> {
+fn array(name: &str, leaf: usize) -> PyResult<Array> {
     Ok(match name {
-        "obs" => Array::Obs,
+        "obs" => Array::Obs(leaf),
         "reward" => Array::Reward,
         "terminated" => Array::Terminated,
         "truncated" => Array::Truncated,
-        "action" => Array::Action,
+        "action" => Array::Action(leaf),
         "seed" => Array::Seed,
         "seed_flags" => Array::SeedFlags,
         other => return Err(PyValueError::new_err(format!("no array {other:?} in a slot"))),
     })
+}
+
+fn specs(what: &str, leaves: &[(String, Vec<usize>)]) -> PyResult<Vec<ArraySpec>> {
+    leaves.iter().map(|(d, shape)| Ok(ArraySpec::new(dtype(what, d)?, shape))).collect()
 }
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
@@ -46,16 +50,14 @@ pub struct PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_dtype, obs_shape, action_dtype, action_shape, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         num_envs: usize,
         num_workers: usize,
-        obs_dtype: &str,
-        obs_shape: Vec<usize>,
-        action_dtype: &str,
-        action_shape: Vec<usize>,
+        obs_leaves: Vec<(String, Vec<usize>)>,
+        action_leaves: Vec<(String, Vec<usize>)>,
         reward_dtype: &str,
         argv: Vec<String>,
         init: Vec<Vec<u8>>,
@@ -68,8 +70,8 @@ impl PyPool {
             num_envs,
             num_workers,
             depth,
-            ArraySpec::new(dtype("observation", obs_dtype)?, &obs_shape),
-            ArraySpec::new(dtype("action", action_dtype)?, &action_shape),
+            specs("observation", &obs_leaves)?,
+            specs("action", &action_leaves)?,
             dtype("reward", reward_dtype)?,
         )
         .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
@@ -95,17 +97,25 @@ impl PyPool {
     }
 
     /// Byte offset of `array` (`"obs"`, `"reward"`, `"terminated"`, `"truncated"`, `"action"`,
-    /// `"seed"`, `"seed_flags"`) of slot `slot` in the segment.
-    fn offset(&self, slot: usize, array_name: &str) -> PyResult<usize> {
-        if slot >= self.pool.layout().depth {
-            return Err(PyValueError::new_err(format!(
-                "slot {slot} out of range (depth {})",
-                self.pool.layout().depth
-            )));
+    /// `"seed"`, `"seed_flags"`; `leaf` picks an observation or action leaf) of slot `slot` in
+    /// the segment.
+    #[pyo3(signature = (slot, array_name, leaf=0))]
+    fn offset(&self, slot: usize, array_name: &str, leaf: usize) -> PyResult<usize> {
+        let layout = self.pool.layout();
+        if slot >= layout.depth {
+            return Err(PyValueError::new_err(format!("slot {slot} out of range (depth {})", layout.depth)));
+        }
+        let leaves = match array_name {
+            "obs" => layout.obs.len(),
+            "action" => layout.action.len(),
+            _ => 1,
+        };
+        if leaf >= leaves {
+            return Err(PyValueError::new_err(format!("{array_name} has {leaves} leaves, no leaf {leaf}")));
         }
         let view = self.pool.batch(slot);
         let base = self.pool.segment().memory().as_ptr() as usize;
-        Ok(view.address(array(array_name)?) - base)
+        Ok(view.address(array(array_name, leaf)?) - base)
     }
 
     #[getter]
@@ -143,13 +153,24 @@ impl PyPool {
         self.pool.is_pending()
     }
 
-    /// Writes one reset seed per env (`None`: no seed) into the next slot.
-    fn write_seeds(&mut self, seeds: Vec<Option<u64>>) -> PyResult<()> {
+    /// Writes one reset seed per env (`None`: no seed) into the next slot, and the reset mask
+    /// (`None`: reset every env; else envs whose entry is false are not reset).
+    #[pyo3(signature = (seeds, mask=None))]
+    fn write_seeds(&mut self, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
         let n = self.pool.layout().num_envs;
-        if seeds.len() != n {
-            return Err(PyValueError::new_err(format!("{} seeds given for {n} envs", seeds.len())));
+        if seeds.len() != n || mask.as_ref().is_some_and(|m| m.len() != n) {
+            return Err(PyValueError::new_err(format!("one seed and one mask entry per env ({n}) are needed")));
         }
         self.pool.write_seeds(&seeds);
+        if let Some(mask) = mask {
+            let slot = self.pool.next_slot();
+            let mut view = self.pool.segment().slot(slot);
+            for (flag, keep) in view.rows_mut(Array::SeedFlags, 0..n).iter_mut().zip(mask) {
+                if !keep {
+                    *flag |= 2;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -159,6 +180,7 @@ impl PyPool {
         let kind = match kind {
             "step" => CommandKind::Step,
             "reset" => CommandKind::Reset,
+            "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
         self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
@@ -210,7 +232,11 @@ impl PyPool {
 
     fn __repr__(&self) -> String {
         let l = self.pool.layout();
-        format!("Pool(num_envs={}, num_workers={}, obs={}, action={})", l.num_envs, l.num_workers, l.obs, l.action)
+        let (obs, action) = (l.obs.len(), l.action.len());
+        format!(
+            "Pool(num_envs={}, num_workers={}, obs_leaves={obs}, action_leaves={action})",
+            l.num_envs, l.num_workers
+        )
     }
 
     /// A dict describing the layout (for debugging and tests).

@@ -1,38 +1,68 @@
 //! Hosting Python envs in a worker: the step loop is Rust, calling each env through PyO3 and
-//! writing its observation straight into the env's row of the shared slot (a NumPy view of the
-//! segment, `view[...] = obs`), its reward, terminated and truncated into theirs.
+//! writing its observation straight into the env's rows of the shared slot, its reward,
+//! terminated and truncated into theirs.
 //!
-//! Autoreset is Gymnasium's next-step mode ([`Autoreset`]). Infos cost nothing when empty; the
-//! non-empty ones of a command are pickled together as `[(env_id, info), ...]` and travel on the
-//! control socket. An exception in an env becomes a [`RemoteError`] carrying its type, message,
-//! formatted traceback and the pickled exception, built by `ringenv._worker._describe_exception`.
+//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) are written with one
+//! NumPy assignment into the env's row (`view[...] = obs`); composite spaces (Dict, Tuple, Text)
+//! through Gymnasium's `write_to_shared_memory`, one array per leaf; spaces with no fixed layout
+//! travel pickled in the completion's message. Actions likewise come from the slot's action rows,
+//! or pickled in the command's message.
+//!
+//! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
+//! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
+//! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
+//! the non-empty ones of a command travel together on the control socket. An exception in an env
+//! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
+//! exception, built by `ringenv._worker._describe_exception`.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ringenv_runtime::{Array, RemoteError, SlotView, WorkerEndpoint};
 use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
+
+/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`).
+const SKIP_RESET: u8 = 2;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    NextStep,
+    SameStep,
+    Disabled,
+}
+
+/// Where observations go.
+enum ObsTarget<'py> {
+    /// `rows[slot][k]`: env k's row, written by NumPy assignment.
+    Rows(Vec<Vec<Bound<'py, PyAny>>>),
+    /// `writers[slot][k]`: a callable writing env k's observation.
+    Writers(Vec<Vec<Bound<'py, PyAny>>>),
+    /// Pickled into the completion's message.
+    Pickled,
+}
+
+/// What `ringenv._worker._build` returns.
+type Built<'py> =
+    (Vec<Bound<'py, PyAny>>, Option<Vec<Vec<Bound<'py, PyAny>>>>, bool, Option<Vec<Bound<'py, PyAny>>>, bool, String);
+
+/// One env's step (or autoreset) result: reward, terminated, truncated, info.
+type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
 /// The Python envs of one worker.
 pub struct PyEnvs<'py> {
     helpers: Bound<'py, PyModule>,
     envs: Vec<Bound<'py, PyAny>>,
     env_ids: Range<usize>,
+    mode: Mode,
     autoreset: Autoreset,
-    /// `obs[slot][k]`: NumPy view of env k's observation row in slot `slot`.
-    obs: Vec<Vec<Bound<'py, PyAny>>>,
-    /// `actions[slot]`: NumPy view of this worker's action rows in slot `slot`.
-    actions: Vec<Bound<'py, PyAny>>,
+    obs: ObsTarget<'py>,
+    /// `actions[slot]`: this worker's action rows; `None` when actions travel pickled.
+    actions: Option<Vec<Bound<'py, PyAny>>>,
     /// Box actions are copied out of the segment before `env.step`, so an env that keeps its
     /// action never sees it change; Discrete actions arrive as NumPy scalars.
     copy_action: bool,
     ellipsis: Bound<'py, PyAny>,
 }
-
-type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
-/// What `ringenv._worker._build` returns: envs, obs row views by slot, action views by slot,
-/// whether Box actions are copied.
-type Built<'py> = (Vec<Bound<'py, PyAny>>, Vec<Vec<Bound<'py, PyAny>>>, Vec<Bound<'py, PyAny>>, bool);
 
 /// Builds the envs from the init payload by calling `ringenv._worker._build`.
 pub fn build<'py>(
@@ -42,6 +72,14 @@ pub fn build<'py>(
 ) -> Result<Box<dyn EnvHost + 'py>, RemoteError> {
     let helpers = py.import("ringenv._worker").map_err(|e| describe_without_helpers(py, e))?;
     build_with(py, &helpers, init, endpoint).map_err(|e| describe(&helpers, e, None))
+}
+
+fn leaves<'py>(py: Python<'py>, specs: &[ringenv_runtime::ArraySpec]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for s in specs {
+        list.append((s.dtype.numpy_name(), s.shape.clone()))?;
+    }
+    Ok(list)
 }
 
 fn build_with<'py>(
@@ -54,23 +92,38 @@ fn build_with<'py>(
     let env_ids = endpoint.env_ids();
     let info = PyDict::new(py);
     info.set_item("env_ids", (env_ids.start, env_ids.end))?;
+    info.set_item("num_envs", layout.num_envs)?;
     info.set_item("segment", crate::py_segment::PySegment::new(endpoint.segment().memory()))?;
+    info.set_item("obs_leaves", leaves(py, &layout.obs)?)?;
+    info.set_item("action_leaves", leaves(py, &layout.action)?)?;
     let base = endpoint.segment().memory().as_ptr() as usize;
     let offsets = PyList::empty(py);
     for s in 0..layout.depth {
         let v = endpoint.slot(s);
-        offsets.append((v.address(Array::Obs) - base, v.address(Array::Action) - base))?;
+        let obs: Vec<usize> = (0..layout.obs.len()).map(|k| v.address(Array::Obs(k)) - base).collect();
+        let act: Vec<usize> = (0..layout.action.len()).map(|k| v.address(Array::Action(k)) - base).collect();
+        offsets.append((obs, act))?;
     }
     info.set_item("offsets", offsets)?;
-    info.set_item("obs", (layout.obs.dtype.numpy_name(), layout.obs.shape.clone()))?;
-    info.set_item("action", (layout.action.dtype.numpy_name(), layout.action.shape.clone()))?;
-    let built = helpers.getattr("_build")?.call1((pyo3::types::PyBytes::new(py, init), info))?;
-    let (envs, obs, actions, copy_action): Built<'py> = built.extract()?;
+    let built = helpers.getattr("_build")?.call1((PyBytes::new(py, init), info))?;
+    let (envs, targets, obs_fast, actions, copy_action, mode): Built<'py> = built.extract()?;
+    let mode = match mode.as_str() {
+        "next_step" => Mode::NextStep,
+        "same_step" => Mode::SameStep,
+        "disabled" => Mode::Disabled,
+        other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown autoreset mode {other:?}"))),
+    };
+    let obs = match targets {
+        None => ObsTarget::Pickled,
+        Some(t) if obs_fast => ObsTarget::Rows(t),
+        Some(t) => ObsTarget::Writers(t),
+    };
     Ok(Box::new(PyEnvs {
         helpers: helpers.clone(),
         autoreset: Autoreset::new(envs.len()),
         envs,
         env_ids,
+        mode,
         obs,
         actions,
         copy_action,
@@ -104,29 +157,73 @@ fn describe(helpers: &Bound<'_, PyModule>, e: PyErr, env_id: Option<usize>) -> R
 }
 
 impl<'py> PyEnvs<'py> {
-    fn reset_one(
+    fn helper(&self, name: &str, args: impl pyo3::call::PyCallArgs<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.helpers.getattr(name)?.call1(args)
+    }
+
+    /// Writes env k's observation to its target, or keeps it for the pickled message.
+    fn put_obs(
         &self,
         k: usize,
         slot: usize,
+        obs: Bound<'py, PyAny>,
+        pickled: &mut Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        match &self.obs {
+            ObsTarget::Rows(rows) => rows[slot][k].set_item(&self.ellipsis, obs),
+            ObsTarget::Writers(writers) => writers[slot][k].call1((obs,)).map(drop),
+            ObsTarget::Pickled => {
+                pickled.push(obs);
+                Ok(())
+            }
+        }
+    }
+
+    fn reset_env(
+        &self,
+        k: usize,
         seed: Option<u64>,
         options: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
         let py = self.helpers.py();
         let kwargs = PyDict::new(py);
         kwargs.set_item("seed", seed)?;
         kwargs.set_item("options", options)?;
-        let out = self.envs[k].call_method("reset", (), Some(&kwargs))?;
-        let (obs, info): (Bound<PyAny>, Bound<PyDict>) = out.extract()?;
-        self.obs[slot][k].set_item(&self.ellipsis, obs)?;
-        Ok(info)
+        self.envs[k].call_method("reset", (), Some(&kwargs))?.extract()
     }
 
-    fn step_one(&self, k: usize, slot: usize) -> PyResult<StepResult<'py>> {
-        let mut action = self.actions[slot].get_item(k)?;
-        if self.copy_action {
-            action = action.call_method0("copy")?;
+    fn action(&self, k: usize, slot: usize, pickled: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        match (&self.actions, pickled) {
+            (Some(views), _) => {
+                let a = views[slot].get_item(k)?;
+                if self.copy_action {
+                    a.call_method0("copy")
+                } else {
+                    Ok(a)
+                }
+            }
+            (None, Some(all)) => all.get_item(self.env_ids.start + k),
+            (None, None) => {
+                Err(pyo3::exceptions::PyRuntimeError::new_err("a step arrived without its pickled actions"))
+            }
         }
-        let out = self.envs[k].call_method1("step", (action,))?;
+    }
+
+    /// Steps env k (or autoresets it in next-step mode), writing its observation.
+    fn step_env(
+        &mut self,
+        k: usize,
+        slot: usize,
+        actions: Option<&Bound<'py, PyAny>>,
+        pickled: &mut Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<StepResult<'py>> {
+        let py = self.helpers.py();
+        if self.mode == Mode::NextStep && self.autoreset.take(k) {
+            let (obs, info) = self.reset_env(k, None, &py.None().into_bound(py))?;
+            self.put_obs(k, slot, obs, pickled)?;
+            return Ok((0.0, false, false, info));
+        }
+        let out = self.envs[k].call_method1("step", (self.action(k, slot, actions)?,))?;
         let out = out.cast_into::<PyTuple>()?;
         if out.len() != 5 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -134,30 +231,51 @@ impl<'py> PyEnvs<'py> {
                 out.len()
             )));
         }
-        self.obs[slot][k].set_item(&self.ellipsis, out.get_item(0)?)?;
         let reward: f64 = out.get_item(1)?.extract()?;
         let terminated = out.get_item(2)?.is_truthy()?;
         let truncated = out.get_item(3)?.is_truthy()?;
-        Ok((reward, terminated, truncated, out.get_item(4)?.cast_into::<PyDict>()?))
+        let mut obs = out.get_item(0)?;
+        let mut info = out.get_item(4)?.cast_into::<PyDict>()?;
+        if self.mode == Mode::SameStep && (terminated || truncated) {
+            let (reset_obs, reset_info) = self.reset_env(k, None, &py.None().into_bound(py))?;
+            info = self.helper("_same_step_info", (info, obs, reset_info))?.cast_into::<PyDict>()?;
+            obs = reset_obs;
+        }
+        self.put_obs(k, slot, obs, pickled)?;
+        self.autoreset.record(k, terminated, truncated);
+        Ok((reward, terminated, truncated, info))
     }
 
+    /// The command's message: pickled observations (pickled path) and non-empty infos.
     fn finish(
         &self,
+        pickled: Vec<Bound<'py, PyAny>>,
         infos: Vec<(usize, Bound<'py, PyDict>)>,
         error: Option<RemoteError>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
         if let Some(e) = error {
             return Err(e);
         }
-        if infos.is_empty() {
+        let has_obs = matches!(self.obs, ObsTarget::Pickled);
+        if infos.is_empty() && !has_obs {
             return Ok(None);
         }
-        self.helpers
-            .getattr("_pack_infos")
-            .and_then(|f| f.call1((infos,)))
+        let py = self.helpers.py();
+        let obs = if has_obs { PyList::new(py, pickled).map(Bound::into_any) } else { Ok(py.None().into_bound(py)) };
+        obs.and_then(|o| self.helper("_pack", (o, infos)))
             .and_then(|b| b.extract::<Vec<u8>>())
             .map(Some)
             .map_err(|e| describe(&self.helpers, e, None))
+    }
+
+    fn unpack(&self, payload: Option<&[u8]>) -> Result<Bound<'py, PyAny>, RemoteError> {
+        let py = self.helpers.py();
+        match payload {
+            None => Ok(py.None().into_bound(py)),
+            Some(bytes) => {
+                self.helper("_unpack", (PyBytes::new(py, bytes),)).map_err(|e| describe(&self.helpers, e, None))
+            }
+        }
     }
 }
 
@@ -168,45 +286,49 @@ impl<'py> EnvHost for PyEnvs<'py> {
         slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        self.autoreset.clear();
+        let options = self.unpack(options)?;
         let py = self.helpers.py();
-        let options = match options {
-            None => py.None().into_bound(py),
-            Some(bytes) => self
-                .helpers
-                .getattr("_unpack")
-                .and_then(|f| f.call1((pyo3::types::PyBytes::new(py, bytes),)))
-                .map_err(|e| describe(&self.helpers, e, None))?,
-        };
-        let (mut infos, mut error) = (Vec::new(), None);
+        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            match self.reset_one(k, slot, seed_of(view, id), &options) {
+            if view.rows(Array::SeedFlags, id..id + 1)[0] & SKIP_RESET != 0 {
+                // Not in the reset mask: the env keeps its state; the main process keeps its
+                // last observation.
+                pickled.push(py.None().into_bound(py));
+                continue;
+            }
+            let result = self.reset_env(k, seed_of(view, id), &options).and_then(|(obs, info)| {
+                self.put_obs(k, slot, obs, &mut pickled)?;
+                Ok(info)
+            });
+            match result {
                 Ok(info) if info.is_empty() => {}
                 Ok(info) => infos.push((id, info)),
                 Err(e) => {
                     error.get_or_insert_with(|| describe(&self.helpers, e, Some(id)));
                 }
             }
+            self.autoreset.record(k, false, false);
             write_step(view, id, 0.0, false, false);
         }
-        self.finish(infos, error)
+        self.finish(pickled, infos, error)
     }
 
-    fn step(&mut self, view: &mut SlotView<'_>, slot: usize) -> Result<Option<Vec<u8>>, RemoteError> {
-        let py = self.helpers.py();
-        let none = py.None().into_bound(py);
-        let (mut infos, mut error) = (Vec::new(), None);
+    fn step(
+        &mut self,
+        view: &mut SlotView<'_>,
+        slot: usize,
+        actions: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        let actions = match actions {
+            Some(_) => Some(self.unpack(actions)?),
+            None => None,
+        };
+        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            let result = if self.autoreset.take(k) {
-                self.reset_one(k, slot, None, &none).map(|info| (0.0, false, false, info))
-            } else {
-                self.step_one(k, slot)
-            };
-            match result {
+            match self.step_env(k, slot, actions.as_ref(), &mut pickled) {
                 Ok((reward, terminated, truncated, info)) => {
-                    self.autoreset.record(k, terminated, truncated);
                     write_step(view, id, reward, terminated, truncated);
                     if !info.is_empty() {
                         infos.push((id, info));
@@ -217,7 +339,16 @@ impl<'py> EnvHost for PyEnvs<'py> {
                 }
             }
         }
-        self.finish(infos, error)
+        self.finish(pickled, infos, error)
+    }
+
+    fn call(&mut self, request: &[u8]) -> Result<Option<Vec<u8>>, RemoteError> {
+        let py = self.helpers.py();
+        let envs = PyList::new(py, &self.envs).map_err(|e| describe(&self.helpers, e, None))?;
+        self.helper("_call", (envs, self.env_ids.start, PyBytes::new(py, request)))
+            .and_then(|b| b.extract::<Vec<u8>>())
+            .map(Some)
+            .map_err(|e| describe(&self.helpers, e, None))
     }
 
     fn close(&mut self) {

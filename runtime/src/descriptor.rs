@@ -23,6 +23,9 @@ pub enum CommandKind {
     Reset = 2,
     /// Close the envs and exit.
     Close = 3,
+    /// Call a method or get or set an attribute of every env (the request is the message that
+    /// follows; the results come back as the completion's message).
+    Call = 4,
 }
 
 /// A command descriptor.
@@ -65,6 +68,7 @@ impl Command {
             1 => Ok(CommandKind::Step),
             2 => Ok(CommandKind::Reset),
             3 => Ok(CommandKind::Close),
+            4 => Ok(CommandKind::Call),
             kind => Err(DescriptorError { kind }),
         }
     }

@@ -8,8 +8,8 @@
 //!
 //! ```
 //! use ringenv_runtime::{header, ArraySpec, DType, Layout};
-//! let layout = Layout::new(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let mut bytes = vec![0u8; 4096];
 //! header::write(&mut bytes, &layout);
 //! assert_eq!(header::read(&bytes, layout.total_size()).unwrap(), layout);
@@ -17,7 +17,7 @@
 //! assert!(header::read(&bytes, layout.total_size()).is_err());
 //! ```
 
-use crate::layout::{ArraySpec, Layout, LayoutError, HEADER_REGION, MAX_NDIM};
+use crate::layout::{ArraySpec, Layout, LayoutError, HEADER_REGION, MAX_LEAVES, MAX_NDIM};
 use crate::DType;
 use bytemuck::{Pod, Zeroable};
 
@@ -25,7 +25,7 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -34,6 +34,22 @@ struct ArrayDesc {
     ndim: u32,
     shape: [u64; MAX_NDIM],
 }
+
+/// Fixed offsets recorded in the header, then one per observation leaf and one per action leaf.
+const FIXED_OFFSETS: [&str; 11] = [
+    "completion_capacity",
+    "completion_ring",
+    "commands",
+    "command_stride",
+    "slots",
+    "slot_stride",
+    "slot.reward",
+    "slot.terminated",
+    "slot.truncated",
+    "slot.seed",
+    "slot.seed_flags",
+];
+const NUM_OFFSETS: usize = FIXED_OFFSETS.len() + MAX_LEAVES;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -45,49 +61,35 @@ struct Header {
     num_envs: u64,
     num_workers: u64,
     depth: u64,
-    obs: ArrayDesc,
-    action: ArrayDesc,
-    /// completion_capacity, completion_ring, command(0), command_stride, slots, slot_stride,
-    /// then the slot's obs, reward, terminated, truncated, action, seed, seed_flags.
-    offsets: [u64; 13],
+    obs_leaves: u32,
+    action_leaves: u32,
+    /// The observation leaves, then the action leaves; the rest zeroed.
+    leaves: [ArrayDesc; MAX_LEAVES],
+    /// [`FIXED_OFFSETS`], then the slot offset of each leaf in the order of `leaves`.
+    offsets: [u64; NUM_OFFSETS],
 }
-
-const OFFSET_NAMES: [&str; 13] = [
-    "completion_capacity",
-    "completion_ring",
-    "commands",
-    "command_stride",
-    "slots",
-    "slot_stride",
-    "slot.obs",
-    "slot.reward",
-    "slot.terminated",
-    "slot.truncated",
-    "slot.action",
-    "slot.seed",
-    "slot.seed_flags",
-];
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_REGION);
 
-fn offsets(l: &Layout) -> [u64; 13] {
+fn offsets(l: &Layout) -> Vec<(String, u64)> {
     let s = l.slot_arrays();
-    [
+    let fixed = [
         l.completion_capacity(),
         l.completion_ring_offset(),
         l.command_offset(0),
         l.command_stride(),
         l.slots_offset(),
         l.slot_stride(),
-        s.obs,
         s.reward,
         s.terminated,
         s.truncated,
-        s.action,
         s.seed,
         s.seed_flags,
-    ]
-    .map(|x| x as u64)
+    ];
+    let named = FIXED_OFFSETS.iter().zip(fixed).map(|(n, v)| (n.to_string(), v as u64));
+    let obs = s.obs.iter().enumerate().map(|(k, &v)| (format!("slot.obs[{k}]"), v as u64));
+    let action = s.action.iter().enumerate().map(|(k, &v)| (format!("slot.action[{k}]"), v as u64));
+    named.chain(obs).chain(action).collect()
 }
 
 fn desc(spec: &ArraySpec) -> ArrayDesc {
@@ -132,8 +134,8 @@ pub enum HeaderError {
     Layout(LayoutError),
     /// A recorded offset differs from the one this build computes.
     Offset {
-        /// Name of the field.
-        field: &'static str,
+        /// Name of the field (for example `"slot_stride"` or `"slot.obs[2]"`).
+        field: String,
         /// Value in the segment (the main process).
         segment: u64,
         /// Value this build computes (the worker).
@@ -170,7 +172,7 @@ impl std::error::Error for HeaderError {}
 /// # Panics
 /// When `region` is shorter than the header.
 pub fn write(region: &mut [u8], layout: &Layout) {
-    let header = Header {
+    let mut header = Header {
         magic: MAGIC,
         version: LAYOUT_VERSION,
         reward_dtype: layout.reward.code(),
@@ -178,10 +180,17 @@ pub fn write(region: &mut [u8], layout: &Layout) {
         num_envs: layout.num_envs as u64,
         num_workers: layout.num_workers as u64,
         depth: layout.depth as u64,
-        obs: desc(&layout.obs),
-        action: desc(&layout.action),
-        offsets: offsets(layout),
+        obs_leaves: layout.obs.len() as u32,
+        action_leaves: layout.action.len() as u32,
+        leaves: [ArrayDesc::zeroed(); MAX_LEAVES],
+        offsets: [0; NUM_OFFSETS],
     };
+    for (d, spec) in header.leaves.iter_mut().zip(layout.obs.iter().chain(&layout.action)) {
+        *d = desc(spec);
+    }
+    for (o, (_, v)) in header.offsets.iter_mut().zip(offsets(layout)) {
+        *o = v;
+    }
     region[..std::mem::size_of::<Header>()].copy_from_slice(bytemuck::bytes_of(&header));
 }
 
@@ -213,26 +222,22 @@ pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
     let reward =
         DType::from_code(h.reward_dtype).ok_or(HeaderError::DType { array: "reward", code: h.reward_dtype })?;
     let count = |x: u64| usize::try_from(x).map_err(|_| HeaderError::Layout(LayoutError::TooLarge));
-    let layout = Layout::new(
-        count(h.num_envs)?,
-        count(h.num_workers)?,
-        count(h.depth)?,
-        spec("observation", &h.obs)?,
-        spec("action", &h.action)?,
-        reward,
-    )
-    .map_err(HeaderError::Layout)?;
-    for ((field, segment), worker) in OFFSET_NAMES.into_iter().zip(h.offsets).zip(offsets(&layout)) {
+    let (n_obs, n_act) = (h.obs_leaves as usize, h.action_leaves as usize);
+    if n_obs + n_act > MAX_LEAVES {
+        return Err(HeaderError::Layout(LayoutError::TooManyLeaves(n_obs + n_act)));
+    }
+    let obs = h.leaves[..n_obs].iter().map(|d| spec("observation", d)).collect::<Result<Vec<_>, _>>()?;
+    let action = h.leaves[n_obs..n_obs + n_act].iter().map(|d| spec("action", d)).collect::<Result<Vec<_>, _>>()?;
+    let layout = Layout::new(count(h.num_envs)?, count(h.num_workers)?, count(h.depth)?, obs, action, reward)
+        .map_err(HeaderError::Layout)?;
+    for (segment, (field, worker)) in h.offsets.into_iter().zip(offsets(&layout)) {
         if segment != worker {
             return Err(HeaderError::Offset { field, segment, worker });
         }
     }
     if h.total_size != layout.total_size() as u64 {
-        return Err(HeaderError::Offset {
-            field: "total_size",
-            segment: h.total_size,
-            worker: layout.total_size() as u64,
-        });
+        let worker = layout.total_size() as u64;
+        return Err(HeaderError::Offset { field: "total_size".into(), segment: h.total_size, worker });
     }
     if mapped < layout.total_size() {
         return Err(HeaderError::TooSmall { mapped, needed: layout.total_size() });
@@ -245,9 +250,15 @@ mod tests {
     use super::*;
 
     fn sample() -> (Layout, Vec<u8>) {
-        let layout =
-            Layout::new(5, 2, 3, ArraySpec::new(DType::U8, &[2, 3]), ArraySpec::new(DType::F32, &[2]), DType::F64)
-                .unwrap();
+        let layout = Layout::new(
+            5,
+            2,
+            3,
+            vec![ArraySpec::new(DType::U8, &[2, 3]), ArraySpec::new(DType::I32, &[9])],
+            vec![ArraySpec::new(DType::F32, &[2])],
+            DType::F64,
+        )
+        .unwrap();
         let mut bytes = vec![0u8; HEADER_REGION];
         write(&mut bytes, &layout);
         (layout, bytes)
@@ -280,7 +291,14 @@ mod tests {
             e => panic!("unexpected {e}"),
         }
         let (_, mut bytes) = sample();
-        let off = std::mem::offset_of!(Header, obs);
+        let off = std::mem::offset_of!(Header, offsets) + 8 * (FIXED_OFFSETS.len() + 1); // obs[1]
+        bytes[off] ^= 0x40;
+        match read(&bytes, total).unwrap_err() {
+            HeaderError::Offset { field, .. } => assert_eq!(field, "slot.obs[1]"),
+            e => panic!("unexpected {e}"),
+        }
+        let (_, mut bytes) = sample();
+        let off = std::mem::offset_of!(Header, leaves);
         bytes[off] = 200;
         assert_eq!(read(&bytes, total), Err(HeaderError::DType { array: "observation", code: 200 }));
     }

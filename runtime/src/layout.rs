@@ -7,22 +7,26 @@
 //! completion_ring       Ring<Completion>, MPSC, workers -> main
 //! commands + k*stride   worker k: Wakeup word, then Ring<Command>, SPSC, main -> worker k
 //! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
-//!     obs        [num_envs, *obs.shape]     obs.dtype
-//!     reward     [num_envs]                 reward dtype (f32, or f64 for Python envs)
-//!     terminated [num_envs]                 u8 (0 or 1)
-//!     truncated  [num_envs]                 u8 (0 or 1)
-//!     action     [num_envs, *action.shape]  action.dtype
-//!     seed       [num_envs]                 u64, the reset seed of each env
-//!     seed_flags [num_envs]                 u8, bit 0: the env has a reset seed
+//!     obs[k]     [num_envs, *obs[k].shape]     obs[k].dtype, one array per observation leaf
+//!     reward     [num_envs]                    reward dtype (f32, or f64 for Python envs)
+//!     terminated [num_envs]                    u8 (0 or 1)
+//!     truncated  [num_envs]                    u8 (0 or 1)
+//!     action[k]  [num_envs, *action[k].shape]  action[k].dtype, one array per action leaf
+//!     seed       [num_envs]                    u64, the reset seed of each env
+//!     seed_flags [num_envs]                    u8, bit 0: the env has a seed; bit 1: skip its reset
 //! ```
+//!
+//! A composite space (Dict, Tuple) has one leaf per fixed-size component, so each leaf is a
+//! contiguous batch array (what zero-copy views and a single DMA per leaf need). A space with no
+//! fixed layout has no leaf: its values travel pickled on the control socket.
 //!
 //! Envs are split over workers in contiguous ranges, as `numpy.array_split` splits them, so each
 //! worker owns a contiguous row range of every batch array.
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
-//! let layout = Layout::new(10, 3, 2, ArraySpec::new(DType::F32, &[4]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(10, 3, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! assert_eq!(layout.worker_envs(0), 0..4);
 //! assert_eq!(layout.worker_envs(2), 7..10);
 //! assert_eq!(layout.slot_offset(1) - layout.slot_offset(0), layout.slot_stride());
@@ -36,6 +40,9 @@ use std::ops::Range;
 
 /// The most dimensions an array in the segment may have.
 pub const MAX_NDIM: usize = 8;
+/// The most leaves (observation and action arrays together) a layout may have; a space with
+/// more goes through the pickled path.
+pub const MAX_LEAVES: usize = 32;
 /// Size of the header region in bytes (one page).
 pub const HEADER_REGION: usize = 4096;
 /// Alignment of every array in a slot, in bytes: a cache line, and enough for any dtype.
@@ -88,6 +95,8 @@ pub enum LayoutError {
     },
     /// An array has more than [`MAX_NDIM`] dimensions: names the array.
     TooManyDims(&'static str, usize),
+    /// More than [`MAX_LEAVES`] observation and action leaves.
+    TooManyLeaves(usize),
     /// The reward dtype is neither f32 nor f64.
     RewardDType(DType),
     /// The segment would exceed `usize` or the header's `u32`/`u64` fields.
@@ -104,6 +113,9 @@ impl std::fmt::Display for LayoutError {
             LayoutError::TooManyDims(what, n) => {
                 write!(f, "{what} has {n} dimensions; at most {MAX_NDIM} are supported")
             }
+            LayoutError::TooManyLeaves(n) => {
+                write!(f, "{n} observation and action leaves; at most {MAX_LEAVES} are supported")
+            }
             LayoutError::RewardDType(d) => write!(f, "reward dtype must be float32 or float64, got {d}"),
             LayoutError::TooLarge => write!(f, "the segment would be larger than the address space"),
         }
@@ -112,18 +124,18 @@ impl std::fmt::Display for LayoutError {
 impl std::error::Error for LayoutError {}
 
 /// Offsets (bytes from the start of a slot) of the arrays of one slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SlotOffsets {
-    /// `obs[num_envs, *obs.shape]`.
-    pub obs: usize,
+    /// `obs[k][num_envs, *obs[k].shape]`, one per observation leaf.
+    pub obs: Vec<usize>,
     /// `reward[num_envs]`.
     pub reward: usize,
     /// `terminated[num_envs]` u8.
     pub terminated: usize,
     /// `truncated[num_envs]` u8.
     pub truncated: usize,
-    /// `action[num_envs, *action.shape]`.
-    pub action: usize,
+    /// `action[k][num_envs, *action[k].shape]`, one per action leaf.
+    pub action: Vec<usize>,
     /// `seed[num_envs]` u64.
     pub seed: usize,
     /// `seed_flags[num_envs]` u8.
@@ -140,10 +152,10 @@ pub struct Layout {
     pub num_workers: usize,
     /// Number of data slots (>= 2: a worker writes step t+1 while step t is still read).
     pub depth: usize,
-    /// One env's observation.
-    pub obs: ArraySpec,
-    /// One env's action.
-    pub action: ArraySpec,
+    /// One env's observation leaves (empty: observations travel pickled).
+    pub obs: Vec<ArraySpec>,
+    /// One env's action leaves (empty: actions travel pickled).
+    pub action: Vec<ArraySpec>,
     /// Reward dtype (`F32` or `F64`).
     pub reward: DType,
     completion_capacity: usize,
@@ -161,17 +173,32 @@ const fn align_up(x: usize, a: usize) -> usize {
 }
 
 impl Layout {
-    /// Computes the layout of `num_envs` envs over `num_workers` workers with `depth` slots.
+    /// The layout of a single-leaf observation and a single-leaf action (a Box or Discrete each).
     ///
     /// # Errors
-    /// [`LayoutError`] when a count is zero, workers outnumber envs, an array has too many
-    /// dimensions, or the reward dtype is not a float.
-    pub fn new(
+    /// As [`Layout::new`].
+    pub fn single(
         num_envs: usize,
         num_workers: usize,
         depth: usize,
         obs: ArraySpec,
         action: ArraySpec,
+        reward: DType,
+    ) -> Result<Layout, LayoutError> {
+        Layout::new(num_envs, num_workers, depth, vec![obs], vec![action], reward)
+    }
+
+    /// Computes the layout of `num_envs` envs over `num_workers` workers with `depth` slots.
+    ///
+    /// # Errors
+    /// [`LayoutError`] when a count is zero, workers outnumber envs, an array has too many
+    /// dimensions, there are too many leaves, or the reward dtype is not a float.
+    pub fn new(
+        num_envs: usize,
+        num_workers: usize,
+        depth: usize,
+        obs: Vec<ArraySpec>,
+        action: Vec<ArraySpec>,
         reward: DType,
     ) -> Result<Layout, LayoutError> {
         for (what, n) in [("num_envs", num_envs), ("num_workers", num_workers)] {
@@ -185,7 +212,11 @@ impl Layout {
         if num_workers > num_envs {
             return Err(LayoutError::MoreWorkersThanEnvs { num_workers, num_envs });
         }
-        for (what, spec) in [("observation", &obs), ("action", &action)] {
+        if obs.len() + action.len() > MAX_LEAVES {
+            return Err(LayoutError::TooManyLeaves(obs.len() + action.len()));
+        }
+        let leaves = obs.iter().map(|s| ("observation", s)).chain(action.iter().map(|s| ("action", s)));
+        for (what, spec) in leaves {
             if spec.shape.len() > MAX_NDIM {
                 return Err(LayoutError::TooManyDims(what, spec.shape.len()));
             }
@@ -205,12 +236,17 @@ impl Layout {
             Ok(at)
         };
         let per = |b: usize| num_envs.checked_mul(b).ok_or(LayoutError::TooLarge);
+        let obs_offsets = obs.iter().map(|o| take(per(o.bytes())?)).collect::<Result<Vec<_>, _>>()?;
+        let reward_at = take(per(reward.size())?)?;
+        let terminated = take(num_envs)?;
+        let truncated = take(num_envs)?;
+        let action_offsets = action.iter().map(|a| take(per(a.bytes())?)).collect::<Result<Vec<_>, _>>()?;
         let slot = SlotOffsets {
-            obs: take(per(obs.bytes())?)?,
-            reward: take(per(reward.size())?)?,
-            terminated: take(num_envs)?,
-            truncated: take(num_envs)?,
-            action: take(per(action.bytes())?)?,
+            obs: obs_offsets,
+            reward: reward_at,
+            terminated,
+            truncated,
+            action: action_offsets,
             seed: take(per(8)?)?,
             seed_flags: take(num_envs)?,
         };
@@ -282,8 +318,8 @@ impl Layout {
         self.slot_stride
     }
     /// Offsets of the arrays inside a slot.
-    pub fn slot_arrays(&self) -> SlotOffsets {
-        self.slot
+    pub fn slot_arrays(&self) -> &SlotOffsets {
+        &self.slot
     }
     /// Offset of the first slot.
     pub fn slots_offset(&self) -> usize {
@@ -300,8 +336,8 @@ mod tests {
             num_envs,
             num_workers,
             2,
-            ArraySpec::new(DType::F32, &[3, 5]),
-            ArraySpec::new(DType::F64, &[2]),
+            vec![ArraySpec::new(DType::F32, &[3, 5]), ArraySpec::new(DType::U8, &[7])],
+            vec![ArraySpec::new(DType::F64, &[2])],
             DType::F32,
         )
         .unwrap()
@@ -332,11 +368,12 @@ mod tests {
         let l = layout(13, 4);
         let s = l.slot_arrays();
         let arrays = [
-            (s.obs, 13 * 60),
+            (s.obs[0], 13 * 60),
+            (s.obs[1], 13 * 7),
             (s.reward, 13 * 4),
             (s.terminated, 13),
             (s.truncated, 13),
-            (s.action, 13 * 16),
+            (s.action[0], 13 * 16),
             (s.seed, 13 * 8),
             (s.seed_flags, 13),
         ];
@@ -354,11 +391,20 @@ mod tests {
     fn bad_counts_are_named() {
         let obs = ArraySpec::new(DType::F32, &[1]);
         let act = ArraySpec::new(DType::I64, &[]);
-        let e = Layout::new(0, 1, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
+        let e = Layout::single(0, 1, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
         assert!(e.to_string().contains("num_envs"));
-        let e = Layout::new(2, 3, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
+        let e = Layout::single(2, 3, 2, obs.clone(), act.clone(), DType::F32).unwrap_err();
         assert_eq!(e, LayoutError::MoreWorkersThanEnvs { num_workers: 3, num_envs: 2 });
-        assert!(Layout::new(2, 1, 1, obs.clone(), act.clone(), DType::F32).is_err());
-        assert!(Layout::new(2, 1, 2, obs, act, DType::I32).is_err());
+        assert!(Layout::single(2, 1, 1, obs.clone(), act.clone(), DType::F32).is_err());
+        assert!(Layout::single(2, 1, 2, obs.clone(), act.clone(), DType::I32).is_err());
+        let e = Layout::new(2, 1, 2, vec![obs; 30], vec![act; 3], DType::F32).unwrap_err();
+        assert_eq!(e, LayoutError::TooManyLeaves(33));
+    }
+
+    #[test]
+    fn a_pickled_layout_has_no_leaves_and_still_holds_rewards() {
+        let l = Layout::new(3, 1, 2, vec![], vec![], DType::F64).unwrap();
+        assert!(l.slot_arrays().obs.is_empty() && l.slot_arrays().action.is_empty());
+        assert!(l.slot_arrays().seed_flags + 3 <= l.slot_stride());
     }
 }

@@ -11,14 +11,14 @@
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
 //! use ringenv_runtime::{ArraySpec, DType, Layout, Pool, PoolConfig, WorkerCommand};
-//! let layout = Layout::new(8, 2, 2, ArraySpec::new(DType::F32, &[4]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(8, 2, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let init = br#"{"env_id": "CartPole-v1"}"#.to_vec();
 //! let mut pool = Pool::spawn(PoolConfig::new(layout, WorkerCommand::new("ringenv-worker"), init)).unwrap();
 //! pool.reset(&[Some(0); 8]).unwrap();
 //! let out = pool.step(bytemuck::cast_slice(&[1i64; 8])).unwrap();
 //! let batch = pool.batch(out.slot);
-//! let obs: &[f32] = bytemuck::cast_slice(batch.rows(ringenv_runtime::Array::Obs, 0..8));
+//! let obs: &[f32] = bytemuck::cast_slice(batch.rows(ringenv_runtime::Array::Obs(0), 0..8));
 //! assert_eq!(obs.len(), 32);
 //! ```
 
@@ -355,26 +355,32 @@ impl Pool {
         PoolError::WorkerDied(failure)
     }
 
-    /// Steps every env with `actions` (the bytes of `action[num_envs, *action.shape]`) and
-    /// waits for the result.
+    /// Steps every env with `actions` (the bytes of `action[num_envs, *action.shape]`, for a
+    /// layout with one action leaf) and waits for the result.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] when `actions` has the wrong length (nothing is written);
-    /// the errors of [`Pool::submit`] and [`Pool::wait`].
+    /// [`PoolError::InvalidArgument`] when the layout does not have exactly one action leaf or
+    /// `actions` has the wrong length (nothing is written); the errors of [`Pool::submit`] and
+    /// [`Pool::wait`].
     pub fn step(&mut self, actions: &[u8]) -> Result<Outcome, PoolError> {
         let layout = self.segment.layout();
-        let expected = layout.num_envs * layout.action.bytes();
+        let [leaf] = layout.action.as_slice() else {
+            let leaves = layout.action.len();
+            return Err(PoolError::InvalidArgument(format!(
+                "Pool::step takes the actions of a single action leaf; this layout has {leaves}: write each leaf with Pool::batch and use submit"
+            )));
+        };
+        let expected = layout.num_envs * leaf.bytes();
         if actions.len() != expected {
             return Err(PoolError::InvalidArgument(format!(
-                "actions are {} bytes; num_envs ({}) x action {} needs {expected}",
+                "actions are {} bytes; num_envs ({}) x action {leaf} needs {expected}",
                 actions.len(),
                 layout.num_envs,
-                layout.action
             )));
         }
         self.usable()?;
         let n = layout.num_envs;
-        self.segment.slot(self.next_slot).rows_mut(Array::Action, 0..n).copy_from_slice(actions);
+        self.segment.slot(self.next_slot).rows_mut(Array::Action(0), 0..n).copy_from_slice(actions);
         self.submit(CommandKind::Step, None)?;
         self.wait(None)
     }

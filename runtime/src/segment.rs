@@ -7,8 +7,8 @@
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout, Segment};
-//! let layout = Layout::new(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let segment = Segment::create(layout.clone()).unwrap();
 //! // A worker attaches through a duplicate of the descriptor and validates the header.
 //! let fd = segment.fd().try_clone_to_owned().unwrap();
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn segment_is_sealed_against_resize() {
         let layout =
-            Layout::new(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+            Layout::single(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
                 .unwrap();
         let s = Segment::create(layout.clone()).unwrap();
         assert!(rustix::fs::ftruncate(s.fd(), 0).is_err());

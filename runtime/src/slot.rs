@@ -6,13 +6,13 @@
 //!
 //! ```
 //! use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
-//! let layout = Layout::new(4, 2, 2, ArraySpec::new(DType::F32, &[3]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[3]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let segment = Segment::create(layout).unwrap();
 //! let mut slot = segment.slot(0);
-//! slot.rows_mut(Array::Action, 2..4).copy_from_slice(&[1u8; 16]);
-//! assert_eq!(slot.rows(Array::Action, 0..4).len(), 32);
-//! assert_eq!(slot.rows(Array::Obs, 1..2).len(), 12);
+//! slot.rows_mut(Array::Action(0), 2..4).copy_from_slice(&[1u8; 16]);
+//! assert_eq!(slot.rows(Array::Action(0), 0..4).len(), 32);
+//! assert_eq!(slot.rows(Array::Obs(0), 1..2).len(), 12);
 //! ```
 
 use crate::Layout;
@@ -22,16 +22,16 @@ use std::ops::Range;
 /// One of the batch arrays of a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Array {
-    /// `obs[num_envs, *obs.shape]`.
-    Obs,
+    /// Observation leaf `k`: `obs[k][num_envs, *obs[k].shape]`.
+    Obs(usize),
     /// `reward[num_envs]` (f32 or f64).
     Reward,
     /// `terminated[num_envs]` u8.
     Terminated,
     /// `truncated[num_envs]` u8.
     Truncated,
-    /// `action[num_envs, *action.shape]`.
-    Action,
+    /// Action leaf `k`: `action[k][num_envs, *action[k].shape]`.
+    Action(usize),
     /// `seed[num_envs]` u64.
     Seed,
     /// `seed_flags[num_envs]` u8, bit 0: the env has a seed.
@@ -52,13 +52,20 @@ impl<'a> SlotView<'a> {
         SlotView { base, layout, _borrow: PhantomData }
     }
 
+    fn leaf<'s>(&self, leaves: &'s [crate::ArraySpec], what: &str, k: usize) -> &'s crate::ArraySpec {
+        leaves.get(k).unwrap_or_else(|| panic!("no {what} leaf {k}: the layout has {}", leaves.len()))
+    }
+
     /// Bytes of one env's row of `array`.
+    ///
+    /// # Panics
+    /// When `array` names a leaf the layout does not have.
     pub fn row_bytes(&self, array: Array) -> usize {
         match array {
-            Array::Obs => self.layout.obs.bytes(),
+            Array::Obs(k) => self.leaf(&self.layout.obs, "observation", k).bytes(),
             Array::Reward => self.layout.reward.size(),
             Array::Terminated | Array::Truncated | Array::SeedFlags => 1,
-            Array::Action => self.layout.action.bytes(),
+            Array::Action(k) => self.leaf(&self.layout.action, "action", k).bytes(),
             Array::Seed => 8,
         }
     }
@@ -67,11 +74,11 @@ impl<'a> SlotView<'a> {
         assert!(envs.start <= envs.end && envs.end <= self.layout.num_envs, "env rows {envs:?} out of range");
         let o = self.layout.slot_arrays();
         let start = match array {
-            Array::Obs => o.obs,
+            Array::Obs(k) => o.obs[k],
             Array::Reward => o.reward,
             Array::Terminated => o.terminated,
             Array::Truncated => o.truncated,
-            Array::Action => o.action,
+            Array::Action(k) => o.action[k],
             Array::Seed => o.seed,
             Array::SeedFlags => o.seed_flags,
         };
@@ -82,7 +89,7 @@ impl<'a> SlotView<'a> {
     /// The rows `envs` of `array`, as bytes.
     ///
     /// # Panics
-    /// When `envs` is not within `0..num_envs`.
+    /// When `envs` is not within `0..num_envs`, or `array` names a leaf the layout lacks.
     pub fn rows(&self, array: Array, envs: Range<usize>) -> &[u8] {
         let (at, len) = self.span(array, &envs);
         // SAFETY: `span` is inside the slot (layout arithmetic, bounds asserted); see the module

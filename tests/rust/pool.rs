@@ -10,7 +10,8 @@ fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolE
     let kwargs = serde_json::Value::Null;
     let (obs, act) = registry::spaces(env_id, &kwargs).unwrap();
     let layout =
-        Layout::new(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32).unwrap();
+        Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
+            .unwrap();
     let init = serde_json::to_vec(&registry::RustInit { env_id: env_id.into(), kwargs }).unwrap();
     Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init))
 }
@@ -18,11 +19,11 @@ fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolE
 /// A layout of `num_envs` envs with CartPole's arrays (float32[4] observations, int64 actions).
 fn cartpole_shaped_layout(num_envs: usize) -> Layout {
     let (obs, act) = (ArraySpec::new(DType::F32, &[4]), ArraySpec::new(DType::I64, &[]));
-    Layout::new(num_envs, 1, 2, obs, act, DType::F32).unwrap()
+    Layout::single(num_envs, 1, 2, obs, act, DType::F32).unwrap()
 }
 
 fn obs_of(pool: &Pool, slot: usize) -> Vec<f32> {
-    bytemuck::cast_slice(pool.batch(slot).rows(Array::Obs, 0..pool.layout().num_envs)).to_vec()
+    bytemuck::cast_slice(pool.batch(slot).rows(Array::Obs(0), 0..pool.layout().num_envs)).to_vec()
 }
 
 #[test]

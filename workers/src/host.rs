@@ -31,12 +31,31 @@ pub trait EnvHost {
         slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError>;
-    /// Steps every hosted env with its row of the slot's action array (or autoresets it) and
-    /// writes its rows of obs, reward, terminated and truncated.
+    /// Steps every hosted env with its rows of the slot's action leaves, or with the actions
+    /// in `actions` (an opaque payload, for action spaces without a fixed layout), or autoresets
+    /// it, and writes its rows of obs, reward, terminated and truncated.
     ///
     /// # Errors
     /// The first env error, as a [`RemoteError`] naming the env.
-    fn step(&mut self, view: &mut SlotView<'_>, slot: usize) -> Result<Option<Vec<u8>>, RemoteError>;
+    fn step(
+        &mut self,
+        view: &mut SlotView<'_>,
+        slot: usize,
+        actions: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError>;
+    /// Runs a call request (an opaque payload: call a method, get or set an attribute) on every
+    /// hosted env and returns the results as a payload. Hosts without such requests refuse them.
+    ///
+    /// # Errors
+    /// The first env error, or `NotImplementedError` from a host that has no calls.
+    fn call(&mut self, request: &[u8]) -> Result<Option<Vec<u8>>, RemoteError> {
+        let _ = request;
+        Err(RemoteError {
+            kind: "NotImplementedError".into(),
+            message: "this worker's envs take no call, get_attr or set_attr requests".into(),
+            ..Default::default()
+        })
+    }
     /// Closes the envs (the worker exits afterwards).
     fn close(&mut self) {}
 }

@@ -8,12 +8,12 @@
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
 //! use ringenv_worker::{envs::CartPole, RustEnvs};
-//! let layout = Layout::new(2, 1, 2, ArraySpec::new(DType::F32, &[4]),
-//!                          ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let layout = Layout::single(2, 1, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! assert!(RustEnvs::new(vec![CartPole::default(), CartPole::default()], 0..2, &layout).is_ok());
 //! // A layout that does not match the env's spaces is refused, naming both sides.
-//! let wrong = Layout::new(2, 1, 2, ArraySpec::new(DType::F64, &[4]),
-//!                         ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let wrong = Layout::single(2, 1, 2, ArraySpec::new(DType::F64, &[4]),
+//!                            ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let err = RustEnvs::new(vec![CartPole::default(), CartPole::default()], 0..2, &wrong).err().unwrap();
 //! assert!(err.message.contains("float32[4]"));
 //! ```
@@ -32,10 +32,11 @@ pub struct RustEnvs<E: Env> {
     action: Vec<E::Action>,
 }
 
-fn mismatch(what: &str, env: &ArraySpec, segment: &ArraySpec) -> RemoteError {
+fn mismatch(what: &str, env: &ArraySpec, segment: &[ArraySpec]) -> RemoteError {
+    let segment = segment.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     RemoteError {
         kind: "SpaceMismatch".into(),
-        message: format!("the env's {what} is {env} but the pool's segment holds {segment}"),
+        message: format!("the env's {what} is {env} but the pool's segment holds [{segment}]"),
         ..Default::default()
     }
 }
@@ -65,14 +66,14 @@ impl<E: Env> RustEnvs<E> {
         }
         for env in &envs {
             let (obs, act) = (env.observation_space().array_spec(), env.action_space().array_spec());
-            if obs != layout.obs || obs.dtype != E::Obs::DTYPE {
+            if layout.obs != [obs.clone()] || obs.dtype != E::Obs::DTYPE {
                 return Err(mismatch("observation", &obs, &layout.obs));
             }
-            if act != layout.action || act.dtype != E::Action::DTYPE {
+            if layout.action != [act.clone()] || act.dtype != E::Action::DTYPE {
                 return Err(mismatch("action", &act, &layout.action));
             }
         }
-        let action = vec![bytemuck::Zeroable::zeroed(); layout.action.elements()];
+        let action = vec![bytemuck::Zeroable::zeroed(); layout.action[0].elements()];
         Ok(RustEnvs { autoreset: Autoreset::new(envs.len()), envs, env_ids, action })
     }
 }
@@ -89,7 +90,7 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         for (k, env) in self.envs.iter_mut().enumerate() {
             let id = self.env_ids.start + k;
             let seed = seed_of(view, id);
-            let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs, id..id + 1));
+            let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| env.reset(seed, obs))) {
                 first_error.get_or_insert(panic_error(id, p));
             }
@@ -98,16 +99,21 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         first_error.map_or(Ok(None), Err)
     }
 
-    fn step(&mut self, view: &mut SlotView<'_>, _slot: usize) -> Result<Option<Vec<u8>>, RemoteError> {
+    fn step(
+        &mut self,
+        view: &mut SlotView<'_>,
+        _slot: usize,
+        _actions: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
         let mut first_error = None;
         for (k, env) in self.envs.iter_mut().enumerate() {
             let id = self.env_ids.start + k;
             let result = if self.autoreset.take(k) {
-                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs, id..id + 1));
+                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
                 catch_unwind(AssertUnwindSafe(|| env.reset(None, obs))).map(|()| Default::default())
             } else {
-                self.action.copy_from_slice(bytemuck::cast_slice(view.rows(Array::Action, id..id + 1)));
-                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs, id..id + 1));
+                self.action.copy_from_slice(bytemuck::cast_slice(view.rows(Array::Action(0), id..id + 1)));
+                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
                 let action = &self.action;
                 catch_unwind(AssertUnwindSafe(|| env.step(action, obs)))
             };

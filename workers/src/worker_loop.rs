@@ -93,7 +93,15 @@ pub fn serve(endpoint: &mut WorkerEndpoint, host: &mut dyn EnvHost) -> Result<()
             let mut view = endpoint.slot(slot);
             match kind {
                 CommandKind::Reset => host.reset(&mut view, slot, payload.as_deref()),
-                _ => host.step(&mut view, slot),
+                CommandKind::Call => match payload.as_deref() {
+                    Some(request) => host.call(request),
+                    None => Err(RemoteError {
+                        kind: "ProtocolError".into(),
+                        message: "a Call command arrived without its request message".into(),
+                        ..Default::default()
+                    }),
+                },
+                _ => host.step(&mut view, slot, payload.as_deref()),
             }
         };
         endpoint.complete(command.seq, result)?;

@@ -7,22 +7,44 @@ without touching Python again after start-up. The helpers below are called from 
 
 from __future__ import annotations
 
+import functools
 import pickle
 import sys
 import traceback
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import cloudpickle
-import numpy as np
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
+from gymnasium.vector.utils import write_to_shared_memory
 
-from ringenv import _spaces
+from ringenv import _layout
+
+#: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
+RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
+
+
+def _check_spaces(env_id: int, env, obs_space, act_space, observation_mode: str) -> None:
+    same_obs = (env.observation_space == obs_space if observation_mode == "same"
+                else is_space_dtype_shape_equiv(obs_space, env.observation_space))
+    if not same_obs:
+        raise ValueError(
+            f"env {env_id} has observation space {env.observation_space!r}, which does not match "
+            f"{obs_space!r} (observation_mode={observation_mode!r}); every sub-env of a vector env "
+            "must have the same observation space")
+    if env.action_space != act_space:
+        raise ValueError(
+            f"env {env_id} has action space {env.action_space!r}, but env 0 has {act_space!r}; "
+            "every sub-env of a vector env must have the same action space")
 
 
 def _build(init: bytes, info: dict):
-    """Builds this worker's envs and the NumPy views of its rows of every slot.
+    """Builds this worker's envs and the targets of their observations and sources of actions.
 
-    Returns ``(envs, obs_views, action_views, copy_action)``: ``obs_views[slot][k]`` is env k's
-    observation row, ``action_views[slot]`` this worker's action rows.
+    Returns ``(envs, obs_targets, obs_fast, action_views, copy_action, autoreset_mode)``:
+    ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or a callable writing its
+    observation, or ``obs_targets`` is ``None`` when observations travel pickled;
+    ``action_views[slot]`` holds this worker's action rows, or is ``None`` when actions travel
+    pickled.
     """
     outer = pickle.loads(init)
     # Like multiprocessing's spawn: the parent's import path, so factories pickled by reference
@@ -30,41 +52,66 @@ def _build(init: bytes, info: dict):
     for p in reversed(outer["sys_path"]):
         if p not in sys.path:
             sys.path.insert(0, p)
-    payload = cloudpickle.loads(outer["payload"])
-    env_fns, obs_space, act_space = payload["env_fns"], payload["observation_space"], payload["action_space"]
+    cfg = cloudpickle.loads(outer["payload"])
+    obs_space, act_space = cfg["observation_space"], cfg["action_space"]
     start, stop = info["env_ids"]
+    n, seg = info["num_envs"], info["segment"]
     envs = []
-    for k, fn in enumerate(env_fns):
+    for k, fn in enumerate(cfg["env_fns"]):
         env = fn()
-        env_id = start + k
-        if env.observation_space != obs_space:
-            raise ValueError(
-                f"env {env_id} has observation space {env.observation_space!r}, but env 0 has "
-                f"{obs_space!r}; every sub-env of a vector env must have the same spaces")
-        if env.action_space != act_space:
-            raise ValueError(
-                f"env {env_id} has action space {env.action_space!r}, but env 0 has "
-                f"{act_space!r}; every sub-env of a vector env must have the same spaces")
         envs.append(env)
-    (obs_dtype, obs_shape), (act_dtype, act_shape) = info["obs"], info["action"]
-    n = stop - start
-    seg = info["segment"]
-    obs_row = np.dtype(obs_dtype).itemsize * int(np.prod(obs_shape, dtype=np.int64))
-    act_row = np.dtype(act_dtype).itemsize * int(np.prod(act_shape, dtype=np.int64))
-    obs_views, action_views = [], []
-    for obs_off, act_off in info["offsets"]:
-        rows = _spaces.view(seg, obs_off + start * obs_row, obs_dtype, [n, *obs_shape])
-        obs_views.append([rows[k] for k in range(n)])
-        action_views.append(_spaces.view(seg, act_off + start * act_row, act_dtype, [n, *act_shape]))
-    return envs, obs_views, action_views, len(act_shape) > 0
+        _check_spaces(start + k, env, obs_space, act_space, cfg["observation_mode"])
+    obs_leaves, act_leaves, offsets = info["obs_leaves"], info["action_leaves"], info["offsets"]
+    count = stop - start
+    if not obs_leaves:
+        obs_targets, obs_fast = None, False
+    elif _layout.is_flat(obs_space):
+        views = [_layout.flat_view(obs_space, n, seg, obs_offs[0]) for obs_offs, _ in offsets]
+        obs_targets, obs_fast = [[v[start + k] for k in range(count)] for v in views], True
+    else:
+        mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
+        obs_targets = [[functools.partial(_write, obs_space, start + k, mem) for k in range(count)] for mem in mems]
+        obs_fast = False
+    if act_leaves:
+        action_views = [_layout.flat_view(act_space, n, seg, act_offs[0])[start:stop] for _, act_offs in offsets]
+    else:
+        action_views = None
+    copy_action = action_views is not None and len(act_space.shape or ()) > 0
+    return envs, obs_targets, obs_fast, action_views, copy_action, cfg["autoreset_mode"]
 
 
-def _pack_infos(infos: List[Tuple[int, dict]]) -> bytes:
-    return cloudpickle.dumps(infos)
+def _write(space, index: int, memory, value) -> None:
+    write_to_shared_memory(space, index, value, memory)
+
+
+def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> bytes:
+    """A step's or reset's message: observations (pickled path only) and non-empty infos."""
+    return cloudpickle.dumps((observations, infos))
 
 
 def _unpack(payload: bytes) -> Any:
     return cloudpickle.loads(payload)
+
+
+def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:
+    """The info of a same-step autoreset, built as Gymnasium's AsyncVectorEnv builds it."""
+    return {"final_info": info, "final_obs": final_obs, **reset_info}
+
+
+def _call(envs: list, start: int, request: bytes) -> bytes:
+    """Runs a ``call`` / ``set_attr`` request on every env; returns the pickled results."""
+    kind, name, args, kwargs = cloudpickle.loads(request)
+    if kind == "call" and name in RESERVED_CALLS:
+        raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
+    results = []
+    for k, env in enumerate(envs):
+        if kind == "set_attr":
+            env.set_wrapper_attr(name, args[start + k])
+            results.append(None)
+        else:
+            attr = env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+    return cloudpickle.dumps(results)
 
 
 def _describe_exception(exc: BaseException) -> Tuple[str, str, str, bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any, Optional
 
@@ -50,9 +51,12 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
             raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
                              "(pass prefer_builtin=False to use the Gymnasium env)")
         return AsyncVectorEnv._from_builtin(id, num_envs, kwargs, **vector_kwargs)
-    gym.spec(id)  # raises gymnasium's own error for an unknown id, before any process starts
+    env_spec = copy.deepcopy(gym.spec(id))  # gymnasium's own error for an unknown id, before any process starts
+    env_spec.kwargs = {**env_spec.kwargs, **kwargs}
     env_fn = functools.partial(_make_one, id, tuple(wrappers or ()), kwargs)
-    return AsyncVectorEnv([env_fn] * num_envs, **vector_kwargs)
+    envs = AsyncVectorEnv([env_fn] * num_envs, **vector_kwargs)
+    envs.spec = env_spec  # as gymnasium.make_vec records the spec of its sub-envs
+    return envs
 
 
 def _make_one(id: str, wrappers, kwargs):

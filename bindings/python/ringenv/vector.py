@@ -5,65 +5,96 @@ run in worker processes that exchange actions and observations through shared me
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import pickle
 import sys
+from copy import deepcopy
 from enum import Enum
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
+from gymnasium import logger, spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import (
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+    read_from_shared_memory,
+)
 
-from ringenv import _native, _spaces
-from ringenv.errors import _remote_exception
+from ringenv import _layout, _native
+from ringenv.errors import WorkerDiedError, _remote_exception
 
-__all__ = ["AsyncVectorEnv"]
+__all__ = ["AsyncVectorEnv", "AsyncState"]
 
 
 class AsyncState(Enum):
-    """The protocol state: at most one call is pending."""
+    """The protocol state: at most one call is pending (Gymnasium's states, same values)."""
 
     DEFAULT = "default"
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
+    WAITING_CALL = "call"
 
 
-def _default_num_workers(num_envs: int) -> int:
-    return max(1, min(num_envs, os.cpu_count() or 1))
+def _default_num_workers(num_envs: int, max_concurrency: Optional[int]) -> int:
+    cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
+    return max(1, min(cap, os.cpu_count() or 1))
+
+
+def _split(n: int, k: int):
+    """The contiguous env-id ranges of ``k`` workers (``numpy.array_split``'s rule, as the
+    runtime's layout computes them)."""
+    base, extra = divmod(n, k)
+    start = 0
+    for w in range(k):
+        stop = start + base + (1 if w < extra else 0)
+        yield start, stop
+        start = stop
 
 
 class AsyncVectorEnv(VectorEnv):
     """Vectorized env stepping its sub-envs in worker processes over shared memory.
 
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
-    (values and dtypes), with next-step autoreset, so switching is a one-line import change.
+    (values and dtypes) as Gymnasium's vector envs, so switching is a one-line import change.
     Sub-envs are split into ``num_workers`` contiguous groups; each group runs in one worker
     process (``python -m ringenv._worker``) whose step loop is Rust, calling the envs through
-    PyO3 and writing observations straight into a shared memory segment.
+    PyO3 and writing observations straight into a shared memory segment, one contiguous
+    ``(num_envs, ...)`` array per leaf of the observation space (Gymnasium's own
+    ``write_to_shared_memory`` encoding).
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle).
-        shared_memory: accepted for compatibility; observations always travel through shared
-            memory (supported spaces: ``Box`` and ``Discrete``).
+        shared_memory: if ``True`` (default), observations of spaces with a fixed layout (Box,
+            Discrete, MultiDiscrete, MultiBinary, Text, Dict and Tuple of those) cross through
+            shared memory; others (Graph, Sequence, custom spaces), and all with ``False``,
+            travel pickled on the worker's control socket. Results are identical either way.
         copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns;
-            if ``False`` they return views of the shared slot, valid until the step after next.
-        context, daemon, worker: accepted for compatibility and ignored: workers are always
-            started with fork+exec, die with the parent process, and run ringenv's worker loop.
-        observation_mode: only ``"same"`` is supported in this version.
-        autoreset_mode: only ``AutoresetMode.NEXT_STEP`` is supported in this version.
+            if ``False`` they may be views of the shared slot, valid until the step after next.
+        context: accepted for compatibility and ignored: workers always start with fork+exec.
+        daemon: accepted for compatibility; workers always die with the main process (parent
+            death signal) whatever its value.
+        worker: must be ``None``: ringenv's worker loop replaces Gymnasium's; a custom worker
+            function raises ``ValueError``.
+        observation_mode: ``"same"``, ``"different"`` (sub-envs may differ in bounds, not in
+            dtype or shape), or a ``(batched_space, single_space)`` tuple, as Gymnasium.
+        autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
+        max_concurrency: at most this many envs step at once: caps ``num_workers``.
         num_workers: worker processes (default: the number of cores, at most ``num_envs``).
         startup_timeout: seconds to wait for workers to build their envs.
 
     Raises:
-        ValueError: for an empty ``env_fns``, an unsupported mode, or a bad ``num_workers``.
-        NotImplementedError: for spaces other than ``Box`` and ``Discrete``.
-        ringenv.errors.WorkerStartupError: when a factory raises or sub-env spaces differ (the
-            original exception is its ``__cause__``).
+        ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
+            ``num_workers``.
+        ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
+            message names the env; the original exception is its ``__cause__``).
     """
 
     def __init__(
@@ -74,8 +105,9 @@ class AsyncVectorEnv(VectorEnv):
         context: Optional[str] = None,
         daemon: bool = True,
         worker: Optional[Callable] = None,
-        observation_mode: Union[str, spaces.Space] = "same",
+        observation_mode: Union[str, Tuple[spaces.Space, spaces.Space]] = "same",
         autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
+        max_concurrency: Optional[int] = None,
         *,
         num_workers: Optional[int] = None,
         startup_timeout: float = 60.0,
@@ -84,105 +116,123 @@ class AsyncVectorEnv(VectorEnv):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("env_fns is empty: give at least one env factory")
-        if AutoresetMode(autoreset_mode) != AutoresetMode.NEXT_STEP:
-            raise ValueError(f"autoreset_mode {autoreset_mode!r} is not supported yet; use AutoresetMode.NEXT_STEP")
-        if observation_mode != "same":
-            raise ValueError(f"observation_mode {observation_mode!r} is not supported yet; use 'same'")
+        if worker is not None:
+            raise ValueError("ringenv runs its own worker loop; a custom `worker` function cannot be used")
+        self.env_fns = env_fns
+        self.shared_memory = shared_memory
+        self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
+                               else AutoresetMode(autoreset_mode))
+        self.num_envs = len(env_fns)
         dummy = env_fns[0]()
         try:
-            obs_space, act_space = dummy.observation_space, dummy.action_space
-            metadata = dict(getattr(dummy, "metadata", {}) or {})
-            render_mode, spec = dummy.render_mode, dummy.spec
+            self.metadata = dict(dummy.metadata)
+            self.render_mode = dummy.render_mode
+            single_action_space = dummy.action_space
+            if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
+                if not all(isinstance(s, spaces.Space) for s in observation_mode):
+                    raise TypeError(f"Expected both elements of observation_mode to be Spaces, got "
+                                    f"{type(observation_mode[0])} and {type(observation_mode[1])}")
+                observation_space, single_observation_space = observation_mode
+                worker_obs_mode = "different"
+            elif observation_mode == "same":
+                single_observation_space = dummy.observation_space
+                observation_space = batch_space(single_observation_space, self.num_envs)
+                worker_obs_mode = "same"
+            elif observation_mode == "different":
+                env_spaces = [fn().observation_space for fn in env_fns]
+                single_observation_space = env_spaces[0]
+                observation_space = batch_differing_spaces(env_spaces)
+                worker_obs_mode = "different"
+            else:
+                raise ValueError("Invalid `observation_mode`, expected: 'same' or 'different' or tuple of "
+                                 f"single and batch observation space, actual got {observation_mode}")
         finally:
             dummy.close()
-        self.env_fns = env_fns
-        self._setup(
-            num_envs=len(env_fns),
-            obs_space=obs_space,
-            act_space=act_space,
-            reward_dtype="float64",
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        cfg = {
+            "observation_space": single_observation_space,
+            "action_space": single_action_space,
+            "observation_mode": worker_obs_mode,
+            "autoreset_mode": self.autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
+        }
+        paths = list(sys.path)
+        self._start(
+            single_observation_space, single_action_space, observation_space,
             argv=[sys.executable, "-m", "ringenv._worker", "--python"],
             make_init=lambda start, stop: pickle.dumps({
-                "sys_path": list(sys.path),
-                "payload": cloudpickle.dumps({
-                    "env_fns": env_fns[start:stop],
-                    "observation_space": obs_space,
-                    "action_space": act_space,
-                }),
+                "sys_path": paths,
+                "payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]}),
             }),
-            num_workers=num_workers,
-            startup_timeout=startup_timeout,
-            copy=copy,
+            reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
+            startup_timeout=startup_timeout, copy=copy,
         )
-        metadata["autoreset_mode"] = AutoresetMode.NEXT_STEP
-        self.metadata = metadata
-        self.render_mode = render_mode
-        self.spec = spec
 
     @classmethod
     def _from_builtin(cls, env_id: str, num_envs: int, kwargs: Dict[str, Any], *,
                       num_workers: Optional[int] = None, copy: bool = True,
                       startup_timeout: float = 60.0) -> "AsyncVectorEnv":
         """A vector env of built-in Rust env ``env_id`` (see ``ringenv.make_vec``)."""
-        kwargs_json = json.dumps(kwargs)
-        obs_d, act_d = _native.builtin_spaces(env_id, kwargs_json)
+        obs_d, act_d = _native.builtin_spaces(env_id, json.dumps(kwargs))
         self = cls.__new__(cls)
         self.closed = True
-        self.env_fns = []
-        init = json.dumps({"env_id": env_id, "kwargs": kwargs}).encode()
-        self._setup(
-            num_envs=num_envs,
-            obs_space=_spaces.from_dict(obs_d),
-            act_space=_spaces.from_dict(act_d),
-            reward_dtype="float32",
-            argv=[sys.executable, "-m", "ringenv._worker", "--rust"],
-            make_init=lambda start, stop: init,
-            num_workers=num_workers,
-            startup_timeout=startup_timeout,
-            copy=copy,
-        )
+        self.env_fns, self.shared_memory = [], True
+        self.autoreset_mode = AutoresetMode.NEXT_STEP
+        self.num_envs = num_envs
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
         self.render_mode = None
-        self.spec = None
+        init = json.dumps({"env_id": env_id, "kwargs": kwargs}).encode()
+        single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
+        self._start(
+            single_obs, single_act, batch_space(single_obs, num_envs),
+            argv=[sys.executable, "-m", "ringenv._worker", "--rust"], make_init=lambda start, stop: init,
+            reward_dtype="float32", num_workers=num_workers, max_concurrency=None,
+            startup_timeout=startup_timeout, copy=copy,
+        )
         return self
 
-    def _setup(self, *, num_envs, obs_space, act_space, reward_dtype, argv, make_init, num_workers,
-               startup_timeout, copy):
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+    def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
+               num_workers, max_concurrency, startup_timeout, copy):
+        n = self.num_envs
+        if n < 1:
+            raise ValueError(f"num_envs must be at least 1, got {n}")
         if num_workers is None:
-            num_workers = _default_num_workers(num_envs)
-        if not isinstance(num_workers, (int, np.integer)) or not 1 <= num_workers <= num_envs:
-            raise ValueError(f"num_workers must be an integer from 1 to num_envs ({num_envs}), got {num_workers!r}")
-        obs_dtype, obs_shape = _spaces.array_spec(obs_space, "observation")
-        act_dtype, act_shape = _spaces.array_spec(act_space, "action")
-        self.num_envs = num_envs
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        self.observation_space = batch_space(obs_space, num_envs)
-        self.action_space = batch_space(act_space, num_envs)
+            num_workers = _default_num_workers(n, max_concurrency)
+        if not isinstance(num_workers, (int, np.integer)) or not 1 <= num_workers <= n:
+            raise ValueError(f"num_workers must be an integer from 1 to num_envs ({n}), got {num_workers!r}")
         self.copy = copy
-        ranges = [(a, b) for a, b in _split(num_envs, int(num_workers))]
+        self.single_observation_space = single_obs
+        self.single_action_space = single_act
+        self.observation_space = observation_space
+        self.action_space = batch_space(single_act, n)
+        obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
+        act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         self._pool = _native.Pool(
-            num_envs, int(num_workers), obs_dtype, obs_shape, act_dtype, act_shape, reward_dtype,
-            argv, [make_init(a, b) for a, b in ranges], startup_timeout=startup_timeout,
+            n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv,
+            [make_init(a, b) for a, b in _split(n, int(num_workers))], startup_timeout=startup_timeout,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT
-        seg = self._pool.segment()
-        n = num_envs
-
-        def arrays(name, dtype, shape):
-            return [_spaces.view(seg, self._pool.offset(s, name), dtype, [n, *shape])
-                    for s in range(self._pool.depth)]
-
-        self._obs = arrays("obs", obs_dtype, obs_shape)
-        self._action = arrays("action", act_dtype, act_shape)
-        self._reward = arrays("reward", reward_dtype, [])
-        self._terminated = arrays("terminated", "bool", [])
-        self._truncated = arrays("truncated", "bool", [])
-        self._act_shape = (n, *act_shape)
-        self._discrete = isinstance(act_space, spaces.Discrete)
+        pool, seg, slots = self._pool, self._pool.segment(), range(self._pool.depth)
+        if obs_leaves:
+            self._obs_mem = [
+                _layout.bind(single_obs, n, seg, [pool.offset(s, "obs", k) for k in range(len(obs_leaves))], obs_leaves)
+                for s in slots]
+            self._obs_rows = [
+                [np.frombuffer(seg, np.uint8, n * _layout.leaf_bytes(leaf), pool.offset(s, "obs", k)).reshape(n, -1)
+                 for k, leaf in enumerate(obs_leaves)]
+                for s in slots]
+            self._env_obs = None
+        else:
+            self._obs_mem = None
+            self._env_obs: Optional[List[Any]] = [None] * n
+            self._obs_batch = create_empty_array(single_obs, n=n, fn=np.zeros)
+        self._action = ([_layout.flat_view(single_act, n, seg, pool.offset(s, "action")) for s in slots]
+                        if act_leaves else None)
+        self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
+        self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
+        self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
+        self._last_slot: Optional[int] = None
+        self._reset_mask: Optional[np.ndarray] = None
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -201,44 +251,69 @@ class AsyncVectorEnv(VectorEnv):
                     options: Optional[dict] = None):
         """Sends a reset to every sub-env: env ``i`` gets ``seed + i`` (an int), ``seed[i]`` (a list
         of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``.
+        ``options["reset_mask"]``, a bool array of shape ``(num_envs,)``, resets only the envs it
+        marks; the others keep their state and last observation.
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
-            ValueError: a seed list of the wrong length, or a negative / too large seed.
+            ValueError: a seed list of the wrong length, a negative / too large seed, a reset mask
+                of the wrong shape or with no True value.
+            TypeError: a reset mask that is not a bool NumPy array.
         """
-        self._assert_default("reset_async")
+        self._assert_open("reset_async")
         if seed is None:
             seeds: List[Optional[int]] = [None] * self.num_envs
         elif isinstance(seed, (int, np.integer)):
             seeds = [int(seed) + i for i in range(self.num_envs)]
         else:
             seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
-                                 f"but got length={len(seeds)}.")
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                             f"but got length={len(seeds)}.")
         for i, s in enumerate(seeds):
             if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
                 raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
-        self._pool.write_seeds([None if s is None else int(s) for s in seeds])
-        payload = None if options is None else cloudpickle.dumps(options)
-        self._pool.submit("reset", payload)
+        self._assert_default("reset_async")
+        mask = None
+        if options is not None and "reset_mask" in options:
+            options = dict(options)
+            mask = options.pop("reset_mask")
+            if not isinstance(mask, np.ndarray):
+                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+            if mask.shape != (self.num_envs,):
+                raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
+            if mask.dtype != np.bool_:
+                raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+            if not np.any(mask):
+                raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
+                                 f"value, got reset_mask={mask}")
+        self._pool.write_seeds([None if s is None else int(s) for s in seeds],
+                               None if mask is None else [bool(m) for m in mask])
+        self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
+        self._reset_mask = mask
         self._state = AsyncState.WAITING_RESET
 
     def reset_wait(self, timeout: Optional[float] = None) -> Tuple[Any, Dict[str, Any]]:
         """Waits for the pending reset.
 
         Returns:
-            ``(observations, infos)``: observations an array of shape
-            ``(num_envs, *single_observation_space.shape)`` and the space's dtype; infos a dict
-            vectorised as Gymnasium does.
+            ``(observations, infos)``: observations batched as ``observation_space`` (an array of
+            shape ``(num_envs, *single_observation_space.shape)`` and its dtype for a Box; a dict
+            or tuple of such arrays for Dict and Tuple spaces); infos a dict vectorised as
+            Gymnasium does.
 
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
-        slot, infos = self._wait("reset", AsyncState.WAITING_RESET, timeout)
-        obs = self._obs[slot]
-        return (obs.copy() if self.copy else obs), infos
+        slot, messages = self._wait("reset", AsyncState.WAITING_RESET, timeout)
+        mask, self._reset_mask = self._reset_mask, None
+        if mask is not None and self._obs_mem is not None and self._last_slot is not None:
+            keep = ~mask  # envs not reset keep their last observation
+            for new, old in zip(self._obs_rows[slot], self._obs_rows[self._last_slot]):
+                new[keep] = old[keep]
+        infos = self._absorb(messages)
+        return self._observations(slot), infos
 
     def reset(self, *, seed=None, options=None):
         """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
@@ -246,43 +321,55 @@ class AsyncVectorEnv(VectorEnv):
         return self.reset_wait()
 
     def step_async(self, actions):
-        """Writes ``actions`` (shape ``(num_envs, *single_action_space.shape)``; ``int`` values for
-        a Discrete space) into shared memory and sends a step to every worker.
+        """Sends a step to every worker with ``actions``, an element of ``action_space`` (for a
+        Box, an array of shape ``(num_envs, *single_action_space.shape)``; for a Discrete,
+        integers of shape ``(num_envs,)``). Actions of flat spaces are written into shared memory;
+        others travel pickled.
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
-            ValueError: actions of the wrong shape, or non-integer actions for a Discrete space
-                (checked before anything is written).
+            ValueError: actions of the wrong shape or count, or non-integer actions for a
+                Discrete, MultiDiscrete or MultiBinary space (checked before anything is sent).
         """
         self._assert_default("step_async")
-        actions = np.asarray(actions)
-        if actions.shape != self._act_shape:
-            raise ValueError(f"actions have shape {actions.shape}, expected {self._act_shape} "
-                             f"(num_envs={self.num_envs}, action shape {self.single_action_space.shape})")
-        if self._discrete and not (np.issubdtype(actions.dtype, np.integer) or actions.dtype == np.bool_):
-            raise ValueError(f"actions for a Discrete space must be integers, got dtype {actions.dtype}")
-        np.copyto(self._action[self._pool.next_slot], actions, casting="unsafe")
-        self._pool.submit("step")
+        if self._action is not None:
+            actions = np.asarray(actions)
+            expected = (self.num_envs, *self.single_action_space.shape)
+            if actions.shape != expected:
+                raise ValueError(f"actions have shape {actions.shape}, expected {expected} "
+                                 f"(num_envs={self.num_envs}, action shape {self.single_action_space.shape})")
+            if (not isinstance(self.single_action_space, spaces.Box)
+                    and not (np.issubdtype(actions.dtype, np.integer) or actions.dtype == np.bool_)):
+                raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
+                                 f"got dtype {actions.dtype}")
+            np.copyto(self._action[self._pool.next_slot], actions, casting="unsafe")
+            payload = None
+        else:
+            batch = list(iterate(self.action_space, actions))
+            if len(batch) != self.num_envs:
+                raise ValueError(f"got {len(batch)} actions for {self.num_envs} envs")
+            payload = cloudpickle.dumps(batch)
+        self._pool.submit("step", payload)
         self._state = AsyncState.WAITING_STEP
 
     def step_wait(self, timeout: Optional[float] = None):
         """Waits for the pending step.
 
         Returns:
-            ``(observations, rewards, terminations, truncations, infos)``: observations of shape
-            ``(num_envs, *obs_shape)`` and the space's dtype, rewards ``float64`` of shape
-            ``(num_envs,)``, terminations and truncations ``bool`` of shape ``(num_envs,)``,
-            infos a dict vectorised as Gymnasium does.
+            ``(observations, rewards, terminations, truncations, infos)``: observations batched
+            as ``observation_space``; rewards ``float64`` of shape ``(num_envs,)``; terminations
+            and truncations ``bool`` of shape ``(num_envs,)``; infos a dict vectorised as
+            Gymnasium does (with ``final_obs``/``final_info`` in same-step autoreset mode).
 
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised (its remote traceback
             is the ``__cause__``).
         """
-        slot, infos = self._wait("step", AsyncState.WAITING_STEP, timeout)
-        obs = self._obs[slot]
+        slot, messages = self._wait("step", AsyncState.WAITING_STEP, timeout)
+        infos = self._absorb(messages)
         return (
-            obs.copy() if self.copy else obs,
+            self._observations(slot),
             self._reward[slot].astype(np.float64),
             self._terminated[slot].copy(),
             self._truncated[slot].copy(),
@@ -294,35 +381,118 @@ class AsyncVectorEnv(VectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Calls method ``name`` of every sub-env with ``args`` and ``kwargs`` (or reads the
+        attribute, if it is not callable), through ``env.get_wrapper_attr``.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError.
+        """
+        self._assert_default("call_async")
+        self._pool.submit("call", cloudpickle.dumps(("call", name, args, kwargs)))
+        self._state = AsyncState.WAITING_CALL
+
+    def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
+        """Waits for the pending call; returns a tuple of ``num_envs`` results, in env order.
+
+        Raises:
+            NoAsyncCallError, multiprocessing.TimeoutError, the exception a sub-env raised (for
+            example ``ValueError`` for ``reset``, ``step`` or ``close``, which have their own
+            methods).
+        """
+        _, messages = self._wait("call", AsyncState.WAITING_CALL, timeout)
+        return tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
+        """``call_async`` then ``call_wait``: a tuple of one result per sub-env."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def get_attr(self, name: str) -> Tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env (a method is called with no arguments, as
+        Gymnasium's ``AsyncVectorEnv.get_attr`` does)."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
+        """Sets attribute ``name`` of every sub-env (``env.set_wrapper_attr``): to ``values[i]``
+        for env ``i`` when ``values`` is a list or tuple, else to ``values`` for all.
+
+        Raises:
+            ValueError: a list or tuple whose length is not ``num_envs``.
+            AlreadyPendingCallError, ClosedEnvironmentError.
+        """
+        self._assert_open("set_attr")
+        if not isinstance(values, (list, tuple)):
+            values = [values for _ in range(self.num_envs)]
+        if len(values) != self.num_envs:
+            raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
+                             f"Got `{len(values)}` values for {self.num_envs} environments.")
+        self._assert_default("set_attr")
+        self._pool.submit("call", cloudpickle.dumps(("set_attr", name, list(values), {})))
+        self._state = AsyncState.WAITING_CALL
+        self.call_wait()
+
+    def render(self) -> Optional[Tuple[Any, ...]]:
+        """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames."""
+        return self.call("render")
+
     def _wait(self, call: str, state: AsyncState, timeout):
         self._assert_open(f"{call}_wait")
         if self._state != state:
-            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.",
-                                   state.value)
+            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
         try:
             slot, messages, errors = self._pool.wait(timeout)
-        except Exception as e:
-            from ringenv.errors import WorkerDiedError
-
-            if isinstance(e, WorkerDiedError):
-                self._state = AsyncState.DEFAULT
-                self.closed = True
+        except WorkerDiedError:
+            self._state = AsyncState.DEFAULT
+            self.closed = True
             raise
         self._state = AsyncState.DEFAULT
         if errors:
             raise _remote_exception(errors[0][1])
+        if state != AsyncState.WAITING_CALL:
+            self._last_slot = slot
+        return slot, messages
+
+    def _absorb(self, messages) -> Dict[str, Any]:
+        """Vectorises the infos of a reset or step (in env order, as Gymnasium adds them) and,
+        on the pickled path, takes in the observations."""
         infos: Dict[str, Any] = {}
-        for _, payload in messages:
-            for env_id, info in cloudpickle.loads(payload):
+        for worker, payload in sorted(messages, key=lambda m: m[0]):
+            observations, env_infos = cloudpickle.loads(payload)
+            if observations is not None:
+                start = self._pool.env_ids(worker)[0]
+                for k, obs in enumerate(observations):
+                    if obs is not None:  # None: not reset (reset mask)
+                        self._env_obs[start + k] = obs
+            for env_id, info in env_infos:
                 infos = self._add_info(infos, info, env_id)
-        return slot, infos
+        return infos
+
+    def _observations(self, slot: int):
+        if self._obs_mem is not None:
+            obs = read_from_shared_memory(self.single_observation_space, self._obs_mem[slot], n=self.num_envs)
+        else:
+            obs = self._obs_batch = concatenate(self.single_observation_space, self._env_obs, self._obs_batch)
+        return deepcopy(obs) if self.copy else obs
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
-        """Stops the workers: with ``terminate=True`` at once, otherwise after asking them to
-        close their envs and waiting up to ``timeout`` seconds (default 1)."""
+        """Stops the workers. A pending call is first awaited for up to ``timeout`` seconds
+        (``None``: as long as it takes) unless ``terminate``; then the workers are asked to close
+        their envs and given ``timeout`` seconds (default 1) to exit, or with ``terminate=True``
+        killed at once."""
         pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.close(0.0 if terminate else (1.0 if timeout is None else timeout))
+        if pool is None:
+            return
+        if self._state != AsyncState.DEFAULT and not terminate:
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+            try:
+                self._wait(self._state.value, self._state, timeout)
+            except multiprocessing.TimeoutError:
+                terminate = True
+            except Exception:  # the pending call failed; the envs close all the same
+                pass
+        pool.close(0.0 if terminate else (1.0 if timeout is None else timeout))
+        self._state = AsyncState.DEFAULT
 
     def __del__(self):
         if not getattr(self, "closed", True):
@@ -330,12 +500,3 @@ class AsyncVectorEnv(VectorEnv):
 
     def __repr__(self) -> str:
         return f"ringenv.AsyncVectorEnv(num_envs={getattr(self, 'num_envs', '?')})"
-
-
-def _split(n: int, k: int):
-    base, extra = divmod(n, k)
-    start = 0
-    for w in range(k):
-        stop = start + base + (1 if w < extra else 0)
-        yield start, stop
-        start = stop

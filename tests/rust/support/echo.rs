@@ -20,7 +20,7 @@ pub const ECHO_SPIN_US: &str = "RINGENV_ECHO_SPIN_US";
 /// A one-worker segment for the echo harness.
 pub fn echo_segment() -> Segment {
     let layout =
-        Layout::new(1, 1, 2, ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+        Layout::single(1, 1, 2, ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
     Segment::create(layout).unwrap()
 }
 

@@ -1,0 +1,132 @@
+"""How Gymnasium spaces are laid out in ringenv's shared memory segment.
+
+ringenv reuses Gymnasium's own ``create_shared_memory`` / ``read_from_shared_memory`` /
+``write_to_shared_memory`` (``gymnasium.vector.utils``), so every space is encoded exactly as
+Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` encodes it (a ``Text`` as ``int32`` character
+indices, a ``Dict`` or ``Tuple`` as one array per component, ...). Those functions allocate through
+a multiprocessing context's ``Array(typecode, size)``; here a context hands out *leaves*: regions
+of the segment, one contiguous ``[num_envs, ...]`` array per leaf, in the order Gymnasium asks for
+them. Spaces with no fixed layout (``Graph``, ``Sequence``, custom ``Space`` subclasses) have no
+leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import CustomSpaceError
+from gymnasium.vector.utils import create_shared_memory
+
+# (numpy dtype name, elements per env) of one leaf: what the Rust layout needs.
+LeafSpec = Tuple[str, List[int]]
+
+#: Spaces written through a single NumPy view per env (no Python call per step).
+FLAT_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+class _Leaf:
+    """Stands in for a ``multiprocessing.Array``: ``get_obj()`` is a flat byte array over the
+    leaf's region of the segment (or ``None`` while only the layout is being planned)."""
+
+    __slots__ = ("dtype", "size", "buffer")
+
+    def __init__(self, dtype: np.dtype, size: int):
+        self.dtype, self.size, self.buffer = dtype, size, None
+
+    def get_obj(self):
+        return self.buffer
+
+
+def _typecode_dtype(typecode: Any) -> np.dtype:
+    if isinstance(typecode, str):
+        return np.dtype(typecode)
+    if typecode is ctypes.c_bool:
+        return np.dtype(np.bool_)
+    return np.dtype(typecode)
+
+
+class _PlanContext:
+    """A multiprocessing-like context that records the leaves Gymnasium asks for."""
+
+    def __init__(self):
+        self.leaves: List[_Leaf] = []
+
+    def Array(self, typecode, size):  # noqa: N802 - the multiprocessing name
+        leaf = _Leaf(_typecode_dtype(typecode), int(size))
+        self.leaves.append(leaf)
+        return leaf
+
+
+class _BindContext:
+    """A context that hands out the given byte arrays, in order."""
+
+    def __init__(self, buffers: Sequence[np.ndarray]):
+        self._buffers = iter(buffers)
+
+    def Array(self, typecode, size):  # noqa: N802
+        leaf = _Leaf(_typecode_dtype(typecode), int(size))
+        leaf.buffer = next(self._buffers)
+        return leaf
+
+
+def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
+    """The leaves of ``space`` for ``num_envs`` envs, or ``None`` when the space has no fixed
+    layout (its values must travel pickled). A flat space's one leaf carries the space's own dtype
+    and shape (what a Rust env declares); other leaves are flat element counts."""
+    if is_flat(space):
+        return [(np.dtype(space.dtype).name, list(space.shape))]
+    ctx = _PlanContext()
+    try:
+        create_shared_memory(space, n=num_envs, ctx=ctx)
+    except (TypeError, CustomSpaceError, NotImplementedError):
+        return None
+    leaves = []
+    for leaf in ctx.leaves:
+        if leaf.size % num_envs:
+            return None
+        leaves.append((leaf.dtype.name, [leaf.size // num_envs]))
+    return leaves
+
+
+def bind(space: spaces.Space, num_envs: int, segment, offsets: Sequence[int], leaves: Sequence[LeafSpec]):
+    """The Gymnasium shared-memory structure of ``space`` over the leaves at ``offsets`` of
+    ``segment`` (for ``read_from_shared_memory`` / ``write_to_shared_memory``)."""
+    buffers = [
+        np.frombuffer(segment, dtype=np.uint8, count=num_envs * leaf_bytes(leaf), offset=off)
+        for off, leaf in zip(offsets, leaves)
+    ]
+    return create_shared_memory(space, n=num_envs, ctx=_BindContext(buffers))
+
+
+def leaf_bytes(leaf: LeafSpec) -> int:
+    """Bytes of one env's row of a leaf."""
+    dtype, shape = leaf
+    return np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+
+
+def flat_view(space: spaces.Space, num_envs: int, segment, offset: int) -> np.ndarray:
+    """The ``(num_envs, *space.shape)`` array of a single-leaf ``FLAT_SPACES`` space."""
+    count = num_envs * int(np.prod(space.shape, dtype=np.int64))
+    return np.frombuffer(segment, dtype=space.dtype, count=count, offset=offset).reshape((num_envs, *space.shape))
+
+
+def is_flat(space: spaces.Space) -> bool:
+    """Whether ``space`` is one contiguous array per env that NumPy assignment writes exactly as
+    ``write_to_shared_memory`` would."""
+    return isinstance(space, FLAT_SPACES)
+
+
+def from_dict(d: dict) -> spaces.Space:
+    """The Gymnasium space of a built-in Rust env's space description."""
+    if d["kind"] == "box":
+        dtype = np.dtype(d["dtype"])
+        shape = tuple(d["shape"])
+        low = np.array(d["low"], dtype=np.float64).reshape(shape).astype(dtype)
+        high = np.array(d["high"], dtype=np.float64).reshape(shape).astype(dtype)
+        return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+    if d["kind"] == "discrete":
+        return spaces.Discrete(d["n"], start=d["start"])
+    raise ValueError(f"unknown space kind {d['kind']!r}")
