@@ -6,5 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== type stubs and annotations"
+"${RINGENV_VENV:-.venv}/bin/python" -m mypy.stubtest ringenv._native
+"${RINGENV_VENV:-.venv}/bin/python" -m mypy -p ringenv --ignore-missing-imports
 echo "== pytest"
 "${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q

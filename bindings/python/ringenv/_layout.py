@@ -77,10 +77,10 @@ def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
     layout (its values must travel pickled). A flat space's one leaf carries the space's own dtype
     and shape (what a Rust env declares); other leaves are flat element counts."""
     if is_flat(space):
-        return [(np.dtype(space.dtype).name, list(space.shape))]
+        return [(np.dtype(space.dtype).name, list(space.shape or ()))]
     ctx = _PlanContext()
     try:
-        create_shared_memory(space, n=num_envs, ctx=ctx)
+        create_shared_memory(space, n=num_envs, ctx=ctx)  # type: ignore[arg-type]  # a duck-typed context
     except (TypeError, CustomSpaceError, NotImplementedError):
         return None
     leaves = []
@@ -98,7 +98,7 @@ def bind(space: spaces.Space, num_envs: int, segment, offsets: Sequence[int], le
         np.frombuffer(segment, dtype=np.uint8, count=num_envs * leaf_bytes(leaf), offset=off)
         for off, leaf in zip(offsets, leaves)
     ]
-    return create_shared_memory(space, n=num_envs, ctx=_BindContext(buffers))
+    return create_shared_memory(space, n=num_envs, ctx=_BindContext(buffers))  # type: ignore[arg-type]
 
 
 def leaf_bytes(leaf: LeafSpec) -> int:
@@ -109,8 +109,9 @@ def leaf_bytes(leaf: LeafSpec) -> int:
 
 def flat_view(space: spaces.Space, num_envs: int, segment, offset: int) -> np.ndarray:
     """The ``(num_envs, *space.shape)`` array of a single-leaf ``FLAT_SPACES`` space."""
-    count = num_envs * int(np.prod(space.shape, dtype=np.int64))
-    return np.frombuffer(segment, dtype=space.dtype, count=count, offset=offset).reshape((num_envs, *space.shape))
+    shape = tuple(space.shape or ())
+    count = num_envs * int(np.prod(shape, dtype=np.int64))
+    return np.frombuffer(segment, dtype=space.dtype, count=count, offset=offset).reshape((num_envs, *shape))
 
 
 def is_flat(space: spaces.Space) -> bool:

@@ -1,27 +1,38 @@
-"""Type stubs of ringenv's native module (the PyO3 layer). Internal: use ringenv.AsyncVectorEnv."""
+"""Type stubs of ringenv's native module (the PyO3 layer). Internal: use ringenv.AsyncVectorEnv.
 
-from typing import List, Optional, Sequence, Tuple
+Checked against the built module by ``python -m mypy.stubtest ringenv._native`` in
+scripts/test.sh.
+"""
+
+from typing import List, Optional, Sequence, Tuple, final
+
+__all__ = ["LAYOUT_VERSION", "Pool", "Segment", "builtin_env_ids", "builtin_spaces", "run_builtin_worker",
+           "run_python_worker"]
 
 LAYOUT_VERSION: int
 
+@final
 class Segment:
     """A pool's shared memory, exposed through the buffer protocol (for numpy.frombuffer)."""
     def __len__(self) -> int: ...
 
+@final
 class Pool:
     """Worker processes over one shared memory segment."""
-    depth: int
-    num_workers: int
-    next_slot: int
-    pending: bool
-    def __init__(
-        self,
+    @property
+    def depth(self) -> int: ...
+    @property
+    def num_workers(self) -> int: ...
+    @property
+    def next_slot(self) -> int: ...
+    @property
+    def pending(self) -> bool: ...
+    def __new__(
+        cls,
         num_envs: int,
         num_workers: int,
-        obs_dtype: str,
-        obs_shape: Sequence[int],
-        action_dtype: str,
-        action_shape: Sequence[int],
+        obs_leaves: Sequence[Tuple[str, Sequence[int]]],
+        action_leaves: Sequence[Tuple[str, Sequence[int]]],
         reward_dtype: str,
         argv: Sequence[str],
         init: Sequence[bytes],
@@ -29,12 +40,12 @@ class Pool:
         depth: int = 2,
         startup_timeout: float = 60.0,
         spin_us: int = 50,
-    ) -> None: ...
+    ) -> "Pool": ...
     def segment(self) -> Segment: ...
-    def offset(self, slot: int, array_name: str) -> int: ...
+    def offset(self, slot: int, array_name: str, leaf: int = 0) -> int: ...
     def env_ids(self, worker: int) -> Tuple[int, int]: ...
     def worker_pids(self) -> List[int]: ...
-    def write_seeds(self, seeds: Sequence[Optional[int]]) -> None: ...
+    def write_seeds(self, seeds: Sequence[Optional[int]], mask: Optional[Sequence[bool]] = None) -> None: ...
     def submit(self, kind: str, payload: Optional[bytes] = None) -> int: ...
     def wait(self, timeout: Optional[float] = None) -> Tuple[int, List[Tuple[int, bytes]], List[Tuple[int, dict]]]: ...
     def close(self, timeout: float = 1.0) -> None: ...

@@ -103,7 +103,7 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
     kind, name, args, kwargs = cloudpickle.loads(request)
     if kind == "call" and name in RESERVED_CALLS:
         raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
-    results = []
+    results: List[Any] = []
     for k, env in enumerate(envs):
         if kind == "set_attr":
             env.set_wrapper_attr(name, args[start + k])

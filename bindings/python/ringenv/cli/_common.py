@@ -1,0 +1,287 @@
+"""What ``ringenv tune`` and ``ringenv bench`` share: argument types, the env an ``ENV`` argument
+names, machine information, and the consoles."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import math
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+class UsageError(Exception):
+    """A bad command line: reported as one line on stderr, exit status 2."""
+
+
+class RunError(Exception):
+    """A failure while measuring (an env that cannot be built or stepped): exit status 1."""
+
+
+# -- argument types (argparse turns their ArgumentTypeError into "argument X: message") -------------
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63), got {value}")
+    return value
+
+
+def workers_list(text: str):
+    """``auto`` (returned as the string) or a comma-separated list of positive integers."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not 'auto' or a comma-separated list of positive integers (e.g. 1,2,4); "
+                f"bad entry {part!r}")
+        values.append(int(part))
+    return sorted(set(values))
+
+
+def json_object(text: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg} at character {e.pos})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_blocks\": 5}}', got {text!r}")
+    return value
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), which is what worker processes share."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def auto_workers(cores: int, num_envs: int) -> List[int]:
+    """1, 2, 4, ... up to and including ``cores``, plus ``cores``; none above ``num_envs``."""
+    values, w = set(), 1
+    while w <= cores:
+        values.add(w)
+        w *= 2
+    values.add(cores)
+    return sorted(v for v in values if v <= num_envs)
+
+
+def check_output_path(path: Optional[str], argument: str) -> None:
+    if path is None:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"argument {argument}: directory {parent!r} does not exist")
+    if os.path.isdir(path):
+        raise UsageError(f"argument {argument}: {path!r} is a directory; give a file path")
+
+
+def check_device(device: str) -> None:
+    if device != "cpu":
+        raise UsageError(f"argument --device: {device!r} is not available: GPU staging is not available yet "
+                         "(a later release); only 'cpu' is supported")
+
+
+# -- the env an ENV argument names ----------------------------------------------------------------
+
+
+@dataclass
+class EnvTarget:
+    """An env named on the command line.
+
+    ``kind`` is ``"builtin"`` (a ringenv Rust env), ``"gymnasium"`` (a registered Gymnasium id) or
+    ``"factory"`` (a ``module:callable``). ``python_factory`` builds one Python (Gymnasium) env, or is
+    ``None`` when there is no Python implementation (``BlocksWorld-v0``).
+    """
+
+    name: str
+    kind: str
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+    python_factory: Optional[Callable[[], Any]] = None
+    gym_id: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """How the env is described in output."""
+        return {"builtin": f"{self.name} (ringenv built-in, Rust)",
+                "gymnasium": f"{self.name} (Gymnasium, Python)",
+                "factory": f"{self.name} (factory, Python)"}[self.kind]
+
+    def make_ringenv(self, num_envs: int, num_workers: int):
+        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` workers."""
+        import ringenv
+
+        if self.kind == "builtin":
+            return ringenv.make_vec(self.name, num_envs, vector_kwargs={"num_workers": num_workers}, **self.kwargs)
+        factory = self.python_factory
+        assert factory is not None, "a non-built-in target has a Python factory"
+        return ringenv.AsyncVectorEnv([factory] * num_envs, num_workers=num_workers)
+
+
+def _gym_spec_or_none(env_id: str):
+    import gymnasium as gym
+
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error:
+        return None
+
+
+def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_builtin: bool = True) -> EnvTarget:
+    """The env ``text`` names: a built-in id (preferred, as ``ringenv.make_vec`` does), a
+    ``module:callable`` factory, or a Gymnasium id (``module:Id-v0`` imports ``module`` first).
+
+    Raises:
+        UsageError: naming the argument ``ENV``, when ``text`` names none of these.
+    """
+    import gymnasium as gym
+
+    import ringenv
+
+    kwargs = dict(kwargs or {})
+    if prefer_builtin and text in ringenv.builtin_env_ids():
+        spec = _gym_spec_or_none(text)
+        python_factory = functools.partial(gym.make, text, **kwargs) if spec is not None else None
+        return EnvTarget(text, "builtin", kwargs, python_factory, text if spec is not None else None)
+    if ":" in text:
+        module_name, _, attr = text.partition(":")
+        if not module_name or not attr:
+            raise UsageError(f"argument ENV: {text!r} is not 'module:callable'")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as `python -m` does, so that local modules are found
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            raise UsageError(f"argument ENV: cannot import module {module_name!r} of {text!r} "
+                             f"({type(e).__name__}: {e})") from None
+        obj: Any = module
+        try:
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            obj = None
+        if obj is not None and callable(obj):
+            factory = functools.partial(obj, **kwargs) if kwargs else obj
+            return EnvTarget(text, "factory", kwargs, factory, None)
+        # gymnasium's own "module:Id-v0" form: importing the module registered the id
+        if _gym_spec_or_none(attr) is not None:
+            return EnvTarget(attr, "gymnasium", kwargs, functools.partial(gym.make, attr, **kwargs), attr)
+        raise UsageError(f"argument ENV: module {module_name!r} has no callable {attr!r} "
+                         "and registers no Gymnasium id of that name")
+    try:
+        gym.spec(text)
+    except gym.error.Error as e:
+        builtin = ", ".join(ringenv.builtin_env_ids())
+        raise UsageError(f"argument ENV: unknown environment id {text!r}: {e} (not a ringenv built-in ({builtin}), "
+                         "not a registered Gymnasium id, not module:callable)") from None
+    return EnvTarget(text, "gymnasium", kwargs, functools.partial(gym.make, text, **kwargs), text)
+
+
+# -- machine information --------------------------------------------------------------------------
+
+
+def _cpu_model() -> Optional[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_info() -> Dict[str, Any]:
+    import gymnasium as gym
+    import numpy as np
+
+    import ringenv
+
+    return {
+        "cores": usable_cores(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "ringenv": ringenv.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+    }
+
+
+def machine_line(info: Dict[str, Any]) -> str:
+    return (f"ringenv {info['ringenv']} on {info['machine']}, {info['cores']} cores"
+            f"{' (' + info['cpu_model'] + ')' if info.get('cpu_model') else ''}, Python {info['python']}, "
+            f"gymnasium {info['gymnasium']}")
+
+
+# -- consoles -------------------------------------------------------------------------------------
+
+
+def consoles():
+    """(stdout console for tables and results, stderr console for progress bars). Not a terminal:
+    wide enough that a table never wraps, and no colour codes."""
+    from rich.console import Console
+
+    def make(stream):
+        if stream.isatty():
+            return Console(file=stream, highlight=False)
+        return Console(file=stream, width=200, no_color=True, highlight=False, emoji=False)
+
+    return make(sys.stdout), make(sys.stderr)
+
+
+def print_table(console, table) -> None:
+    """Prints a table at its natural width even on a narrow terminal (the terminal wraps the
+    lines) rather than letting rich cut figures short with an ellipsis."""
+    from rich.console import Console
+
+    if console.width < 200:
+        console = Console(file=console.file, width=200, highlight=False, no_color=console.no_color,
+                          force_terminal=console.is_terminal, emoji=False)
+    console.print(table)
+
+
+def write_json(path: str, data: Dict[str, Any]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,249 @@
+"""``ringenv tune ENV``: step ENV through ringenv with each worker count in turn, measure
+throughput, batch latency and CPU, and recommend a worker count."""
+
+from __future__ import annotations
+
+import functools
+
+import argparse
+from typing import Any, Dict, List, Optional
+
+from ringenv.cli import _common
+from ringenv.cli._common import RunError, UsageError
+
+DESCRIPTION = """\
+Step ENV through ringenv.AsyncVectorEnv with each worker count in turn, with random actions
+(pre-generated from the action space, seeded), for --seconds each after a short warm-up; show
+steps/s, batch latency and the CPU used by the main process and by the whole process tree, then
+recommend a worker count.
+
+ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
+does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), or a module:callable
+that builds one env (e.g. my_envs:make_env; the current directory is searched)."""
+
+# The recommendation rule (also written into the JSON report).
+NEAR_FRACTION = 0.05  # "within 5% of the highest throughput"
+CPU_SAVING = 0.25  # "at >= 25% less tree CPU"
+RULE = ("the configuration with the highest steps/s, unless another is within 5% of its steps/s while "
+        "using at least 25% less tree CPU (cores busy); then, of those, the one using the least tree CPU")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("env", metavar="ENV", help="built-in ringenv id, Gymnasium id, or module:callable")
+    p.add_argument("--num-envs", type=_common.positive_int, default=16, metavar="N",
+                   help="envs in the vector env (default 16)")
+    p.add_argument("--workers", type=_common.workers_list, default="auto", metavar="LIST",
+                   help="worker counts to try: comma-separated (1,2,4) or 'auto' (default): 1, 2, 4, ... "
+                        "up to the core count, plus the core count, none above --num-envs")
+    p.add_argument("--batch-size", type=_common.positive_int, default=None, metavar="B",
+                   help="envs per batch; only --num-envs is supported in this release (async batches come later)")
+    p.add_argument("--seconds", type=_common.positive_seconds, default=3.0, metavar="S",
+                   help="seconds of stepping per configuration, after the warm-up (default 3)")
+    p.add_argument("--device", default="cpu", help="where batches are staged: only 'cpu' in this release")
+    p.add_argument("--seed", type=_common.non_negative_int, default=0,
+                   help="seed of the resets and of the random actions (default 0)")
+    p.add_argument("--env-kwargs", type=_common.json_object, default=None, metavar="JSON",
+                   help="keyword arguments of the env as a JSON object, e.g. '{\"num_blocks\": 5}'")
+    p.add_argument("--no-builtin", action="store_true",
+                   help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
+    p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG of steps/s and CPU against workers")
+
+
+def validate(args) -> List[int]:
+    """Checks what argparse cannot; returns the worker counts. Raises UsageError."""
+    _common.check_device(args.device)
+    if args.batch_size is not None and args.batch_size != args.num_envs:
+        raise UsageError(f"argument --batch-size: {args.batch_size} differs from --num-envs ({args.num_envs}); only "
+                         "batch_size == num_envs is supported: async batches (batch_size < num_envs) arrive with "
+                         "a later release")
+    cores = _common.usable_cores()
+    if args.workers == "auto":
+        workers = _common.auto_workers(cores, args.num_envs)
+    else:
+        workers = list(args.workers)
+        too_many = [w for w in workers if w > args.num_envs]
+        if too_many:
+            raise UsageError(f"argument --workers: {too_many[0]} workers for --num-envs {args.num_envs}: each worker "
+                             f"needs at least one env (use at most {args.num_envs})")
+    _common.check_output_path(args.json, "--json")
+    _common.check_output_path(args.plot, "--plot")
+    if args.plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise UsageError("argument --plot: needs matplotlib (pip install matplotlib)")
+    return workers
+
+
+def workers_text(n: int) -> str:
+    return f"{n} worker" if n == 1 else f"{n} workers"
+
+
+def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The recommended configuration of ``configs`` (dicts with ``workers``, ``steps_per_s`` and
+    ``cpu.tree_cores``), with the reason, by :data:`RULE`."""
+    fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"]))
+    best_sps, best_cpu = fastest["steps_per_s"], fastest["cpu"]["tree_cores"]
+    thrifty = [c for c in configs if c is not fastest
+               and c["steps_per_s"] >= (1 - NEAR_FRACTION) * best_sps
+               and c["cpu"]["tree_cores"] <= (1 - CPU_SAVING) * best_cpu]
+    if thrifty:
+        pick = min(thrifty, key=lambda c: (c["cpu"]["tree_cores"], c["workers"]))
+        slower = 1 - pick["steps_per_s"] / best_sps
+        saving = 1 - pick["cpu"]["tree_cores"] / best_cpu
+        reason = (f"{pick['steps_per_s']:,.0f} steps/s is within 5% of the highest "
+                  f"({fastest['steps_per_s']:,.0f} steps/s with {workers_text(fastest['workers'])}, {slower:.1%} less) "
+                  f"while the process tree uses {saving:.0%} less CPU "
+                  f"({pick['cpu']['tree_cores']:.2f} vs {best_cpu:.2f} cores busy)")
+    else:
+        pick = fastest
+        others = sorted((c for c in configs if c is not fastest), key=lambda c: -c["steps_per_s"])
+        reason = f"the highest throughput ({pick['steps_per_s']:,.0f} steps/s)"
+        if others:
+            runner = others[0]
+            reason += (f", {1 - runner['steps_per_s'] / best_sps:.1%} ahead of the next best "
+                       f"({workers_text(runner['workers'])}); "
+                       "no configuration within 5% of it uses at least 25% less tree CPU")
+    return {"workers": pick["workers"], "fastest_workers": fastest["workers"], "reason": reason, "rule": RULE}
+
+
+def _progress(err):
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    return Progress(
+        TextColumn("{task.description:<26}"),
+        BarColumn(bar_width=30),
+        TextColumn("{task.completed:5.1f}/{task.total:.1f} s"),
+        TextColumn("{task.fields[rate]}"),
+        console=err, auto_refresh=False, transient=False,
+    )
+
+
+def _table(configs: List[Dict[str, Any]], recommended: int):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    t.add_column("workers", justify="right", no_wrap=True)
+    t.add_column("steps/s", justify="right", no_wrap=True)
+    t.add_column("µs/step", justify="right", no_wrap=True)
+    t.add_column("p50 ms", justify="right", no_wrap=True)
+    t.add_column("p99 ms", justify="right", no_wrap=True)
+    t.add_column("tree CPU", justify="right", no_wrap=True)
+    t.add_column("main CPU", justify="right", no_wrap=True)
+    t.add_column("tree µs CPU/step", justify="right", no_wrap=True)
+    t.add_column("main µs CPU/step", justify="right", no_wrap=True)
+    t.add_column("", no_wrap=True)
+    for c in configs:
+        cpu, lat = c["cpu"], c["batch_latency_ms"]
+        t.add_row(str(c["workers"]), f"{c['steps_per_s']:,.0f}", f"{c['us_per_env_step']:.3f}",
+                  f"{lat['p50']:.3f}", f"{lat['p99']:.3f}", f"{cpu['tree_cores']:.2f}", f"{cpu['main_cores']:.2f}",
+                  f"{cpu['tree_us_per_env_step']:.3f}", f"{cpu['main_us_per_env_step']:.3f}",
+                  "<- recommended" if c["workers"] == recommended else "")
+    return t
+
+
+def plot(path: str, configs: List[Dict[str, Any]], recommended: int, title: str) -> None:
+    """A PNG with two panels against workers: steps/s; tree and main CPU (cores busy)."""
+    import matplotlib.ticker
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    w = [c["workers"] for c in configs]
+    sps = [c["steps_per_s"] for c in configs]
+    tree = [c["cpu"]["tree_cores"] for c in configs]
+    main = [c["cpu"]["main_cores"] for c in configs]
+    # the Agg canvas directly, not pyplot: no GUI backend, no global state changed in the caller
+    fig = Figure(figsize=(7, 6), dpi=100)
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    top.plot(w, sps, "o-", color="tab:blue", label="steps/s")
+    top.set_ylabel("env steps / s")
+    top.set_ylim(0, max(sps) * 1.15)
+    top.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    top.grid(alpha=0.3)
+    i = w.index(recommended)
+    top.plot([w[i]], [sps[i]], "*", color="tab:red", markersize=16, label=f"recommended: {workers_text(recommended)}")
+    top.legend(loc="best")
+    bottom.plot(w, tree, "s-", color="tab:orange", label="process tree")
+    bottom.plot(w, main, "^--", color="tab:green", label="main process")
+    bottom.set_ylabel("CPU (cores busy)")
+    bottom.set_ylim(0, max(tree + main) * 1.3)
+    bottom.set_xlabel("workers")
+    bottom.set_xticks(w)
+    bottom.grid(alpha=0.3)
+    bottom.legend(loc="best")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+def run(args, argv: Optional[List[str]] = None) -> int:
+    workers = validate(args)
+    env = _common.resolve_env(args.env, args.env_kwargs, prefer_builtin=not args.no_builtin)
+    out, err = _common.consoles()
+    info = _common.machine_info()
+    n, seconds = args.num_envs, args.seconds
+    out.print(_common.machine_line(info))
+    out.print(f"tune {env.label}: {n} envs, workers {', '.join(map(str, workers))}; {seconds:g} s each after a "
+              f"warm-up, random actions (seed {args.seed})")
+
+    from ringenv.cli._measure import measure
+
+    configs: List[Dict[str, Any]] = []
+    with _progress(err) as progress:
+        for w in workers:
+            task = progress.add_task(f"{workers_text(w)}: starting", total=seconds, rate="")
+            progress.refresh()
+
+            def on_phase(phase, task=task, w=w):
+                if phase in ("warmup", "measure", "close"):
+                    label = {"warmup": "warming up", "measure": "measuring", "close": "closing"}[phase]
+                    progress.update(task, description=f"{workers_text(w)}: {label}")
+                    progress.refresh()
+
+            def on_progress(elapsed, steps, task=task):
+                progress.update(task, completed=min(elapsed, seconds), rate=f"{steps * n / max(elapsed, 1e-9):,.0f} steps/s")
+                progress.refresh()
+
+            try:
+                m = measure(functools.partial(env.make_ringenv, n, w), num_envs=n, seconds=seconds, seed=args.seed,
+                            on_phase=on_phase, on_progress=on_progress)
+            except (KeyboardInterrupt, UsageError):
+                raise
+            except Exception as e:
+                raise RunError(f"{env.name} with {workers_text(w)} failed: {type(e).__name__}: {e}") from e
+            figures = m.figures()
+            progress.update(task, description=f"{workers_text(w)}: done", completed=seconds,
+                            rate=f"{figures['steps_per_s']:,.0f} steps/s")
+            progress.refresh()
+            configs.append({"workers": w, **figures})
+
+    rec = recommend(configs)
+    out.print()
+    _common.print_table(out, _table(configs, rec["workers"]))
+    out.print()
+    out.print(f"recommended: {workers_text(rec['workers'])} - {rec['reason']}", soft_wrap=True)
+    out.print("columns: steps/s = env steps per second; µs/step = wall µs per env step; p50/p99 ms = latency of one "
+              "vector step; tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / "
+              "main process; µs CPU/step = CPU µs per env step", soft_wrap=True, style="dim")
+    report = {
+        "schema": "ringenv.tune/1",
+        "command": ["ringenv", *(argv or [])],
+        "machine": info,
+        "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
+        "settings": {"num_envs": n, "batch_size": n, "workers": workers, "seconds": seconds, "seed": args.seed,
+                     "device": args.device, "warmup": "min(0.5 s, seconds / 5), at least 8 vector steps",
+                     "action_batches": 256},
+        "configurations": configs,
+        "recommendation": rec,
+    }
+    if args.json:
+        _common.write_json(args.json, report)
+        out.print(f"wrote {args.json}")
+    if args.plot:
+        plot(args.plot, configs, rec["workers"],
+             f"ringenv tune {env.name}: {n} envs, {info['cores']} cores ({info['machine']})")
+        out.print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,333 @@
+"""The ``ringenv`` command (``ringenv.cli``): argument checking, ``tune`` (table, JSON report,
+PNG plot, recommendation) and ``bench`` (ringenv beside Gymnasium's vector envs), run both in a
+subprocess (``python -m ringenv.cli``) and in-process (``ringenv.cli.main``), on tiny budgets.
+No assertion depends on how fast anything runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ringenv.cli
+from ringenv.cli import tune as tune_mod
+from ringenv.cli._common import auto_workers
+
+TESTS_DIR = Path(__file__).resolve().parent
+FACTORY = "helper_envs:CounterEnv"  # a module:callable from a test helper module
+TINY = ["--seconds", "0.3", "--num-envs", "4"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_cli(*args, cwd=TESTS_DIR, launcher=None, timeout=50):
+    """Runs ``python -m ringenv.cli ARGS`` (or ``python LAUNCHER ARGS``) in a subprocess; the
+    test helper modules are importable through the working directory ``cwd``."""
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    cmd = [sys.executable, *([str(launcher)] if launcher else ["-m", "ringenv.cli"]), *map(str, args)]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, encoding="utf-8",
+                          timeout=timeout)
+
+
+# -- bad arguments: exit status 2, one line naming the argument, nothing measured ----------------
+
+BAD_ARGUMENTS = [
+    (["tune", "CartPole-v1", "--workers", "1,x"], "argument --workers", "'1,x'"),
+    (["tune", "CartPole-v1", "--workers", "0,2"], "argument --workers", "positive integers"),
+    (["tune", "CartPole-v1", "--workers", ""], "argument --workers", "positive integers"),
+    (["tune", "CartPole-v1", "--num-envs", "4", "--workers", "1,8"], "argument --workers", "8 workers"),
+    (["tune", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
+    (["tune", "helper_envs:no_such_factory"], "argument ENV", "no_such_factory"),
+    (["tune", "no_such_module_xyz:make"], "argument ENV", "no_such_module_xyz"),
+    (["tune", "CartPole-v1", "--device", "cuda"], "argument --device", "GPU staging is not available yet"),
+    (["tune", "CartPole-v1", "--device", "cuda:0"], "argument --device", "GPU staging is not available yet"),
+    (["tune", "CartPole-v1", "--num-envs", "4", "--batch-size", "2"], "argument --batch-size", "later release"),
+    (["tune", "CartPole-v1", "--batch-size", "32"], "argument --batch-size", "later release"),
+    (["tune", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
+    (["tune", "CartPole-v1", "--seconds", "-1"], "argument --seconds", "positive"),
+    (["tune", "CartPole-v1", "--seconds", "inf"], "argument --seconds", "positive"),
+    (["tune", "CartPole-v1", "--num-envs", "0"], "argument --num-envs", "positive"),
+    (["tune", "CartPole-v1", "--env-kwargs", "[1, 2]"], "argument --env-kwargs", "JSON object"),
+    (["tune", "CartPole-v1", "--json", "/no/such/dir/report.json"], "argument --json", "does not exist"),
+    (["tune"], "ENV", "required"),
+    (["bench", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
+    (["bench", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
+    (["frobnicate", "CartPole-v1"], "argument COMMAND", "frobnicate"),
+]
+
+
+def _check_usage_error(code, stdout, stderr, argv, names, detail):
+    assert code == 2, (code, stdout, stderr)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line message, got: {stderr!r}"
+    command = argv[0] if argv[0] in ("tune", "bench") else None
+    prefix = f"ringenv {command}: error: " if command else "ringenv: error: "
+    assert lines[0].startswith(prefix), lines[0]
+    assert names in lines[0] and detail in lines[0], lines[0]
+    assert "steps/s" not in stdout  # rejected before anything was measured
+
+
+@pytest.mark.parametrize("argv,names,detail", BAD_ARGUMENTS, ids=[" ".join(a[0]) for a in BAD_ARGUMENTS])
+def test_bad_arguments_in_process(capsys, argv, names, detail):
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, names, detail)
+
+
+@pytest.mark.parametrize("argv,names,detail", [BAD_ARGUMENTS[i] for i in (0, 4, 7, 9, 12)],
+                         ids=["workers", "env", "device", "batch-size", "seconds"])
+def test_bad_arguments_in_subprocess(argv, names, detail):
+    p = run_cli(*argv)
+    _check_usage_error(p.returncode, p.stdout, p.stderr, argv, names, detail)
+
+
+def test_help_lists_the_options(capsys):
+    assert ringenv.cli.main(["tune", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--num-envs", "--workers", "--batch-size", "--seconds", "--device", "--json", "--plot", "--seed"):
+        assert option in out
+
+
+def test_workers_list_is_parsed_sorted_and_deduplicated():
+    args = ringenv.cli.build_parser().parse_args(["tune", "CartPole-v1", "--workers", "4, 2,2,1"])
+    assert args.workers == [1, 2, 4]
+    assert ringenv.cli.build_parser().parse_args(["tune", "CartPole-v1"]).workers == "auto"
+
+
+@pytest.mark.parametrize("cores,num_envs,expected", [
+    (1, 16, [1]), (2, 16, [1, 2]), (4, 16, [1, 2, 4]), (6, 16, [1, 2, 4, 6]), (12, 16, [1, 2, 4, 8, 12]),
+    (16, 16, [1, 2, 4, 8, 16]), (8, 4, [1, 2, 4]), (6, 5, [1, 2, 4]),
+])
+def test_auto_workers(cores, num_envs, expected):
+    assert auto_workers(cores, num_envs) == expected
+
+
+# -- the recommendation rule ------------------------------------------------------------------------
+
+
+def _config(workers, sps, tree_cores):
+    return {"workers": workers, "steps_per_s": sps, "cpu": {"tree_cores": tree_cores}}
+
+
+def test_recommend_the_fastest_when_nothing_is_close_and_thriftier():
+    rec = tune_mod.recommend([_config(1, 500.0, 1.0), _config(2, 1000.0, 2.0), _config(4, 900.0, 1.0)])
+    assert (rec["workers"], rec["fastest_workers"]) == (2, 2)
+    assert "highest throughput" in rec["reason"]
+
+
+def test_recommend_a_thriftier_configuration_within_5_percent():
+    # 4 workers: 3% slower than 2 workers with 40% less tree CPU; 8 workers: as fast, but only 10% less CPU
+    rec = tune_mod.recommend([_config(2, 1000.0, 2.0), _config(4, 970.0, 1.2), _config(8, 999.0, 1.8)])
+    assert (rec["workers"], rec["fastest_workers"]) == (4, 2)
+    assert "within 5%" in rec["reason"] and "40% less CPU" in rec["reason"]
+
+
+def test_recommend_picks_the_least_cpu_among_thrifty_ones():
+    rec = tune_mod.recommend([_config(1, 960.0, 1.0), _config(2, 1000.0, 2.0), _config(3, 980.0, 1.4)])
+    assert rec["workers"] == 1
+
+
+@pytest.mark.parametrize("sps,tree", [(940.0, 1.0), (990.0, 1.6)], ids=["6% slower", "20% less CPU"])
+def test_recommend_ignores_configurations_outside_the_thresholds(sps, tree):
+    rec = tune_mod.recommend([_config(2, 1000.0, 2.0), _config(1, sps, tree)])
+    assert rec["workers"] == 2
+
+
+# -- tune ------------------------------------------------------------------------------------------
+
+ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+                 r"(\s+<- recommended)?\s*$")
+
+
+def _check_tune(stdout: str, report_path: Path, plot_path: Path, workers, kind: str, env_id: str, num_envs: int = 4):
+    header = next(line for line in stdout.splitlines() if line.strip().startswith("workers"))
+    for column in ("steps/s", "µs/step", "p50 ms", "p99 ms", "tree CPU", "main CPU", "tree µs CPU/step",
+                   "main µs CPU/step"):
+        assert column in header
+    rows = [m for m in map(ROW.match, stdout.splitlines()) if m]
+    assert [int(m.group(1)) for m in rows] == list(workers), stdout
+    assert sum(1 for m in rows if m.group(10)) == 1, "exactly one row is marked recommended"
+
+    report = json.loads(report_path.read_text())
+    assert report["schema"] == "ringenv.tune/1"
+    for key in ("machine", "env", "settings", "configurations", "recommendation", "command"):
+        assert key in report
+    machine = report["machine"]
+    assert machine["cores"] >= 1
+    for key in ("platform", "python", "ringenv", "gymnasium"):
+        assert isinstance(machine[key], str) and machine[key]
+    assert report["env"]["kind"] == kind and report["env"]["id"] == env_id
+    assert report["settings"]["num_envs"] == num_envs and report["settings"]["batch_size"] == num_envs
+    assert report["settings"]["workers"] == list(workers) and report["settings"]["device"] == "cpu"
+
+    configs = report["configurations"]
+    assert [c["workers"] for c in configs] == list(workers)
+    for c, m in zip(configs, rows):
+        for key in ("steps_per_s", "us_per_env_step", "wall_s", "startup_s"):
+            assert isinstance(c[key], float) and c[key] > 0 and math.isfinite(c[key]), key
+        assert c["vector_steps"] > 0 and c["env_steps"] == c["vector_steps"] * num_envs
+        assert c["steps_per_s"] == pytest.approx(c["env_steps"] / c["wall_s"])
+        assert c["us_per_env_step"] == pytest.approx(1e6 / c["steps_per_s"])
+        lat = c["batch_latency_ms"]
+        assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+        cpu = c["cpu"]
+        for key in ("tree_s", "main_s", "workers_s", "tree_cores", "main_cores", "tree_us_per_env_step",
+                    "main_us_per_env_step"):
+            assert cpu[key] > 0, key
+        assert cpu["tree_s"] == pytest.approx(cpu["main_s"] + cpu["workers_s"])
+        assert cpu["tree_cores"] == pytest.approx(cpu["tree_s"] / c["wall_s"])
+        assert cpu["tree_us_per_env_step"] == pytest.approx(1e6 * cpu["tree_s"] / c["env_steps"])
+        assert c["worker_processes"] == c["workers"], "the CPU of every worker (and only those) is counted"
+        # the table shows the same figures as the report
+        assert m.group(2) == f"{c['steps_per_s']:,.0f}"
+        assert m.group(6) == f"{cpu['tree_cores']:.2f}"
+        assert m.group(7) == f"{cpu['main_cores']:.2f}"
+
+    rec = report["recommendation"]
+    assert rec["workers"] in workers and rec["fastest_workers"] in workers
+    assert rec["fastest_workers"] == max(configs, key=lambda c: c["steps_per_s"])["workers"]
+    assert rec["reason"] and rec["rule"]
+    marked = next(m for m in rows if m.group(10))
+    assert int(marked.group(1)) == rec["workers"]
+    noun = "worker" if rec["workers"] == 1 else "workers"
+    assert f"recommended: {rec['workers']} {noun}" in stdout
+
+    data = plot_path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 10_000, "a plot with axes, lines and labels is more than a few bytes"
+    width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk
+    assert width >= 400 and height >= 300
+
+
+def test_tune_builtin_in_subprocess(tmp_path):
+    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
+    p = run_cli("tune", "CartPole-v1", *TINY, "--workers", "1,2", "--seed", "3", "--json", report, "--plot", png)
+    assert p.returncode == 0, p.stderr
+    assert "CartPole-v1 (ringenv built-in, Rust)" in p.stdout
+    _check_tune(p.stdout, report, png, [1, 2], "builtin", "CartPole-v1")
+    assert json.loads(report.read_text())["settings"]["seed"] == 3
+
+
+def test_tune_factory_in_process(tmp_path, capsys):
+    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
+    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "2,1", "--json", str(report), "--plot", str(png)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"{FACTORY} (factory, Python)" in captured.out
+    _check_tune(captured.out, report, png, [1, 2], "factory", FACTORY)
+
+
+def test_tune_gymnasium_env_with_no_builtin(tmp_path, capsys):
+    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
+    code = ringenv.cli.main(["tune", "CartPole-v1", "--no-builtin", *TINY, "--workers", "1", "--json", str(report),
+                             "--plot", str(png)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    _check_tune(captured.out, report, png, [1], "gymnasium", "CartPole-v1")
+
+
+def test_tune_from_a_console_script_finds_factories_in_the_working_directory(tmp_path):
+    # What pip's `ringenv` console script does: sys.path[0] is the script's directory, not the cwd.
+    launcher = tmp_path / "bin" / "ringenv"
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom ringenv.cli import main\nsys.exit(main())\n")
+    report = tmp_path / "tune.json"
+    p = run_cli("tune", FACTORY, "--seconds", "0.2", "--num-envs", "2", "--workers", "1", "--json", report,
+                launcher=launcher)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(report.read_text())["configurations"][0]["env_steps"] > 0
+
+
+def test_tune_reports_an_env_that_cannot_be_built(capsys):
+    # os:getcwd is callable but returns no env: a run error (exit status 1), not a usage error
+    code = ringenv.cli.main(["tune", "os:getcwd", *TINY, "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "ringenv tune: error: os:getcwd with 1 worker failed" in err
+
+
+# -- bench -----------------------------------------------------------------------------------------
+
+
+def _bench_rows(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        for runtime in ("ringenv AsyncVectorEnv", "gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv",
+                        "TorchRL ParallelEnv", "EnvPool"):
+            if line.startswith(runtime):
+                rows.setdefault(runtime, []).append(line)
+    return rows
+
+
+def _check_peer_rows(rows, report_rows):
+    for runtime, module in (("TorchRL ParallelEnv", "torchrl"), ("EnvPool", "envpool")):
+        assert runtime in rows
+        row = next(r for r in report_rows if r["runtime"] == runtime)
+        if importlib.util.find_spec(module) is None:
+            assert "not installed" in rows[runtime][0] and row["status"] == "not installed"
+        else:
+            assert row["status"] != "not installed"
+
+
+def test_bench_builtin_in_subprocess(tmp_path):
+    report = tmp_path / "bench.json"
+    p = run_cli("bench", "CartPole-v1", *TINY, "--json", report)
+    assert p.returncode == 0, p.stderr
+    assert "built-in Rust CartPole-v1" in p.stdout and "Gymnasium's Python CartPole-v1" in p.stdout
+    rows = _bench_rows(p.stdout)
+    assert len(rows["ringenv AsyncVectorEnv"]) == 2  # the Rust env, and the Gymnasium env like-for-like
+    assert "CartPole-v1 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
+    assert "CartPole-v1 (Gymnasium)" in rows["ringenv AsyncVectorEnv"][1]
+    assert "1.00x" in rows["ringenv AsyncVectorEnv"][0]
+    for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
+        assert re.search(r"\s[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+x", rows[runtime][0]), rows[runtime][0]
+
+    data = json.loads(report.read_text())
+    assert data["schema"] == "ringenv.bench/1" and data["machine"]["cores"] >= 1
+    by_runtime = {}
+    for r in data["rows"]:
+        by_runtime.setdefault(r["runtime"], []).append(r)
+    reference = [r for r in data["rows"] if r["reference"]]
+    assert len(reference) == 1 and reference[0]["env"] == "CartPole-v1 (Rust)"
+    assert reference[0]["ratio_to_ringenv"] == pytest.approx(1.0)
+    assert reference[0]["workers"] == min(4, data["machine"]["cores"])
+    for r in data["rows"]:
+        if r["runtime"].startswith(("ringenv", "gymnasium")):
+            assert r["status"] == "ok" and r["steps_per_s"] > 0
+            assert r["ratio_to_ringenv"] == pytest.approx(r["steps_per_s"] / reference[0]["steps_per_s"])
+    assert by_runtime["gymnasium AsyncVectorEnv"][0]["worker_processes"] == 4  # one process per env
+    assert by_runtime["gymnasium SyncVectorEnv"][0]["workers"] is None
+    _check_peer_rows(rows, data["rows"])
+
+
+def test_bench_factory_in_process(tmp_path, capsys):
+    report = tmp_path / "bench.json"
+    code = ringenv.cli.main(["bench", FACTORY, *TINY, "--workers", "2", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = _bench_rows(captured.out)
+    assert len(rows["ringenv AsyncVectorEnv"]) == 1 and "gymnasium AsyncVectorEnv" in rows
+    assert "gymnasium SyncVectorEnv" in rows
+    data = json.loads(report.read_text())
+    ok = {r["runtime"]: r for r in data["rows"] if r["status"] == "ok"}
+    assert set(ok) >= {"ringenv AsyncVectorEnv", "gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"}
+    assert ok["ringenv AsyncVectorEnv"]["reference"] and ok["ringenv AsyncVectorEnv"]["workers"] == 2
+    assert ok["ringenv AsyncVectorEnv"]["worker_processes"] == 2
+    _check_peer_rows(rows, data["rows"])
+
+
+def test_bench_builtin_without_a_gymnasium_env_says_the_peers_cannot_run_it(capsys):
+    code = ringenv.cli.main(["bench", "BlocksWorld-v0", *TINY])
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = _bench_rows(out)
+    assert "BlocksWorld-v0 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
+    for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
+        assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
