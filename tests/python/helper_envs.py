@@ -6,6 +6,7 @@ the parent's ``sys.path``, import them by reference when unpickling the factorie
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 
@@ -158,3 +159,135 @@ def failing_factory(env_index: int, fail_env: int):
     if env_index == fail_env:
         raise ValueError(f"factory of env {env_index} refuses to build")
     return CounterEnv(env_index)
+
+
+# -- envs of any space (tests/python/test_spaces.py and others) ----------------------------------
+
+
+class ColourSpace(spaces.Space):
+    """A custom :class:`~gymnasium.spaces.Space` subclass (not one Gymnasium knows how to put in
+    shared memory): its samples are colour names."""
+
+    COLOURS = ("red", "green", "blue", "yellow", "magenta")
+
+    def __init__(self, seed=None):
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    @property
+    def is_np_flattenable(self):
+        return False
+
+    def sample(self, mask=None, probability=None):
+        return self.COLOURS[int(self.np_random.integers(len(self.COLOURS)))]
+
+    def contains(self, x):
+        return isinstance(x, str) and x in self.COLOURS
+
+    def __eq__(self, other):
+        return isinstance(other, ColourSpace)
+
+    def __hash__(self):
+        return hash(ColourSpace)
+
+    def __repr__(self):
+        return "ColourSpace()"
+
+
+class SpaceEnv(gym.Env):
+    """An env of any observation and action space.
+
+    Observations are samples of ``observation_space`` drawn by a private copy of the space that
+    ``reset`` seeds from the env's own ``np_random`` (so a seed fixes the whole run). Episodes last
+    1 to ``max_length`` steps (drawn at reset): even lengths end by termination, odd ones by
+    truncation. The reward is a weighted sum of the flattened action plus ``t / 2``; the infos
+    carry the step count, whether the action was in the action space and its type name, the
+    flattened action on even steps, and a nested dict at the end of an episode."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, observation_space, action_space=None, max_length: int = 6):
+        self.observation_space = observation_space
+        self.action_space = spaces.Discrete(3) if action_space is None else action_space
+        self.max_length = max_length
+        self._sampler = copy.deepcopy(observation_space)
+        self.t = 0
+        self.length = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._sampler.seed(int(self.np_random.integers(2**31 - 1)))
+        self.t = 0
+        self.length = int(self.np_random.integers(1, self.max_length + 1))
+        info = {"length": self.length}
+        if options is not None:
+            info["options"] = dict(options)
+        return self._sampler.sample(), info
+
+    def step(self, action):
+        self.t += 1
+        ok = bool(self.action_space.contains(action))
+        flat = np.asarray(spaces.flatten(self.action_space, action), dtype=np.float64)
+        reward = float(np.dot(flat, np.arange(1, flat.size + 1))) + 0.5 * self.t
+        done = self.t >= self.length
+        terminated = done and self.length % 2 == 0
+        truncated = done and not terminated
+        info = {"t": self.t, "action_ok": ok, "action_type": type(action).__name__}
+        if self.t % 2 == 0:
+            info["action_flat"] = flat
+        if done:
+            info["episode_end"] = {"length": self.length, "terminated": terminated}
+        return self._sampler.sample(), reward, terminated, truncated, info
+
+
+# -- envs for call / get_attr / set_attr / close (tests/python/test_calls.py) ----------------------
+
+
+class CallEnv(CounterEnv):
+    """A :class:`CounterEnv` with attributes and methods to call: its rewards are multiplied by
+    ``scale`` (so that ``set_attr`` shows in the step outputs)."""
+
+    def __init__(self, env_index: int = 0):
+        super().__init__(env_index)
+        self.scale = 1.0
+        self.label = f"env{env_index}"
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward * self.scale, terminated, truncated, info
+
+    def describe(self, prefix, *, suffix=""):
+        return f"{prefix}{self.label}:{self.t}{suffix}"
+
+    def stats(self):
+        return {"index": self.env_index, "t": self.t, "history": np.arange(self.t + 1, dtype=np.int16)}
+
+    def sleep(self, delay):
+        time.sleep(delay)
+        return self.env_index
+
+    def fail_call(self, message):
+        if self.env_index >= 1:
+            self._raise_in_call(message)
+        return "ok"
+
+    def _raise_in_call(self, message):
+        raise StepError(f"{message} (env {self.env_index})")
+
+
+class CloseMarkEnv(CounterEnv):
+    """A :class:`CounterEnv` whose ``close`` writes the file ``closed-<env_index>`` into
+    ``marker_dir``, and whose ``step`` sleeps ``delay`` seconds."""
+
+    def __init__(self, env_index: int, marker_dir: str, delay: float = 0.0):
+        super().__init__(env_index)
+        self.marker_dir, self.delay = marker_dir, delay
+
+    def step(self, action):
+        if self.delay:
+            time.sleep(self.delay)
+        return super().step(action)
+
+    def close(self):
+        with open(os.path.join(self.marker_dir, f"closed-{self.env_index}"), "w") as f:
+            f.write("closed")
+        super().close()

@@ -67,7 +67,10 @@ def _build(init: bytes, info: dict):
         obs_targets, obs_fast = None, False
     elif _layout.is_flat(obs_space):
         views = [_layout.flat_view(obs_space, n, seg, obs_offs[0]) for obs_offs, _ in offsets]
-        obs_targets, obs_fast = [[v[start + k] for k in range(count)] for v in views], True
+        shape = tuple(obs_space.shape or ())
+        # A one-row slice reshaped is a view even for scalar spaces (indexing would give a copy).
+        obs_targets = [[v[start + k:start + k + 1].reshape(shape) for k in range(count)] for v in views]
+        obs_fast = True
     else:
         mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
         obs_targets = [[functools.partial(_write, obs_space, start + k, mem) for k in range(count)] for mem in mems]

@@ -276,8 +276,7 @@ class AsyncVectorEnv(VectorEnv):
         self._assert_default("reset_async")
         mask = None
         if options is not None and "reset_mask" in options:
-            options = dict(options)
-            mask = options.pop("reset_mask")
+            mask = options.pop("reset_mask")  # popped from the caller's dict, as Gymnasium does
             if not isinstance(mask, np.ndarray):
                 raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
             if mask.shape != (self.num_envs,):
@@ -306,11 +305,12 @@ class AsyncVectorEnv(VectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
+        previous = self._last_slot
         slot, messages = self._wait("reset", AsyncState.WAITING_RESET, timeout)
         mask, self._reset_mask = self._reset_mask, None
-        if mask is not None and self._obs_mem is not None and self._last_slot is not None:
+        if mask is not None and self._obs_mem is not None and previous is not None:
             keep = ~mask  # envs not reset keep their last observation
-            for new, old in zip(self._obs_rows[slot], self._obs_rows[self._last_slot]):
+            for new, old in zip(self._obs_rows[slot], self._obs_rows[previous]):
                 new[keep] = old[keep]
         infos = self._absorb(messages)
         return self._observations(slot), infos
@@ -431,6 +431,16 @@ class AsyncVectorEnv(VectorEnv):
         self._pool.submit("call", cloudpickle.dumps(("set_attr", name, list(values), {})))
         self._state = AsyncState.WAITING_CALL
         self.call_wait()
+
+    @property
+    def np_random_seed(self) -> Tuple[Any, ...]:
+        """The ``np_random_seed`` of every sub-env (a tuple, as Gymnasium's AsyncVectorEnv)."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> Tuple[np.random.Generator, ...]:
+        """The ``np_random`` generator of every sub-env (copies, pickled from the workers)."""
+        return self.get_attr("np_random")
 
     def render(self) -> Optional[Tuple[Any, ...]]:
         """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames."""
