@@ -226,8 +226,13 @@ class AsyncVectorEnv(VectorEnv):
             self._obs_mem = None
             self._env_obs: Optional[List[Any]] = [None] * n
             self._obs_batch = create_empty_array(single_obs, n=n, fn=np.zeros)
+        # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
+        self._obs_flat = ([_layout.flat_view(single_obs, n, seg, pool.offset(s, "obs")) for s in slots]
+                          if obs_leaves and _layout.is_flat(single_obs) else None)
         self._action = ([_layout.flat_view(single_act, n, seg, pool.offset(s, "action")) for s in slots]
                         if act_leaves else None)
+        self._action_shape = (n, *(single_act.shape or ()))
+        self._integer_actions = not isinstance(single_act, spaces.Box)
         self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
@@ -334,12 +339,10 @@ class AsyncVectorEnv(VectorEnv):
         self._assert_default("step_async")
         if self._action is not None:
             actions = np.asarray(actions)
-            expected = (self.num_envs, *self.single_action_space.shape)
-            if actions.shape != expected:
-                raise ValueError(f"actions have shape {actions.shape}, expected {expected} "
+            if actions.shape != self._action_shape:
+                raise ValueError(f"actions have shape {actions.shape}, expected {self._action_shape} "
                                  f"(num_envs={self.num_envs}, action shape {self.single_action_space.shape})")
-            if (not isinstance(self.single_action_space, spaces.Box)
-                    and not (np.issubdtype(actions.dtype, np.integer) or actions.dtype == np.bool_)):
+            if self._integer_actions and actions.dtype.kind not in "iub":
                 raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
                                  f"got dtype {actions.dtype}")
             np.copyto(self._action[self._pool.next_slot], actions, casting="unsafe")
@@ -479,6 +482,9 @@ class AsyncVectorEnv(VectorEnv):
         return infos
 
     def _observations(self, slot: int):
+        if self._obs_flat is not None:
+            flat = self._obs_flat[slot]
+            return flat.copy() if self.copy else flat
         if self._obs_mem is not None:
             obs = read_from_shared_memory(self.single_observation_space, self._obs_mem[slot], n=self.num_envs)
         else:
