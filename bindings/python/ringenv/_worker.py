@@ -63,6 +63,7 @@ def _build(init: bytes, info: dict):
         _check_spaces(start + k, env, obs_space, act_space, cfg["observation_mode"])
     obs_leaves, act_leaves, offsets = info["obs_leaves"], info["action_leaves"], info["offsets"]
     count = stop - start
+    obs_targets: Optional[List[List[Any]]]
     if not obs_leaves:
         obs_targets, obs_fast = None, False
     elif _layout.is_flat(obs_space):

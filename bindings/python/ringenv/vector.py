@@ -436,12 +436,12 @@ class AsyncVectorEnv(VectorEnv):
         self.call_wait()
 
     @property
-    def np_random_seed(self) -> Tuple[Any, ...]:
+    def np_random_seed(self) -> Tuple[Any, ...]:  # type: ignore[override]  # a tuple, as Gymnasium's Async
         """The ``np_random_seed`` of every sub-env (a tuple, as Gymnasium's AsyncVectorEnv)."""
         return self.get_attr("np_random_seed")
 
-    @property
-    def np_random(self) -> Tuple[np.random.Generator, ...]:
+    @property  # type: ignore[misc]  # read-only, as Gymnasium's AsyncVectorEnv
+    def np_random(self) -> Tuple[np.random.Generator, ...]:  # type: ignore[override]
         """The ``np_random`` generator of every sub-env (copies, pickled from the workers)."""
         return self.get_attr("np_random")
 
