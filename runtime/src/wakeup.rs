@@ -55,6 +55,8 @@ pub struct Wakeup {
     seq: AtomicU32,
     /// Number of waiters that announced they sleep (0 or 1 in ringenv: one waiter per word).
     sleepers: AtomicU32,
+    /// How many times the waiter went to sleep on the futex (wrapping; for monitoring).
+    sleeps: AtomicU32,
 }
 
 impl Wakeup {
@@ -72,6 +74,12 @@ impl Wakeup {
         }
         self.wake_all();
         true
+    }
+
+    /// How many times the waiter of this word has slept on the futex (wraps at 2^32); a
+    /// monitoring figure, read by any process mapping the segment.
+    pub fn sleeps(&self) -> u32 {
+        self.sleeps.load(Ordering::Relaxed)
     }
 
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
@@ -112,6 +120,7 @@ impl Wakeup {
             } else if now >= deadline {
                 false
             } else {
+                self.sleeps.fetch_add(1, Ordering::Relaxed);
                 F::wait(&self.seq, seq, deadline - now);
                 ready()
             };
@@ -160,5 +169,6 @@ mod tests {
             flag.store(true, Ordering::Release);
             assert!(w.notify());
         });
+        assert_eq!(w.sleeps(), 1, "the waiter slept exactly once");
     }
 }
