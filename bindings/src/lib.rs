@@ -5,6 +5,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod errors;
+mod monitor;
 mod py_pool;
 mod py_segment;
 mod python_envs;
@@ -21,6 +22,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workers::run_builtin_worker, m)?)?;
     m.add_function(wrap_pyfunction!(workers::builtin_env_ids, m)?)?;
     m.add_function(wrap_pyfunction!(workers::builtin_spaces, m)?)?;
+    m.add_function(wrap_pyfunction!(monitor::list_pools, m)?)?;
+    m.add_function(wrap_pyfunction!(monitor::pool_snapshot, m)?)?;
     m.add("LAYOUT_VERSION", ringenv_runtime::header::LAYOUT_VERSION)?;
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::{
 use std::ops::Range;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a sleeping worker checks that its parent is alive.
 const PARENT_CHECK: Duration = Duration::from_millis(100);
@@ -85,6 +85,10 @@ pub struct WorkerEndpoint {
     control: ControlChannel,
     parent_pid: u32,
     spin: SpinPolicy,
+    /// When the worker started waiting for its current command.
+    wait_started: Instant,
+    /// When the current command arrived, and whether it steps or resets the envs (for metrics).
+    received: Option<(Instant, bool)>,
 }
 
 fn owned(what: &'static str, fd: RawFd) -> Result<OwnedFd, ConnectError> {
@@ -133,6 +137,7 @@ impl WorkerEndpoint {
             return Err(report(&mut control, ConnectError::AlreadyClaimed(args.worker)));
         };
         let completions = segment.completion_ring();
+        segment.worker_metrics(args.worker).set_pid(std::process::id());
         Ok(WorkerEndpoint {
             segment,
             worker: args.worker,
@@ -141,6 +146,8 @@ impl WorkerEndpoint {
             control,
             parent_pid: args.parent_pid,
             spin: SpinPolicy::default(),
+            wait_started: Instant::now(),
+            received: None,
         })
     }
 
@@ -197,6 +204,8 @@ impl WorkerEndpoint {
     pub fn next_command(&mut self) -> Command {
         loop {
             if let Some(c) = self.commands.pop() {
+                let steps_envs = matches!(c.kind(), Ok(crate::CommandKind::Step | crate::CommandKind::Reset));
+                self.received = Some((Instant::now(), steps_envs));
                 return c;
             }
             let ring = self.commands.ring();
@@ -230,6 +239,17 @@ impl WorkerEndpoint {
             Ok(Some(p)) => (Completion::new(self.worker as u32, seq, false, true), Some(ControlMessage::Payload(p))),
             Err(e) => (Completion::new(self.worker as u32, seq, true, true), Some(ControlMessage::Error(e))),
         };
+        if let Some((at, steps_envs)) = self.received.take() {
+            let envs = if steps_envs { self.env_ids().len() as u64 } else { 0 };
+            let busy = at.elapsed().as_nanos() as u64;
+            let wait = at.saturating_duration_since(self.wait_started).as_nanos() as u64;
+            let metrics = self.segment.worker_metrics(self.worker);
+            metrics.record_command(envs, busy, wait);
+            if let Some(ControlMessage::Error(e)) = &message {
+                metrics.set_last_error(&format!("{}: {}", e.kind, e.message));
+            }
+        }
+        self.wait_started = Instant::now();
         let mut c = completion;
         // The ring holds num_workers x depth cells and each worker has at most one completion
         // outstanding, so it is never full; spin defensively all the same.

@@ -25,7 +25,7 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -36,11 +36,12 @@ struct ArrayDesc {
 }
 
 /// Fixed offsets recorded in the header, then one per observation leaf and one per action leaf.
-const FIXED_OFFSETS: [&str; 11] = [
+const FIXED_OFFSETS: [&str; 12] = [
     "completion_capacity",
     "completion_ring",
     "commands",
     "command_stride",
+    "metrics",
     "slots",
     "slot_stride",
     "slot.reward",
@@ -78,6 +79,7 @@ fn offsets(l: &Layout) -> Vec<(String, u64)> {
         l.completion_ring_offset(),
         l.command_offset(0),
         l.command_stride(),
+        l.pool_metrics_offset(),
         l.slots_offset(),
         l.slot_stride(),
         s.reward,
@@ -284,7 +286,7 @@ mod tests {
         bytes[0] = b'X';
         assert!(matches!(read(&bytes, total), Err(HeaderError::Magic { .. })));
         let (_, mut bytes) = sample();
-        let off = std::mem::offset_of!(Header, offsets) + 8 * 5; // slot_stride
+        let off = std::mem::offset_of!(Header, offsets) + 8 * 6; // slot_stride
         bytes[off] ^= 0x40;
         match read(&bytes, total).unwrap_err() {
             HeaderError::Offset { field, .. } => assert_eq!(field, "slot_stride"),

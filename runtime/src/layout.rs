@@ -6,6 +6,7 @@
 //! completion_wakeup     Wakeup word of the main process                         (128 B)
 //! completion_ring       Ring<Completion>, MPSC, workers -> main
 //! commands + k*stride   worker k: Wakeup word, then Ring<Command>, SPSC, main -> worker k
+//! metrics               PoolMetrics, then one WorkerMetrics per worker (see metrics.rs)
 //! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
 //!     obs[k]     [num_envs, *obs[k].shape]     obs[k].dtype, one array per observation leaf
 //!     reward     [num_envs]                    reward dtype (f32, or f64 for Python envs)
@@ -33,6 +34,7 @@
 //! assert!(layout.total_size() % 4096 == 0);
 //! ```
 
+use crate::metrics::{PoolMetrics, WorkerMetrics};
 use crate::ring::Ring;
 use crate::wakeup::Wakeup;
 use crate::{Command, Completion, DType};
@@ -162,6 +164,7 @@ pub struct Layout {
     completion_ring: usize,
     commands: usize,
     command_stride: usize,
+    metrics: usize,
     slots: usize,
     slot_stride: usize,
     slot: SlotOffsets,
@@ -228,7 +231,9 @@ impl Layout {
         let completion_ring = HEADER_REGION + Wakeup::MEM_SIZE;
         let commands = align_up(completion_ring + Ring::<Completion>::mem_size(completion_capacity), 128);
         let command_stride = align_up(Wakeup::MEM_SIZE + Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128);
-        let slots = align_up(commands + num_workers * command_stride, 4096);
+        let metrics = align_up(commands + num_workers * command_stride, 128);
+        let metrics_size = PoolMetrics::MEM_SIZE + num_workers * WorkerMetrics::MEM_SIZE;
+        let slots = align_up(metrics + metrics_size, 4096);
         let mut cursor = 0usize;
         let mut take = |bytes: usize| -> Result<usize, LayoutError> {
             let at = cursor;
@@ -263,6 +268,7 @@ impl Layout {
             completion_ring,
             commands,
             command_stride,
+            metrics,
             slots,
             slot_stride,
             slot,
@@ -308,6 +314,14 @@ impl Layout {
     /// Bytes between two workers' command regions.
     pub fn command_stride(&self) -> usize {
         self.command_stride
+    }
+    /// Offset of the main process's metrics ([`PoolMetrics`]).
+    pub fn pool_metrics_offset(&self) -> usize {
+        self.metrics
+    }
+    /// Offset of worker `k`'s metrics ([`WorkerMetrics`]).
+    pub fn worker_metrics_offset(&self, worker: usize) -> usize {
+        self.metrics + PoolMetrics::MEM_SIZE + worker * WorkerMetrics::MEM_SIZE
     }
     /// Offset of data slot `s`.
     pub fn slot_offset(&self, slot: usize) -> usize {
@@ -383,7 +397,8 @@ mod tests {
         }
         let last = arrays[arrays.len() - 1];
         assert!(last.0 + last.1 <= l.slot_stride());
-        assert!(l.command_offset(3) + l.command_stride() <= l.slots_offset());
+        assert!(l.command_offset(3) + l.command_stride() <= l.pool_metrics_offset());
+        assert!(l.worker_metrics_offset(3) + WorkerMetrics::MEM_SIZE <= l.slots_offset());
         assert_eq!(l.total_size(), l.slot_offset(2));
     }
 

@@ -7,6 +7,7 @@
 //! travels), [`supervisor`] (processes), then [`pool`] (main side) and [`endpoint`] (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+pub mod advert;
 pub mod control;
 pub mod descriptor;
 pub mod dtype;
@@ -16,6 +17,8 @@ pub mod futex;
 pub mod header;
 pub mod layout;
 pub mod memory;
+pub mod metrics;
+pub mod monitor;
 pub mod pool;
 pub mod ring;
 pub mod segment;

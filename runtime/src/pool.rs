@@ -97,6 +97,9 @@ pub struct Pool {
     pending: Option<Pending>,
     failed: Option<WorkerFailure>,
     closed: bool,
+    /// This pool's entry in the per-user directory `ringenv top` reads (None if it could not be
+    /// written: monitoring is optional).
+    advert: Option<crate::advert::Advert>,
 }
 
 impl Pool {
@@ -129,7 +132,9 @@ impl Pool {
             pending: None,
             failed: None,
             closed: false,
+            advert: None,
         };
+        pool.segment.pool_metrics().init(std::process::id());
         for w in 0..n {
             let env_ids = pool.segment.layout().worker_envs(w);
             let process = WorkerProcess::spawn(&config.command, pool.segment.fd(), w, env_ids)
@@ -142,11 +147,13 @@ impl Pool {
                 }
             }
         }
-        let result = pool.handshake(&config);
-        if result.is_err() {
+        if let Err(e) = pool.handshake(&config) {
             pool.shutdown(Duration::ZERO);
+            return Err(e);
         }
-        result.map(|()| pool)
+        use std::os::fd::AsRawFd;
+        pool.advert = crate::advert::Advert::publish(pool.segment.fd().as_raw_fd()).ok();
+        Ok(pool)
     }
 
     fn handshake(&mut self, config: &PoolConfig) -> Result<(), PoolError> {
@@ -282,6 +289,7 @@ impl Pool {
             let pending = self.pending.as_ref().expect("pending checked above");
             if pending.done.iter().all(|&d| d) {
                 let p = self.pending.take().expect("pending checked above");
+                self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
                 self.next_slot = (p.slot + 1) % self.segment.layout().depth;
                 return Ok(Outcome { slot: p.slot, kind: p.kind, messages: p.messages, errors: p.errors });
             }
@@ -426,6 +434,7 @@ impl Pool {
         }
         stop_all(&mut self.workers, grace);
         self.closed = true;
+        self.advert = None;
     }
 
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills

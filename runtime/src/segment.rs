@@ -18,6 +18,7 @@
 
 use crate::layout::Layout;
 use crate::memory::Memory;
+use crate::metrics::{PoolMetrics, WorkerMetrics};
 use crate::ring::Ring;
 use crate::slot::SlotView;
 use crate::wakeup::Wakeup;
@@ -76,12 +77,10 @@ impl Drop for Mapping {
     }
 }
 
-fn map(fd: BorrowedFd<'_>, len: usize) -> Result<Arc<Mapping>, SegmentError> {
+fn map(fd: BorrowedFd<'_>, len: usize, prot: ProtFlags) -> Result<Arc<Mapping>, SegmentError> {
     // SAFETY: a fresh shared mapping of `len` bytes of the memfd; nothing else is at that address.
-    let ptr = unsafe {
-        rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, fd, 0)
-    }
-    .map_err(os("mmap"))?;
+    let ptr =
+        unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }.map_err(os("mmap"))?;
     Ok(Arc::new(Mapping { ptr: ptr.cast(), len }))
 }
 
@@ -105,7 +104,7 @@ impl Segment {
         rustix::fs::ftruncate(&fd, layout.total_size() as u64).map_err(os("ftruncate"))?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)
             .map_err(os("fcntl(F_ADD_SEALS)"))?;
-        let mem = map(fd.as_fd(), layout.total_size())?;
+        let mem = map(fd.as_fd(), layout.total_size(), ProtFlags::READ | ProtFlags::WRITE)?;
         // SAFETY: the header region is the first page of the fresh mapping, unused by anything.
         let head = unsafe { std::slice::from_raw_parts_mut(mem.ptr, crate::layout::HEADER_REGION) };
         header::write(head, &layout);
@@ -132,6 +131,23 @@ impl Segment {
     /// [`SegmentError::Header`] when the header does not match this build (the error names the
     /// field and both values); [`SegmentError::Os`] when `fstat` or `mmap` fails.
     pub fn attach(fd: OwnedFd) -> Result<Segment, SegmentError> {
+        Self::attach_with(fd, ProtFlags::READ | ProtFlags::WRITE)
+    }
+
+    /// Maps the segment behind `path` (for example `/proc/<pid>/fd/<fd>` of a pool's main
+    /// process) read-only, for monitoring: nothing in the pool can be changed through it. Use only
+    /// the read accessors (metrics, wake-up counters, [`Segment::layout`]).
+    ///
+    /// # Errors
+    /// As [`Segment::attach`], with [`SegmentError::Os`] naming `open` when the path cannot be
+    /// opened (no such pool, or another user's).
+    pub fn open_read_only(path: &std::path::Path) -> Result<Segment, SegmentError> {
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, rustix::fs::Mode::empty()).map_err(os("open"))?;
+        Self::attach_with(fd, ProtFlags::READ)
+    }
+
+    fn attach_with(fd: OwnedFd, prot: ProtFlags) -> Result<Segment, SegmentError> {
         let size = rustix::fs::fstat(&fd).map_err(os("fstat"))?.st_size as usize;
         if size < crate::layout::HEADER_REGION {
             return Err(SegmentError::Header(HeaderError::TooSmall {
@@ -139,7 +155,7 @@ impl Segment {
                 needed: crate::layout::HEADER_REGION,
             }));
         }
-        let mem = map(fd.as_fd(), size)?;
+        let mem = map(fd.as_fd(), size, prot)?;
         // SAFETY: the mapping is at least one header region long (checked above).
         let head = unsafe { std::slice::from_raw_parts(mem.ptr, crate::layout::HEADER_REGION) };
         let layout = header::read(head, size).map_err(SegmentError::Header)?;
@@ -162,10 +178,7 @@ impl Segment {
         self.layout.command_offset(worker) + Wakeup::MEM_SIZE
     }
     fn wakeup_at(&self, offset: usize) -> &Wakeup {
-        debug_assert!(offset + Wakeup::MEM_SIZE <= self.mem.len && offset % 128 == 0);
-        // SAFETY: the layout places a 128-byte aligned Wakeup (all atomics, valid when zeroed)
-        // at this offset, inside the mapping, which lives as long as `self`.
-        unsafe { &*(self.mem.ptr.add(offset) as *const Wakeup) }
+        self.at(offset)
     }
     /// The main process's wake-up word (waited on for completions).
     pub fn completion_wakeup(&self) -> &Wakeup {
@@ -174,6 +187,24 @@ impl Segment {
     /// Worker `worker`'s wake-up word (waited on for commands).
     pub fn command_wakeup(&self, worker: usize) -> &Wakeup {
         self.wakeup_at(self.layout.command_offset(worker))
+    }
+    fn at<T>(&self, offset: usize) -> &T {
+        debug_assert!(offset + std::mem::size_of::<T>() <= self.mem.len && offset % std::mem::align_of::<T>() == 0);
+        // SAFETY: the layout places a `T` (all atomics, valid when zeroed) at this aligned offset
+        // inside the mapping, which lives as long as `self`.
+        unsafe { &*(self.mem.ptr.add(offset) as *const T) }
+    }
+    /// The main process's metrics.
+    pub fn pool_metrics(&self) -> &PoolMetrics {
+        self.at(self.layout.pool_metrics_offset())
+    }
+    /// Worker `worker`'s metrics.
+    ///
+    /// # Panics
+    /// When `worker >= num_workers`.
+    pub fn worker_metrics(&self, worker: usize) -> &WorkerMetrics {
+        assert!(worker < self.layout.num_workers, "worker {worker} out of range");
+        self.at(self.layout.worker_metrics_offset(worker))
     }
     /// The completion ring (workers -> main).
     pub fn completion_ring(&self) -> Ring<Completion> {

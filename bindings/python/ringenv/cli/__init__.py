@@ -1,8 +1,8 @@
 """The ``ringenv`` command (also ``python -m ringenv.cli``).
 
 ``ringenv tune ENV`` measures ENV through ringenv with each worker count and recommends one;
-``ringenv bench ENV`` compares ringenv with the other vector-env runtimes installed. See
-docs/CLI.md.
+``ringenv bench ENV`` compares ringenv with the other vector-env runtimes installed;
+``ringenv top`` shows the pools running on this machine, live. See docs/CLI.md.
 
 Exit status: 0 on success, 1 when a measurement fails (an env that cannot be built or stepped),
 2 for a bad command line (one line on stderr naming the argument), 130 on Ctrl-C.
@@ -20,8 +20,8 @@ __all__ = ["main", "build_parser"]
 
 _DESCRIPTION = """\
 ringenv's command line: 'ringenv tune ENV' measures ENV through ringenv with each worker count and
-recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed.
-See docs/CLI.md. Exit status: 0 done, 1 a measurement failed, 2 bad arguments, 130 interrupted."""
+recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed;
+'ringenv top' shows the pools running on this machine, live. See docs/CLI.md. Exit status: 0 done, 1 a measurement failed, 2 bad arguments, 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,13 +33,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ringenv.cli import bench, tune
+    from ringenv.cli import bench, top, tune
 
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, summary in [("tune", tune, "measure ENV with each worker count and recommend one"),
-                                  ("bench", bench, "compare ringenv with the other vector-env runtimes installed")]:
+                                  ("bench", bench, "compare ringenv with the other vector-env runtimes installed"),
+                                  ("top", top, "show the ringenv pools running on this machine, live")]:
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
@@ -51,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the ``ringenv`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit
     status (0, 1, 2 or 130) rather than exiting, except for ``--help``, which returns 0."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    prog = "ringenv" + (f" {argv[0]}" if argv and argv[0] in ("tune", "bench") else "")
+    prog = "ringenv" + (f" {argv[0]}" if argv and argv[0] in ("tune", "bench", "top") else "")
     try:
         try:
             args = build_parser().parse_args(argv)
