@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from rich import box
 from rich.console import Console, Group
@@ -54,7 +54,7 @@ def _rate(now: float, before: Optional[float], seconds: float) -> Optional[float
 def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, ended: List[Key]):
     if not current and not ended:
         return Text("no ringenv pools running for this user")
-    parts = []
+    parts: List[Union[Table, Text]] = []
     for key, snap in sorted(current.items()):
         old = previous.get(key)
         up = time.time() - snap["created_unix_ns"] / 1e9
