@@ -6,8 +6,8 @@ use pyo3::types::{PyDict, PyList};
 use ringenv_runtime::advert::{self, PoolEntry};
 use ringenv_runtime::monitor::Monitor;
 
-/// The live pools of this user: a list of `{"pid", "fd", "path"}` dicts (stale entries of pools
-/// whose main process died are removed on the way).
+/// The live pools of this user: a list of `{"pid", "fd"}` dicts (the main process and its segment
+/// descriptor).
 #[pyfunction]
 pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
@@ -15,7 +15,6 @@ pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         let d = PyDict::new(py);
         d.set_item("pid", e.pid)?;
         d.set_item("fd", e.fd)?;
-        d.set_item("path", e.path.to_string_lossy())?;
         list.append(d)?;
     }
     Ok(list)
@@ -29,7 +28,7 @@ pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 /// Raises `OSError` when the pool is gone or cannot be read.
 #[pyfunction]
 pub fn pool_snapshot(py: Python<'_>, pid: u32, fd: i32) -> PyResult<Bound<'_, PyDict>> {
-    let entry = PoolEntry { path: Default::default(), pid, fd };
+    let entry = PoolEntry { pid, fd };
     let view = Monitor::open(&entry).map_err(|e| PyOSError::new_err(format!("pool of pid {pid}: {e}")))?.snapshot();
     let d = PyDict::new(py);
     d.set_item("num_envs", view.num_envs)?;

@@ -97,8 +97,8 @@ pub struct Pool {
     pending: Option<Pending>,
     failed: Option<WorkerFailure>,
     closed: bool,
-    /// This pool's entry in the per-user directory `ringenv top` reads (None if it could not be
-    /// written: monitoring is optional).
+    /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
+    /// optional).
     advert: Option<crate::advert::Advert>,
 }
 
