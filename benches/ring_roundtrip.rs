@@ -16,7 +16,7 @@ use std::time::Duration;
 fn bench_path(c: &mut Criterion, name: &str, spin: Duration) {
     let segment = echo_segment();
     let commands = segment.command_ring(0);
-    let completions = segment.completion_ring().acquire_consumer().unwrap();
+    let completions = segment.completion_ring(0).acquire_consumer().unwrap();
     let child = spawn_echo(&segment, &[], spin);
     let policy = SpinPolicy { spin };
     let mut seq = 0u64;

@@ -136,7 +136,7 @@ impl WorkerEndpoint {
         let Some(commands) = segment.command_ring(args.worker).acquire_consumer() else {
             return Err(report(&mut control, ConnectError::AlreadyClaimed(args.worker)));
         };
-        let completions = segment.completion_ring();
+        let completions = segment.completion_ring(args.worker);
         segment.worker_metrics(args.worker).set_pid(std::process::id());
         Ok(WorkerEndpoint {
             segment,
@@ -251,8 +251,8 @@ impl WorkerEndpoint {
         }
         self.wait_started = Instant::now();
         let mut c = completion;
-        // The ring holds num_workers x depth cells and each worker has at most one completion
-        // outstanding, so it is never full; spin defensively all the same.
+        // Each worker has at most one completion outstanding in its own ring, so it is never full;
+        // yield defensively all the same.
         while let Err(crate::Full(back)) = self.completions.push(c) {
             c = back;
             std::thread::yield_now();

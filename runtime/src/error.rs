@@ -111,6 +111,15 @@ pub enum PoolError {
     },
     /// A worker died; the pool has terminated the others and is closed.
     WorkerDied(WorkerFailure),
+    /// Workers died more often than the restart policy allows; the pool is closed.
+    CrashLoop {
+        /// Deaths within the window.
+        failures: usize,
+        /// The window, in seconds.
+        window_s: f64,
+        /// The last death.
+        last: WorkerFailure,
+    },
     /// The call did not finish within its timeout; the command stays pending and a later
     /// `wait` may still collect it.
     Timeout {
@@ -146,6 +155,10 @@ impl std::fmt::Display for PoolError {
                 write!(f, "worker {worker} (envs {env_ids:?}) failed to start: {error}")
             }
             PoolError::WorkerDied(failure) => write!(f, "{failure}"),
+            PoolError::CrashLoop { failures, window_s, last } => write!(
+                f,
+                "crash loop: {failures} worker deaths within {window_s} s exceed the restart policy; the last: {last}"
+            ),
             PoolError::Timeout { seconds, waiting_for } => {
                 write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }

@@ -25,7 +25,7 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -36,9 +36,8 @@ struct ArrayDesc {
 }
 
 /// Fixed offsets recorded in the header, then one per observation leaf and one per action leaf.
-const FIXED_OFFSETS: [&str; 12] = [
-    "completion_capacity",
-    "completion_ring",
+const FIXED_OFFSETS: [&str; 11] = [
+    "completion_wakeup",
     "commands",
     "command_stride",
     "metrics",
@@ -75,8 +74,7 @@ const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_REGION);
 fn offsets(l: &Layout) -> Vec<(String, u64)> {
     let s = l.slot_arrays();
     let fixed = [
-        l.completion_capacity(),
-        l.completion_ring_offset(),
+        l.completion_wakeup_offset(),
         l.command_offset(0),
         l.command_stride(),
         l.pool_metrics_offset(),
@@ -286,7 +284,7 @@ mod tests {
         bytes[0] = b'X';
         assert!(matches!(read(&bytes, total), Err(HeaderError::Magic { .. })));
         let (_, mut bytes) = sample();
-        let off = std::mem::offset_of!(Header, offsets) + 8 * 6; // slot_stride
+        let off = std::mem::offset_of!(Header, offsets) + 8 * 5; // slot_stride
         bytes[off] ^= 0x40;
         match read(&bytes, total).unwrap_err() {
             HeaderError::Offset { field, .. } => assert_eq!(field, "slot_stride"),

@@ -3,9 +3,9 @@
 //!
 //! ```text
 //! offset 0              header (one page; see header.rs)
-//! completion_wakeup     Wakeup word of the main process                         (128 B)
-//! completion_ring       Ring<Completion>, MPSC, workers -> main
-//! commands + k*stride   worker k: Wakeup word, then Ring<Command>, SPSC, main -> worker k
+//! completion_wakeup     Wakeup word of the main process, shared by all workers   (128 B)
+//! commands + k*stride   worker k: its Wakeup word, then Ring<Command> (SPSC, main -> worker k),
+//!                       then Ring<Completion> (SPSC, worker k -> main)
 //! metrics               PoolMetrics, then one WorkerMetrics per worker (see metrics.rs)
 //! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
 //!     obs[k]     [num_envs, *obs[k].shape]     obs[k].dtype, one array per observation leaf
@@ -49,8 +49,13 @@ pub const MAX_LEAVES: usize = 32;
 pub const HEADER_REGION: usize = 4096;
 /// Alignment of every array in a slot, in bytes: a cache line, and enough for any dtype.
 pub const ARRAY_ALIGN: usize = 64;
-/// Capacity of each worker's command ring. The pool has at most one command outstanding per
-/// worker, so this only has to be a power of two >= 2.
+/// Capacity of each worker's command ring and completion ring. The pool has at most one command
+/// outstanding per worker, so this only has to be a power of two >= 2.
+///
+/// Each worker has its own completion ring (rather than one ring shared by all workers) so that a
+/// worker killed in the middle of a push can only wedge its own ring, which the pool resets when
+/// it restarts the worker; in a shared multi-producer ring, a cell claimed by a producer that dies
+/// before publishing it blocks every later completion of every worker.
 pub const COMMAND_RING_CAPACITY: usize = 4;
 
 /// The dtype and shape of one env's element of a batch array.
@@ -160,8 +165,6 @@ pub struct Layout {
     pub action: Vec<ArraySpec>,
     /// Reward dtype (`F32` or `F64`).
     pub reward: DType,
-    completion_capacity: usize,
-    completion_ring: usize,
     commands: usize,
     command_stride: usize,
     metrics: usize,
@@ -227,10 +230,13 @@ impl Layout {
         if reward != DType::F32 && reward != DType::F64 {
             return Err(LayoutError::RewardDType(reward));
         }
-        let completion_capacity = (num_workers * depth).next_power_of_two().max(2);
-        let completion_ring = HEADER_REGION + Wakeup::MEM_SIZE;
-        let commands = align_up(completion_ring + Ring::<Completion>::mem_size(completion_capacity), 128);
-        let command_stride = align_up(Wakeup::MEM_SIZE + Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128);
+        let commands = HEADER_REGION + Wakeup::MEM_SIZE;
+        let command_stride = align_up(
+            Wakeup::MEM_SIZE
+                + align_up(Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128)
+                + Ring::<Completion>::mem_size(COMMAND_RING_CAPACITY),
+            128,
+        );
         let metrics = align_up(commands + num_workers * command_stride, 128);
         let metrics_size = PoolMetrics::MEM_SIZE + num_workers * WorkerMetrics::MEM_SIZE;
         let slots = align_up(metrics + metrics_size, 4096);
@@ -264,8 +270,6 @@ impl Layout {
             obs,
             action,
             reward,
-            completion_capacity,
-            completion_ring,
             commands,
             command_stride,
             metrics,
@@ -298,16 +302,15 @@ impl Layout {
     pub fn completion_wakeup_offset(&self) -> usize {
         HEADER_REGION
     }
-    /// Offset of the completion ring.
-    pub fn completion_ring_offset(&self) -> usize {
-        self.completion_ring
+    /// Offset of worker `k`'s command ring.
+    pub fn command_ring_offset(&self, worker: usize) -> usize {
+        self.command_offset(worker) + Wakeup::MEM_SIZE
     }
-    /// Capacity of the completion ring (a power of two).
-    pub fn completion_capacity(&self) -> usize {
-        self.completion_capacity
+    /// Offset of worker `k`'s completion ring.
+    pub fn completion_ring_offset(&self, worker: usize) -> usize {
+        self.command_ring_offset(worker) + align_up(Ring::<Command>::mem_size(COMMAND_RING_CAPACITY), 128)
     }
-    /// Offset of worker `k`'s wake-up word; its command ring follows at
-    /// `+ Wakeup::MEM_SIZE`.
+    /// Offset of worker `k`'s region: its wake-up word, then its command and completion rings.
     pub fn command_offset(&self, worker: usize) -> usize {
         self.commands + worker * self.command_stride
     }

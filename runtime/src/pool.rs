@@ -4,9 +4,12 @@
 //! A command goes to every worker at once (each steps or resets its own envs) on data slot
 //! `s`; the next command uses slot `s + 1 mod depth`, so the arrays of the last result stay
 //! intact while the next command runs. The protocol is an explicit state machine: at most one
-//! command is pending ([`PoolError::AlreadyPending`], [`PoolError::NoPendingCall`]); a worker
-//! that dies ends the pool ([`PoolError::WorkerDied`], the others are stopped), a slow one
-//! yields [`PoolError::Timeout`] with the command still pending.
+//! command is pending ([`PoolError::AlreadyPending`], [`PoolError::NoPendingCall`]); a slow
+//! worker yields [`PoolError::Timeout`] with the command still pending. A worker that dies either
+//! ends the pool ([`FailurePolicy::Raise`]: [`PoolError::WorkerDied`], the others are stopped) or
+//! is restarted ([`FailurePolicy::Restart`]): its rings are reset, a new worker builds its envs,
+//! those envs are reset and the command they were running completes as a reset (reported in
+//! [`Outcome::restarted`]; for a step, their rows read truncated).
 //!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
@@ -22,6 +25,7 @@
 //! assert_eq!(obs.len(), 32);
 //! ```
 
+use crate::restart::{CrashLoopGuard, FailurePolicy};
 use crate::supervisor::{stop_all, WorkerProcess};
 use crate::{
     Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Layout, PoolError,
@@ -46,11 +50,13 @@ pub struct PoolConfig {
     pub startup_timeout: Duration,
     /// The main process's spin-then-sleep policy when waiting for completions.
     pub spin: SpinPolicy,
+    /// What to do when a worker dies.
+    pub on_failure: FailurePolicy,
 }
 
 impl PoolConfig {
-    /// A config with one init payload for all workers, a 60 s start-up timeout and the default
-    /// spin policy.
+    /// A config with one init payload for all workers, a 60 s start-up timeout, the default
+    /// spin policy, and [`FailurePolicy::Raise`].
     pub fn new(layout: Layout, command: WorkerCommand, init: Vec<u8>) -> PoolConfig {
         PoolConfig {
             layout,
@@ -58,7 +64,12 @@ impl PoolConfig {
             init: vec![init],
             startup_timeout: Duration::from_secs(60),
             spin: SpinPolicy::default(),
+            on_failure: FailurePolicy::Raise,
         }
+    }
+
+    fn init_of(&self, worker: usize) -> Vec<u8> {
+        self.init.get(worker).unwrap_or(&self.init[0]).clone()
     }
 }
 
@@ -74,32 +85,49 @@ pub struct Outcome {
     /// Errors workers raised while running the command, by worker index. The other workers'
     /// results are in the slot; the pool stays usable.
     pub errors: Vec<(usize, RemoteError)>,
+    /// Workers that died while running the command and were restarted
+    /// ([`FailurePolicy::Restart`]), with how they died. Their envs were reset: for a step, their
+    /// rows hold the first observation of a new episode, reward 0, terminated 0, truncated 1.
+    pub restarted: Vec<(usize, WorkerFailure)>,
 }
 
 struct Pending {
     kind: CommandKind,
     slot: usize,
     seq: u64,
+    message: Option<Vec<u8>>,
     done: Vec<bool>,
     messages: Vec<(usize, Vec<u8>)>,
     errors: Vec<(usize, RemoteError)>,
+    restarted: Vec<(usize, WorkerFailure)>,
 }
 
 /// A pool of worker processes stepping `num_envs` envs over shared memory.
 pub struct Pool {
     segment: Segment,
+    config: PoolConfig,
     workers: Vec<WorkerProcess>,
-    completions: Consumer<Completion>,
     commands: Vec<Ring<Command>>,
-    spin: SpinPolicy,
+    completions: Vec<Consumer<Completion>>,
     next_slot: usize,
     seq: u64,
     pending: Option<Pending>,
-    failed: Option<WorkerFailure>,
+    failed: Option<PoolError>,
     closed: bool,
+    crash_guard: Option<CrashLoopGuard>,
     /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
     /// optional).
     advert: Option<crate::advert::Advert>,
+}
+
+fn clone_error(e: &PoolError) -> PoolError {
+    match e {
+        PoolError::WorkerDied(f) => PoolError::WorkerDied(f.clone()),
+        PoolError::CrashLoop { failures, window_s, last } => {
+            PoolError::CrashLoop { failures: *failures, window_s: *window_s, last: last.clone() }
+        }
+        _ => PoolError::Closed,
+    }
 }
 
 impl Pool {
@@ -119,35 +147,44 @@ impl Pool {
             )));
         }
         let segment = Segment::create(config.layout.clone()).map_err(PoolError::Segment)?;
-        let completions = segment.completion_ring().acquire_consumer().expect("a fresh ring has no consumer");
+        let completions = (0..n)
+            .map(|w| segment.completion_ring(w).acquire_consumer().expect("a fresh ring has no consumer"))
+            .collect();
         let commands = (0..n).map(|w| segment.command_ring(w)).collect();
+        let crash_guard = match config.on_failure {
+            FailurePolicy::Raise => None,
+            FailurePolicy::Restart(p) => Some(CrashLoopGuard::new(p)),
+        };
         let mut pool = Pool {
             workers: Vec::with_capacity(n),
             segment,
+            config,
             completions,
             commands,
-            spin: config.spin,
             next_slot: 0,
             seq: 0,
             pending: None,
             failed: None,
             closed: false,
+            crash_guard,
             advert: None,
         };
         pool.segment.pool_metrics().init(std::process::id());
         for w in 0..n {
             let env_ids = pool.segment.layout().worker_envs(w);
-            let process = WorkerProcess::spawn(&config.command, pool.segment.fd(), w, env_ids)
-                .map_err(|source| PoolError::Spawn { worker: w, source });
-            match process {
+            match WorkerProcess::spawn(&pool.config.command, pool.segment.fd(), w, env_ids) {
                 Ok(p) => pool.workers.push(p),
-                Err(e) => {
+                Err(source) => {
                     pool.shutdown(Duration::ZERO);
-                    return Err(e);
+                    return Err(PoolError::Spawn { worker: w, source });
                 }
             }
         }
-        if let Err(e) = pool.handshake(&config) {
+        let deadline = Instant::now() + pool.config.startup_timeout;
+        let started = (0..n)
+            .try_for_each(|w| pool.send_init(w))
+            .and_then(|()| (0..n).try_for_each(|w| pool.await_ready(w, deadline)));
+        if let Err(e) = started {
             pool.shutdown(Duration::ZERO);
             return Err(e);
         }
@@ -156,44 +193,43 @@ impl Pool {
         Ok(pool)
     }
 
-    fn handshake(&mut self, config: &PoolConfig) -> Result<(), PoolError> {
-        for w in 0..self.workers.len() {
-            let init = config.init.get(w).unwrap_or(&config.init[0]).clone();
-            if let Err(error) = self.workers[w].control.send(&ControlMessage::Init(init)) {
-                return Err(self.control_failure(w, error));
-            }
+    fn send_init(&mut self, w: usize) -> Result<(), PoolError> {
+        let init = self.config.init_of(w);
+        match self.workers[w].control.send(&ControlMessage::Init(init)) {
+            Ok(()) => Ok(()),
+            Err(ControlError::Closed) => Err(PoolError::WorkerDied(self.failure_of(w, None))),
+            Err(error) => Err(PoolError::Control { worker: w, error }),
         }
-        let deadline = Instant::now() + config.startup_timeout;
-        for w in 0..self.workers.len() {
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    let waiting_for = (w..self.workers.len()).collect();
-                    return Err(PoolError::Timeout { seconds: config.startup_timeout.as_secs_f64(), waiting_for });
-                }
-                match self.workers[w].control.recv(Some(left.min(Duration::from_millis(100)))) {
-                    Ok(ControlMessage::Ready) => break,
-                    Ok(ControlMessage::Error(error)) => {
-                        let env_ids = self.workers[w].env_ids.clone();
-                        return Err(PoolError::Startup { worker: w, env_ids, error: Box::new(error) });
-                    }
-                    Ok(other) => {
-                        let error = ControlError::Protocol(format!("expected Ready, got {other:?}"));
-                        return Err(PoolError::Control { worker: w, error });
-                    }
-                    Err(ControlError::Timeout) => {
-                        if let Some(dead) = self.first_dead() {
-                            return Err(self.fail(dead, None));
-                        }
-                    }
-                    Err(error) => return Err(self.control_failure(w, error)),
-                }
-            }
-        }
-        Ok(())
     }
 
-    /// The segment layout.
+    /// Waits for worker `w`'s `Ready`, noticing its death.
+    fn await_ready(&mut self, w: usize, deadline: Instant) -> Result<(), PoolError> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let seconds = self.config.startup_timeout.as_secs_f64();
+                return Err(PoolError::Timeout { seconds, waiting_for: vec![w] });
+            }
+            match self.workers[w].control.recv(Some(left.min(Duration::from_millis(100)))) {
+                Ok(ControlMessage::Ready) => return Ok(()),
+                Ok(ControlMessage::Error(error)) => {
+                    let env_ids = self.workers[w].env_ids.clone();
+                    return Err(PoolError::Startup { worker: w, env_ids, error: Box::new(error) });
+                }
+                Ok(other) => {
+                    let error = ControlError::Protocol(format!("expected Ready, got {other:?}"));
+                    return Err(PoolError::Control { worker: w, error });
+                }
+                Err(ControlError::Timeout) if !self.workers[w].has_exited() => {}
+                Err(ControlError::Timeout | ControlError::Closed) => {
+                    return Err(PoolError::WorkerDied(self.failure_of(w, None)));
+                }
+                Err(error) => return Err(PoolError::Control { worker: w, error }),
+            }
+        }
+    }
+
+    /// The layout.
     pub fn layout(&self) -> &Layout {
         self.segment.layout()
     }
@@ -225,8 +261,8 @@ impl Pool {
     }
 
     fn usable(&self) -> Result<(), PoolError> {
-        if let Some(f) = &self.failed {
-            return Err(PoolError::WorkerDied(f.clone()));
+        if let Some(e) = &self.failed {
+            return Err(clone_error(e));
         }
         if self.closed {
             return Err(PoolError::Closed);
@@ -250,23 +286,34 @@ impl Pool {
         }
         let slot = self.next_slot;
         self.seq += 1;
-        let command = Command::new(kind, slot as u32, self.seq, message.is_some());
-        for w in 0..self.workers.len() {
-            self.commands[w].push(command).expect("at most one command per worker is outstanding");
-            self.segment.command_wakeup(w).notify();
-        }
-        if let Some(bytes) = message {
-            let msg = ControlMessage::Payload(bytes.to_vec());
-            for w in 0..self.workers.len() {
-                if let Err(error) = self.workers[w].control.send(&msg) {
-                    return Err(self.control_failure(w, error));
-                }
-            }
-        }
         let n = self.workers.len();
-        self.pending =
-            Some(Pending { kind, slot, seq: self.seq, done: vec![false; n], messages: vec![], errors: vec![] });
+        self.pending = Some(Pending {
+            kind,
+            slot,
+            seq: self.seq,
+            message: message.map(<[u8]>::to_vec),
+            done: vec![false; n],
+            messages: vec![],
+            errors: vec![],
+            restarted: vec![],
+        });
+        for w in 0..n {
+            // A worker that died here is noticed (and restarted or reported) by `wait`.
+            let _ = self.send_command(w, kind);
+        }
         Ok(slot)
+    }
+
+    /// Pushes the pending command (as `kind`) to worker `w`, then its message if any.
+    fn send_command(&mut self, w: usize, kind: CommandKind) -> Result<(), ControlError> {
+        let p = self.pending.as_ref().expect("a command is pending");
+        let command = Command::new(kind, p.slot as u32, p.seq, p.message.is_some());
+        self.commands[w].push(command).expect("at most one command per worker is outstanding");
+        self.segment.command_wakeup(w).notify();
+        match &p.message {
+            Some(bytes) => self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Waits for the pending command to finish on every worker, at most `timeout` (`None`:
@@ -274,7 +321,8 @@ impl Pool {
     ///
     /// # Errors
     /// [`PoolError::NoPendingCall`], [`PoolError::Timeout`] (the command stays pending),
-    /// [`PoolError::WorkerDied`] (the pool is closed), [`PoolError::Control`].
+    /// [`PoolError::WorkerDied`] or [`PoolError::CrashLoop`] (the pool is closed),
+    /// [`PoolError::Control`].
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, PoolError> {
         self.usable()?;
         if self.pending.is_none() {
@@ -283,15 +331,15 @@ impl Pool {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
         loop {
-            while let Some(c) = self.completions.pop() {
-                self.on_completion(c)?;
+            for w in 0..self.workers.len() {
+                while let Some(c) = self.completions[w].pop() {
+                    self.on_completion(w, c)?;
+                }
             }
             let pending = self.pending.as_ref().expect("pending checked above");
             if pending.done.iter().all(|&d| d) {
-                let p = self.pending.take().expect("pending checked above");
                 self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
-                self.next_slot = (p.slot + 1) % self.segment.layout().depth;
-                return Ok(Outcome { slot: p.slot, kind: p.kind, messages: p.messages, errors: p.errors });
+                return Ok(self.finish());
             }
             let now = Instant::now();
             if let Some(d) = deadline {
@@ -302,65 +350,139 @@ impl Pool {
                 }
             }
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
-            let ring = self.completions.ring();
-            if !self.segment.completion_wakeup().wait(|| ring.has_ready(), self.spin, chunk) {
-                if let Some(dead) = self.first_dead() {
-                    return Err(self.fail(dead, None));
+            let completions = &self.completions;
+            let ready = || completions.iter().any(|c| c.ring().has_ready());
+            if !self.segment.completion_wakeup().wait(ready, self.config.spin, chunk) {
+                if let Some(dead) = self.workers.iter().position(WorkerProcess::has_exited) {
+                    self.on_death(dead, None)?;
                 }
             }
         }
     }
 
-    fn on_completion(&mut self, c: Completion) -> Result<(), PoolError> {
-        let w = c.worker as usize;
+    fn finish(&mut self) -> Outcome {
+        let p = self.pending.take().expect("a command is pending");
+        self.next_slot = (p.slot + 1) % self.segment.layout().depth;
+        if p.kind == CommandKind::Step {
+            let mut view = self.segment.slot(p.slot);
+            for (w, _) in &p.restarted {
+                let envs = self.segment.layout().worker_envs(*w);
+                view.rows_mut(Array::Truncated, envs.clone()).fill(1);
+                view.rows_mut(Array::Terminated, envs.clone()).fill(0);
+                view.rows_mut(Array::Reward, envs).fill(0);
+            }
+        }
+        Outcome { slot: p.slot, kind: p.kind, messages: p.messages, errors: p.errors, restarted: p.restarted }
+    }
+
+    fn on_completion(&mut self, w: usize, c: Completion) -> Result<(), PoolError> {
         let pending = self.pending.as_mut().expect("completions arrive only while pending");
-        if w >= pending.done.len() || c.seq != pending.seq || pending.done[w] {
+        if c.worker as usize != w || c.seq != pending.seq || pending.done[w] {
             let error = ControlError::Protocol(format!("unexpected completion {c:?} (pending seq {})", pending.seq));
-            return Err(self.fail(w.min(self.workers.len() - 1), Some(error)));
+            return self.on_death(w, Some(error));
         }
         pending.done[w] = true;
         if c.has_message() {
             match self.workers[w].control.recv(Some(Duration::from_secs(30))) {
-                Ok(ControlMessage::Payload(bytes)) if !c.is_error() => pending.messages.push((w, bytes)),
-                Ok(ControlMessage::Error(e)) if c.is_error() => pending.errors.push((w, e)),
+                Ok(ControlMessage::Payload(bytes)) if !c.is_error() => {
+                    self.pending.as_mut().expect("pending").messages.push((w, bytes))
+                }
+                Ok(ControlMessage::Error(e)) if c.is_error() => {
+                    self.pending.as_mut().expect("pending").errors.push((w, e))
+                }
                 Ok(other) => {
                     let error = ControlError::Protocol(format!("unexpected message {other:?} for {c:?}"));
-                    return Err(self.fail(w, Some(error)));
+                    return self.on_death(w, Some(error));
                 }
-                Err(error) => return Err(self.fail(w, Some(error))),
+                Err(ControlError::Closed) => return self.on_death(w, None),
+                Err(error) => return self.on_death(w, Some(error)),
             }
         }
         Ok(())
     }
 
-    fn first_dead(&self) -> Option<usize> {
-        self.workers.iter().position(WorkerProcess::has_exited)
-    }
-
-    fn control_failure(&mut self, worker: usize, error: ControlError) -> PoolError {
-        if let ControlError::Closed = error {
-            return self.fail(worker, None);
+    /// Worker `w` died (or broke the protocol, `protocol`): restart it or end the pool.
+    fn on_death(&mut self, w: usize, protocol: Option<ControlError>) -> Result<(), PoolError> {
+        let failure = self.failure_of(w, protocol);
+        let Some(guard) = self.crash_guard.as_mut() else {
+            return Err(self.fail(PoolError::WorkerDied(failure)));
+        };
+        if !guard.allow(Instant::now()) {
+            let (failures, window_s) = (guard.recent(), guard.policy().window.as_secs_f64());
+            return Err(self.fail(PoolError::CrashLoop { failures, window_s, last: failure }));
         }
-        PoolError::Control { worker, error }
+        if let Err(e) = self.restart(w) {
+            return Err(self.fail(e));
+        }
+        let Some(pending) = self.pending.as_mut() else { return Ok(()) };
+        pending.done[w] = false;
+        pending.messages.retain(|(worker, _)| *worker != w);
+        pending.errors.retain(|(worker, _)| *worker != w);
+        pending.restarted.push((w, failure));
+        let kind = pending.kind;
+        match kind {
+            CommandKind::Step | CommandKind::Reset => {
+                if kind == CommandKind::Step {
+                    // The restarted worker resets its envs without seeds: they continue fresh
+                    // random streams, as an autoreset would.
+                    let envs = self.segment.layout().worker_envs(w);
+                    self.segment.slot(pending.slot).rows_mut(Array::SeedFlags, envs).fill(0);
+                    self.pending.as_mut().expect("pending").message = None;
+                }
+                // A Reset re-runs as it was (same seeds, same options message); a Step becomes a
+                // reset of the new worker's envs.
+                if let Err(error) = self.send_command(w, CommandKind::Reset) {
+                    return Err(self.fail(PoolError::Control { worker: w, error }));
+                }
+            }
+            _ => {
+                // A call cannot be replayed safely: report it as failed for this worker's envs.
+                let pending = self.pending.as_mut().expect("pending");
+                pending.done[w] = true;
+                let message = "the worker died during the call and was restarted; its envs were reset".into();
+                pending.errors.push((w, RemoteError { kind: "WorkerRestarted".into(), message, ..Default::default() }));
+            }
+        }
+        Ok(())
     }
 
-    /// Records the death (or protocol failure) of `worker`, stops every worker and returns the
-    /// error. A worker that broke the protocol while alive is killed and reported with its error.
-    fn fail(&mut self, worker: usize, protocol: Option<ControlError>) -> PoolError {
-        let w = &mut self.workers[worker];
-        let status = match w.try_status(Duration::from_millis(100)) {
+    /// Replaces dead worker `w`: reset its rings, start a new process, hand it its init payload.
+    fn restart(&mut self, w: usize) -> Result<(), PoolError> {
+        self.workers[w].kill();
+        // SAFETY: the worker is dead and reaped, and this (single-threaded) pool is the only
+        // other user of its rings and wake-up word.
+        unsafe { self.segment.init_worker_rings(w) };
+        self.commands[w] = self.segment.command_ring(w);
+        self.completions[w] = self.segment.completion_ring(w).acquire_consumer().expect("rings were just reset");
+        self.segment.worker_metrics(w).add_restart();
+        let env_ids = self.segment.layout().worker_envs(w);
+        self.workers[w] = WorkerProcess::spawn(&self.config.command, self.segment.fd(), w, env_ids)
+            .map_err(|source| PoolError::Spawn { worker: w, source })?;
+        self.send_init(w)?;
+        self.await_ready(w, Instant::now() + self.config.startup_timeout)
+    }
+
+    /// How worker `w` ended (waiting up to 100 ms for the status; a live worker that broke the
+    /// protocol is killed first).
+    fn failure_of(&mut self, w: usize, protocol: Option<ControlError>) -> WorkerFailure {
+        let worker = &mut self.workers[w];
+        let status = match worker.try_status(Duration::from_millis(100)) {
             Some(s) => s,
-            None if protocol.is_some() => w.kill(),
+            None if protocol.is_some() => worker.kill(),
             None => ExitStatus::Unknown,
         };
         let last_error = protocol.map(|e| {
             Box::new(RemoteError { kind: "ProtocolError".into(), message: e.to_string(), ..Default::default() })
         });
-        let failure = WorkerFailure { worker, pid: w.pid(), env_ids: w.env_ids.clone(), status, last_error };
-        self.failed = Some(failure.clone());
+        WorkerFailure { worker: w, pid: worker.pid(), env_ids: worker.env_ids.clone(), status, last_error }
+    }
+
+    /// Ends the pool with `error`: every worker is stopped and later calls return it again.
+    fn fail(&mut self, error: PoolError) -> PoolError {
+        self.failed = Some(clone_error(&error));
         self.pending = None;
         self.shutdown(Duration::ZERO);
-        PoolError::WorkerDied(failure)
+        error
     }
 
     /// Steps every env with `actions` (the bytes of `action[num_envs, *action.shape]`, for a

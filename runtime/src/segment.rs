@@ -109,18 +109,9 @@ impl Segment {
         let head = unsafe { std::slice::from_raw_parts_mut(mem.ptr, crate::layout::HEADER_REGION) };
         header::write(head, &layout);
         let segment = Segment { mem, fd, layout };
-        let memory: Arc<dyn Memory> = segment.mem.clone();
-        // SAFETY: the regions come from the layout, are zeroed (fresh memfd), 128-byte aligned,
-        // and no worker exists yet.
-        unsafe {
-            Ring::<Completion>::init(
-                memory.clone(),
-                segment.layout.completion_ring_offset(),
-                segment.layout.completion_capacity(),
-            );
-            for w in 0..segment.layout.num_workers {
-                Ring::<Command>::init(memory.clone(), segment.command_ring_offset(w), COMMAND_RING_CAPACITY);
-            }
+        for w in 0..segment.layout.num_workers {
+            // SAFETY: fresh zeroed regions of the layout, and no worker exists yet.
+            unsafe { segment.init_worker_rings(w) };
         }
         Ok(segment)
     }
@@ -174,9 +165,6 @@ impl Segment {
     pub fn memory(&self) -> Arc<dyn Memory> {
         self.mem.clone()
     }
-    fn command_ring_offset(&self, worker: usize) -> usize {
-        self.layout.command_offset(worker) + Wakeup::MEM_SIZE
-    }
     fn wakeup_at(&self, offset: usize) -> &Wakeup {
         self.at(offset)
     }
@@ -206,18 +194,46 @@ impl Segment {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
         self.at(self.layout.worker_metrics_offset(worker))
     }
-    /// The completion ring (workers -> main).
-    pub fn completion_ring(&self) -> Ring<Completion> {
+    /// Worker `worker`'s completion ring (worker -> main).
+    ///
+    /// # Panics
+    /// When `worker >= num_workers`.
+    pub fn completion_ring(&self, worker: usize) -> Ring<Completion> {
+        assert!(worker < self.layout.num_workers, "worker {worker} out of range");
         // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.layout.completion_ring_offset(), self.layout.completion_capacity()) }
+        unsafe { Ring::attach(self.memory(), self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("completion ring fits the validated layout")
     }
     /// Worker `worker`'s command ring (main -> worker).
+    ///
+    /// # Panics
+    /// When `worker >= num_workers`.
     pub fn command_ring(&self, worker: usize) -> Ring<Command> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
         // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
+        unsafe { Ring::attach(self.memory(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("command ring fits the validated layout")
+    }
+
+    /// Zeroes worker `worker`'s region (wake-up word and both rings) and initialises its rings
+    /// afresh, as for a new worker. The pool does this before restarting a dead worker, whose rings
+    /// may hold an unconsumed command or a half-pushed completion.
+    ///
+    /// # Safety
+    /// No process may use the worker's rings or wake-up word during the call: the worker is dead
+    /// (reaped) or not yet started, and the caller is the rings' only other user.
+    pub unsafe fn init_worker_rings(&self, worker: usize) {
+        assert!(worker < self.layout.num_workers, "worker {worker} out of range");
+        let at = self.layout.command_offset(worker);
+        // SAFETY: the region lies inside the mapping (layout arithmetic validated against its
+        // length) and nobody else uses it (the caller's contract).
+        unsafe { std::ptr::write_bytes(self.mem.ptr.add(at), 0, self.layout.command_stride()) };
+        let memory: Arc<dyn Memory> = self.mem.clone();
+        // SAFETY: zeroed just above, 128-byte aligned by the layout, unused (the caller's contract).
+        unsafe {
+            Ring::<Command>::init(memory.clone(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY);
+            Ring::<Completion>::init(memory, self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY);
+        }
     }
     /// A view of data slot `slot`.
     ///

@@ -20,7 +20,7 @@ fn echo_child_entry() {
 fn ring_between_two_processes_keeps_order_across_laps() {
     let segment = echo_segment();
     let commands = segment.command_ring(0);
-    let completions = segment.completion_ring().acquire_consumer().unwrap();
+    let completions = segment.completion_ring(0).acquire_consumer().unwrap();
     let child = spawn_echo(&segment, &CHILD, Duration::from_micros(50));
     // Many more round trips than cells: every lap of both rings is exercised.
     for seq in 1..=5_000u64 {
@@ -34,7 +34,7 @@ fn ring_between_two_processes_keeps_order_across_laps() {
 fn futex_wakes_a_sleeping_process() {
     let segment = echo_segment();
     let commands = segment.command_ring(0);
-    let completions = segment.completion_ring().acquire_consumer().unwrap();
+    let completions = segment.completion_ring(0).acquire_consumer().unwrap();
     // The child never spins: it always sleeps on the futex.
     let child = spawn_echo(&segment, &CHILD, Duration::ZERO);
     for seq in 1..=20u64 {

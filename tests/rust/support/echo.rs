@@ -53,7 +53,7 @@ pub fn run_echo_child() -> bool {
     // SAFETY: the parent handed this descriptor to this process for the segment.
     let segment = Segment::attach(unsafe { OwnedFd::from_raw_fd(fd.parse().unwrap()) }).unwrap();
     let commands = segment.command_ring(0).acquire_consumer().unwrap();
-    let completions = segment.completion_ring();
+    let completions = segment.completion_ring(0);
     loop {
         let ring = commands.ring();
         segment.command_wakeup(0).wait(|| ring.has_ready(), policy, Duration::from_secs(5));
