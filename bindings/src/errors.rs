@@ -42,6 +42,19 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
             }
             "worker_died"
         }
+        PoolError::CrashLoop { failures, window_s, last } => {
+            fields.set_item("failures", failures)?;
+            fields.set_item("window_s", window_s)?;
+            fields.set_item("worker", last.worker)?;
+            fields.set_item("pid", last.pid)?;
+            fields.set_item("env_ids", (last.env_ids.start, last.env_ids.end))?;
+            match last.status {
+                ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
+                ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
+                ExitStatus::Unknown => {}
+            }
+            "crash_loop"
+        }
         PoolError::Startup { worker, env_ids, error } => {
             fields.set_item("worker", worker)?;
             fields.set_item("env_ids", (env_ids.start, env_ids.end))?;

@@ -6,7 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    Array, ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, PoolError, SpinPolicy, WorkerCommand,
+    Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError,
+    RestartPolicy, SpinPolicy, WorkerCommand,
 };
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,7 @@ pub struct PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50, on_worker_failure="raise", max_restarts=3, restart_window=60.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -65,7 +66,22 @@ impl PyPool {
         depth: usize,
         startup_timeout: f64,
         spin_us: u64,
+        on_worker_failure: &str,
+        max_restarts: u32,
+        restart_window: f64,
     ) -> PyResult<PyPool> {
+        let on_failure = match on_worker_failure {
+            "raise" => FailurePolicy::Raise,
+            "restart" => FailurePolicy::Restart(RestartPolicy {
+                max_failures: max_restarts,
+                window: seconds("restart_window", restart_window)?,
+            }),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "on_worker_failure must be 'raise' or 'restart', got {other:?}"
+                )))
+            }
+        };
         let layout = Layout::new(
             num_envs,
             num_workers,
@@ -86,6 +102,7 @@ impl PyPool {
             init,
             startup_timeout: seconds("startup_timeout", startup_timeout)?,
             spin: SpinPolicy { spin: Duration::from_micros(spin_us) },
+            on_failure,
         };
         let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;
         Ok(PyPool { pool })
@@ -186,14 +203,17 @@ impl PyPool {
         self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
     }
 
-    /// Waits for the pending command (GIL released). Returns `(slot, messages, errors)`:
-    /// messages a list of `(worker, bytes)`, errors a list of `(worker, dict)`.
+    /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns
+    /// `(slot, messages, errors, restarted)`: messages a list of `(worker, bytes)`, errors a list
+    /// of `(worker, dict)`, restarted a list of dicts (`worker`, `pid`, `env_ids`, `exitcode`,
+    /// `signal`) of workers that died during the command and were restarted.
     #[pyo3(signature = (timeout=None))]
+    #[allow(clippy::type_complexity)]
     fn wait<'py>(
         &mut self,
         py: Python<'py>,
         timeout: Option<f64>,
-    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
         let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
         let deadline = timeout.map(|t| Instant::now() + t);
         // Wait in slices with the GIL released, checking for signals (Ctrl-C) between slices.
@@ -218,7 +238,18 @@ impl PyPool {
         for (w, e) in &out.errors {
             errors.append((w, remote_to_dict(py, e)?))?;
         }
-        Ok((out.slot, messages, errors))
+        let restarted = PyList::empty(py);
+        for (w, f) in &out.restarted {
+            let d = PyDict::new(py);
+            d.set_item("worker", w)?;
+            d.set_item("pid", f.pid)?;
+            d.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+            d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
+            d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
+            d.set_item("status", f.status.to_string())?;
+            restarted.append(d)?;
+        }
+        Ok((out.slot, messages, errors, restarted))
     }
 
     /// Stops the workers: asks them to exit, waits up to `timeout` seconds, kills the rest.

@@ -33,8 +33,9 @@ enum Mode {
 
 /// Where observations go.
 enum ObsTarget<'py> {
-    /// `rows[slot][k]`: env k's row, written by NumPy assignment.
-    Rows(Vec<Vec<Bound<'py, PyAny>>>),
+    /// `rows[slot][k]`: env k's row, written by NumPy assignment once the observation's shape
+    /// is checked against `shape` (assignment would broadcast a wrong shape silently).
+    Rows { rows: Vec<Vec<Bound<'py, PyAny>>>, shape: Bound<'py, PyAny> },
     /// `writers[slot][k]`: a callable writing env k's observation.
     Writers(Vec<Vec<Bound<'py, PyAny>>>),
     /// Pickled into the completion's message.
@@ -115,7 +116,10 @@ fn build_with<'py>(
     };
     let obs = match targets {
         None => ObsTarget::Pickled,
-        Some(t) if obs_fast => ObsTarget::Rows(t),
+        Some(t) if obs_fast => {
+            let shape = t[0][0].getattr("shape")?;
+            ObsTarget::Rows { rows: t, shape }
+        }
         Some(t) => ObsTarget::Writers(t),
     };
     Ok(Box::new(PyEnvs {
@@ -170,7 +174,16 @@ impl<'py> PyEnvs<'py> {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows(rows) => rows[slot][k].set_item(&self.ellipsis, obs),
+            ObsTarget::Rows { rows, shape } => {
+                let same = obs.getattr(pyo3::intern!(obs.py(), "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
+                let obs = if same {
+                    obs
+                } else {
+                    let id = self.env_ids.start + k;
+                    self.helper("_checked_obs", (obs, shape, id))?
+                };
+                rows[slot][k].set_item(&self.ellipsis, obs)
+            }
             ObsTarget::Writers(writers) => writers[slot][k].call1((obs,)).map(drop),
             ObsTarget::Pickled => {
                 pickled.push(obs);

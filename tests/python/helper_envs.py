@@ -291,3 +291,43 @@ class CloseMarkEnv(CounterEnv):
         with open(os.path.join(self.marker_dir, f"closed-{self.env_index}"), "w") as f:
             f.write("closed")
         super().close()
+
+
+class FaultEnv(gym.Env):
+    """A Discrete-action env whose faults are set per env at construction: ``die_at`` (exit the
+    worker with ``os._exit(3)`` at that step count), ``die_always`` (at every step), ``hang_at``
+    (sleep for an hour at that step), ``bad_obs_at`` (return an observation of the wrong shape),
+    ``die_in_factory``. Observation: ``[step count]`` float32."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, die_at=None, die_always=False, hang_at=None, bad_obs_at=None):
+        self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.die_at, self.die_always, self.hang_at, self.bad_obs_at = die_at, die_always, hang_at, bad_obs_at
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.die_always or self.t == self.die_at:
+            os._exit(3)
+        if self.t == self.hang_at:
+            time.sleep(3600)
+        if self.t == self.bad_obs_at:
+            return np.zeros(3, np.float32), 0.0, False, False, {}
+        return np.array([self.t], np.float32), 1.0, False, False, {}
+
+    def environ(self, name):
+        return os.environ.get(name)
+
+    def open_fds(self):
+        return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+
+
+def exiting_factory(code):
+    os._exit(code)

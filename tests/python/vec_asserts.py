@@ -50,14 +50,22 @@ def assert_resets_identical(ours, ref, seed, what: str = "reset") -> None:
 
 
 def pid_exists(pid: int) -> bool:
-    """Whether process ``pid`` exists (a zombie counts: it has not been reaped)."""
+    """Whether process ``pid`` exists. A zombie child of this process counts (ringenv must reap
+    its workers); a zombie whose parent is another process does not: it has exited, and reaping
+    it is that parent's job (an orphan's parent is init, which in some sandboxes reaps late)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else (the pid was reused)
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        state, ppid = fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return True
+    return not (state == "Z" and ppid != os.getpid())
 
 
 def wait_pids_gone(pids: Iterable[int], timeout: float = 1.0) -> List[int]:

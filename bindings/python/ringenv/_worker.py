@@ -14,6 +14,7 @@ import traceback
 from typing import Any, List, Optional, Tuple
 
 import cloudpickle
+import numpy as np
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import write_to_shared_memory
 
@@ -82,6 +83,16 @@ def _build(init: bytes, info: dict):
         action_views = None
     copy_action = action_views is not None and len(act_space.shape or ()) > 0
     return envs, obs_targets, obs_fast, action_views, copy_action, cfg["autoreset_mode"]
+
+
+def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):
+    """``obs`` as an array of ``shape``, or a ``ValueError`` naming the env (NumPy assignment
+    would broadcast a wrong shape into the row silently; Gymnasium's SyncVectorEnv raises)."""
+    array = np.asarray(obs)
+    if array.shape != tuple(shape):
+        raise ValueError(f"env {env_id} returned an observation of shape {array.shape}, but its observation "
+                         f"space has shape {tuple(shape)}")
+    return array
 
 
 def _write(space, index: int, memory, value) -> None:

@@ -25,6 +25,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 __all__ = [
     "RingenvError",
     "WorkerDiedError",
+    "CrashLoopError",
     "WorkerStartupError",
     "RemoteEnvError",
     "RemoteTraceback",
@@ -56,6 +57,20 @@ class WorkerDiedError(RingenvError):
         super().__init__(message)
         self.worker, self.pid, self.env_ids = worker, pid, tuple(env_ids)
         self.exitcode, self.signal, self.last_error = exitcode, signal, last_error
+
+
+class CrashLoopError(WorkerDiedError):
+    """Workers died more often than ``on_worker_failure="restart"`` allows (``max_restarts``
+    deaths within ``restart_window`` seconds); the pool stopped every worker and is closed.
+
+    Attributes: those of :class:`WorkerDiedError` for the last death, plus
+        failures (int): deaths within the window.
+        window_s (float): the window, in seconds.
+    """
+
+    def __init__(self, message: str, failures: int = 0, window_s: float = 0.0, **last):
+        super().__init__(message, **last)
+        self.failures, self.window_s = failures, window_s
 
 
 class WorkerStartupError(RingenvError):
@@ -130,6 +145,8 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
     """Builds the exception for a native pool error (called by ``ringenv._native``)."""
     if kind == "worker_died":
         return WorkerDiedError(message, **fields)
+    if kind == "crash_loop":
+        return CrashLoopError(message, **fields)
     if kind == "startup":
         remote = fields["remote"]
         err = WorkerStartupError(message, worker=fields["worker"], env_ids=fields["env_ids"],

@@ -48,6 +48,50 @@ def _default_num_workers(num_envs: int, max_concurrency: Optional[int]) -> int:
     return max(1, min(cap, os.cpu_count() or 1))
 
 
+#: What workers get by default: one thread each (the workers are the parallelism) and no GPU.
+DEFAULT_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                      "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _worker_env(overrides: Optional[Dict[str, Optional[str]]]) -> List[Tuple[str, str]]:
+    env = dict(DEFAULT_WORKER_ENV)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        elif not isinstance(value, str):
+            raise TypeError(f"worker_env[{key!r}] must be a string or None, got {type(value).__name__}")
+        else:
+            env[key] = value
+    return sorted(env.items())
+
+
+def _action_bounds(space: spaces.Space):
+    """Per-element ``(low, high)`` integer bounds of a Discrete, MultiDiscrete or MultiBinary
+    space (inclusive), ``"nan"`` for a float Box (NaN is never in a Box), else ``None``."""
+    if isinstance(space, spaces.Discrete):
+        return int(space.start), int(space.start + space.n - 1)
+    if isinstance(space, spaces.MultiDiscrete):
+        return space.start, space.start + space.nvec - 1
+    if isinstance(space, spaces.MultiBinary):
+        return 0, 1
+    if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return "nan"
+    return None
+
+
+def _check_action_values(actions: np.ndarray, bounds, space: spaces.Space) -> None:
+    if bounds == "nan":
+        if actions.dtype.kind == "f" and np.isnan(actions).any():
+            env = int(np.argwhere(np.isnan(actions))[0][0])
+            raise ValueError(f"action of env {env} contains NaN, which is not in {space!r}")
+        return
+    low, high = bounds
+    bad = (actions < low) | (actions > high)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"action {actions[index]!r} of env {index[0]} is outside {space!r}")
+
+
 def _split(n: int, k: int):
     """The contiguous env-id ranges of ``k`` workers (``numpy.array_split``'s rule, as the
     runtime's layout computes them)."""
@@ -89,6 +133,20 @@ class AsyncVectorEnv(VectorEnv):
         max_concurrency: at most this many envs step at once: caps ``num_workers``.
         num_workers: worker processes (default: the number of cores, at most ``num_envs``).
         startup_timeout: seconds to wait for workers to build their envs.
+        on_worker_failure: ``"raise"`` (default): a worker that dies raises
+            :class:`ringenv.errors.WorkerDiedError` and closes the vector env. ``"restart"``: the
+            worker is restarted and its envs reset; the step it died in reports those envs as
+            truncated, with ``infos["worker_restarted"]`` set, and the run goes on. More than
+            ``max_restarts`` deaths within ``restart_window`` seconds raise
+            :class:`ringenv.errors.CrashLoopError`.
+        max_restarts, restart_window: the crash-loop limit of ``"restart"`` (default 3 per 60 s).
+        worker_env: environment variables for the workers, on top of the defaults
+            ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (one thread per worker: the
+            workers are the parallelism) and ``CUDA_VISIBLE_DEVICES=""`` (CPU envs must not
+            grab a GPU); a value of ``None`` keeps the parent's value instead of the default.
+        check_actions: if ``True`` (default), ``step_async`` rejects out-of-range Discrete,
+            MultiDiscrete and MultiBinary actions and NaN Box actions before anything is sent
+            (a few µs per step; ``False`` skips the checks).
 
     Raises:
         ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
@@ -111,6 +169,11 @@ class AsyncVectorEnv(VectorEnv):
         *,
         num_workers: Optional[int] = None,
         startup_timeout: float = 60.0,
+        on_worker_failure: str = "raise",
+        max_restarts: int = 3,
+        restart_window: float = 60.0,
+        worker_env: Optional[Dict[str, Optional[str]]] = None,
+        check_actions: bool = True,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         env_fns = list(env_fns)
@@ -156,23 +219,40 @@ class AsyncVectorEnv(VectorEnv):
             "autoreset_mode": self.autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
         }
         paths = list(sys.path)
+
+        def make_init(start: int, stop: int) -> bytes:
+            for i in range(start, stop):
+                try:
+                    cloudpickle.dumps(env_fns[i])
+                except Exception as e:
+                    raise ValueError(f"env_fns[{i}] cannot be pickled to send it to a worker process "
+                                     f"({type(e).__name__}: {e})") from e
+            return pickle.dumps({"sys_path": paths,
+                                 "payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]})})
+
         self._start(
             single_observation_space, single_action_space, observation_space,
-            argv=[sys.executable, "-m", "ringenv._worker", "--python"],
-            make_init=lambda start, stop: pickle.dumps({
-                "sys_path": paths,
-                "payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]}),
-            }),
+            argv=[sys.executable, "-m", "ringenv._worker", "--python"], make_init=make_init,
             reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
-            startup_timeout=startup_timeout, copy=copy,
+            startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
+            max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
+            check_actions=check_actions,
         )
 
     @classmethod
-    def _from_builtin(cls, env_id: str, num_envs: int, kwargs: Dict[str, Any], *,
-                      num_workers: Optional[int] = None, copy: bool = True,
-                      startup_timeout: float = 60.0) -> "AsyncVectorEnv":
-        """A vector env of built-in Rust env ``env_id`` (see ``ringenv.make_vec``)."""
-        obs_d, act_d = _native.builtin_spaces(env_id, json.dumps(kwargs))
+    def _from_rust(cls, argv: List[str], env_id: str, num_envs: int, kwargs: Dict[str, Any],
+                   spaces_json: Tuple[dict, dict], *, num_workers: Optional[int] = None, copy: bool = True,
+                   startup_timeout: float = 60.0, **start_options: Any) -> "AsyncVectorEnv":
+        """A vector env of Rust env ``env_id`` served by the worker program ``argv`` (the pool
+        appends its four arguments): ``[sys.executable, "-m", "ringenv._worker", "--rust"]`` for
+        the built-ins, ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
+        ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
+        (``_layout.from_dict``); ``kwargs`` reach the env's constructor as JSON; ``start_options``
+        (``on_worker_failure``, ``max_restarts``, ``restart_window``, ``worker_env``, ...) go to
+        the pool. Under ``on_worker_failure="restart"`` a panicking env makes its worker exit, so
+        that it is restarted like a crashed one; otherwise the panic is raised.
+        """
+        obs_d, act_d = spaces_json
         self = cls.__new__(cls)
         self.closed = True
         self.env_fns, self.shared_memory = [], True
@@ -180,18 +260,23 @@ class AsyncVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
         self.render_mode = None
-        init = json.dumps({"env_id": env_id, "kwargs": kwargs}).encode()
+        on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
+        init = json.dumps({"env_id": env_id, "kwargs": kwargs, "on_panic": on_panic}).encode()
         single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
+        if not _layout.is_flat(single_act):
+            raise ValueError(f"{env_id}: the action space {single_act!r} of a Rust env must be flat "
+                             "(Box, Discrete, MultiDiscrete or MultiBinary)")
         self._start(
             single_obs, single_act, batch_space(single_obs, num_envs),
-            argv=[sys.executable, "-m", "ringenv._worker", "--rust"], make_init=lambda start, stop: init,
+            argv=list(argv), make_init=lambda start, stop: init,
             reward_dtype="float32", num_workers=num_workers, max_concurrency=None,
-            startup_timeout=startup_timeout, copy=copy,
+            startup_timeout=startup_timeout, copy=copy, **start_options,
         )
         return self
 
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
-               num_workers, max_concurrency, startup_timeout, copy):
+               num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
+               restart_window=60.0, worker_env=None, check_actions=True):
         n = self.num_envs
         if n < 1:
             raise ValueError(f"num_envs must be at least 1, got {n}")
@@ -206,9 +291,11 @@ class AsyncVectorEnv(VectorEnv):
         self.action_space = batch_space(single_act, n)
         obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
+        inits = [make_init(a, b) for a, b in _split(n, int(num_workers))]
         self._pool = _native.Pool(
-            n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv,
-            [make_init(a, b) for a, b in _split(n, int(num_workers))], startup_timeout=startup_timeout,
+            n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv, inits,
+            env=_worker_env(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
+            max_restarts=max_restarts, restart_window=restart_window,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT
@@ -233,10 +320,12 @@ class AsyncVectorEnv(VectorEnv):
                         if act_leaves else None)
         self._action_shape = (n, *(single_act.shape or ()))
         self._integer_actions = not isinstance(single_act, spaces.Box)
+        self._action_bounds = _action_bounds(single_act) if check_actions else None
         self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
         self._last_slot: Optional[int] = None
+        self._restarted: List[dict] = []
         self._reset_mask: Optional[np.ndarray] = None
 
     # -- protocol -----------------------------------------------------------------------------
@@ -345,6 +434,8 @@ class AsyncVectorEnv(VectorEnv):
             if self._integer_actions and actions.dtype.kind not in "iub":
                 raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
                                  f"got dtype {actions.dtype}")
+            if self._action_bounds is not None:
+                _check_action_values(actions, self._action_bounds, self.single_action_space)
             np.copyto(self._action[self._pool.next_slot], actions, casting="unsafe")
             payload = None
         else:
@@ -454,12 +545,16 @@ class AsyncVectorEnv(VectorEnv):
         if self._state != state:
             raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
         try:
-            slot, messages, errors = self._pool.wait(timeout)
+            slot, messages, errors, restarted = self._pool.wait(timeout)
         except WorkerDiedError:
             self._state = AsyncState.DEFAULT
             self.closed = True
             raise
         self._state = AsyncState.DEFAULT
+        self._restarted = restarted
+        for r in restarted:
+            logger.warn(f"ringenv worker {r['worker']} (pid {r['pid']}, envs {r['env_ids'][0]}..{r['env_ids'][1]}) "
+                        f"{r['status']} and was restarted; its envs were reset")
         if errors:
             raise _remote_exception(errors[0][1])
         if state != AsyncState.WAITING_CALL:
@@ -479,6 +574,9 @@ class AsyncVectorEnv(VectorEnv):
                         self._env_obs[start + k] = obs
             for env_id, info in env_infos:
                 infos = self._add_info(infos, info, env_id)
+        for r in self._restarted:
+            for env_id in range(*r["env_ids"]):
+                infos = self._add_info(infos, {"worker_restarted": True}, env_id)
         return infos
 
     def _observations(self, slot: int):

@@ -1,0 +1,197 @@
+"""Fault injection: worker death with the restart policy and a crash loop, hung and stopped
+workers, death before the handshake, the main process killed, bad input, and the resources
+workers get. Each fault must end in a typed error or a recovery, never a hang, and leave no
+process or file behind."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import ringenv
+from helper_envs import FaultEnv, exiting_factory
+from ringenv.errors import CrashLoopError, WorkerDiedError
+from vec_asserts import wait_pids_gone
+
+
+def _faulty(closing, n=4, workers=2, faults=None, **kwargs):
+    faults = faults or {}
+    fns = [functools.partial(FaultEnv, **faults.get(i, {})) for i in range(n)]
+    return closing(ringenv.AsyncVectorEnv(fns, num_workers=workers, **kwargs))
+
+
+ONES = np.ones(4, dtype=np.int64)
+
+
+def test_restart_policy_replaces_a_killed_worker_and_the_run_goes_on(closing):
+    envs = _faulty(closing, on_worker_failure="restart")
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(ONES)
+    old = envs._pool.worker_pids()
+    os.kill(old[1], signal.SIGKILL)
+    obs, rewards, terminated, truncated, infos = envs.step(ONES)
+    # Envs 2 and 3 (worker 1) were reset: first observation, reward 0, truncated, flagged.
+    assert truncated.tolist() == [False, False, True, True]
+    assert terminated.tolist() == [False] * 4 and rewards.tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert obs[:, 0].tolist() == [4.0, 4.0, 0.0, 0.0]
+    assert infos["worker_restarted"].tolist() == [False, False, True, True]
+    assert infos["_worker_restarted"].tolist() == [False, False, True, True]
+    new = envs._pool.worker_pids()
+    assert new[0] == old[0] and new[1] != old[1]
+    assert wait_pids_gone([old[1]]) == []
+    obs, rewards, *_ = envs.step(ONES)  # the run goes on, the restarted envs from their reset
+    assert obs[:, 0].tolist() == [5.0, 5.0, 1.0, 1.0] and rewards.tolist() == [1.0] * 4
+
+
+def test_a_worker_that_dies_in_every_step_is_a_crash_loop(closing):
+    envs = _faulty(closing, faults={3: {"die_always": True}}, on_worker_failure="restart", max_restarts=2)
+    envs.reset(seed=0)
+    pids = envs._pool.worker_pids()
+    with pytest.raises(CrashLoopError) as info:
+        for _ in range(10):
+            envs.step(ONES)
+    err = info.value
+    assert err.failures == 3 and err.worker == 1 and err.env_ids == (2, 4) and err.exitcode == 3
+    assert envs.closed
+    assert wait_pids_gone(pids + envs._pool.worker_pids()) == []
+
+
+def test_raise_policy_reports_the_exit_code_of_a_worker_dying_in_step(closing):
+    envs = _faulty(closing, faults={0: {"die_at": 2}})
+    envs.reset(seed=0)
+    envs.step(ONES)
+    with pytest.raises(WorkerDiedError) as info:
+        envs.step(ONES)
+    assert (info.value.worker, info.value.env_ids, info.value.exitcode) == (0, (0, 2), 3)
+
+
+def test_a_hung_worker_times_out_and_terminate_kills_it(closing):
+    envs = _faulty(closing, faults={1: {"hang_at": 2}})
+    envs.reset(seed=0)
+    envs.step(ONES)
+    pids = envs._pool.worker_pids()
+    envs.step_async(ONES)
+    start = time.monotonic()
+    with pytest.raises(multiprocessing.TimeoutError):
+        envs.step_wait(timeout=0.3)
+    assert 0.25 <= time.monotonic() - start < 2.0
+    start = time.monotonic()
+    envs.close(terminate=True)
+    assert time.monotonic() - start < 2.0
+    assert wait_pids_gone(pids) == []
+
+
+def test_a_stopped_worker_times_out_and_close_kills_it(closing):
+    envs = _faulty(closing)
+    envs.reset(seed=0)
+    pids = envs._pool.worker_pids()
+    os.kill(pids[0], signal.SIGSTOP)
+    envs.step_async(ONES)
+    with pytest.raises(multiprocessing.TimeoutError):
+        envs.step_wait(timeout=0.3)
+    envs.close(timeout=0.5)  # asks, waits, then kills: a stopped process cannot answer
+    assert wait_pids_gone(pids) == []
+
+
+def test_a_worker_dying_before_its_handshake_is_reported(tmp_path):
+    before = set(os.listdir("/proc"))
+    with pytest.raises(WorkerDiedError) as info:
+        ringenv.AsyncVectorEnv([FaultEnv, functools.partial(exiting_factory, 7)], num_workers=2)
+    assert (info.value.worker, info.value.exitcode) == (1, 7)
+    leftover = [p for p in set(os.listdir("/proc")) - before if p.isdigit()]
+    assert wait_pids_gone([int(p) for p in leftover]) == []
+
+
+@pytest.mark.parametrize("kind", ["python", "rust"])
+def test_killing_the_main_process_ends_every_worker_and_leaves_no_file(tmp_path, kind):
+    make = ("ringenv.AsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 4, num_workers=2)" if kind == "python"
+            else "ringenv.make_vec('CartPole-v1', 4, vector_kwargs={'num_workers': 2})")
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent(f"""
+        import time, gymnasium as gym, numpy as np, ringenv
+        envs = {make}
+        envs.reset(seed=0)
+        print(" ".join(map(str, envs._pool.worker_pids())), flush=True)
+        while True:
+            envs.step(np.ones(4, dtype=np.int64))
+    """))
+    shm_before = set(glob.glob("/dev/shm/*"))
+    tmp_before = set(glob.glob("/tmp/*"))
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in owner.stdout.readline().split()]
+        assert len(workers) == 2
+        time.sleep(0.2)
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        start = time.monotonic()
+        assert wait_pids_gone(workers, timeout=1.0) == [], "every worker exits within a second"
+        assert time.monotonic() - start < 1.0
+        assert set(glob.glob("/dev/shm/*")) - shm_before == set()
+        assert set(glob.glob("/tmp/*")) - tmp_before == set()
+        assert [p for p in ringenv._native.list_pools() if p["pid"] == owner.pid] == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+
+
+def test_out_of_range_and_nan_actions_are_refused_before_anything_is_sent(closing):
+    envs = _faulty(closing)
+    envs.reset(seed=0)
+    for bad, word in [([0, 1, 3, 0], "env 2"), ([-1, 0, 0, 0], "env 0")]:
+        with pytest.raises(ValueError, match=word):
+            envs.step(np.array(bad))
+    obs, *_ = envs.step(ONES)  # still usable, and the refused steps never ran
+    assert obs[:, 0].tolist() == [1.0] * 4
+    box = closing(ringenv.AsyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2, num_workers=1))
+    box.reset(seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        box.step(np.array([[0.0], [np.nan]], dtype=np.float32))
+    box.step(np.zeros((2, 1), np.float32))
+
+
+def test_an_observation_of_the_wrong_shape_is_an_error_naming_the_env(closing):
+    envs = _faulty(closing, faults={2: {"bad_obs_at": 2}})
+    envs.reset(seed=0)
+    envs.step(ONES)
+    with pytest.raises(ValueError, match=r"env 2 returned an observation of shape \(3,\)"):
+        envs.step(ONES)
+    obs, *_ = envs.step(ONES)  # the env stays usable
+    assert obs.shape == (4, 1)
+
+
+def test_an_unpicklable_factory_is_refused_before_any_worker_starts():
+    import threading
+
+    lock = threading.Lock()
+    with pytest.raises(ValueError, match=r"env_fns\[1\] cannot be pickled"):
+        ringenv.AsyncVectorEnv([FaultEnv, lambda: (lock, FaultEnv())[1]], num_workers=2)
+
+
+def test_workers_get_one_thread_no_gpu_and_only_their_own_descriptors(closing):
+    r, w = os.pipe()  # the main process's descriptors are close-on-exec: no worker sees them
+    try:
+        envs = _faulty(closing, n=2, workers=1, worker_env={"MY_FLAG": "on", "CUDA_VISIBLE_DEVICES": None})
+        assert envs.call("environ", "OMP_NUM_THREADS") == ("1", "1")
+        assert envs.call("environ", "MY_FLAG") == ("on", "on")
+        assert envs.call("environ", "CUDA_VISIBLE_DEVICES") == (os.environ.get("CUDA_VISIBLE_DEVICES"),) * 2
+        default = _faulty(closing, n=2, workers=1)
+        assert default.call("environ", "CUDA_VISIBLE_DEVICES") == ("", "")
+        fds = default.call("open_fds")[0]
+        assert r not in fds or w not in fds
+        assert len(fds) <= 12, f"a worker holds {len(fds)} descriptors: {fds}"
+    finally:
+        os.close(r)
+        os.close(w)
