@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import time
 
 import gymnasium as gym
@@ -301,16 +302,26 @@ class FaultEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, die_at=None, die_always=False, hang_at=None, bad_obs_at=None):
+    def __init__(self, die_at=None, die_always=False, hang_at=None, bad_obs_at=None, segfault_at=None,
+                 die_in_reset_unless=None):
         self.observation_space = spaces.Box(-1e9, 1e9, (1,), np.float32)
         self.action_space = spaces.Discrete(3)
         self.die_at, self.die_always, self.hang_at, self.bad_obs_at = die_at, die_always, hang_at, bad_obs_at
+        self.segfault_at = segfault_at
+        # A path: the first reset that finds no file there creates it and dies (once per run).
+        self.die_in_reset_unless = die_in_reset_unless
         self.t = 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        if self.die_in_reset_unless and not os.path.exists(self.die_in_reset_unless):
+            open(self.die_in_reset_unless, "w").close()
+            os._exit(4)
         self.t = 0
         return np.zeros(1, np.float32), {}
+
+    def crash(self):
+        os._exit(5)
 
     def step(self, action):
         self.t += 1
@@ -318,6 +329,8 @@ class FaultEnv(gym.Env):
             os._exit(3)
         if self.t == self.hang_at:
             time.sleep(3600)
+        if self.t == self.segfault_at:
+            os.kill(os.getpid(), signal.SIGSEGV)
         if self.t == self.bad_obs_at:
             return np.zeros(3, np.float32), 0.0, False, False, {}
         return np.array([self.t], np.float32), 1.0, False, False, {}

@@ -195,3 +195,37 @@ def test_workers_get_one_thread_no_gpu_and_only_their_own_descriptors(closing):
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_a_segfault_in_an_env_is_reported_with_its_signal(closing):
+    envs = _faulty(closing, faults={1: {"segfault_at": 1}})
+    envs.reset(seed=0)
+    with pytest.raises(WorkerDiedError) as info:
+        envs.step(ONES)
+    assert (info.value.worker, info.value.signal, info.value.exitcode) == (0, signal.SIGSEGV, None)
+    assert "SIGSEGV" in str(info.value)
+
+
+def test_a_worker_dying_in_reset_is_restarted_and_the_reset_rerun(closing, tmp_path):
+    marker = str(tmp_path / "died-once")
+    envs = _faulty(closing, faults={3: {"die_in_reset_unless": marker}}, on_worker_failure="restart")
+    obs, infos = envs.reset(seed=0)
+    assert os.path.exists(marker)
+    assert obs[:, 0].tolist() == [0.0] * 4
+    assert infos["worker_restarted"].tolist() == [False, False, True, True]
+    obs, *_ = envs.step(ONES)
+    assert obs[:, 0].tolist() == [1.0] * 4
+
+
+def test_a_worker_dying_in_a_call(closing):
+    envs = _faulty(closing)
+    envs.reset(seed=0)
+    with pytest.raises(WorkerDiedError) as info:
+        envs.call("crash")
+    assert info.value.exitcode == 5
+    restarting = _faulty(closing, on_worker_failure="restart")
+    restarting.reset(seed=0)
+    with pytest.raises(ringenv.errors.RemoteEnvError, match="restarted"):
+        restarting.call("crash")  # a call cannot be replayed: it fails, the pool goes on
+    obs, *_ = restarting.step(ONES)
+    assert obs.shape == (4, 1)
