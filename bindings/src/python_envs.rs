@@ -18,11 +18,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ringenv_runtime::{Array, RemoteError, SlotView, WorkerEndpoint};
-use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
+use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost, SKIP_RESET};
 use std::ops::Range;
-
-/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`).
-const SKIP_RESET: u8 = 2;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {

@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringenv_worker::{registry, worker_loop, Space, WorkerCli};
+use ringenv_worker::{registry, worker_loop, WorkerCli};
 
 fn parse(argv: Vec<String>) -> PyResult<WorkerCli> {
     use clap::Parser;
@@ -33,28 +33,15 @@ pub fn builtin_env_ids() -> Vec<&'static str> {
     registry::ids().to_vec()
 }
 
-fn space_dict<'py>(py: Python<'py>, space: &Space) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    match space {
-        Space::Box { dtype, shape, low, high } => {
-            d.set_item("kind", "box")?;
-            d.set_item("dtype", dtype.numpy_name())?;
-            d.set_item("shape", shape.clone())?;
-            d.set_item("low", low.clone())?;
-            d.set_item("high", high.clone())?;
-        }
-        Space::Discrete { n, start } => {
-            d.set_item("kind", "discrete")?;
-            d.set_item("n", n)?;
-            d.set_item("start", start)?;
-        }
-    }
-    Ok(d)
+fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
+    let loads = py.import("json")?.getattr("loads")?;
+    Ok(loads.call1((value.to_string(),))?.cast_into::<PyDict>()?)
 }
 
 /// The `(observation_space, action_space)` of built-in env `env_id` with `kwargs_json`, as
-/// dicts (`{"kind": "box", "dtype", "shape", "low", "high"}` or `{"kind": "discrete", "n",
-/// "start"}`).
+/// dicts in `ringenv_worker::Space::to_json` form (`{"kind": "box", "dtype", "shape", "low",
+/// "high"}`, `{"kind": "discrete", "n", "start"}`, ...; read by `ringenv._layout.from_dict`), the
+/// same form a worker binary's `describe` prints.
 ///
 /// Raises `ValueError` naming an unknown id or a bad argument.
 #[pyfunction]
@@ -66,5 +53,5 @@ pub fn builtin_spaces<'py>(
     let kwargs: serde_json::Value =
         serde_json::from_str(kwargs_json).map_err(|e| PyValueError::new_err(format!("kwargs are not JSON: {e}")))?;
     let (obs, act) = registry::spaces(env_id, &kwargs).map_err(|e| PyValueError::new_err(e.message))?;
-    Ok((space_dict(py, &obs)?, space_dict(py, &act)?))
+    Ok((json_to_py(py, &obs.to_json())?, json_to_py(py, &act.to_json())?))
 }

@@ -3,7 +3,7 @@
 
 use ringenv_runtime::{Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::envs::CartPole;
-use ringenv_worker::{registry, Env};
+use ringenv_worker::registry;
 use std::time::{Duration, Instant};
 
 fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
@@ -139,23 +139,23 @@ fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
 #[test]
 fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
     use ringenv_runtime::{advert, monitor::Monitor};
-    let mut pool = pool("BlocksWorld-v0", 5, 2).unwrap();
-    pool.reset(&[Some(3); 5]).unwrap();
+    let mut pool = pool("BlocksWorld-v0", 7, 2).unwrap(); // 7 envs: no other test uses 7
+    pool.reset(&[Some(3); 7]).unwrap();
     for t in 0..40i64 {
-        pool.step(bytemuck::cast_slice(&[t % 20; 5])).unwrap();
+        pool.step(bytemuck::cast_slice(&[t % 20; 7])).unwrap();
     }
     let me = std::process::id();
     let entries: Vec<_> = advert::list().into_iter().filter(|e| e.pid == me).collect();
     let entry = entries
         .iter()
-        .find(|e| Monitor::open(e).map(|m| m.snapshot().num_envs == 5).unwrap_or(false))
+        .find(|e| Monitor::open(e).map(|m| m.snapshot().num_envs == 7).unwrap_or(false))
         .expect("this pool is advertised")
         .clone();
     let view = Monitor::open(&entry).unwrap().snapshot();
     assert_eq!(view.pool.main_pid, me);
     assert_eq!(view.pool.commands, 41, "1 reset + 40 steps");
     assert_eq!(view.workers.iter().map(|w| w.metrics.pid).collect::<Vec<_>>(), pool.worker_pids());
-    assert_eq!(view.workers.iter().map(|w| w.env_ids).collect::<Vec<_>>(), vec![(0, 3), (3, 5)]);
+    assert_eq!(view.workers.iter().map(|w| w.env_ids).collect::<Vec<_>>(), vec![(0, 4), (4, 7)]);
     for w in &view.workers {
         let envs = (w.env_ids.1 - w.env_ids.0) as u64;
         assert_eq!((w.metrics.commands, w.metrics.env_steps), (41, 41 * envs));

@@ -85,10 +85,32 @@ impl Autoreset {
     }
 }
 
+/// Bit 0 of a reset slot's seed flags: this env has a seed.
+pub const HAS_SEED: u8 = 1;
+/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`).
+pub const SKIP_RESET: u8 = 2;
+
+/// Whether env `env` is left out of this reset (the main process keeps its last observation).
+///
+/// ```
+/// use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
+/// use ringenv_worker::host::{skips_reset, SKIP_RESET};
+/// let (obs, act) = (ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]));
+/// let layout = Layout::single(2, 1, 2, obs, act, DType::F32).unwrap();
+/// let segment = Segment::create(layout).unwrap();
+/// let mut slot = segment.slot(0);
+/// slot.rows_mut(Array::SeedFlags, 1..2)[0] = SKIP_RESET;
+/// assert!(!skips_reset(&slot, 0) && skips_reset(&slot, 1));
+/// ```
+pub fn skips_reset(view: &SlotView<'_>, env: usize) -> bool {
+    view.rows(Array::SeedFlags, env..env + 1)[0] & SKIP_RESET != 0
+}
+
 /// The seed of env `env` in a reset slot: `Some` when its flag is set.
 pub fn seed_of(view: &SlotView<'_>, env: usize) -> Option<u64> {
     let flag = view.rows(Array::SeedFlags, env..env + 1)[0];
-    (flag & 1 != 0).then(|| u64::from_ne_bytes(view.rows(Array::Seed, env..env + 1).try_into().expect("8 bytes")))
+    (flag & HAS_SEED != 0)
+        .then(|| u64::from_ne_bytes(view.rows(Array::Seed, env..env + 1).try_into().expect("8 bytes")))
 }
 
 /// Writes env `env`'s reward (in the segment's reward dtype), terminated and truncated.

@@ -1,7 +1,9 @@
 //! The built-in Rust envs by id, and how a worker builds them from its init payload.
 //!
-//! The init payload of a Rust worker is JSON: `{"env_id": "CartPole-v1", "kwargs": {...}}`.
-//! Unknown ids and arguments are errors that name the id or argument and list what is accepted.
+//! The built-ins are a [`Registry`] named `ringenv` like any user's: `CartPole-v1` (no
+//! arguments) and `BlocksWorld-v0` (`num_blocks`, 2 to 8, default 4). The init payload of a Rust
+//! worker is JSON: `{"env_id": "CartPole-v1", "kwargs": {...}}`. Unknown ids and arguments are
+//! errors that name the id or argument and list what is accepted.
 //!
 //! ```
 //! use ringenv_worker::registry;
@@ -12,20 +14,34 @@
 //! assert!(registry::spaces("Nope-v0", &serde_json::Value::Null).is_err());
 //! ```
 
-use crate::envs::{BlocksWorld, CartPole};
+use crate::envs::blocks_world::{BlocksWorld, BlocksWorldArgs};
+use crate::envs::CartPole;
 use crate::host::EnvHost;
-use crate::{Env, RustEnvs, Space};
+use crate::{Registry, Space};
 use ringenv_runtime::{Layout, RemoteError, WorkerEndpoint};
 use serde::Deserialize;
 use serde_json::Value;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 /// The ids of the built-in envs.
 pub fn ids() -> &'static [&'static str] {
     &["CartPole-v1", "BlocksWorld-v0"]
 }
 
-/// A Rust worker's init payload.
+/// The registry of the built-in envs (named `ringenv`).
+pub fn builtins() -> &'static Registry {
+    static BUILTINS: OnceLock<Registry> = OnceLock::new();
+    BUILTINS.get_or_init(|| {
+        Registry::new("ringenv")
+            .env("CartPole-v1", CartPole::new)
+            .env("BlocksWorld-v0", |a: BlocksWorldArgs| BlocksWorld::try_new(a.num_blocks))
+    })
+}
+
+/// A Rust worker's init payload, `{"env_id": ..., "kwargs": {...}}`. Workers also read an
+/// optional `"on_panic": "report" | "exit"` ([`crate::rust_envs::OnPanic`]; see
+/// [`Registry::build_host`]).
 #[derive(Debug, Deserialize, serde::Serialize, PartialEq)]
 pub struct RustInit {
     /// The env id.
@@ -35,62 +51,12 @@ pub struct RustInit {
     pub kwargs: Value,
 }
 
-fn invalid(message: String) -> RemoteError {
-    RemoteError { kind: "ValueError".into(), message, ..Default::default() }
-}
-
-fn kwargs_object(id: &str, kwargs: &Value, allowed: &[&str]) -> Result<serde_json::Map<String, Value>, RemoteError> {
-    let map = match kwargs {
-        Value::Null => serde_json::Map::new(),
-        Value::Object(m) => m.clone(),
-        other => return Err(invalid(format!("{id}: kwargs must be a mapping, got {other}"))),
-    };
-    if let Some(bad) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(invalid(format!("{id} takes no argument {bad:?}; it accepts {allowed:?}")));
-    }
-    Ok(map)
-}
-
-fn num_blocks(kwargs: &Value) -> Result<usize, RemoteError> {
-    let map = kwargs_object("BlocksWorld-v0", kwargs, &["num_blocks"])?;
-    match map.get("num_blocks") {
-        None => Ok(4),
-        Some(v) => match v.as_u64() {
-            Some(n @ 2..=8) => Ok(n as usize),
-            _ => Err(invalid(format!("BlocksWorld-v0: num_blocks must be an integer from 2 to 8, got {v}"))),
-        },
-    }
-}
-
-enum Builtin {
-    CartPole,
-    BlocksWorld(usize),
-}
-
-fn lookup(id: &str, kwargs: &Value) -> Result<Builtin, RemoteError> {
-    match id {
-        "CartPole-v1" => kwargs_object(id, kwargs, &[]).map(|_| Builtin::CartPole),
-        "BlocksWorld-v0" => num_blocks(kwargs).map(Builtin::BlocksWorld),
-        _ => Err(RemoteError {
-            kind: "NameNotFound".into(),
-            message: format!("no built-in Rust env {id:?}; the built-in ids are {:?}", ids()),
-            ..Default::default()
-        }),
-    }
-}
-
 /// The observation and action spaces of built-in env `id` with `kwargs`.
 ///
 /// # Errors
 /// A [`RemoteError`] naming the unknown id or the bad argument.
 pub fn spaces(id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError> {
-    fn of<E: Env>(e: E) -> (Space, Space) {
-        (e.observation_space(), e.action_space())
-    }
-    Ok(match lookup(id, kwargs)? {
-        Builtin::CartPole => of(CartPole::default()),
-        Builtin::BlocksWorld(n) => of(BlocksWorld::new(n)),
-    })
+    builtins().spaces(id, kwargs)
 }
 
 /// Builds the host of envs `env_ids` of built-in env `id`.
@@ -103,18 +69,7 @@ pub fn make_host(
     env_ids: Range<usize>,
     layout: &Layout,
 ) -> Result<Box<dyn EnvHost>, RemoteError> {
-    fn host<E: Env>(
-        make: impl Fn() -> E,
-        env_ids: Range<usize>,
-        layout: &Layout,
-    ) -> Result<Box<dyn EnvHost>, RemoteError> {
-        let envs = env_ids.clone().map(|_| make()).collect();
-        Ok(Box::new(RustEnvs::new(envs, env_ids, layout)?))
-    }
-    match lookup(id, kwargs)? {
-        Builtin::CartPole => host(CartPole::default, env_ids, layout),
-        Builtin::BlocksWorld(n) => host(|| BlocksWorld::new(n), env_ids, layout),
-    }
+    builtins().make_host(id, kwargs, env_ids, layout)
 }
 
 /// The [`crate::worker_loop::run`] builder for built-in envs: parses the JSON init payload.
@@ -122,7 +77,28 @@ pub fn make_host(
 /// # Errors
 /// A [`RemoteError`] for malformed JSON, an unknown id or bad arguments.
 pub fn build_host(init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
-    let init: RustInit =
-        serde_json::from_slice(init).map_err(|e| invalid(format!("malformed Rust worker init payload: {e}")))?;
-    make_host(&init.env_id, &init.kwargs, endpoint.env_ids(), endpoint.segment().layout())
+    builtins().build_host(init, endpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_match_the_registry_and_arguments_are_checked() {
+        assert_eq!(builtins().ids(), ids());
+        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": 9})).unwrap_err();
+        assert_eq!(err.message, "BlocksWorld-v0: num_blocks must be an integer from 2 to 8, got 9");
+        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": "3"})).unwrap_err();
+        assert!(
+            err.message.starts_with("BlocksWorld-v0: argument \"num_blocks\" = \"3\" does not fit"),
+            "{}",
+            err.message
+        );
+        let err = spaces("BlocksWorld-v0", &json!({"colour": 2})).unwrap_err();
+        assert_eq!(err.message, "BlocksWorld-v0 takes no argument \"colour\"; it accepts num_blocks");
+        let err = spaces("Nope-v9", &Value::Null).unwrap_err();
+        assert!(err.message.contains("Nope-v9") && err.message.contains("CartPole-v1"), "{}", err.message);
+    }
 }

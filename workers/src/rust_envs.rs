@@ -1,9 +1,16 @@
-//! Hosting envs that implement [`Env`] in a worker: typed, in-place, no allocation per step.
+//! Hosting envs that implement [`Env`] in a worker: typed, in place, no allocation per step.
 //!
-//! Each env reads its action row and writes its observation row of the slot directly (through
-//! `bytemuck` casts of the segment's bytes, whose rows are aligned to their dtype by the layout).
-//! A panic inside an env is caught and reported as a [`RemoteError`] of kind `"panic"` carrying
-//! the panic message and the env id.
+//! Each env reads its action row and writes its observation rows of the slot directly (through
+//! `bytemuck` casts of the segment's bytes, whose rows are aligned to their dtype by the layout);
+//! an observation of several leaves is written into per-env buffers and copied into its rows.
+//! Each env has its own [`EnvRng`], re-seeded by every seeded reset. A panic inside an env is
+//! caught and, by default ([`OnPanic::Report`]), reported as a [`RemoteError`] of kind `"panic"`
+//! carrying the panic message, its location and the env id; that env's episode is then truncated
+//! (its next step resets it) and the other envs of the command are stepped as usual. With
+//! [`OnPanic::Exit`] (what Python asks for under `on_worker_failure="restart"`) the worker prints
+//! the panic on stderr and exits with status 101, like a crashed worker, so that the pool
+//! restarts it. Infos that envs fill are sent with the completion; reset options arrive pickled
+//! and are decoded into JSON.
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
@@ -18,36 +25,89 @@
 //! assert!(err.message.contains("float32[4]"));
 //! ```
 
-use crate::host::{seed_of, write_step, Autoreset, EnvHost};
-use crate::Env;
-use ringenv_runtime::{Array, ArraySpec, Element, Layout, RemoteError, SlotView};
+use crate::env::declared_spaces;
+use crate::host::{seed_of, skips_reset, write_step, Autoreset, EnvHost};
+use crate::leaves::LeafBuf;
+use crate::{panic, pickle, Ctx, Env, EnvRng, Info, Leaves, Step};
+use rand::SeedableRng;
+use ringenv_runtime::{Array, ArraySpec, Layout, RemoteError, SlotView};
+use serde_json::Value;
 use std::ops::Range;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a worker does when an env panics.
+///
+/// ```
+/// use ringenv_worker::rust_envs::OnPanic;
+/// assert_eq!(OnPanic::default(), OnPanic::Report);
+/// assert_eq!(serde_json::from_str::<OnPanic>("\"exit\"").unwrap(), OnPanic::Exit);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnPanic {
+    /// Report the panic as the command's error and go on serving (the env's episode is
+    /// truncated).
+    #[default]
+    Report,
+    /// Print the panic on stderr and exit with status [`OnPanic::EXIT_STATUS`]: the pool sees a
+    /// dead worker (and restarts it under a restart policy).
+    Exit,
+}
+
+impl OnPanic {
+    /// The exit status of a worker that exits on a panic (that of a Rust program that panics).
+    pub const EXIT_STATUS: i32 = 101;
+}
 
 /// A worker's group of Rust envs, env `k` of the group having global id `env_ids.start + k`.
+///
+/// ```
+/// use ringenv_runtime::{Layout, Segment};
+/// use ringenv_worker::{envs::CartPole, rust_envs::OnPanic, Env, EnvHost, RustEnvs};
+/// let env = CartPole::new();
+/// let (obs, act) = (env.observation_space().leaves(), env.action_space().leaves());
+/// let layout = Layout::new(2, 1, 2, obs, act, ringenv_worker::DType::F32).unwrap();
+/// let segment = Segment::create(layout.clone()).unwrap();
+/// let mut host = RustEnvs::new(vec![env, CartPole::new()], 0..2, &layout).unwrap().on_panic(OnPanic::Report);
+/// let mut slot = segment.slot(0);
+/// assert_eq!(host.reset(&mut slot, 0, None).unwrap(), None); // no infos: no message
+/// let obs: &[f32] = bytemuck::cast_slice(slot.rows(ringenv_runtime::Array::Obs(0), 0..2));
+/// assert!(obs.iter().all(|v| v.abs() <= 0.05));
+/// ```
 pub struct RustEnvs<E: Env> {
     envs: Vec<E>,
     env_ids: Range<usize>,
     autoreset: Autoreset,
-    action: Vec<E::Action>,
+    rngs: Vec<EnvRng>,
+    /// One env's action row, copied out of the slot (so that the obs rows can be borrowed).
+    action: LeafBuf,
+    /// Per env, one buffer per observation leaf; empty when the observation is a single leaf
+    /// (written in place).
+    obs: Vec<Vec<LeafBuf>>,
+    info: Info,
+    /// Non-empty infos of the current command, by global env id.
+    infos: Vec<(usize, Info)>,
+    on_panic: OnPanic,
 }
 
-fn mismatch(what: &str, env: &ArraySpec, segment: &[ArraySpec]) -> RemoteError {
-    let segment = segment.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+fn mismatch(what: &str, env: &[ArraySpec], segment: &[ArraySpec]) -> RemoteError {
+    let list = |s: &[ArraySpec]| s.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     RemoteError {
         kind: "SpaceMismatch".into(),
-        message: format!("the env's {what} is {env} but the pool's segment holds [{segment}]"),
+        message: format!("the env's {what} is [{}] but the pool's segment holds [{}]", list(env), list(segment)),
         ..Default::default()
     }
 }
 
-fn panic_error(env: usize, payload: Box<dyn std::any::Any + Send>) -> RemoteError {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with a non-string payload".into());
-    RemoteError { env_id: Some(env as u64), kind: "panic".into(), message, ..Default::default() }
+/// The error of a panic in env `env`.
+pub(crate) fn panic_error(env: usize, p: panic::Panic) -> RemoteError {
+    let at = p.location.as_deref().unwrap_or("an unknown location");
+    RemoteError {
+        env_id: Some(env as u64),
+        kind: "panic".into(),
+        message: p.to_string(),
+        traceback: format!("env {env} panicked at {at}:\n{}\n{}", p.message, p.backtrace).trim_end().to_string(),
+        ..Default::default()
+    }
 }
 
 impl<E: Env> RustEnvs<E> {
@@ -55,7 +115,8 @@ impl<E: Env> RustEnvs<E> {
     ///
     /// # Errors
     /// A [`RemoteError`] of kind `"SpaceMismatch"` when the envs' spaces or element types differ
-    /// from the layout's arrays, or `"InvalidArgument"` when `envs.len() != env_ids.len()`.
+    /// from the layout's arrays or from each other, `"InvalidSpace"` for a malformed space, or
+    /// `"InvalidArgument"` when `envs.len() != env_ids.len()`.
     pub fn new(envs: Vec<E>, env_ids: Range<usize>, layout: &Layout) -> Result<RustEnvs<E>, RemoteError> {
         if envs.len() != env_ids.len() || env_ids.end > layout.num_envs {
             return Err(RemoteError {
@@ -64,17 +125,105 @@ impl<E: Env> RustEnvs<E> {
                 ..Default::default()
             });
         }
-        for env in &envs {
-            let (obs, act) = (env.observation_space().array_spec(), env.action_space().array_spec());
-            if layout.obs != [obs.clone()] || obs.dtype != E::Obs::DTYPE {
-                return Err(mismatch("observation", &obs, &layout.obs));
+        let mut first = None;
+        for (k, env) in envs.iter().enumerate() {
+            let (obs, act) = declared_spaces(env).map_err(|e| RemoteError {
+                env_id: Some((env_ids.start + k) as u64),
+                kind: "InvalidSpace".into(),
+                message: e.to_string(),
+                ..Default::default()
+            })?;
+            let (obs_leaves, act_leaves) = (obs.leaves(), act.leaves());
+            if layout.obs != obs_leaves {
+                return Err(mismatch("observation", &obs_leaves, &layout.obs));
             }
-            if layout.action != [act.clone()] || act.dtype != E::Action::DTYPE {
-                return Err(mismatch("action", &act, &layout.action));
+            if layout.action != act_leaves {
+                return Err(mismatch("action", &act_leaves, &layout.action));
+            }
+            match &first {
+                None => first = Some((obs, act)),
+                Some(spaces) if *spaces != (obs, act) => {
+                    return Err(RemoteError {
+                        env_id: Some((env_ids.start + k) as u64),
+                        kind: "SpaceMismatch".into(),
+                        message: format!(
+                            "env {} declares other spaces than env {}; every env of a vector env must have the \
+                             same spaces",
+                            env_ids.start + k,
+                            env_ids.start
+                        ),
+                        ..Default::default()
+                    })
+                }
+                Some(_) => {}
             }
         }
-        let action = vec![bytemuck::Zeroable::zeroed(); layout.action[0].elements()];
-        Ok(RustEnvs { autoreset: Autoreset::new(envs.len()), envs, env_ids, action })
+        let per_env_obs = || layout.obs.iter().map(|leaf| LeafBuf::new(leaf.bytes())).collect();
+        let obs = if E::Obs::COUNT == 1 { Vec::new() } else { envs.iter().map(|_| per_env_obs()).collect() };
+        Ok(RustEnvs {
+            autoreset: Autoreset::new(envs.len()),
+            rngs: envs.iter().map(|_| EnvRng::from_os_rng()).collect(),
+            action: LeafBuf::new(layout.action[0].bytes()),
+            obs,
+            info: Info::default(),
+            infos: Vec::with_capacity(envs.len()),
+            envs,
+            env_ids,
+            on_panic: OnPanic::Report,
+        })
+    }
+
+    /// Sets what happens when an env panics (default [`OnPanic::Report`]).
+    pub fn on_panic(mut self, on_panic: OnPanic) -> RustEnvs<E> {
+        self.on_panic = on_panic;
+        self
+    }
+
+    /// The error of a panic in env `id`, or, under [`OnPanic::Exit`], the end of the process.
+    fn panicked(&self, id: usize, p: panic::Panic) -> RemoteError {
+        let error = panic_error(id, p);
+        if self.on_panic == OnPanic::Exit {
+            eprintln!("ringenv worker: {error}\nringenv worker: exiting with status {}", OnPanic::EXIT_STATUS);
+            std::process::exit(OnPanic::EXIT_STATUS);
+        }
+        error
+    }
+
+    /// Runs `f` (a reset or step of env `k`, given its observation views) with the observation
+    /// written in place or through the env's buffers, then records the env's info. Returns `f`'s
+    /// value, or the panic it raised.
+    fn call<R>(
+        &mut self,
+        view: &mut SlotView<'_>,
+        k: usize,
+        f: impl FnOnce(&mut E, crate::ObsMut<'_, E>, &mut EnvRng, &mut Info, &LeafBuf) -> R,
+    ) -> Result<R, panic::Panic> {
+        let id = self.env_ids.start + k;
+        let (env, rng, info, action) = (&mut self.envs[k], &mut self.rngs[k], &mut self.info, &self.action);
+        info.clear();
+        let result = if self.obs.is_empty() {
+            let rows = view.rows_mut(Array::Obs(0), id..id + 1);
+            panic::catch(|| f(env, E::Obs::view_mut(&mut std::iter::once(rows)), rng, info, action))
+        } else {
+            let bufs = &mut self.obs[k];
+            let result = panic::catch(|| {
+                f(env, E::Obs::view_mut(&mut bufs.iter_mut().map(LeafBuf::bytes_mut)), rng, info, action)
+            });
+            for (leaf, buf) in bufs.iter().enumerate() {
+                view.rows_mut(Array::Obs(leaf), id..id + 1).copy_from_slice(buf.bytes());
+            }
+            result
+        };
+        if !self.info.is_empty() {
+            self.infos.push((id, self.info));
+        }
+        result
+    }
+
+    fn message(&mut self) -> Option<Vec<u8>> {
+        let message = (!self.infos.is_empty()).then(|| pickle::encode_infos(&self.infos));
+        self.infos.clear();
+        message
     }
 }
 
@@ -83,50 +232,80 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         &mut self,
         view: &mut SlotView<'_>,
         _slot: usize,
-        _options: Option<&[u8]>,
+        options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        self.autoreset.clear();
+        let options = match options.map(pickle::decode).transpose() {
+            Ok(o) => o.unwrap_or(Value::Null),
+            Err(e) => {
+                return Err(RemoteError { kind: "ValueError".into(), message: e.to_string(), ..Default::default() })
+            }
+        };
         let mut first_error = None;
-        for (k, env) in self.envs.iter_mut().enumerate() {
+        for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
+            if skips_reset(view, id) {
+                continue; // not in the reset mask: the env keeps its state and its last observation
+            }
             let seed = seed_of(view, id);
-            let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| env.reset(seed, obs))) {
-                first_error.get_or_insert(panic_error(id, p));
+            if let Some(seed) = seed {
+                self.rngs[k] = EnvRng::seed_from_u64(seed);
+            }
+            let options = &options;
+            let result =
+                self.call(view, k, |env, obs, rng, info, _| env.reset(obs, &mut Ctx::new(rng, seed, options, info)));
+            self.autoreset.record(k, false, false);
+            if let Err(p) = result {
+                let error = self.panicked(id, p);
+                first_error.get_or_insert(error);
+                self.autoreset.record(k, false, true);
             }
             write_step(view, id, 0.0, false, false);
         }
-        first_error.map_or(Ok(None), Err)
+        let message = self.message();
+        first_error.map_or(Ok(message), Err)
     }
 
     fn step(
         &mut self,
         view: &mut SlotView<'_>,
         _slot: usize,
-        _actions: Option<&[u8]>,
+        actions: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
+        if actions.is_some() {
+            return Err(RemoteError {
+                kind: "ProtocolError".into(),
+                message: "Rust envs take their actions from shared memory, but this step sent them pickled".into(),
+                ..Default::default()
+            });
+        }
         let mut first_error = None;
-        for (k, env) in self.envs.iter_mut().enumerate() {
+        let null = Value::Null;
+        for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
             let result = if self.autoreset.take(k) {
-                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
-                catch_unwind(AssertUnwindSafe(|| env.reset(None, obs))).map(|()| Default::default())
+                self.call(view, k, |env, obs, rng, info, _| {
+                    env.reset(obs, &mut Ctx::new(rng, None, &null, info));
+                    Step::default()
+                })
             } else {
-                self.action.copy_from_slice(bytemuck::cast_slice(view.rows(Array::Action(0), id..id + 1)));
-                let obs: &mut [E::Obs] = bytemuck::cast_slice_mut(view.rows_mut(Array::Obs(0), id..id + 1));
-                let action = &self.action;
-                catch_unwind(AssertUnwindSafe(|| env.step(action, obs)))
+                self.action.bytes_mut().copy_from_slice(view.rows(Array::Action(0), id..id + 1));
+                self.call(view, k, |env, obs, rng, info, action| {
+                    let action = E::Action::view(&mut std::iter::once(action.bytes()));
+                    env.step(action, obs, &mut Ctx::new(rng, None, &null, info))
+                })
             };
             let step = match result {
-                Ok(s) => s,
+                Ok(step) => step,
                 Err(p) => {
-                    first_error.get_or_insert(panic_error(id, p));
-                    crate::Step { reward: 0.0, terminated: false, truncated: true }
+                    let error = self.panicked(id, p);
+                    first_error.get_or_insert(error);
+                    Step { reward: 0.0, terminated: false, truncated: true }
                 }
             };
             self.autoreset.record(k, step.terminated, step.truncated);
             write_step(view, id, f64::from(step.reward), step.terminated, step.truncated);
         }
-        first_error.map_or(Ok(None), Err)
+        let message = self.message();
+        first_error.map_or(Ok(message), Err)
     }
 }

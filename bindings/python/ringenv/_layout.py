@@ -121,13 +121,51 @@ def is_flat(space: spaces.Space) -> bool:
 
 
 def from_dict(d: dict) -> spaces.Space:
-    """The Gymnasium space of a built-in Rust env's space description."""
-    if d["kind"] == "box":
+    """The Gymnasium space of a Rust env's space description (``Space::to_json`` in the
+    ``ringenv-worker`` crate, as ``_native.builtin_spaces`` returns it and a worker binary's
+    ``describe`` prints it).
+
+    Kinds: ``box`` (``dtype``, ``shape``, ``low``, ``high``: one bound per element, row-major,
+    infinities as ``"inf"`` / ``"-inf"``; integer bounds are clipped to the dtype's range),
+    ``discrete`` (``n``, ``start``), ``multi_discrete`` (``nvec``, ``start``, ``dtype``),
+    ``multi_binary`` (``n``: the shape), ``dict`` (``spaces``: ``[key, space]`` pairs, kept in
+    that order) and ``tuple`` (``spaces``).
+
+    Raises:
+        ValueError: an unknown kind or dtype, or bounds that are not one per element.
+    """
+    kind = d.get("kind")
+    if kind == "box":
         dtype = np.dtype(d["dtype"])
-        shape = tuple(d["shape"])
-        low = np.array(d["low"], dtype=np.float64).reshape(shape).astype(dtype)
-        high = np.array(d["high"], dtype=np.float64).reshape(shape).astype(dtype)
-        return spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
-    if d["kind"] == "discrete":
-        return spaces.Discrete(d["n"], start=d["start"])
-    raise ValueError(f"unknown space kind {d['kind']!r}")
+        shape = tuple(int(n) for n in d["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        bounds = []
+        for name in ("low", "high"):
+            values = [float(v) for v in d[name]]
+            if len(values) != count:
+                raise ValueError(f"Box {name} has {len(values)} values for shape {shape} ({count} elements)")
+            if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+                if dtype == np.bool_:
+                    lo, hi = 0, 1
+                else:
+                    lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+                # Python ints compare exactly with floats, so int64 bounds such as 2**63 - 1 survive.
+                clipped = [lo if v <= lo else hi if v >= hi else int(v) for v in values]
+                bounds.append(np.array(clipped, dtype=dtype).reshape(shape))
+            else:
+                bounds.append(np.array(values, dtype=np.float64).astype(dtype).reshape(shape))
+        return spaces.Box(low=bounds[0], high=bounds[1], shape=shape, dtype=dtype)  # type: ignore[arg-type]
+    if kind == "discrete":
+        return spaces.Discrete(int(d["n"]), start=int(d["start"]))
+    if kind == "multi_discrete":
+        dtype = np.dtype(d["dtype"])
+        nvec, start = np.array(d["nvec"], dtype=dtype), np.array(d["start"], dtype=dtype)
+        return spaces.MultiDiscrete(nvec, dtype=dtype, start=start)
+    if kind == "multi_binary":
+        dims = [int(n) for n in d["n"]]
+        return spaces.MultiBinary(dims[0] if len(dims) == 1 else dims)
+    if kind == "dict":
+        return spaces.Dict([(str(k), from_dict(v)) for k, v in d["spaces"]])
+    if kind == "tuple":
+        return spaces.Tuple([from_dict(v) for v in d["spaces"]])
+    raise ValueError(f"unknown space kind {kind!r} in {d!r}")

@@ -8,9 +8,11 @@
 //!
 //! - Reset draws a random goal configuration and a different random initial configuration
 //!   (each made by shuffling the blocks and dropping them one by one on the table or on top of an
-//!   existing tower, uniformly). The rng is a [`rand_pcg::Pcg64`] seeded with
-//!   `Pcg64::seed_from_u64(seed)`; with `None` the env continues its stream, and a first reset
-//!   with `None` seeds it from OS entropy.
+//!   existing tower, uniformly), from the [`EnvRng`] the worker gives it (seeded
+//!   with `Pcg64::seed_from_u64(seed)`). Stepped on its own, [`BlocksWorld::reset`] keeps its own
+//!   generator the same way: with `None` the env continues its stream, and a first reset with
+//!   `None` seeds it from OS entropy.
+//! - Arguments (`env_kwargs` from Python, [`BlocksWorldArgs`]): `num_blocks`, 2 to 8, default 4.
 //! - Action: `Discrete(N * (N + 1))`; action `a = x * (N + 1) + y` moves block `x = a / (N + 1)`
 //!   onto block `y = a % (N + 1)`, `y == N` meaning the table. A move is legal when `x` is clear,
 //!   `x != y` and `y` is the table or a clear block (so moving a table block to the table is a
@@ -28,7 +30,6 @@
 //!
 //! ```
 //! use ringenv_worker::envs::blocks_world::{BlocksWorld, Fact};
-//! use ringenv_worker::Env;
 //!
 //! let mut env = BlocksWorld::new(3);
 //! let mut obs = [0u8; 2 * 3 * 4 + 3];
@@ -43,7 +44,7 @@
 //! assert_eq!(env.holds(Fact::Clear(0)), obs[12] == 1);
 //! ```
 
-use crate::{Env, Space, Step};
+use crate::{Ctx, Env, EnvRng, Space, Step};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -165,7 +166,7 @@ fn derive(facts: Facts, n: usize) -> Facts {
 
 /// A random configuration: blocks in random order, each dropped on the table or on the top of
 /// one of the towers so far, chosen uniformly.
-fn random_config(rng: &mut Pcg64, n: usize) -> Facts {
+fn random_config(rng: &mut EnvRng, n: usize) -> Facts {
     let mut order: [usize; MAX] = std::array::from_fn(|i| i);
     order[..n].shuffle(rng);
     let mut tops = [0usize; MAX];
@@ -193,10 +194,26 @@ pub struct BlocksWorld {
     state: Facts,
     /// Goal base facts.
     goal: Facts,
-    /// `None` until the first reset.
+    /// The generator of [`BlocksWorld::reset`] (stepping on its own); `None` until its first
+    /// call. Workers give the env theirs instead.
     rng: Option<Pcg64>,
     elapsed_steps: u32,
     started: bool,
+}
+
+/// The keyword arguments of `BlocksWorld-v0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
+pub struct BlocksWorldArgs {
+    /// Number of blocks, 2 to 8.
+    pub num_blocks: usize,
+}
+
+impl Default for BlocksWorldArgs {
+    /// Four blocks.
+    fn default() -> Self {
+        BlocksWorldArgs { num_blocks: 4 }
+    }
 }
 
 impl Default for BlocksWorld {
@@ -224,6 +241,75 @@ impl BlocksWorld {
             elapsed_steps: 0,
             started: false,
         }
+    }
+
+    /// A world of `num_blocks` blocks, or why not.
+    ///
+    /// # Errors
+    /// When `num_blocks` is not in `2..=8` (the message names it).
+    pub fn try_new(num_blocks: usize) -> Result<Self, String> {
+        if (2..=MAX).contains(&num_blocks) {
+            Ok(Self::new(num_blocks))
+        } else {
+            Err(format!("num_blocks must be an integer from 2 to {MAX}, got {num_blocks}"))
+        }
+    }
+
+    /// Resets with the env's own generator: re-seeded by `Some(seed)`, continued by `None` (for
+    /// stepping the env on its own; workers call [`Env::reset`] with theirs).
+    pub fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
+        let mut rng = match (seed, self.rng.take()) {
+            (Some(seed), _) => Pcg64::seed_from_u64(seed),
+            (None, Some(rng)) => rng,
+            (None, None) => Pcg64::from_os_rng(),
+        };
+        self.start(&mut rng, obs);
+        self.rng = Some(rng);
+    }
+
+    /// Applies `action` (see the module docs) and writes the next observation into `obs`.
+    ///
+    /// # Panics
+    /// When the action is outside `0..N * (N + 1)`, or no reset came first.
+    pub fn step(&mut self, action: &[i64], obs: &mut [u8]) -> Step {
+        self.advance(action, obs)
+    }
+
+    fn start(&mut self, rng: &mut EnvRng, obs: &mut [u8]) {
+        self.goal = random_config(rng, self.n);
+        let mut init = random_config(rng, self.n);
+        while init == self.goal {
+            init = random_config(rng, self.n);
+        }
+        self.state = derive(init, self.n);
+        self.elapsed_steps = 0;
+        self.started = true;
+        self.write_obs(obs);
+    }
+
+    fn advance(&mut self, action: &[i64], obs: &mut [u8]) -> Step {
+        let (n, w) = (self.n, self.n + 1);
+        let (a, count) = (action[0], (n * w) as i64);
+        assert!((0..count).contains(&a), "BlocksWorld action {a} is out of range: valid actions are 0..{count}");
+        assert!(self.started, "BlocksWorld: call reset before step");
+        let (x, y) = (a as usize / w, a as usize % w);
+        let legal = x != y && self.state.has(Fact::Clear(x)) && (y == n || self.state.has(Fact::Clear(y)));
+        let mut reward = -0.1;
+        let mut terminated = false;
+        if legal {
+            // `x` is clear, so only the fact of what `x` stands on changes.
+            let mut base = self.state.base();
+            base.remove(Fact::OnTable(x));
+            (0..n).for_each(|z| base.remove(Fact::On(x, z)));
+            base.add(Fact::stands_on(x, y, n));
+            self.state = derive(base, n);
+            terminated = self.state.base() == self.goal;
+            reward = if terminated { 1.0 } else { -0.01 };
+        }
+        self.elapsed_steps = self.elapsed_steps.saturating_add(1);
+        let truncated = self.elapsed_steps >= Self::MAX_EPISODE_STEPS;
+        self.write_obs(obs);
+        Step { reward, terminated, truncated }
     }
 
     /// The number of blocks `N`.
@@ -276,45 +362,12 @@ impl Env for BlocksWorld {
         Space::Discrete { n: (self.n * (self.n + 1)) as i64, start: 0 }
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
-        let rng = match seed {
-            Some(seed) => self.rng.insert(Pcg64::seed_from_u64(seed)),
-            None => self.rng.get_or_insert_with(Pcg64::from_os_rng),
-        };
-        self.goal = random_config(rng, self.n);
-        let mut init = random_config(rng, self.n);
-        while init == self.goal {
-            init = random_config(rng, self.n);
-        }
-        self.state = derive(init, self.n);
-        self.elapsed_steps = 0;
-        self.started = true;
-        self.write_obs(obs);
+    fn reset(&mut self, obs: &mut [u8], ctx: &mut Ctx) {
+        self.start(ctx.rng(), obs);
     }
 
-    fn step(&mut self, action: &[i64], obs: &mut [u8]) -> Step {
-        let (n, w) = (self.n, self.n + 1);
-        let (a, count) = (action[0], (n * w) as i64);
-        assert!((0..count).contains(&a), "BlocksWorld action {a} is out of range: valid actions are 0..{count}");
-        assert!(self.started, "BlocksWorld: call reset before step");
-        let (x, y) = (a as usize / w, a as usize % w);
-        let legal = x != y && self.state.has(Fact::Clear(x)) && (y == n || self.state.has(Fact::Clear(y)));
-        let mut reward = -0.1;
-        let mut terminated = false;
-        if legal {
-            // `x` is clear, so only the fact of what `x` stands on changes.
-            let mut base = self.state.base();
-            base.remove(Fact::OnTable(x));
-            (0..n).for_each(|z| base.remove(Fact::On(x, z)));
-            base.add(Fact::stands_on(x, y, n));
-            self.state = derive(base, n);
-            terminated = self.state.base() == self.goal;
-            reward = if terminated { 1.0 } else { -0.01 };
-        }
-        self.elapsed_steps = self.elapsed_steps.saturating_add(1);
-        let truncated = self.elapsed_steps >= Self::MAX_EPISODE_STEPS;
-        self.write_obs(obs);
-        Step { reward, terminated, truncated }
+    fn step(&mut self, action: &[i64], obs: &mut [u8], _ctx: &mut Ctx) -> Step {
+        self.advance(action, obs)
     }
 }
 
@@ -471,6 +524,33 @@ mod tests {
             assert_eq!(run(seed), run(seed));
             assert_ne!(run(seed), run(seed + 1000));
         }
+    }
+
+    #[test]
+    fn the_worker_path_equals_stepping_on_its_own() {
+        let mut alone = BlocksWorld::new(5);
+        let mut obs = vec![0u8; alone.obs_len()];
+        let mut hosted = crate::LocalEnv::new(BlocksWorld::new(5)).unwrap();
+        for seed in [3, 4] {
+            alone.reset(Some(seed), &mut obs);
+            hosted.reset(Some(seed));
+            for t in 0..250i64 {
+                let a = [(t * 11) % 30];
+                let (x, y) = (alone.step(&a, &mut obs), hosted.step(&a));
+                assert_eq!((x, &obs[..]), (y, hosted.obs()), "seed {seed} step {t}");
+                if x.terminated || x.truncated {
+                    alone.reset(None, &mut obs);
+                    hosted.reset(None);
+                    assert_eq!(&obs[..], hosted.obs());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn try_new_names_the_bad_count() {
+        assert_eq!(BlocksWorld::try_new(9).unwrap_err(), "num_blocks must be an integer from 2 to 8, got 9");
+        assert_eq!(BlocksWorld::try_new(8).unwrap().num_blocks(), 8);
     }
 
     #[test]

@@ -14,17 +14,18 @@
 //! - Truncated: on the 500th step after a reset and every step after it, as Gymnasium's
 //!   `TimeLimit(max_episode_steps=500)` from the registration does. Like `TimeLimit`, this is set
 //!   even when that step also terminates (both flags are then true).
-//! - Reset: the four state components are drawn uniformly from `[-0.05, 0.05)` with a
-//!   [`rand_pcg::Pcg64`] seeded by `Pcg64::seed_from_u64(seed)`. With `None` the env continues
-//!   its stream; a first reset with `None` seeds it from OS entropy (as Gymnasium does). The
-//!   random draws differ from NumPy's, so reset states are not Gymnasium's for the same seed.
+//! - Reset: the four state components are drawn uniformly from `[-0.05, 0.05)` with the
+//!   [`EnvRng`] (`rand_pcg::Pcg64`) the worker gives it, seeded by
+//!   `Pcg64::seed_from_u64(seed)`. Stepped on its own, [`CartPole::reset`] keeps its own
+//!   generator the same way: with `None` the env continues its stream; a first reset with `None`
+//!   seeds it from OS entropy (as Gymnasium does). The random draws differ from NumPy's, so reset
+//!   states are not Gymnasium's for the same seed.
 //! - Spaces: observation `Box(-high, high, (4,), float32)` with
 //!   `high = [4.8, inf, 0.41887903, inf]` (the `float32` values Gymnasium stores, `inf` exactly as
 //!   its source has it); action `Discrete(2)`. An action other than 0 or 1 panics.
 //!
 //! ```
 //! use ringenv_worker::envs::CartPole;
-//! use ringenv_worker::Env;
 //!
 //! let mut env = CartPole::new();
 //! let mut obs = [0.0f32; 4];
@@ -43,7 +44,7 @@
 //! assert!(steps < 100 && obs[2] < -0.2);
 //! ```
 
-use crate::{Env, Space, Step};
+use crate::{Ctx, Env, EnvRng, Space, Step};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use ringenv_runtime::DType;
@@ -67,7 +68,8 @@ const X_THRESHOLD: f64 = 2.4;
 pub struct CartPole {
     /// `[x, x_dot, theta, theta_dot]`.
     state: [f64; 4],
-    /// `None` until the first reset.
+    /// The generator of [`CartPole::reset`] (stepping on its own); `None` until its first call.
+    /// Workers give the env theirs instead.
     rng: Option<Pcg64>,
     /// Steps since the last reset (Gymnasium's `TimeLimit._elapsed_steps`).
     elapsed_steps: u32,
@@ -104,6 +106,36 @@ impl CartPole {
         self.started = true;
     }
 
+    /// Resets with the env's own generator: re-seeded by `Some(seed)`, continued by `None` (for
+    /// stepping the env on its own; workers call [`Env::reset`] with theirs).
+    pub fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
+        let mut rng = match (seed, self.rng.take()) {
+            (Some(seed), _) => Pcg64::seed_from_u64(seed),
+            (None, Some(rng)) => rng,
+            (None, None) => Pcg64::from_os_rng(),
+        };
+        self.start(&mut rng, obs);
+        self.rng = Some(rng);
+    }
+
+    /// Pushes the cart left (`[0]`) or right (`[1]`) and writes the next observation.
+    ///
+    /// # Panics
+    /// For another action, or when no reset (or `set_state`) came first.
+    pub fn step(&mut self, action: &[i64], obs: &mut [f32]) -> Step {
+        self.advance(action, obs)
+    }
+
+    fn start(&mut self, rng: &mut EnvRng, obs: &mut [f32]) {
+        for s in &mut self.state {
+            *s = rng.random_range(-0.05..0.05);
+        }
+        self.elapsed_steps = 0;
+        self.terminated = false;
+        self.started = true;
+        self.write_obs(obs);
+    }
+
     fn write_obs(&self, obs: &mut [f32]) {
         assert_eq!(obs.len(), 4, "CartPole observation must have 4 elements");
         for (o, s) in obs.iter_mut().zip(self.state) {
@@ -131,21 +163,17 @@ impl Env for CartPole {
         Space::Discrete { n: 2, start: 0 }
     }
 
-    fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        let rng = match seed {
-            Some(seed) => self.rng.insert(Pcg64::seed_from_u64(seed)),
-            None => self.rng.get_or_insert_with(Pcg64::from_os_rng),
-        };
-        for s in &mut self.state {
-            *s = rng.random_range(-0.05..0.05);
-        }
-        self.elapsed_steps = 0;
-        self.terminated = false;
-        self.started = true;
-        self.write_obs(obs);
+    fn reset(&mut self, obs: &mut [f32], ctx: &mut Ctx) {
+        self.start(ctx.rng(), obs);
     }
 
-    fn step(&mut self, action: &[i64], obs: &mut [f32]) -> Step {
+    fn step(&mut self, action: &[i64], obs: &mut [f32], _ctx: &mut Ctx) -> Step {
+        self.advance(action, obs)
+    }
+}
+
+impl CartPole {
+    fn advance(&mut self, action: &[i64], obs: &mut [f32]) -> Step {
         let action = action[0];
         assert!(action == 0 || action == 1, "CartPole action {action} is out of range: valid actions are 0 and 1");
         assert!(self.started, "CartPole: call reset before step");

@@ -124,9 +124,10 @@ def check_device(device: str) -> None:
 class EnvTarget:
     """An env named on the command line.
 
-    ``kind`` is ``"builtin"`` (a ringenv Rust env), ``"gymnasium"`` (a registered Gymnasium id) or
-    ``"factory"`` (a ``module:callable``). ``python_factory`` builds one Python (Gymnasium) env, or is
-    ``None`` when there is no Python implementation (``BlocksWorld-v0``).
+    ``kind`` is ``"builtin"`` (a Rust env: one of ringenv's own, or, when ``worker`` is set, one
+    served by that worker binary), ``"gymnasium"`` (a registered Gymnasium id) or ``"factory"``
+    (a ``module:callable``). ``python_factory`` builds one Python (Gymnasium) env, or is ``None``
+    when there is no Python implementation (``BlocksWorld-v0``, worker binaries).
     """
 
     name: str
@@ -134,10 +135,13 @@ class EnvTarget:
     kwargs: Dict[str, Any] = field(default_factory=dict)
     python_factory: Optional[Callable[[], Any]] = None
     gym_id: Optional[str] = None
+    worker: Optional[str] = None
 
     @property
     def label(self) -> str:
         """How the env is described in output."""
+        if self.worker is not None:
+            return f"{self.name} (Rust, worker binary {self.worker})"
         return {"builtin": f"{self.name} (ringenv built-in, Rust)",
                 "gymnasium": f"{self.name} (Gymnasium, Python)",
                 "factory": f"{self.name} (factory, Python)"}[self.kind]
@@ -147,7 +151,8 @@ class EnvTarget:
         import ringenv
 
         if self.kind == "builtin":
-            return ringenv.make_vec(self.name, num_envs, vector_kwargs={"num_workers": num_workers}, **self.kwargs)
+            return ringenv.make_vec(self.name, num_envs, vector_kwargs={"num_workers": num_workers},
+                                    worker=self.worker, **self.kwargs)
         factory = self.python_factory
         assert factory is not None, "a non-built-in target has a Python factory"
         return ringenv.AsyncVectorEnv([factory] * num_envs, num_workers=num_workers)
@@ -163,17 +168,29 @@ def _gym_spec_or_none(env_id: str):
 
 
 def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_builtin: bool = True) -> EnvTarget:
-    """The env ``text`` names: a built-in id (preferred, as ``ringenv.make_vec`` does), a
-    ``module:callable`` factory, or a Gymnasium id (``module:Id-v0`` imports ``module`` first).
+    """The env ``text`` names: a Rust env of a worker binary (``PATH:ENV_ID``, ``PATH`` an existing
+    file, as ``ringenv.make_vec`` accepts it), a built-in id (preferred, as ``ringenv.make_vec``
+    does), a ``module:callable`` factory, or a Gymnasium id (``module:Id-v0`` imports ``module``
+    first).
 
     Raises:
-        UsageError: naming the argument ``ENV``, when ``text`` names none of these.
+        UsageError: naming the argument ``ENV``, when ``text`` names none of these, or a worker
+            binary that cannot describe the env (its message).
     """
     import gymnasium as gym
 
     import ringenv
+    from ringenv.registration import describe_worker, split_worker_id
 
     kwargs = dict(kwargs or {})
+    split = split_worker_id(text)
+    if split is not None:
+        worker, env_id = split
+        try:
+            describe_worker(worker, env_id, kwargs)  # the binary's own error, before any measurement
+        except (OSError, ValueError, TypeError) as e:
+            raise UsageError(f"argument ENV: {text!r}: {e}") from None
+        return EnvTarget(env_id, "builtin", kwargs, None, None, worker=worker)
     if prefer_builtin and text in ringenv.builtin_env_ids():
         spec = _gym_spec_or_none(text)
         python_factory = functools.partial(gym.make, text, **kwargs) if spec is not None else None

@@ -21,7 +21,7 @@ too, for a like-for-like comparison."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("env", metavar="ENV", help="built-in ringenv id, Gymnasium id, or module:callable")
+    p.add_argument("env", metavar="ENV", help="built-in ringenv id, Gymnasium id, module:callable, or BINARY:ID")
     p.add_argument("--num-envs", type=_common.positive_int, default=16, metavar="N",
                    help="envs in each vector env (default 16)")
     p.add_argument("--workers", type=_common.positive_int, default=None, metavar="W",
@@ -182,6 +182,9 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         if env.gym_id:
             out.print(f"note: ringenv's first row steps the built-in Rust {env.name}; the other rows step Gymnasium's "
                       f"Python {env.gym_id} (gymnasium.make) - the second ringenv row is the like-for-like comparison",
+                      soft_wrap=True)
+        elif getattr(env, "worker", None):
+            out.print(f"note: {env.name} is a Rust env served by worker binary {env.worker}; the peers cannot run it",
                       soft_wrap=True)
         else:
             out.print(f"note: {env.name} is a ringenv built-in Rust env with no Gymnasium implementation; "

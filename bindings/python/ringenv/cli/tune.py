@@ -18,8 +18,9 @@ steps/s, batch latency and the CPU used by the main process and by the whole pro
 recommend a worker count.
 
 ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
-does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), or a module:callable
-that builds one env (e.g. my_envs:make_env; the current directory is searched)."""
+does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), a module:callable
+that builds one env (e.g. my_envs:make_env; the current directory is searched), or a worker
+binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md)."""
 
 # The recommendation rule (also written into the JSON report).
 NEAR_FRACTION = 0.05  # "within 5% of the highest throughput"

@@ -1,0 +1,160 @@
+//! `check_env` finds each problem it promises to find, in envs broken on purpose, and passes
+//! good envs (with allocation measured: this test program counts allocations).
+
+use ringenv_worker::{check_env, CheckOptions, Ctx, DType, Env, ProblemKind, Space, Step};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[global_allocator]
+static ALLOC: ringenv_worker::CountingAlloc = ringenv_worker::CountingAlloc;
+
+/// What each test env gets wrong.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    /// Writes 2 into a [0, 1] Box at step 3.
+    OutOfSpace,
+    /// Reads a counter shared by all envs.
+    SharedState,
+    /// Keeps its step count across resets.
+    LeakyReset,
+    /// Never writes element 1.
+    Unwritten,
+    /// Panics at step 5.
+    Panics,
+    /// Pushes onto a growing Vec.
+    Allocates,
+    /// Returns a NaN reward at step 2.
+    NanReward,
+}
+
+static SHARED: AtomicU64 = AtomicU64::new(0);
+
+struct Faulty {
+    fault: Fault,
+    t: u32,
+    log: Vec<u32>,
+}
+
+fn faulty(fault: Fault) -> Faulty {
+    Faulty { fault, t: 0, log: Vec::new() }
+}
+
+impl Env for Faulty {
+    type Obs = f32;
+    type Action = i64;
+    fn observation_space(&self) -> Space {
+        Space::boxed(DType::F32, &[2], 0.0, 1.0)
+    }
+    fn action_space(&self) -> Space {
+        Space::discrete(3)
+    }
+    fn reset(&mut self, obs: &mut [f32], ctx: &mut Ctx) {
+        if self.fault != Fault::LeakyReset {
+            self.t = 0;
+        }
+        let x: f32 = ringenv_worker::rand::Rng::random(ctx.rng());
+        obs[0] = x;
+        if self.fault != Fault::Unwritten {
+            obs[1] = 0.0;
+        }
+    }
+    fn step(&mut self, action: &[i64], obs: &mut [f32], _: &mut Ctx) -> Step {
+        self.t += 1;
+        obs[0] = (self.t % 7) as f32 / 10.0 + action[0] as f32 * 0.01;
+        if self.fault != Fault::Unwritten {
+            obs[1] = 1.0;
+        }
+        let mut reward = 1.0;
+        match self.fault {
+            Fault::OutOfSpace if self.t == 3 => obs[1] = 2.0,
+            Fault::SharedState => obs[0] = (SHARED.fetch_add(1, Ordering::Relaxed) % 3) as f32 / 2.0,
+            Fault::Panics if self.t == 5 => panic!("fault at step {}", self.t),
+            Fault::Allocates => self.log.push(self.t),
+            Fault::NanReward if self.t == 2 => reward = f32::NAN,
+            _ => {}
+        }
+        Step { reward, terminated: false, truncated: self.t % 25 == 0 }
+    }
+}
+
+const OPTIONS: CheckOptions = CheckOptions { steps: 200, seed: 3 };
+
+fn kinds(fault: Fault) -> Vec<ProblemKind> {
+    let report = check_env(|| faulty(fault), &OPTIONS);
+    report.problems.iter().map(|p| p.kind).collect()
+}
+
+#[test]
+fn a_good_env_passes_with_allocation_measured() {
+    let report = check_env(|| faulty(Fault::None), &OPTIONS);
+    assert!(report.is_ok(), "{report}");
+    assert_eq!((report.steps, report.episodes, report.allocations), (200, 8, Some(0)));
+    assert!(report.to_string().ends_with("PASSED"), "{report}");
+}
+
+#[test]
+fn each_fault_is_found_and_named() {
+    assert_eq!(kinds(Fault::OutOfSpace), [ProblemKind::ObservationOutsideSpace]);
+    assert_eq!(kinds(Fault::NanReward), [ProblemKind::NonFiniteReward]);
+    assert_eq!(kinds(Fault::Allocates), [ProblemKind::AllocatesInStep]);
+    assert!(kinds(Fault::SharedState).contains(&ProblemKind::NonDeterministic));
+    assert_eq!(kinds(Fault::LeakyReset), [ProblemKind::NonDeterministic]);
+    assert_eq!(kinds(Fault::Unwritten), [ProblemKind::NonDeterministic]);
+
+    let report = check_env(|| faulty(Fault::OutOfSpace), &OPTIONS);
+    assert_eq!(report.problems[0].message, "run 1, step 3: observation element 1 is 2, outside [0, 1]");
+    let report = check_env(|| faulty(Fault::LeakyReset), &OPTIONS);
+    assert!(report.problems[0].message.starts_with("run 3 (the first env re-seeded"), "{report}");
+    let report = check_env(|| faulty(Fault::Unwritten), &OPTIONS);
+    let message = &report.problems[0].message;
+    assert!(message.contains("at the first reset: observation element 1 is 0 vs NaN"), "{message}");
+    assert!(report.to_string().contains("FAIL  same seed"), "{report}");
+}
+
+#[test]
+fn a_panic_ends_the_check_with_message_and_location() {
+    let report = check_env(|| faulty(Fault::Panics), &OPTIONS);
+    let [problem] = report.problems.as_slice() else { panic!("{report}") };
+    assert_eq!(problem.kind, ProblemKind::Panic);
+    assert!(
+        problem.message.starts_with("run 1: step 5 panicked: fault at step 5 (panicked at "),
+        "{}",
+        problem.message
+    );
+    assert!(problem.message.contains("sdk_check.rs:"), "{}", problem.message);
+    assert_eq!(report.steps, 4);
+    let report = check_env(|| -> Faulty { panic!("cannot build") }, &OPTIONS);
+    assert!(report.problems[0].message.starts_with("building the first env panicked: cannot build"), "{report}");
+}
+
+#[test]
+fn spaces_that_do_not_fit_the_types_are_refused() {
+    struct Wrong;
+    impl Env for Wrong {
+        type Obs = f64;
+        type Action = i64;
+        fn observation_space(&self) -> Space {
+            Space::boxed(DType::F32, &[1], 0.0, 1.0)
+        }
+        fn action_space(&self) -> Space {
+            Space::discrete(2)
+        }
+        fn reset(&mut self, _: &mut [f64], _: &mut Ctx) {}
+        fn step(&mut self, _: &[i64], _: &mut [f64], _: &mut Ctx) -> Step {
+            Step::default()
+        }
+    }
+    let report = check_env(|| Wrong, &OPTIONS);
+    assert_eq!(report.problems.len(), 1);
+    assert_eq!(report.problems[0].kind, ProblemKind::Spaces);
+    assert!(report.problems[0].message.contains("[float32[1]]") && report.problems[0].message.contains("(f64)"));
+}
+
+#[test]
+fn builtin_envs_pass() {
+    let report = check_env(ringenv_worker::envs::CartPole::new, &CheckOptions { steps: 2000, seed: 0 });
+    assert!(report.is_ok(), "{report}");
+    assert!(report.episodes > 20);
+    let report = check_env(|| ringenv_worker::envs::BlocksWorld::new(5), &OPTIONS);
+    assert!(report.is_ok(), "{report}");
+}

@@ -1,0 +1,217 @@
+//! Stepping one env in this process, without a worker: for unit tests, scripts and
+//! [`check_env`](crate::check_env).
+//!
+//! A [`LocalEnv`] owns the env, its observation buffers (one per leaf, allocated once), its random
+//! number generator and its [`Info`], and gives them to the env exactly as a worker does: a seeded
+//! reset re-seeds the generator with `EnvRng::seed_from_u64(seed)`, an unseeded one continues it.
+//! So a `LocalEnv` reset with seed `s + i` sees what env `i` of a vector env reset with seed `s`
+//! sees. There is no autoreset: call [`LocalEnv::reset`] when an episode ends.
+//!
+//! ```
+//! use ringenv_worker::{envs::BlocksWorld, LocalEnv};
+//! let mut env = LocalEnv::new(BlocksWorld::new(3)).unwrap();
+//! env.reset(Some(7));
+//! let first = env.obs().to_vec();
+//! let step = env.step(&[0]); // block 0 onto itself: illegal
+//! assert_eq!((step.reward, env.obs()), (-0.1, &first[..]));
+//! ```
+
+use crate::env::{declared_spaces, SpaceError};
+use crate::leaves::LeafBuf;
+use crate::{ActionRef, Ctx, Env, EnvRng, Info, Leaves, Space, Step};
+use rand::SeedableRng;
+use serde_json::Value;
+
+/// One env with its buffers and generator (see the [module docs](self)).
+///
+/// ```
+/// use ringenv_worker::{envs::CartPole, LocalEnv};
+/// let mut a = LocalEnv::new(CartPole::new()).unwrap();
+/// let mut b = LocalEnv::new(CartPole::new()).unwrap();
+/// a.reset(Some(5));
+/// b.reset(Some(5));
+/// assert_eq!(a.obs(), b.obs()); // the same seed, the same episode
+/// assert_eq!(a.step(&[1]), b.step(&[1]));
+/// assert_eq!(a.obs_bytes()[0].len(), 16); // one float32[4] leaf
+/// ```
+pub struct LocalEnv<E: Env> {
+    env: E,
+    observation_space: Space,
+    action_space: Space,
+    obs: Vec<LeafBuf>,
+    /// The action of [`LocalEnv::step_bytes`], copied into aligned storage.
+    action: LeafBuf,
+    rng: EnvRng,
+    info: Info,
+}
+
+impl<E: Env> LocalEnv<E> {
+    /// Wraps `env`, checking its spaces against its types; the generator starts from OS entropy.
+    ///
+    /// # Errors
+    /// [`SpaceError`] when the spaces are malformed, the action space is not flat, or the leaves
+    /// do not match `E::Obs` / `E::Action`.
+    pub fn new(env: E) -> Result<LocalEnv<E>, SpaceError> {
+        let (observation_space, action_space) = declared_spaces(&env)?;
+        let obs = observation_space.leaves().iter().map(|leaf| LeafBuf::new(leaf.bytes())).collect();
+        let action = LeafBuf::new(action_space.array_spec().bytes());
+        let (rng, info) = (EnvRng::from_os_rng(), Info::default());
+        Ok(LocalEnv { env, observation_space, action_space, obs, action, rng, info })
+    }
+
+    /// Resets the env: with `Some(seed)` the generator is re-seeded first.
+    pub fn reset(&mut self, seed: Option<u64>) {
+        self.reset_with_options(seed, &Value::Null);
+    }
+
+    /// Resets the env with reset options (a JSON object, as Python's `options` arrive).
+    pub fn reset_with_options(&mut self, seed: Option<u64>, options: &Value) {
+        if let Some(seed) = seed {
+            self.rng = EnvRng::seed_from_u64(seed);
+        }
+        self.info.clear();
+        let mut ctx = Ctx::new(&mut self.rng, seed, options, &mut self.info);
+        self.env.reset(E::Obs::view_mut(&mut self.obs.iter_mut().map(LeafBuf::bytes_mut)), &mut ctx);
+    }
+
+    /// Steps the env with `action` (for example `&[1]` for a Discrete action).
+    pub fn step(&mut self, action: ActionRef<'_, E>) -> Step {
+        self.info.clear();
+        let mut ctx = Ctx::new(&mut self.rng, None, &Value::Null, &mut self.info);
+        self.env.step(action, E::Obs::view_mut(&mut self.obs.iter_mut().map(LeafBuf::bytes_mut)), &mut ctx)
+    }
+
+    /// Steps the env with an action given as the bytes of its leaf (native byte order); allocates
+    /// nothing.
+    ///
+    /// # Panics
+    /// When `action` is not exactly one element of the action space.
+    pub fn step_bytes(&mut self, action: &[u8]) -> Step {
+        self.action.bytes_mut().copy_from_slice(action);
+        self.info.clear();
+        let mut ctx = Ctx::new(&mut self.rng, None, &Value::Null, &mut self.info);
+        let obs = E::Obs::view_mut(&mut self.obs.iter_mut().map(LeafBuf::bytes_mut));
+        self.env.step(E::Action::view(&mut std::iter::once(self.action.bytes())), obs, &mut ctx)
+    }
+
+    /// The last observation, typed (`&[f32]`, or a tuple of slices for several leaves).
+    pub fn obs(&self) -> <E::Obs as Leaves>::Ref<'_> {
+        E::Obs::view(&mut self.obs.iter().map(LeafBuf::bytes))
+    }
+
+    /// The last observation's leaves as bytes, in leaf order.
+    pub fn obs_bytes(&self) -> Vec<&[u8]> {
+        self.obs.iter().map(LeafBuf::bytes).collect()
+    }
+
+    /// Sets every byte of the observation buffers to `byte` (to find elements an env leaves
+    /// unwritten).
+    pub fn fill_obs(&mut self, byte: u8) {
+        self.obs.iter_mut().for_each(|b| b.bytes_mut().fill(byte));
+    }
+
+    /// The info the last reset or step filled.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// The observation space (checked).
+    pub fn observation_space(&self) -> &Space {
+        &self.observation_space
+    }
+
+    /// The action space (checked, flat).
+    pub fn action_space(&self) -> &Space {
+        &self.action_space
+    }
+
+    /// The env.
+    pub fn env(&self) -> &E {
+        &self.env
+    }
+
+    /// The env, mutably (to set up a state in a test).
+    pub fn env_mut(&mut self) -> &mut E {
+        &mut self.env
+    }
+
+    /// The generator, for example to draw a random action from the same stream.
+    pub fn rng(&mut self) -> &mut EnvRng {
+        &mut self.rng
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DType, InfoValue};
+
+    /// A Dict observation of two leaves, a MultiBinary action, and info and options use.
+    struct Lights {
+        on: [u8; 3],
+    }
+    impl Env for Lights {
+        type Obs = (u8, f64);
+        type Action = i8;
+        fn observation_space(&self) -> Space {
+            Space::dict([
+                ("on", Space::boxed(DType::Bool, &[3], 0.0, 1.0)),
+                ("lit", Space::boxed(DType::F64, &[], 0.0, 3.0)),
+            ])
+        }
+        fn action_space(&self) -> Space {
+            Space::multi_binary(3)
+        }
+        fn reset(&mut self, (on, lit): (&mut [u8], &mut [f64]), ctx: &mut Ctx) {
+            let all = ctx.options().get("all_on").and_then(Value::as_bool).unwrap_or(false);
+            self.on = [u8::from(all); 3];
+            on.copy_from_slice(&self.on);
+            lit[0] = f64::from(self.on.iter().sum::<u8>());
+        }
+        fn step(&mut self, action: &[i8], (on, lit): (&mut [u8], &mut [f64]), ctx: &mut Ctx) -> Step {
+            for (light, &flip) in self.on.iter_mut().zip(action) {
+                *light ^= flip as u8;
+            }
+            on.copy_from_slice(&self.on);
+            lit[0] = f64::from(self.on.iter().sum::<u8>());
+            ctx.info().set("lit", lit[0]);
+            Step { reward: lit[0] as f32, terminated: lit[0] == 3.0, truncated: false }
+        }
+    }
+
+    #[test]
+    fn composite_observations_options_and_info() {
+        let mut env = LocalEnv::new(Lights { on: [0; 3] }).unwrap();
+        env.reset_with_options(Some(1), &serde_json::json!({"all_on": true}));
+        assert_eq!(env.obs(), (&[1, 1, 1][..], &[3.0][..]));
+        env.reset(None);
+        assert_eq!(env.obs(), (&[0, 0, 0][..], &[0.0][..]));
+        assert!(env.info().is_empty());
+        let step = env.step(&[1, 0, 1]);
+        assert_eq!((step.reward, env.obs().0), (2.0, &[1, 0, 1][..]));
+        assert_eq!(env.info().get("lit"), Some(InfoValue::Float(2.0)));
+        assert_eq!(env.obs_bytes()[1], 2.0f64.to_ne_bytes());
+        assert!(env.step_bytes(&[0, 1, 0]).terminated);
+    }
+
+    #[test]
+    fn mismatched_types_are_refused_naming_leaves_and_types() {
+        struct Wrong;
+        impl Env for Wrong {
+            type Obs = f32;
+            type Action = i64;
+            fn observation_space(&self) -> Space {
+                Lights { on: [0; 3] }.observation_space()
+            }
+            fn action_space(&self) -> Space {
+                Space::discrete(2)
+            }
+            fn reset(&mut self, _: &mut [f32], _: &mut Ctx) {}
+            fn step(&mut self, _: &[i64], _: &mut [f32], _: &mut Ctx) -> Step {
+                Step::default()
+            }
+        }
+        let err = LocalEnv::new(Wrong).err().unwrap().to_string();
+        assert!(err.contains("bool[3], float64[1]") && err.contains("(f32)"), "{err}");
+    }
+}
