@@ -9,5 +9,14 @@ cargo test --workspace --locked
 echo "== type stubs and annotations"
 "${RINGENV_VENV:-.venv}/bin/python" -m mypy.stubtest ringenv._native
 "${RINGENV_VENV:-.venv}/bin/python" -m mypy -p ringenv --ignore-missing-imports
+echo "== loom models of the rings and the wake-up protocol (docs/RELIABILITY.md)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
+    cargo test -p ringenv-runtime --release --locked --test loom_ring --test loom_wakeup
+if cargo +nightly miri --version >/dev/null 2>&1; then
+    echo "== Miri"
+    cargo +nightly miri test -p ringenv-runtime --lib -- ring:: layout:: header:: descriptor:: futex:: wakeup::
+fi
+echo "== soak (short; scripts/soak.py --steps 10000000 for the full run)"
+"${RINGENV_VENV:-.venv}/bin/python" scripts/soak.py --steps 200000
 echo "== pytest"
 "${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q

@@ -156,8 +156,12 @@ impl ControlChannel {
         if len > MAX_FRAME {
             return Err(ControlError::Protocol(format!("frame length {len} exceeds {MAX_FRAME}")));
         }
-        let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).map_err(mid_frame)?;
+        // Grow the buffer as bytes arrive: a corrupt length must not allocate up to MAX_FRAME.
+        let mut body = Vec::new();
+        (&mut self.stream).take(len as u64).read_to_end(&mut body).map_err(mid_frame)?;
+        if body.len() != len {
+            return Err(ControlError::Closed);
+        }
         postcard::from_bytes(&body).map_err(|e| ControlError::Protocol(e.to_string()))
     }
 }

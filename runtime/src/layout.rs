@@ -74,11 +74,19 @@ impl ArraySpec {
     }
     /// Number of elements of one env's array (1 for a scalar).
     pub fn elements(&self) -> usize {
-        self.shape.iter().product()
+        self.checked_bytes().expect("array size fits in usize") / self.dtype.size()
     }
     /// Bytes of one env's array.
+    ///
+    /// # Panics
+    /// On overflow, which a spec accepted by [`Layout::new`] cannot have (it checks
+    /// [`ArraySpec::checked_bytes`]).
     pub fn bytes(&self) -> usize {
-        self.elements() * self.dtype.size()
+        self.checked_bytes().expect("array size fits in usize")
+    }
+    /// Bytes of one env's array, or `None` when the size overflows `usize` (a corrupt header).
+    pub fn checked_bytes(&self) -> Option<usize> {
+        self.shape.iter().try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d))
     }
 }
 
@@ -178,6 +186,12 @@ const fn align_up(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
 }
 
+/// `x` rounded up to a multiple of `a`, or `TooLarge` on overflow (sizes from a header are not
+/// trusted: fuzzing found headers whose sizes overflow).
+fn checked_align_up(x: usize, a: usize) -> Result<usize, LayoutError> {
+    x.checked_next_multiple_of(a).ok_or(LayoutError::TooLarge)
+}
+
 impl Layout {
     /// The layout of a single-leaf observation and a single-leaf action (a Box or Discrete each).
     ///
@@ -237,13 +251,20 @@ impl Layout {
                 + Ring::<Completion>::mem_size(COMMAND_RING_CAPACITY),
             128,
         );
-        let metrics = align_up(commands + num_workers * command_stride, 128);
-        let metrics_size = PoolMetrics::MEM_SIZE + num_workers * WorkerMetrics::MEM_SIZE;
-        let slots = align_up(metrics + metrics_size, 4096);
+        for spec in obs.iter().chain(&action) {
+            spec.checked_bytes().ok_or(LayoutError::TooLarge)?;
+        }
+        let too_large = || LayoutError::TooLarge;
+        let region_end = num_workers.checked_mul(command_stride).and_then(|r| r.checked_add(commands));
+        let metrics = checked_align_up(region_end.ok_or_else(too_large)?, 128)?;
+        let metrics_size =
+            num_workers.checked_mul(WorkerMetrics::MEM_SIZE).and_then(|m| m.checked_add(PoolMetrics::MEM_SIZE));
+        let slots =
+            checked_align_up(metrics.checked_add(metrics_size.ok_or_else(too_large)?).ok_or_else(too_large)?, 4096)?;
         let mut cursor = 0usize;
         let mut take = |bytes: usize| -> Result<usize, LayoutError> {
             let at = cursor;
-            cursor = align_up(at.checked_add(bytes).ok_or(LayoutError::TooLarge)?, ARRAY_ALIGN);
+            cursor = checked_align_up(at.checked_add(bytes).ok_or(LayoutError::TooLarge)?, ARRAY_ALIGN)?;
             Ok(at)
         };
         let per = |b: usize| num_envs.checked_mul(b).ok_or(LayoutError::TooLarge);
@@ -261,7 +282,7 @@ impl Layout {
             seed: take(per(8)?)?,
             seed_flags: take(num_envs)?,
         };
-        let slot_stride = align_up(cursor, 4096);
+        let slot_stride = checked_align_up(cursor, 4096)?;
         let total = slot_stride.checked_mul(depth).and_then(|s| s.checked_add(slots)).ok_or(LayoutError::TooLarge)?;
         Ok(Layout {
             num_envs,

@@ -25,6 +25,7 @@ pub mod ring;
 pub mod segment;
 pub mod slot;
 pub mod supervisor;
+mod sync;
 pub mod wakeup;
 
 pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError};

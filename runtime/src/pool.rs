@@ -381,6 +381,10 @@ impl Pool {
             let error = ControlError::Protocol(format!("unexpected completion {c:?} (pending seq {})", pending.seq));
             return self.on_death(w, Some(error));
         }
+        if c.is_error() && !c.has_message() {
+            let error = ControlError::Protocol(format!("error completion {c:?} without its error message"));
+            return self.on_death(w, Some(error));
+        }
         pending.done[w] = true;
         if c.has_message() {
             match self.workers[w].control.recv(Some(Duration::from_secs(30))) {

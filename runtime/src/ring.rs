@@ -13,6 +13,14 @@
 //! their own cache lines. Nothing in the ring is a pointer: it is valid at any address, in any
 //! process that maps it.
 //!
+//! Atomics and the cell come from the crate's `sync` module, so `tests/rust/loom_ring.rs`
+//! model-checks this code as it is (push/pop, full, empty, wrap-around, several producers, the
+//! consumer claim), with loom flagging any unsynchronised access to a cell's value. Under
+//! `cfg(loom)`, [`Ring::init`] constructs the header and cells in place (loom's atomics are not
+//! valid when zeroed); in a normal build it relies on the zeroed memory the [`Memory`] contract
+//! promises. The unit tests below make no system call and shrink under Miri (see
+//! `docs/RELIABILITY.md`).
+//!
 //! ```
 //! use ringenv_runtime::{memory::HeapMemory, Ring};
 //! use std::sync::Arc;
@@ -27,11 +35,10 @@
 //! ```
 
 use crate::memory::Memory;
+use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use bytemuck::Pod;
 use crossbeam_utils::CachePadded;
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[repr(C)]
@@ -90,8 +97,13 @@ impl<T: Pod> Ring<T> {
     /// by anything else.
     pub unsafe fn init(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Ring<T> {
         assert!(capacity >= 2 && capacity.is_power_of_two(), "ring capacity {capacity} is not a power of two >= 2");
-        // SAFETY: the caller guarantees the region; `attach` checks bounds and alignment.
-        let ring = unsafe { Self::attach(mem, offset, capacity) }.expect("ring region fits");
+        let ring = Self::place(mem, offset, capacity).expect("ring region fits");
+        #[cfg(loom)]
+        // SAFETY: `place` checked bounds and alignment; the caller guarantees nothing else uses
+        // the region, so overwriting it (without dropping what was there: zeroes) is sound.
+        unsafe {
+            ring.construct(capacity)
+        };
         let header = ring.header();
         header.meta.0.store(capacity as u64, Ordering::Relaxed);
         for i in 0..capacity {
@@ -107,22 +119,49 @@ impl<T: Pod> Ring<T> {
     /// The region must hold a ring initialised by [`Ring::init`] with the same `T`, or be about to
     /// be initialised by the caller.
     pub unsafe fn attach(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
+        let ring = Self::place(mem, offset, capacity)?;
+        let recorded = ring.header().meta.0.load(Ordering::Relaxed);
+        (recorded == 0 || recorded == capacity as u64).then_some(ring)
+    }
+
+    /// A handle to the region at `offset`, reading nothing from it; `None` when it does not fit
+    /// in `mem`, is not 128-byte aligned, or `capacity` is not a power of two.
+    fn place(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
         let end = offset.checked_add(Self::mem_size(capacity))?;
         if end > mem.len() || (mem.as_ptr() as usize + offset) % 128 != 0 || !capacity.is_power_of_two() {
             return None;
         }
         // SAFETY: in bounds (checked above).
         let base = unsafe { mem.as_ptr().add(offset) };
-        let ring = Ring {
+        Some(Ring {
             header: base as *const RingHeader,
             // SAFETY: in bounds (checked above).
             cells: unsafe { base.add(std::mem::size_of::<RingHeader>()) } as *const Cell<T>,
             mask: capacity as u64 - 1,
             mem,
             _t: PhantomData,
+        })
+    }
+
+    /// Writes a fresh header and `capacity` fresh cells over the region (loom's atomics and
+    /// cells must be constructed, not found zeroed); `init` then sets their values.
+    ///
+    /// # Safety
+    /// The region (checked by `place`) must be unused by anything else.
+    #[cfg(loom)]
+    unsafe fn construct(&self, capacity: usize) {
+        let header = RingHeader {
+            head: CachePadded::new(AtomicU64::new(0)),
+            tail: CachePadded::new(AtomicU64::new(0)),
+            meta: CachePadded::new((AtomicU64::new(0), AtomicU32::new(0))),
         };
-        let recorded = ring.header().meta.0.load(Ordering::Relaxed);
-        (recorded == 0 || recorded == capacity as u64).then_some(ring)
+        // SAFETY: in bounds and aligned (`place`); unused by anything else (the caller).
+        unsafe { (self.header as *mut RingHeader).write(header) };
+        for i in 0..capacity {
+            let cell = Cell { stamp: AtomicU64::new(0), value: UnsafeCell::new(T::zeroed()) };
+            // SAFETY: i < capacity: in bounds (`place`), and unused as above.
+            unsafe { (self.cells as *mut Cell<T>).add(i).write(cell) };
+        }
     }
 
     fn header(&self) -> &RingHeader {
@@ -146,6 +185,8 @@ impl<T: Pod> Ring<T> {
     /// process). The claim lasts as long as the ring.
     pub fn acquire_consumer(&self) -> Option<Consumer<T>> {
         let claimed = &self.header().meta.1;
+        // SYNC POINT: the claim; only the CAS's atomicity matters (one winner, in any process).
+        // AcqRel orders the winner's first pop after `init`'s stores it observed through `attach`.
         claimed
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
             .ok()
@@ -168,7 +209,7 @@ impl<T: Pod> Ring<T> {
                     Ok(_) => {
                         // SAFETY: the CAS gave this producer exclusive ownership of the cell until
                         // it publishes the stamp below.
-                        unsafe { cell.value.get().write(value) };
+                        unsafe { cell.value.write(value) };
                         // SYNC POINT: slot contents visible to pop (Acquire stamp load there).
                         cell.stamp.store(pos + 1, Ordering::Release);
                         return Ok(());
@@ -181,7 +222,7 @@ impl<T: Pod> Ring<T> {
             } else {
                 pos = tail.load(Ordering::Relaxed);
             }
-            std::hint::spin_loop();
+            spin_loop();
         }
     }
 
@@ -194,6 +235,8 @@ impl<T: Pod> Ring<T> {
 
     /// Number of descriptors pushed and not yet popped (a snapshot).
     pub fn len(&self) -> usize {
+        // SYNC POINT: `head` pairs with the Release head store in `Consumer::pop`; `tail` is
+        // CAS'd Relaxed, so the difference is a snapshot, never used to touch a cell.
         let tail = self.header().tail.load(Ordering::Acquire);
         let head = self.header().head.load(Ordering::Acquire);
         tail.saturating_sub(head) as usize
@@ -222,9 +265,10 @@ impl<T: Pod> Consumer<T> {
         }
         // SAFETY: stamp == pos + 1 means a producer finished writing the cell, and only this
         // consumer reads it until the stamp below hands it back.
-        let value = unsafe { cell.value.get().read() };
+        let value = unsafe { cell.value.read() };
         // SYNC POINT: cell free for the next lap (pairs with the Acquire stamp load in `push`).
         cell.stamp.store(pos + self.ring.capacity() as u64, Ordering::Release);
+        // SYNC POINT: pairs with the Acquire head load in `Ring::len` (a monitoring snapshot).
         header.head.store(pos + 1, Ordering::Release);
         Some(value)
     }
@@ -235,7 +279,7 @@ impl<T: Pod> Consumer<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::memory::HeapMemory;
@@ -272,7 +316,8 @@ mod tests {
     fn wraps_around_many_laps_in_order() {
         let r = ring(2);
         let c = r.acquire_consumer().unwrap();
-        for i in 0..1000u64 {
+        let laps = if cfg!(miri) { 20 } else { 1000u64 };
+        for i in 0..laps {
             r.push(i).unwrap();
             if i % 2 == 1 {
                 assert_eq!(c.pop(), Some(i - 1));
@@ -298,7 +343,7 @@ mod tests {
 
     #[test]
     fn two_producers_one_consumer_threads_lose_and_duplicate_nothing() {
-        const N: u64 = 20_000;
+        const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
         let r = ring(8);
         let c = r.acquire_consumer().unwrap();
         std::thread::scope(|s| {

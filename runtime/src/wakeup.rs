@@ -10,6 +10,9 @@
 //! writes the ring then reads `sleepers`; a sequentially consistent fence on each side means at
 //! least one sees the other, so a wake is never lost. `seq` is read *before* announcing, so a
 //! wake that lands between the re-check and `FUTEX_WAIT` changes the word and the wait returns.
+//! `tests/rust/loom_wakeup.rs` model-checks this handshake (with [`crate::futex::LocalFutex`]):
+//! under every interleaving the waiter is woken, and a variant that reads `seq` too late is
+//! shown to lose a wake-up.
 //!
 //! ```
 //! use ringenv_runtime::{SpinPolicy, Wakeup};
@@ -25,10 +28,9 @@
 //! });
 //! ```
 
-use crate::futex::{Futex, SharedFutex};
-use crossbeam_utils::Backoff;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use crate::futex::{DefaultFutex, Futex};
+use crate::sync::{fence, AtomicU32, Backoff, Instant, Ordering};
+use std::time::Duration;
 
 /// How long a waiter spins before it sleeps.
 ///
@@ -66,13 +68,19 @@ impl Wakeup {
     /// Producer side: call after publishing. Wakes the waiter if, and only if, it sleeps.
     /// Returns whether a wake system call was made.
     pub fn notify(&self) -> bool {
+        self.notify_with::<DefaultFutex>()
+    }
+
+    /// [`Wakeup::notify`] over any [`Futex`] implementation.
+    #[inline]
+    pub fn notify_with<F: Futex>(&self) -> bool {
         // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `wait`: either the
         // waiter's re-check sees what we published, or we see its announcement here.
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) == 0 {
             return false;
         }
-        self.wake_all();
+        self.wake_all_with::<F>();
         true
     }
 
@@ -84,14 +92,21 @@ impl Wakeup {
 
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
     pub fn wake_all(&self) {
+        self.wake_all_with::<DefaultFutex>();
+    }
+
+    /// [`Wakeup::wake_all`] over any [`Futex`] implementation.
+    pub fn wake_all_with<F: Futex>(&self) {
+        // SYNC POINT: pairs with the Acquire load of `seq` in `wait_with`: a waiter that read
+        // the old value sleeps on it and the kernel (or LocalFutex) sees the new one and returns.
         self.seq.fetch_add(1, Ordering::Release);
-        SharedFutex::wake(&self.seq, u32::MAX);
+        F::wake(&self.seq, u32::MAX);
     }
 
     /// Waiter side: returns `true` as soon as `ready()` holds, `false` when `timeout` passed first.
     /// Spins for at most `policy.spin`, then sleeps on the futex.
     pub fn wait(&self, mut ready: impl FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
-        self.wait_with::<SharedFutex>(&mut ready, policy, timeout)
+        self.wait_with::<DefaultFutex>(&mut ready, policy, timeout)
     }
 
     /// [`Wakeup::wait`] over any [`Futex`] implementation.
@@ -110,6 +125,7 @@ impl Wakeup {
         }
         let deadline = start + timeout;
         loop {
+            // SYNC POINT: pairs with the Release `fetch_add` in `wake_all_with`.
             let seq = self.seq.load(Ordering::Acquire);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             // SYNC POINT: pairs with the fence in `notify` (Dekker: announce, then re-check).
@@ -135,7 +151,7 @@ impl Wakeup {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
@@ -170,5 +186,28 @@ mod tests {
             assert!(w.notify());
         });
         assert_eq!(w.sleeps(), 1, "the waiter slept exactly once");
+    }
+
+    #[test]
+    fn handshake_over_the_local_futex_wakes_a_sleeper_in_every_round() {
+        use crate::futex::LocalFutex;
+        const ROUNDS: u32 = if cfg!(miri) { 5 } else { 200 };
+        let w = Wakeup::default();
+        let published = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 1..=ROUNDS {
+                    let mut ready = || published.load(Ordering::Acquire) >= round;
+                    let zero = SpinPolicy { spin: Duration::ZERO };
+                    assert!(w.wait_with::<LocalFutex>(&mut ready, zero, Duration::from_secs(30)), "round {round}");
+                }
+            });
+            for _ in 0..ROUNDS {
+                published.fetch_add(1, Ordering::Release);
+                w.notify_with::<LocalFutex>();
+                std::thread::yield_now();
+            }
+        });
+        assert_eq!(published.load(Ordering::Relaxed), ROUNDS);
     }
 }

@@ -1,0 +1,253 @@
+//! Loom models of the spin-then-futex wake-up protocol (`runtime/src/wakeup.rs`) with the rings
+//! it guards: a sleeping waiter is always woken, a spinning one costs no wake call, round trips
+//! reuse the futex word safely, two workers wake the main process through one word, `wake_all`
+//! reaches a sleeper.
+//!
+//! Under `cfg(loom)` the `Wakeup` runs its own code over loom's atomics and SeqCst fences, and
+//! its futex is `LocalFutex` over loom's mutex and condition variable, with timeouts not modelled:
+//! a waiter sleeps until a wake addressed to its word arrives. A lost wake-up therefore leaves it
+//! asleep with every other thread finished, which loom reports as a deadlock. Two deliberately
+//! broken variants of the handshake (no Dekker fence; the futex word read too late) are checked
+//! to fail that way, so the models are known to catch the bug they are written for.
+//!
+//! Compiles to nothing unless built with `--cfg loom`:
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p ringenv-runtime --release --test loom_ring --test loom_wakeup -- --nocapture
+//! ```
+#![cfg(loom)]
+
+#[path = "loom_support.rs"]
+mod support;
+
+use loom::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+use ringenv_runtime::futex::{Futex, LocalFutex};
+use ringenv_runtime::{Command, CommandKind, Completion, SpinPolicy, Wakeup};
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+use support::*;
+
+/// Long enough never to pass in a model (the logical clock ticks 1 µs per reading).
+const FOREVER: Duration = Duration::from_secs(3600);
+/// Sleep at once: every wait exercises the announce / re-check / futex path.
+const SLEEP_AT_ONCE: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
+
+fn command(seq: u64) -> Command {
+    Command::new(CommandKind::Step, 0, seq, false)
+}
+
+/// The command path: the main process pushes a command and notifies; the worker, sleeping at
+/// once, waits and pops it. In every interleaving the worker is woken, and if it went to sleep
+/// on the futex, `notify` made the wake call (so when `notify` made none, it never slept). The
+/// model must also reach the sleep path in some execution, not only find the command at the
+/// first probe.
+///
+/// Only `spin: ZERO` is modelled: the spin phase only probes `ready()`, which has no side
+/// effect, so the one probe made before sleeping stands for any number of them; and loom
+/// deprioritises a thread that yields until another makes progress, so a spinning waiter would
+/// hardly ever reach the sleep path in a model.
+#[test]
+fn sleeping_worker_is_always_woken_for_its_command() {
+    static SLEPT: AtomicUsize = AtomicUsize::new(0);
+    check("sleeping_worker_is_always_woken_for_its_command", || {
+        let ring = ring::<Command>(2);
+        let consumer = ring.acquire_consumer().unwrap();
+        let wakeup = Arc::new(Wakeup::default());
+        let (producer, main_side) = (ring.clone(), wakeup.clone());
+        let main = thread::spawn(move || {
+            producer.push(command(1)).unwrap();
+            main_side.notify()
+        });
+        assert!(wakeup.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER), "timeouts are not modelled");
+        assert_eq!(consumer.pop(), Some(command(1)));
+        let woke_it = main.join().unwrap();
+        if wakeup.sleeps() > 0 {
+            assert!(woke_it, "the waiter slept but notify made no wake call");
+            SLEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let slept = SLEPT.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("  of which the worker slept on the futex in {slept}");
+    assert!(slept > 0, "no explored execution reached the futex sleep");
+}
+
+/// Two full round trips main -> worker -> main, both sides sleeping at once, each on its own
+/// word: the second round's waits start from futex words the first round already bumped.
+#[test]
+fn two_round_trips_never_lose_a_wakeup() {
+    check("two_round_trips_never_lose_a_wakeup", || {
+        let commands = ring::<Command>(2);
+        let completions = ring::<Completion>(2);
+        let worker_commands = commands.acquire_consumer().unwrap();
+        let main_completions = completions.acquire_consumer().unwrap();
+        let (worker_wakeup, main_wakeup) = (Arc::new(Wakeup::default()), Arc::new(Wakeup::default()));
+        let (ww, mw) = (worker_wakeup.clone(), main_wakeup.clone());
+        let worker = thread::spawn(move || {
+            for _ in 0..2 {
+                let ring = worker_commands.ring().clone();
+                assert!(ww.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER));
+                let c = worker_commands.pop().expect("woken with a command ready");
+                completions.push(Completion::new(0, c.seq, false, false)).unwrap();
+                mw.notify();
+            }
+        });
+        for seq in 1..=2 {
+            commands.push(command(seq)).unwrap();
+            worker_wakeup.notify();
+            let ring = main_completions.ring().clone();
+            assert!(main_wakeup.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER));
+            assert_eq!(main_completions.pop().map(|c| c.seq), Some(seq));
+        }
+        worker.join().unwrap();
+    });
+}
+
+/// The pool's wait loop: two workers each push a completion into their own completion ring and
+/// notify the main process's one word; the main process drains both rings and sleeps until both
+/// completions arrived (its ready condition: any ring has one).
+#[test]
+fn main_process_collects_both_workers_completions() {
+    check("main_process_collects_both_workers_completions", || {
+        let rings = [ring::<Completion>(2), ring::<Completion>(2)];
+        let consumers = rings.each_ref().map(|r| r.acquire_consumer().unwrap());
+        let wakeup = Arc::new(Wakeup::default());
+        let workers: Vec<_> = (0..2u32)
+            .map(|w| {
+                let (ring, wakeup) = (rings[w as usize].clone(), wakeup.clone());
+                thread::spawn(move || {
+                    ring.push(Completion::new(w, 1, false, false)).unwrap();
+                    wakeup.notify();
+                })
+            })
+            .collect();
+        let mut done = [false; 2];
+        while done != [true, true] {
+            for (w, consumer) in consumers.iter().enumerate() {
+                while let Some(c) = consumer.pop() {
+                    assert!(c.worker as usize == w && !done[w], "unexpected completion {c:?}");
+                    done[w] = true;
+                }
+            }
+            if done != [true, true] {
+                let ready = || rings.iter().any(|r| r.has_ready());
+                assert!(wakeup.wait(ready, SLEEP_AT_ONCE, FOREVER));
+            }
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+/// `wake_all` (what the pool calls when a peer died and nothing was published) reaches a waiter
+/// whatever it is doing: spinning, announcing, or asleep.
+#[test]
+fn wake_all_reaches_a_sleeper_without_a_publish() {
+    check("wake_all_reaches_a_sleeper_without_a_publish", || {
+        let wakeup = Arc::new(Wakeup::default());
+        let dead = Arc::new(AtomicBool::new(false));
+        let (w, d) = (wakeup.clone(), dead.clone());
+        let peer = thread::spawn(move || {
+            d.store(true, Ordering::Release);
+            w.wake_all();
+        });
+        assert!(wakeup.wait(|| dead.load(Ordering::Acquire), SLEEP_AT_ONCE, FOREVER));
+        peer.join().unwrap();
+    });
+}
+
+/// A stand-in for `Wakeup` with the handshake broken on purpose, to show the models catch a lost
+/// wake-up: `fenced: false` drops the SeqCst fences of Dekker's handshake; `late_seq: true` reads
+/// the futex word after the re-check instead of before announcing.
+struct Broken {
+    seq: AtomicU32,
+    sleepers: AtomicU32,
+    fenced: bool,
+    late_seq: bool,
+}
+
+impl Broken {
+    fn notify(&self) {
+        if self.fenced {
+            fence(Ordering::SeqCst);
+        }
+        if self.sleepers.load(Ordering::Relaxed) > 0 {
+            self.seq.fetch_add(1, Ordering::Release);
+            LocalFutex::wake(&self.seq, u32::MAX);
+        }
+    }
+
+    fn wait(&self, ready: impl Fn() -> bool) {
+        loop {
+            let early = self.seq.load(Ordering::Acquire);
+            self.sleepers.fetch_add(1, Ordering::Relaxed);
+            if self.fenced {
+                fence(Ordering::SeqCst);
+            }
+            if ready() {
+                self.sleepers.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+            let seq = if self.late_seq { self.seq.load(Ordering::Acquire) } else { early };
+            LocalFutex::wait(&self.seq, seq, FOREVER);
+            self.sleepers.fetch_sub(1, Ordering::Relaxed);
+            if ready() {
+                return;
+            }
+        }
+    }
+}
+
+fn broken_handshake(fenced: bool, late_seq: bool) {
+    loom::model(move || {
+        let b = Arc::new(Broken { seq: AtomicU32::new(0), sleepers: AtomicU32::new(0), fenced, late_seq });
+        let flag = Arc::new(AtomicBool::new(false));
+        let (b2, f2) = (b.clone(), flag.clone());
+        let producer = thread::spawn(move || {
+            f2.store(true, Ordering::Relaxed);
+            b2.notify();
+        });
+        b.wait(|| flag.load(Ordering::Relaxed));
+        producer.join().unwrap();
+    });
+}
+
+/// The environment variable naming the broken variant a control child checks.
+const BROKEN: &str = "RINGENV_LOOM_BROKEN";
+
+#[test]
+#[ignore = "entry point of the child process started by the control tests"]
+fn broken_handshake_child() {
+    match std::env::var(BROKEN).as_deref() {
+        Ok("no-fence") => broken_handshake(false, false),
+        Ok("late-seq") => broken_handshake(true, true),
+        _ => panic!("run only as the child of a control test"),
+    }
+}
+
+/// Checks the broken `variant` in a child process (loom aborts the process while unwinding
+/// from a deadlock, so `#[should_panic]` cannot catch it): it must fail, reporting a deadlock.
+fn expect_lost_wakeup(variant: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "broken_handshake_child", "--nocapture", "--test-threads", "1"])
+        .env(BROKEN, variant)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the broken handshake {variant} passed the model");
+    assert!(stderr.contains("deadlock"), "{variant} failed, but not with a deadlock:\n{stderr}");
+}
+
+#[test]
+fn control_without_the_dekker_fences_a_wakeup_is_lost() {
+    expect_lost_wakeup("no-fence");
+}
+
+#[test]
+fn control_reading_the_futex_word_late_loses_a_wakeup() {
+    expect_lost_wakeup("late-seq");
+}
