@@ -25,34 +25,33 @@ pub fn to_pyerr(py: Python<'_>, e: PoolError) -> PyErr {
     }
 }
 
+/// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death).
+fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &ringenv_runtime::WorkerFailure) -> PyResult<()> {
+    fields.set_item("worker", f.worker)?;
+    fields.set_item("pid", f.pid)?;
+    fields.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+    match f.status {
+        ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
+        ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
+        ExitStatus::Unknown => {}
+    }
+    if let Some(r) = &f.last_error {
+        fields.set_item("last_error", remote_to_dict(py, r)?)?;
+    }
+    Ok(())
+}
+
 fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
     let fields = PyDict::new(py);
     let kind = match e {
         PoolError::WorkerDied(f) => {
-            fields.set_item("worker", f.worker)?;
-            fields.set_item("pid", f.pid)?;
-            fields.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
-            match f.status {
-                ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
-                ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
-                ExitStatus::Unknown => {}
-            }
-            if let Some(r) = &f.last_error {
-                fields.set_item("last_error", remote_to_dict(py, r)?)?;
-            }
+            failure_fields(py, &fields, f)?;
             "worker_died"
         }
         PoolError::CrashLoop { failures, window_s, last } => {
             fields.set_item("failures", failures)?;
             fields.set_item("window_s", window_s)?;
-            fields.set_item("worker", last.worker)?;
-            fields.set_item("pid", last.pid)?;
-            fields.set_item("env_ids", (last.env_ids.start, last.env_ids.end))?;
-            match last.status {
-                ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
-                ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
-                ExitStatus::Unknown => {}
-            }
+            failure_fields(py, &fields, last)?;
             "crash_loop"
         }
         PoolError::Startup { worker, env_ids, error } => {

@@ -46,7 +46,7 @@
 
 use crate::{Ctx, Env, EnvRng, Space, Step};
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_pcg::Pcg64;
 use ringenv_runtime::DType;
 
@@ -258,11 +258,7 @@ impl BlocksWorld {
     /// Resets with the env's own generator: re-seeded by `Some(seed)`, continued by `None` (for
     /// stepping the env on its own; workers call [`Env::reset`] with theirs).
     pub fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
-        let mut rng = match (seed, self.rng.take()) {
-            (Some(seed), _) => Pcg64::seed_from_u64(seed),
-            (None, Some(rng)) => rng,
-            (None, None) => Pcg64::from_os_rng(),
-        };
+        let mut rng = super::standalone_rng(seed, self.rng.take());
         self.start(&mut rng, obs);
         self.rng = Some(rng);
     }
@@ -374,6 +370,7 @@ impl Env for BlocksWorld {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     /// Facts of a configuration given as `below[x]` (`n` meaning the table), with derivations.
     fn config(below: &[usize]) -> Facts {

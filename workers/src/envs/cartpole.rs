@@ -45,7 +45,7 @@
 //! ```
 
 use crate::{Ctx, Env, EnvRng, Space, Step};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_pcg::Pcg64;
 use ringenv_runtime::DType;
 
@@ -109,11 +109,7 @@ impl CartPole {
     /// Resets with the env's own generator: re-seeded by `Some(seed)`, continued by `None` (for
     /// stepping the env on its own; workers call [`Env::reset`] with theirs).
     pub fn reset(&mut self, seed: Option<u64>, obs: &mut [f32]) {
-        let mut rng = match (seed, self.rng.take()) {
-            (Some(seed), _) => Pcg64::seed_from_u64(seed),
-            (None, Some(rng)) => rng,
-            (None, None) => Pcg64::from_os_rng(),
-        };
+        let mut rng = super::standalone_rng(seed, self.rng.take());
         self.start(&mut rng, obs);
         self.rng = Some(rng);
     }

@@ -16,3 +16,16 @@ pub mod cartpole;
 
 pub use blocks_world::BlocksWorld;
 pub use cartpole::CartPole;
+
+use crate::EnvRng;
+use rand::SeedableRng;
+
+/// The generator of a standalone reset (an env stepped on its own, outside a worker): a fresh one
+/// seeded from `seed`, else the env's `current` one continued, else one seeded from OS entropy.
+pub(crate) fn standalone_rng(seed: Option<u64>, current: Option<EnvRng>) -> EnvRng {
+    match (seed, current) {
+        (Some(seed), _) => EnvRng::seed_from_u64(seed),
+        (None, Some(rng)) => rng,
+        (None, None) => EnvRng::from_os_rng(),
+    }
+}
