@@ -18,7 +18,7 @@ from vec_asserts import assert_identical
 from vec_compare import (
     assert_spaces_match,
     assert_vec_reset_identical,
-    assert_vec_step_identical,
+    assert_step_identical,
     make_ours,
     make_ref,
     run_lockstep,
@@ -73,7 +73,7 @@ def test_next_step_resets_on_the_step_after_the_end(closing, shared_memory):
     for t in range(60):
         actions = rng.integers(0, 3, size=N)
         obs, rewards, terminations, truncations, infos = out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         for i in np.flatnonzero(previous_done):
             # The env was reset, not stepped: the reset observation [0, length, u], reward 0,
             # not done, and the reset infos.
@@ -96,7 +96,7 @@ def test_same_step_infos_carry_final_obs_and_final_info(closing, shared_memory):
     for t in range(60):
         actions = rng.integers(0, 3, size=N)
         obs, rewards, terminations, truncations, infos = out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         t_of += 1
         done = terminations | truncations
         if not done.any():
@@ -133,7 +133,7 @@ def test_same_step_final_obs_of_dict_observations(closing, shared_memory):
     ended = 0
     for t in range(6):
         out = ours.step(np.zeros(N, dtype=np.int64))
-        assert_vec_step_identical(out, ref.step(np.zeros(N, dtype=np.int64)), f"step {t}")
+        assert_step_identical(out, ref.step(np.zeros(N, dtype=np.int64)), f"step {t}")
         infos = out[4]
         for i in np.flatnonzero(out[2] | out[3]):
             final = infos["final_obs"][i]
@@ -152,7 +152,7 @@ def test_disabled_masked_reset_resets_only_the_masked_envs(closing, shared_memor
     for t in range(60):
         actions = rng.integers(0, 3, size=N)
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         obs, done = out[0], out[2] | out[3]
         assert "final_obs" not in out[4]
         if not done.any():
@@ -175,7 +175,7 @@ def test_disabled_masked_reset_with_seeds_and_options(closing, shared_memory):
     assert_vec_reset_identical(ours.reset(seed=6), ref.reset(seed=6))
     for t in range(3):
         actions = np.array([0, 1, 2, 1])
-        assert_vec_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
     mask = np.array([True, False, True, False])
     ours_options = {"reset_mask": mask.copy(), "value": 9}
     ref_options = {"reset_mask": mask.copy(), "value": 9}
@@ -193,7 +193,7 @@ def test_disabled_masked_reset_with_seeds_and_options(closing, shared_memory):
     for t in range(10):
         actions = np.array([2, 2, 1, 0])
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t} after the masked reset")
+        assert_step_identical(out, ref.step(actions), f"step {t} after the masked reset")
         done = out[2] | out[3]
         if done.any():
             assert_vec_reset_identical(ours.reset(options={"reset_mask": done.copy()}),
@@ -216,7 +216,7 @@ def test_bad_reset_mask_raises_as_sync(closing, mask, error):
         ours.reset(options={"reset_mask": mask})
     # Nothing is pending: the vector env still steps, as Sync does.
     actions = np.array([1, 1, 1, 1])
-    assert_vec_step_identical(ours.step(actions), ref.step(actions))
+    assert_step_identical(ours.step(actions), ref.step(actions))
 
 
 @SHM
@@ -230,10 +230,10 @@ def test_full_reset_mid_run_clears_pending_autoresets(closing, mode, shared_memo
         # plain step for every env (no autoreset left over from the ended episode).
         for t in range(20):
             out = ours.step(actions)
-            assert_vec_step_identical(out, ref.step(actions), f"round {round_} step {t}")
+            assert_step_identical(out, ref.step(actions), f"round {round_} step {t}")
             if (out[2] | out[3]).any():
                 break
         assert_vec_reset_identical(ours.reset(seed=round_), ref.reset(seed=round_), f"reset {round_}")
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"round {round_} first step")
+        assert_step_identical(out, ref.step(actions), f"round {round_} first step")
         assert_identical(out[0][:, 0], np.ones(N), "every env made its first step")

@@ -16,7 +16,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 
 from helper_envs import CallEnv, CloseMarkEnv, StepError
 from vec_asserts import assert_identical, child_pids, wait_new_children_gone
-from vec_compare import assert_tree_identical, assert_vec_reset_identical, assert_vec_step_identical, make_ours, make_ref
+from vec_compare import assert_tree_identical, assert_vec_reset_identical, assert_step_identical, make_ours, make_ref
 
 N = 4
 
@@ -40,7 +40,7 @@ def test_call_returns_a_tuple_of_results_as_sync(closing, shared_memory):
     ours, ref = _call_envs(closing, shared_memory)
     assert_vec_reset_identical(ours.reset(seed=0), ref.reset(seed=0))
     for _ in range(3):
-        assert_vec_step_identical(ours.step(_ones()), ref.step(_ones()))
+        assert_step_identical(ours.step(_ones()), ref.step(_ones()))
 
     result = ours.call("describe", "<", suffix=">")
     assert type(result) is tuple and len(result) == N
@@ -157,7 +157,7 @@ def test_set_attr_one_value_for_all_envs(closing, shared_memory):
     ref.set_attr("scale", 2.5)
     assert ours.get_attr("scale") == (2.5,) * N
     out = ours.step(_ones())
-    assert_vec_step_identical(out, ref.step(_ones()))
+    assert_step_identical(out, ref.step(_ones()))
     assert_identical(out[1], np.full(N, 2.5))  # the envs use the new value
 
 
@@ -170,7 +170,7 @@ def test_set_attr_one_value_per_env(closing, container):
     ref.set_attr("scale", values)
     assert ours.get_attr("scale") == ref.get_attr("scale") == (0.5, 1.5, -2.0, 4.0)
     out = ours.step(_ones())
-    assert_vec_step_identical(out, ref.step(_ones()))
+    assert_step_identical(out, ref.step(_ones()))
     assert_identical(out[1], np.array([0.5, 1.5, -2.0, 4.0]))
     # Values of any type, one per env; a new attribute.
     ours.set_attr("tag", [{"k": i} for i in range(N)])
@@ -202,7 +202,7 @@ def test_set_attr_on_gymnasium_wrapped_env_reaches_the_base_env(closing):
     assert ours.get_attr("gravity") == (9.8, 30.0)
     for t in range(20):
         actions = np.array([t % 2, (t + 1) % 2])
-        assert_vec_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
 
 
 def test_np_random_seed_is_a_tuple_of_the_sub_env_seeds(closing):
@@ -233,7 +233,7 @@ def test_render_rgb_array_returns_a_tuple_of_frames_as_sync(closing, shared_memo
             assert_identical(frame, ref_frame, f"frame {i} at step {t}")
         assert not np.array_equal(frames[0], frames[1])  # different seeds, different carts
         actions = np.array([1, 0, 1])
-        assert_vec_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
 
 
 @pytest.mark.filterwarnings("ignore:.*render.*")

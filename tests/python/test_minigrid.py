@@ -16,7 +16,7 @@ from vec_compare import (
     assert_spaces_match,
     assert_tree_identical,
     assert_vec_reset_identical,
-    assert_vec_step_identical,
+    assert_step_identical,
     make_ours,
     make_ref,
 )
@@ -50,7 +50,7 @@ def test_minigrid_empty_matches_sync(closing, shared_memory):
     for t in range(STEPS):
         actions = rng.integers(0, 7, size=N)
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         ends += int(np.sum(out[2] | out[3]))
         successes += int(np.sum(out[2]))
     # 100-step time limit: every env's episodes ended (truncated, or reached the goal) several times.

@@ -18,7 +18,7 @@ from ringenv.errors import WorkerStartupError
 from vec_compare import (
     assert_spaces_match,
     assert_vec_reset_identical,
-    assert_vec_step_identical,
+    assert_step_identical,
     make_ours,
     make_ref,
     run_lockstep,
@@ -130,7 +130,7 @@ def test_action_space_matches_sync(closing, space_id, shared_memory):
             assert out[4]["action_ok"][stepped].all(), f"step {t}: action_ok {out[4]['action_ok']}"
             assert out[4]["action_type"].tolist() == ref_out[4]["action_type"].tolist(), f"step {t}"
         # ... and with their values intact (the rewards are weighted sums of the flattened action).
-        assert_vec_step_identical(out, ref_out, f"step {t}")
+        assert_step_identical(out, ref_out, f"step {t}")
 
 
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "pickled"])

@@ -14,7 +14,7 @@ from gymnasium.wrappers import vector as vw
 
 from helper_envs import SpaceEnv
 from vec_asserts import assert_identical
-from vec_compare import assert_vec_reset_identical, assert_vec_step_identical, make_ours, make_ref
+from vec_compare import assert_vec_reset_identical, assert_step_identical, make_ours, make_ref
 
 N = 4
 STEPS = 300
@@ -54,7 +54,7 @@ def test_record_episode_statistics(closing, mode, shared_memory):
     for t in range(STEPS):
         actions = rng.integers(0, 2, size=N)
         out = _without_episode_time(ours.step(actions))
-        assert_vec_step_identical(out, _without_episode_time(ref.step(actions)), f"step {t}")
+        assert_step_identical(out, _without_episode_time(ref.step(actions)), f"step {t}")
         done = out[2] | out[3]
         if done.any():
             episodes += int(done.sum())
@@ -79,7 +79,7 @@ def test_normalize_observation(closing, shared_memory):
     for t in range(STEPS):
         actions = rng.uniform(-2.0, 2.0, size=(N, 1)).astype(np.float32)
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         done = out[2] | out[3]
         truncations += int(done.sum())
     assert truncations == N  # Pendulum truncates at step 200
@@ -106,7 +106,7 @@ def test_clip_action(closing, shared_memory):
     rng = np.random.default_rng(3)
     for t in range(STEPS):
         actions = rng.uniform(-5.0, 5.0, size=(N, 1)).astype(np.float32)  # out of [-2, 2] often
-        assert_vec_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
 
 
 @SHM
@@ -125,7 +125,7 @@ def test_flatten_observation_and_normalize_reward_on_dict_observations(closing, 
     for t in range(STEPS):
         actions = ref.action_space.sample()
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         assert out[0].shape == (N, 2 + 3 + 2)
 
 
@@ -144,5 +144,5 @@ def test_stack_of_wrappers(closing, shared_memory):
     for t in range(STEPS):
         actions = rng.uniform(-3.0, 3.0, size=(N, 1)).astype(np.float32)
         out = _without_episode_time(ours.step(actions))
-        assert_vec_step_identical(out, _without_episode_time(ref.step(actions)), f"step {t}")
+        assert_step_identical(out, _without_episode_time(ref.step(actions)), f"step {t}")
     assert list(ours.return_queue) == list(ref.return_queue) and len(ours.return_queue) == N

@@ -21,22 +21,55 @@ def assert_identical(actual, expected, what: str = "array") -> None:
         assert actual.tobytes() == expected.tobytes(), f"{what}: not bit-identical"
 
 
+def assert_tree_identical(actual, expected, what: str = "obs") -> None:
+    """Two (possibly nested) observations are identical: the same container types (dict with the
+    same keys in the same order, tuple or named tuple of the same length), arrays of the same
+    dtype, shape and bytes, and leaves (str, int, NumPy scalars, None) of the same type and value."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{what}: {type(actual).__name__} is not a dict"
+        assert list(actual) == list(expected), f"{what}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_tree_identical(actual[key], expected[key], f"{what}[{key!r}]")
+    elif isinstance(expected, tuple):  # tuples, and named tuples such as GraphInstance
+        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
+        assert len(actual) == len(expected), f"{what}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_tree_identical(a, e, f"{what}[{i}]")
+    elif isinstance(expected, np.ndarray):
+        assert isinstance(actual, np.ndarray), f"{what}: {type(actual).__name__} is not an ndarray"
+        if expected.dtype == object:
+            assert actual.dtype == object and actual.shape == expected.shape, (
+                f"{what}: {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}")
+            for index in np.ndindex(expected.shape):
+                assert_tree_identical(actual[index], expected[index], f"{what}[{index}]")
+        else:
+            assert_identical(actual, expected, what)
+    elif isinstance(expected, np.generic):
+        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
+        assert actual.tobytes() == expected.tobytes(), f"{what}: {actual!r} != {expected!r}"
+    else:
+        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
+        assert actual == expected, f"{what}: {actual!r} != {expected!r}"
+
+
 def assert_infos_equal(actual: dict, expected: dict, what: str = "infos") -> None:
-    """Vectorised infos are equal: same keys (``_key`` masks included), same nested dicts, and
-    identical arrays."""
-    assert isinstance(actual, dict), f"{what}: {type(actual)} is not a dict"
+    """Vectorised infos are identical: the same keys (``_key`` masks included) and nested dicts,
+    identical arrays, and object arrays (``final_obs``, strings, ...) identical element by element."""
+    assert isinstance(actual, dict), f"{what}: {type(actual).__name__} is not a dict"
     assert set(actual) == set(expected), f"{what}: keys {sorted(actual)} != {sorted(expected)}"
     for key, value in expected.items():
         if isinstance(value, dict):
             assert_infos_equal(actual[key], value, f"{what}[{key!r}]")
         else:
-            assert_identical(actual[key], value, f"{what}[{key!r}]")
+            assert_tree_identical(actual[key], value, f"{what}[{key!r}]")
 
 
 def assert_step_identical(actual, expected, what: str = "step") -> None:
-    """Two ``(obs, rewards, terminations, truncations, infos)`` tuples are identical."""
-    assert len(actual) == len(expected) == 5
-    for name, a, e in zip(("obs", "rewards", "terminations", "truncations"), actual, expected):
+    """Two ``(obs, rewards, terminations, truncations, infos)`` tuples are identical (observations
+    of any space)."""
+    assert isinstance(actual, tuple) and len(actual) == len(expected) == 5
+    assert_tree_identical(actual[0], expected[0], f"{what} obs")
+    for name, a, e in zip(("rewards", "terminations", "truncations"), actual[1:4], expected[1:4]):
         assert_identical(a, e, f"{what} {name}")
     assert_infos_equal(actual[4], expected[4], f"{what} infos")
 

@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 import ringenv
-from vec_asserts import assert_identical
+from vec_asserts import assert_identical, assert_infos_equal, assert_step_identical, assert_tree_identical
 
 # Worker processes of every ringenv vector env built by these tests (the suite runs on 2 cores).
 NUM_WORKERS = 2
@@ -36,64 +36,11 @@ def make_ref(env_fns: Sequence[Callable[[], gym.Env]], **kwargs: Any):
     return gym.vector.SyncVectorEnv(list(env_fns), **kwargs)
 
 
-def assert_tree_identical(actual, expected, what: str = "obs") -> None:
-    """Two (possibly nested) observations are identical: the same container types (dict with the
-    same keys in the same order, tuple or named tuple of the same length), arrays of the same
-    dtype, shape and bytes, and leaves (str, int, NumPy scalars, None) of the same type and value."""
-    if isinstance(expected, dict):
-        assert isinstance(actual, dict), f"{what}: {type(actual).__name__} is not a dict"
-        assert list(actual) == list(expected), f"{what}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_tree_identical(actual[key], expected[key], f"{what}[{key!r}]")
-    elif isinstance(expected, tuple):  # tuples, and named tuples such as GraphInstance
-        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
-        assert len(actual) == len(expected), f"{what}: length {len(actual)} != {len(expected)}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_tree_identical(a, e, f"{what}[{i}]")
-    elif isinstance(expected, np.ndarray):
-        assert isinstance(actual, np.ndarray), f"{what}: {type(actual).__name__} is not an ndarray"
-        if expected.dtype == object:
-            assert actual.dtype == object and actual.shape == expected.shape, (
-                f"{what}: {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}")
-            for index in np.ndindex(expected.shape):
-                assert_tree_identical(actual[index], expected[index], f"{what}[{index}]")
-        else:
-            assert_identical(actual, expected, what)
-    elif isinstance(expected, np.generic):
-        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
-        assert actual.tobytes() == expected.tobytes(), f"{what}: {actual!r} != {expected!r}"
-    else:
-        assert type(actual) is type(expected), f"{what}: {type(actual).__name__} != {type(expected).__name__}"
-        assert actual == expected, f"{what}: {actual!r} != {expected!r}"
-
-
-def assert_vec_infos_identical(actual: dict, expected: dict, what: str = "infos") -> None:
-    """Vectorised infos are identical: the same keys (``_key`` masks included) and nested dicts,
-    identical arrays, and object arrays (``final_obs``, strings, ...) identical element by element."""
-    assert isinstance(actual, dict), f"{what}: {type(actual).__name__} is not a dict"
-    assert set(actual) == set(expected), f"{what}: keys {sorted(actual)} != {sorted(expected)}"
-    for key, value in expected.items():
-        if isinstance(value, dict):
-            assert_vec_infos_identical(actual[key], value, f"{what}[{key!r}]")
-        else:
-            assert_tree_identical(actual[key], value, f"{what}[{key!r}]")
-
-
-def assert_vec_step_identical(actual, expected, what: str = "step") -> None:
-    """Two ``(obs, rewards, terminations, truncations, infos)`` tuples are identical (observations
-    of any space)."""
-    assert isinstance(actual, tuple) and len(actual) == len(expected) == 5
-    assert_tree_identical(actual[0], expected[0], f"{what} obs")
-    for name, a, e in zip(("rewards", "terminations", "truncations"), actual[1:4], expected[1:4]):
-        assert_identical(a, e, f"{what} {name}")
-    assert_vec_infos_identical(actual[4], expected[4], f"{what} infos")
-
-
 def assert_vec_reset_identical(actual, expected, what: str = "reset") -> None:
     """Two ``(obs, infos)`` tuples are identical (observations of any space)."""
     assert isinstance(actual, tuple) and len(actual) == len(expected) == 2
     assert_tree_identical(actual[0], expected[0], f"{what} obs")
-    assert_vec_infos_identical(actual[1], expected[1], f"{what} infos")
+    assert_infos_equal(actual[1], expected[1], f"{what} infos")
 
 
 def assert_spaces_match(ours, ref) -> None:
@@ -124,7 +71,7 @@ def run_lockstep(ours, ref, *, seed: int, steps: int,
     for t in range(steps):
         actions = ref.action_space.sample()
         out = ours.step(actions)
-        assert_vec_step_identical(out, ref.step(actions), f"step {t}")
+        assert_step_identical(out, ref.step(actions), f"step {t}")
         if check_contained:
             assert ours.observation_space.contains(out[0]), f"step {t} obs not in {ours.observation_space}: {out[0]!r}"
         done = out[2] | out[3]
