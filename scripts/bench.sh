@@ -4,5 +4,5 @@
 # Usage: scripts/bench.sh [--seconds S] [--criterion-seconds S]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+RINGENV_EXTRAS="${RINGENV_EXTRAS:-test,bench}" scripts/setup.sh
 exec "${RINGENV_VENV:-.venv}/bin/python" scripts/bench.py "$@"
