@@ -340,3 +340,16 @@ def test_close_timeout_waits_for_a_short_pending_step(tmp_path):
     assert ours.closed
     assert sorted(os.listdir(tmp_path)) == [f"closed-{i}" for i in range(N)]
     assert not wait_new_children_gone(before, timeout=5.0)
+
+
+def test_apply_runs_a_function_on_the_chosen_envs_only(closing):
+    env = closing(ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2))
+
+    def mark(e):
+        e.unwrapped.marked = True
+        return e.unwrapped.marked
+
+    assert env._apply(mark, [3, 0]) == [True, True]
+    assert env._apply(lambda e: getattr(e.unwrapped, "marked", False)) == [True, False, False, True]
+    with pytest.raises(ValueError, match="env id 4 is outside"):
+        env._apply(mark, [4])

@@ -114,7 +114,13 @@ def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:
 
 
 def _call(envs: list, start: int, request: bytes) -> bytes:
-    """Runs a ``call`` / ``set_attr`` request on every env; returns the pickled results."""
+    """Runs a request on this worker's envs; returns the pickled results, one per env it ran on.
+
+    Requests: ``("call", name, args, kwargs)`` calls method ``name`` (or reads the attribute) of
+    every env; ``("set_attr", name, values, {})`` sets it to ``values[env_id]``;
+    ``("apply", fn, env_ids, {})`` returns ``fn(env)`` for the envs whose global id is in
+    ``env_ids`` (``None``: all), the others giving nothing.
+    """
     kind, name, args, kwargs = cloudpickle.loads(request)
     if kind == "call" and name in RESERVED_CALLS:
         raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
@@ -123,6 +129,9 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
         if kind == "set_attr":
             env.set_wrapper_attr(name, args[start + k])
             results.append(None)
+        elif kind == "apply":
+            if args is None or start + k in args:
+                results.append(name(env))
         else:
             attr = env.get_wrapper_attr(name)
             results.append(attr(*args, **kwargs) if callable(attr) else attr)

@@ -526,6 +526,26 @@ class AsyncVectorEnv(VectorEnv):
         self._state = AsyncState.WAITING_CALL
         self.call_wait()
 
+    def _apply(self, fn: Callable[[gym.Env], Any], env_ids: Optional[Sequence[int]] = None) -> List[Any]:
+        """Runs ``fn(env)`` in the workers on the sub-envs ``env_ids`` (``None``: all), in the
+        order of ``env_ids``; ``fn`` travels with cloudpickle. For adapters (SB3's
+        ``env_method`` with ``indices``, ``env_is_wrapped``).
+
+        Raises:
+            ValueError: an env id outside ``[0, num_envs)``.
+            AlreadyPendingCallError, ClosedEnvironmentError, the exception ``fn`` raised.
+        """
+        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
+        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        if bad:
+            raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
+        self._assert_default("_apply")
+        wanted = sorted(set(ids))
+        self._pool.submit("call", cloudpickle.dumps(("apply", fn, wanted, {})))
+        self._state = AsyncState.WAITING_CALL
+        by_id = dict(zip(wanted, self.call_wait()))
+        return [by_id[i] for i in ids]
+
     @property
     def np_random_seed(self) -> Tuple[Any, ...]:  # type: ignore[override]  # a tuple, as Gymnasium's Async
         """The ``np_random_seed`` of every sub-env (a tuple, as Gymnasium's AsyncVectorEnv)."""
