@@ -343,7 +343,9 @@ def test_close_timeout_waits_for_a_short_pending_step(tmp_path):
 
 
 def test_apply_runs_a_function_on_the_chosen_envs_only(closing):
-    env = closing(ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2))
+    from ringenv import AsyncVectorEnv
+
+    env = closing(AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2))
 
     def mark(e):
         e.unwrapped.marked = True
