@@ -6,8 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError,
-    RestartPolicy, SpinPolicy, WorkerCommand,
+    Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError, RecvOrder,
+    RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure,
 };
 use std::time::{Duration, Instant};
 
@@ -40,12 +40,58 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
 }
 
+/// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
+/// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed.
+fn wait_in_slices<T: Send>(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    mut wait: impl FnMut(Duration) -> Result<T, PoolError> + Send,
+) -> PyResult<T> {
+    let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
+        match py.detach(|| wait(slice)) {
+            Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
+            Err(PoolError::Timeout { waiting_for, .. }) => {
+                let seconds = timeout.unwrap_or_default().as_secs_f64();
+                return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
+            }
+            other => return other.map_err(|e| to_pyerr(py, e)),
+        }
+    }
+}
+
+/// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
+/// `status`).
+fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("worker", w)?;
+    d.set_item("pid", f.pid)?;
+    d.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+    d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
+    d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
+    d.set_item("status", f.status.to_string())?;
+    Ok(d)
+}
+
 /// A pool of worker processes over one shared memory segment.
 ///
 /// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
 #[pyclass(name = "Pool", module = "ringenv._native")]
 pub struct PyPool {
     pool: Pool,
+}
+
+impl PyPool {
+    fn check_worker(&self, worker: usize) -> PyResult<()> {
+        let n = self.pool.layout().num_workers;
+        if worker >= n {
+            return Err(PyValueError::new_err(format!("no worker {worker}: the pool has {n}")));
+        }
+        Ok(())
+    }
 }
 
 #[pymethods]
@@ -147,9 +193,7 @@ impl PyPool {
 
     /// The env ids `(start, stop)` of worker `worker`.
     fn env_ids(&self, worker: usize) -> PyResult<(usize, usize)> {
-        if worker >= self.pool.layout().num_workers {
-            return Err(PyValueError::new_err(format!("no worker {worker}")));
-        }
+        self.check_worker(worker)?;
         let r = self.pool.layout().worker_envs(worker);
         Ok((r.start, r.end))
     }
@@ -170,7 +214,63 @@ impl PyPool {
         self.pool.is_pending()
     }
 
-    /// Writes one reset seed per env (`None`: no seed) into the next slot, and the reset mask
+    /// The slot worker `worker`'s next command uses (write its actions there before `send`).
+    fn next_slot_of(&self, worker: usize) -> PyResult<usize> {
+        self.check_worker(worker)?;
+        Ok(self.pool.next_slot_of(worker))
+    }
+
+    /// How many workers have a command in flight.
+    #[getter]
+    fn in_flight(&self) -> usize {
+        self.pool.in_flight()
+    }
+
+    /// Whether worker `worker` has a command in flight.
+    fn is_busy(&self, worker: usize) -> PyResult<bool> {
+        self.check_worker(worker)?;
+        Ok(self.pool.is_busy(worker))
+    }
+
+    /// Sends `"step"` or `"reset"` to the workers `workers` (each on its own next slot), with an
+    /// optional payload each receives; returns at once.
+    #[pyo3(signature = (workers, kind, payload=None))]
+    fn send(&mut self, py: Python<'_>, workers: Vec<usize>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<()> {
+        let kind = match kind {
+            "step" => CommandKind::Step,
+            "reset" => CommandKind::Reset,
+            other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
+        };
+        self.pool.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
+    /// finished what `send` sent them: the first to finish, or with `deterministic` the earliest
+    /// sent. Returns a list of `(worker, slot, message, error, restarted)`: message bytes or
+    /// None, error a dict or None, restarted a dict or None (as in `wait`).
+    #[pyo3(signature = (num_workers, deterministic=false, timeout=None))]
+    #[allow(clippy::type_complexity)]
+    fn recv<'py>(
+        &mut self,
+        py: Python<'py>,
+        num_workers: usize,
+        deterministic: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
+        let pool = &mut self.pool;
+        let out = wait_in_slices(py, timeout, |slice| pool.recv(num_workers, order, Some(slice)))?;
+        let list = PyList::empty(py);
+        for b in &out {
+            let message = b.message.as_ref().map(|m| PyBytes::new(py, m));
+            let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
+            let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
+            list.append((b.worker, b.slot, message, error, restarted))?;
+        }
+        Ok(list)
+    }
+
+    /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
     /// (`None`: reset every env; else envs whose entry is false are not reset).
     #[pyo3(signature = (seeds, mask=None))]
     fn write_seeds(&mut self, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
@@ -180,11 +280,13 @@ impl PyPool {
         }
         self.pool.write_seeds(&seeds);
         if let Some(mask) = mask {
-            let slot = self.pool.next_slot();
-            let mut view = self.pool.segment().slot(slot);
-            for (flag, keep) in view.rows_mut(Array::SeedFlags, 0..n).iter_mut().zip(mask) {
-                if !keep {
-                    *flag |= 2;
+            for w in 0..self.pool.layout().num_workers {
+                let envs = self.pool.layout().worker_envs(w);
+                let mut view = self.pool.segment().slot(self.pool.next_slot_of(w));
+                for (flag, &keep) in view.rows_mut(Array::SeedFlags, envs.clone()).iter_mut().zip(&mask[envs]) {
+                    if !keep {
+                        *flag |= 2;
+                    }
                 }
             }
         }
@@ -214,22 +316,8 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        // Wait in slices with the GIL released, checking for signals (Ctrl-C) between slices.
-        let out = loop {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-            let pool = &mut self.pool;
-            match py.detach(|| pool.wait(Some(slice))) {
-                Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
-                Err(PoolError::Timeout { waiting_for, .. }) => {
-                    let seconds = timeout.unwrap_or_default().as_secs_f64();
-                    return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
-                }
-                other => break other.map_err(|e| to_pyerr(py, e))?,
-            }
-        };
+        let pool = &mut self.pool;
+        let out = wait_in_slices(py, timeout, |slice| pool.wait(Some(slice)))?;
         let messages = PyList::empty(py);
         for (w, bytes) in &out.messages {
             messages.append((w, PyBytes::new(py, bytes)))?;
@@ -240,14 +328,7 @@ impl PyPool {
         }
         let restarted = PyList::empty(py);
         for (w, f) in &out.restarted {
-            let d = PyDict::new(py);
-            d.set_item("worker", w)?;
-            d.set_item("pid", f.pid)?;
-            d.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
-            d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
-            d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
-            d.set_item("status", f.status.to_string())?;
-            restarted.append(d)?;
+            restarted.append(failure_to_dict(py, *w, f)?)?;
         }
         Ok((out.slot, messages, errors, restarted))
     }

@@ -8,6 +8,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod advert;
+pub mod async_batch;
 pub mod control;
 pub mod descriptor;
 pub mod dtype;
@@ -28,6 +29,7 @@ pub mod supervisor;
 mod sync;
 pub mod wakeup;
 
+pub use async_batch::{RecvOrder, WorkerOutcome};
 pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError};
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
 pub use dtype::{DType, Element};

@@ -91,27 +91,39 @@ pub struct Outcome {
     pub restarted: Vec<(usize, WorkerFailure)>,
 }
 
-struct Pending {
-    kind: CommandKind,
-    slot: usize,
-    seq: u64,
-    message: Option<Vec<u8>>,
-    done: Vec<bool>,
-    messages: Vec<(usize, Vec<u8>)>,
-    errors: Vec<(usize, RemoteError)>,
-    restarted: Vec<(usize, WorkerFailure)>,
+/// The command in flight on one worker, and what came back for it.
+pub(crate) struct Flight {
+    pub(crate) kind: CommandKind,
+    pub(crate) slot: usize,
+    pub(crate) seq: u64,
+    pub(crate) message: Option<Vec<u8>>,
+    /// When the command was sent, in the pool's send order (the deterministic order of
+    /// [`crate::RecvOrder::Sent`]).
+    pub(crate) sent: u64,
+    /// When its completion arrived, in the pool's arrival order; `None` while running.
+    pub(crate) arrived: Option<u64>,
+    pub(crate) reply: Option<Vec<u8>>,
+    pub(crate) error: Option<RemoteError>,
+    pub(crate) restarted: Option<WorkerFailure>,
 }
 
 /// A pool of worker processes stepping `num_envs` envs over shared memory.
 pub struct Pool {
-    segment: Segment,
+    pub(crate) segment: Segment,
     config: PoolConfig,
     workers: Vec<WorkerProcess>,
     commands: Vec<Ring<Command>>,
     completions: Vec<Consumer<Completion>>,
-    next_slot: usize,
+    /// The data slot each worker's next command uses (all equal unless async batches ran).
+    pub(crate) worker_slot: Vec<usize>,
     seq: u64,
-    pending: Option<Pending>,
+    /// Counters of sends and arrivals, ordering flights.
+    sends: u64,
+    arrivals: u64,
+    /// The command in flight on each worker.
+    pub(crate) flights: Vec<Option<Flight>>,
+    /// The kind of the all-worker command of [`Pool::submit`] while it is pending.
+    sync: Option<CommandKind>,
     failed: Option<PoolError>,
     closed: bool,
     crash_guard: Option<CrashLoopGuard>,
@@ -161,9 +173,12 @@ impl Pool {
             config,
             completions,
             commands,
-            next_slot: 0,
+            worker_slot: vec![0; n],
             seq: 0,
-            pending: None,
+            sends: 0,
+            arrivals: 0,
+            flights: (0..n).map(|_| None).collect(),
+            sync: None,
             failed: None,
             closed: false,
             crash_guard,
@@ -244,10 +259,9 @@ impl Pool {
         self.workers.iter().map(WorkerProcess::pid).collect()
     }
 
-    /// The slot the next command will use: write its actions (and seeds) there before
-    /// [`Pool::submit`].
+    /// The slot the next [`Pool::submit`] will use: write its actions (and seeds) there first.
     pub fn next_slot(&self) -> usize {
-        self.next_slot
+        self.worker_slot[0]
     }
 
     /// A view of slot `slot` (read results, or write the next command's inputs).
@@ -255,12 +269,17 @@ impl Pool {
         self.segment.slot(slot)
     }
 
-    /// Whether a command is pending.
+    /// Whether a command of [`Pool::submit`] is pending.
     pub fn is_pending(&self) -> bool {
-        self.pending.is_some()
+        self.sync.is_some()
     }
 
-    fn usable(&self) -> Result<(), PoolError> {
+    /// Whether any worker has a command in flight (of [`Pool::submit`] or [`Pool::send`]).
+    pub fn in_flight(&self) -> usize {
+        self.flights.iter().filter(|f| f.is_some()).count()
+    }
+
+    pub(crate) fn usable(&self) -> Result<(), PoolError> {
         if let Some(e) = &self.failed {
             return Err(clone_error(e));
         }
@@ -278,39 +297,55 @@ impl Pool {
     /// [`PoolError::InvalidArgument`] for `Close` (use [`Pool::close`]).
     pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, PoolError> {
         self.usable()?;
-        if self.pending.is_some() {
+        if self.sync.is_some() || self.in_flight() > 0 {
             return Err(PoolError::AlreadyPending);
         }
         if kind == CommandKind::Close {
             return Err(PoolError::InvalidArgument("close a pool with Pool::close".into()));
         }
-        let slot = self.next_slot;
+        let slot = self.worker_slot[0];
         self.seq += 1;
-        let n = self.workers.len();
-        self.pending = Some(Pending {
-            kind,
-            slot,
-            seq: self.seq,
-            message: message.map(<[u8]>::to_vec),
-            done: vec![false; n],
-            messages: vec![],
-            errors: vec![],
-            restarted: vec![],
-        });
-        for w in 0..n {
-            // A worker that died here is noticed (and restarted or reported) by `wait`.
-            let _ = self.send_command(w, kind);
+        let (seq, message) = (self.seq, message.map(<[u8]>::to_vec));
+        self.sync = Some(kind);
+        for w in 0..self.workers.len() {
+            self.worker_slot[w] = slot;
+            self.launch(w, kind, seq, message.clone());
         }
         Ok(slot)
     }
 
-    /// Pushes the pending command (as `kind`) to worker `w`, then its message if any.
+    /// Starts command `kind` on worker `w`'s next slot: records the flight, then pushes it.
+    pub(crate) fn launch(&mut self, w: usize, kind: CommandKind, seq: u64, message: Option<Vec<u8>>) {
+        self.sends += 1;
+        let slot = self.worker_slot[w];
+        self.flights[w] = Some(Flight {
+            kind,
+            slot,
+            seq,
+            message,
+            sent: self.sends,
+            arrived: None,
+            reply: None,
+            error: None,
+            restarted: None,
+        });
+        // A worker that died here is noticed (and restarted or reported) by the waits.
+        let _ = self.send_command(w, kind);
+    }
+
+    /// The next command sequence number.
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Pushes worker `w`'s flight (as `kind`) to it, then its message if any.
     fn send_command(&mut self, w: usize, kind: CommandKind) -> Result<(), ControlError> {
-        let p = self.pending.as_ref().expect("a command is pending");
-        let command = Command::new(kind, p.slot as u32, p.seq, p.message.is_some());
+        let f = self.flights[w].as_ref().expect("a command is in flight");
+        let command = Command::new(kind, f.slot as u32, f.seq, f.message.is_some());
         self.commands[w].push(command).expect("at most one command per worker is outstanding");
         self.segment.command_wakeup(w).notify();
-        match &p.message {
+        match &f.message {
             Some(bytes) => self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())),
             None => Ok(()),
         }
@@ -325,26 +360,51 @@ impl Pool {
     /// [`PoolError::Control`].
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, PoolError> {
         self.usable()?;
-        if self.pending.is_none() {
+        let Some(kind) = self.sync else {
             return Err(PoolError::NoPendingCall);
-        }
+        };
         let start = Instant::now();
-        let deadline = timeout.map(|t| start + t);
+        self.pump(timeout, |flights| flights.iter().all(|f| f.as_ref().is_some_and(|f| f.arrived.is_some())))?;
+        self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
+        self.sync = None;
+        let mut out = Outcome { slot: self.worker_slot[0], kind, messages: vec![], errors: vec![], restarted: vec![] };
+        for w in 0..self.workers.len() {
+            let f = self.take_flight(w);
+            out.slot = f.slot;
+            out.messages.extend(f.reply.map(|r| (w, r)));
+            out.errors.extend(f.error.map(|e| (w, e)));
+            out.restarted.extend(f.restarted.map(|r| (w, r)));
+        }
+        Ok(out)
+    }
+
+    /// Drains completions until `done(flights)` holds, at most `timeout` (`None`: forever, still
+    /// noticing dead workers within ~10 ms).
+    ///
+    /// # Errors
+    /// [`PoolError::Timeout`] naming the workers still running, [`PoolError::WorkerDied`],
+    /// [`PoolError::CrashLoop`], [`PoolError::Control`].
+    pub(crate) fn pump(
+        &mut self,
+        timeout: Option<Duration>,
+        done: impl Fn(&[Option<Flight>]) -> bool,
+    ) -> Result<(), PoolError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             for w in 0..self.workers.len() {
                 while let Some(c) = self.completions[w].pop() {
                     self.on_completion(w, c)?;
                 }
             }
-            let pending = self.pending.as_ref().expect("pending checked above");
-            if pending.done.iter().all(|&d| d) {
-                self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
-                return Ok(self.finish());
+            if done(&self.flights) {
+                return Ok(());
             }
             let now = Instant::now();
             if let Some(d) = deadline {
                 if now >= d {
-                    let waiting_for = pending.done.iter().enumerate().filter(|(_, &d)| !d).map(|(w, _)| w).collect();
+                    let running =
+                        |(w, f): (usize, &Option<Flight>)| f.as_ref().is_some_and(|f| f.arrived.is_none()).then_some(w);
+                    let waiting_for = self.flights.iter().enumerate().filter_map(running).collect();
                     let seconds = timeout.unwrap_or_default().as_secs_f64();
                     return Err(PoolError::Timeout { seconds, waiting_for });
                 }
@@ -360,40 +420,35 @@ impl Pool {
         }
     }
 
-    fn finish(&mut self) -> Outcome {
-        let p = self.pending.take().expect("a command is pending");
-        self.next_slot = (p.slot + 1) % self.segment.layout().depth;
-        if p.kind == CommandKind::Step {
-            let mut view = self.segment.slot(p.slot);
-            for (w, _) in &p.restarted {
-                let envs = self.segment.layout().worker_envs(*w);
-                view.rows_mut(Array::Truncated, envs.clone()).fill(1);
-                view.rows_mut(Array::Terminated, envs.clone()).fill(0);
-                view.rows_mut(Array::Reward, envs).fill(0);
-            }
+    /// Removes worker `w`'s finished flight, moving the worker to its next slot; for a step it
+    /// restarted in, marks its rows truncated with reward 0.
+    pub(crate) fn take_flight(&mut self, w: usize) -> Flight {
+        let f = self.flights[w].take().expect("the flight finished");
+        self.worker_slot[w] = (f.slot + 1) % self.segment.layout().depth;
+        if f.kind == CommandKind::Step && f.restarted.is_some() {
+            let envs = self.segment.layout().worker_envs(w);
+            let mut view = self.segment.slot(f.slot);
+            view.rows_mut(Array::Truncated, envs.clone()).fill(1);
+            view.rows_mut(Array::Terminated, envs.clone()).fill(0);
+            view.rows_mut(Array::Reward, envs).fill(0);
         }
-        Outcome { slot: p.slot, kind: p.kind, messages: p.messages, errors: p.errors, restarted: p.restarted }
+        f
     }
 
     fn on_completion(&mut self, w: usize, c: Completion) -> Result<(), PoolError> {
-        let pending = self.pending.as_mut().expect("completions arrive only while pending");
-        if c.worker as usize != w || c.seq != pending.seq || pending.done[w] {
-            let error = ControlError::Protocol(format!("unexpected completion {c:?} (pending seq {})", pending.seq));
+        let expected = self.flights[w].as_ref().filter(|f| f.arrived.is_none()).map(|f| f.seq);
+        if c.worker as usize != w || expected != Some(c.seq) {
+            let error = ControlError::Protocol(format!("unexpected completion {c:?} (in flight: seq {expected:?})"));
             return self.on_death(w, Some(error));
         }
         if c.is_error() && !c.has_message() {
             let error = ControlError::Protocol(format!("error completion {c:?} without its error message"));
             return self.on_death(w, Some(error));
         }
-        pending.done[w] = true;
         if c.has_message() {
             match self.workers[w].control.recv(Some(Duration::from_secs(30))) {
-                Ok(ControlMessage::Payload(bytes)) if !c.is_error() => {
-                    self.pending.as_mut().expect("pending").messages.push((w, bytes))
-                }
-                Ok(ControlMessage::Error(e)) if c.is_error() => {
-                    self.pending.as_mut().expect("pending").errors.push((w, e))
-                }
+                Ok(ControlMessage::Payload(bytes)) if !c.is_error() => self.flight(w).reply = Some(bytes),
+                Ok(ControlMessage::Error(e)) if c.is_error() => self.flight(w).error = Some(e),
                 Ok(other) => {
                     let error = ControlError::Protocol(format!("unexpected message {other:?} for {c:?}"));
                     return self.on_death(w, Some(error));
@@ -402,7 +457,13 @@ impl Pool {
                 Err(error) => return self.on_death(w, Some(error)),
             }
         }
+        self.arrivals += 1;
+        self.flight(w).arrived = Some(self.arrivals);
         Ok(())
+    }
+
+    fn flight(&mut self, w: usize) -> &mut Flight {
+        self.flights[w].as_mut().expect("a command is in flight")
     }
 
     /// Worker `w` died (or broke the protocol, `protocol`): restart it or end the pool.
@@ -418,20 +479,20 @@ impl Pool {
         if let Err(e) = self.restart(w) {
             return Err(self.fail(e));
         }
-        let Some(pending) = self.pending.as_mut() else { return Ok(()) };
-        pending.done[w] = false;
-        pending.messages.retain(|(worker, _)| *worker != w);
-        pending.errors.retain(|(worker, _)| *worker != w);
-        pending.restarted.push((w, failure));
-        let kind = pending.kind;
+        let Some(flight) = self.flights[w].as_mut() else { return Ok(()) };
+        flight.arrived = None;
+        flight.reply = None;
+        flight.error = None;
+        flight.restarted = Some(failure);
+        let kind = flight.kind;
         match kind {
             CommandKind::Step | CommandKind::Reset => {
                 if kind == CommandKind::Step {
                     // The restarted worker resets its envs without seeds: they continue fresh
                     // random streams, as an autoreset would.
                     let envs = self.segment.layout().worker_envs(w);
-                    self.segment.slot(pending.slot).rows_mut(Array::SeedFlags, envs).fill(0);
-                    self.pending.as_mut().expect("pending").message = None;
+                    self.segment.slot(flight.slot).rows_mut(Array::SeedFlags, envs).fill(0);
+                    flight.message = None;
                 }
                 // A Reset re-runs as it was (same seeds, same options message); a Step becomes a
                 // reset of the new worker's envs.
@@ -441,10 +502,10 @@ impl Pool {
             }
             _ => {
                 // A call cannot be replayed safely: report it as failed for this worker's envs.
-                let pending = self.pending.as_mut().expect("pending");
-                pending.done[w] = true;
                 let message = "the worker died during the call and was restarted; its envs were reset".into();
-                pending.errors.push((w, RemoteError { kind: "WorkerRestarted".into(), message, ..Default::default() }));
+                flight.error = Some(RemoteError { kind: "WorkerRestarted".into(), message, ..Default::default() });
+                self.arrivals += 1;
+                flight.arrived = Some(self.arrivals);
             }
         }
         Ok(())
@@ -484,7 +545,8 @@ impl Pool {
     /// Ends the pool with `error`: every worker is stopped and later calls return it again.
     fn fail(&mut self, error: PoolError) -> PoolError {
         self.failed = Some(clone_error(&error));
-        self.pending = None;
+        self.sync = None;
+        self.flights.iter_mut().for_each(|f| *f = None);
         self.shutdown(Duration::ZERO);
         error
     }
@@ -514,7 +576,7 @@ impl Pool {
         }
         self.usable()?;
         let n = layout.num_envs;
-        self.segment.slot(self.next_slot).rows_mut(Array::Action(0), 0..n).copy_from_slice(actions);
+        self.segment.slot(self.next_slot()).rows_mut(Array::Action(0), 0..n).copy_from_slice(actions);
         self.submit(CommandKind::Step, None)?;
         self.wait(None)
     }
@@ -536,23 +598,27 @@ impl Pool {
         self.wait(None)
     }
 
-    /// Writes reset seeds into the next slot (call before submitting a reset).
+    /// Writes reset seeds for every env into its worker's next slot (call before submitting or
+    /// sending a reset).
     ///
     /// # Panics
     /// When `seeds.len() != num_envs`.
     pub fn write_seeds(&mut self, seeds: &[Option<u64>]) {
         let n = self.segment.layout().num_envs;
         assert_eq!(seeds.len(), n, "one seed per env");
-        let mut slot = self.segment.slot(self.next_slot);
-        let values: Vec<u64> = seeds.iter().map(|s| s.unwrap_or(0)).collect();
-        slot.rows_mut(Array::Seed, 0..n).copy_from_slice(bytemuck::cast_slice(&values));
-        let flags: Vec<u8> = seeds.iter().map(|s| u8::from(s.is_some())).collect();
-        slot.rows_mut(Array::SeedFlags, 0..n).copy_from_slice(&flags);
+        for w in 0..self.workers.len() {
+            let envs = self.segment.layout().worker_envs(w);
+            let mut slot = self.segment.slot(self.worker_slot[w]);
+            let values: Vec<u64> = seeds[envs.clone()].iter().map(|s| s.unwrap_or(0)).collect();
+            slot.rows_mut(Array::Seed, envs.clone()).copy_from_slice(bytemuck::cast_slice(&values));
+            let flags: Vec<u8> = seeds[envs.clone()].iter().map(|s| u8::from(s.is_some())).collect();
+            slot.rows_mut(Array::SeedFlags, envs).copy_from_slice(&flags);
+        }
     }
 
     fn shutdown(&mut self, grace: Duration) {
         if !self.closed {
-            let slot = self.next_slot as u32;
+            let slot = self.worker_slot[0] as u32;
             for w in 0..self.workers.len() {
                 let _ = self.commands[w].push(Command::new(CommandKind::Close, slot, 0, false));
                 self.segment.command_wakeup(w).notify();
@@ -566,7 +632,8 @@ impl Pool {
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
     /// the rest. A pending command is abandoned. Idempotent.
     pub fn close(&mut self, timeout: Duration) {
-        self.pending = None;
+        self.sync = None;
+        self.flights.iter_mut().for_each(|f| *f = None);
         self.shutdown(timeout);
     }
 }

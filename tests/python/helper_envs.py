@@ -344,3 +344,36 @@ class FaultEnv(gym.Env):
 
 def exiting_factory(code):
     os._exit(code)
+
+
+class JitterEnv(gym.Env):
+    """An env whose step takes a truly random time (0 to 400 µs, from ``os.urandom``, not from
+    its seed), so that workers finish in an unpredictable order, while its results are a function
+    of its seed and actions alone: the observation is ``[seed, step count, action, a draw of the
+    seeded generator]``; episodes end after 5 to 14 steps (terminated when even, truncated when
+    odd); every step's info holds ``count``."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self):
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float64)
+        self.action_space = spaces.Discrete(4)
+        self.seed_value = -1
+        self.t = 0
+        self.length = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.seed_value = seed
+        self.t = 0
+        self.length = int(self.np_random.integers(5, 15))
+        return np.array([self.seed_value, 0, -1, self.np_random.random()]), {"count": 0}
+
+    def step(self, action):
+        time.sleep(int.from_bytes(os.urandom(2), "little") % 400 * 1e-6)
+        self.t += 1
+        obs = np.array([self.seed_value, self.t, int(action), self.np_random.random()])
+        done = self.t >= self.length
+        return obs, float(self.t + 0.5 * int(action)), done and self.t % 2 == 0, done and self.t % 2 == 1, \
+            {"count": self.t}

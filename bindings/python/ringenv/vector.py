@@ -11,7 +11,7 @@ import pickle
 import sys
 from copy import deepcopy
 from enum import Enum
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import gymnasium as gym
@@ -29,6 +29,7 @@ from gymnasium.vector.utils import (
 )
 
 from ringenv import _layout, _native
+from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
 from ringenv.errors import WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -53,7 +54,7 @@ DEFAULT_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_
                       "CUDA_VISIBLE_DEVICES": ""}
 
 
-def _worker_env(overrides: Optional[Dict[str, Optional[str]]]) -> List[Tuple[str, str]]:
+def _worker_env(overrides: Optional[Mapping[str, Optional[str]]]) -> List[Tuple[str, str]]:
     env = dict(DEFAULT_WORKER_ENV)
     for key, value in (overrides or {}).items():
         if value is None:
@@ -103,7 +104,7 @@ def _split(n: int, k: int):
         start = stop
 
 
-class AsyncVectorEnv(VectorEnv):
+class AsyncVectorEnv(BatchesMixin, VectorEnv):
     """Vectorized env stepping its sub-envs in worker processes over shared memory.
 
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
@@ -147,6 +148,16 @@ class AsyncVectorEnv(VectorEnv):
         check_actions: if ``True`` (default), ``step_async`` rejects out-of-range Discrete,
             MultiDiscrete and MultiBinary actions and NaN Box actions before anything is sent
             (a few µs per step; ``False`` skips the checks).
+        batch_size: envs per :meth:`recv` (EnvPool's asynchronous batches: ``async_reset`` /
+            ``send`` / ``recv``); default ``num_envs``. Below ``num_envs`` a batch is whole
+            workers' blocks, so ``num_envs`` must split into equal blocks that make up
+            ``batch_size`` (the default ``num_workers`` is chosen so); autoreset is then
+            ``NEXT_STEP`` or ``SAME_STEP`` per env exactly as in :meth:`step` (an env that ended
+            is reset by its next ``send``), and ``DISABLED`` is refused.
+        deterministic: if ``True``, :meth:`recv` returns batches in the order their actions were
+            sent (first in, first out) instead of the order they finished, so the sequence of
+            batches, and with seeded envs the whole run, is a function of the seeds and actions
+            alone; the price is waiting for the earliest batch even when a later one is done.
 
     Raises:
         ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
@@ -172,8 +183,10 @@ class AsyncVectorEnv(VectorEnv):
         on_worker_failure: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
-        worker_env: Optional[Dict[str, Optional[str]]] = None,
+        worker_env: Optional[Mapping[str, Optional[str]]] = None,
         check_actions: bool = True,
+        batch_size: Optional[int] = None,
+        deterministic: bool = False,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         env_fns = list(env_fns)
@@ -236,7 +249,7 @@ class AsyncVectorEnv(VectorEnv):
             reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
-            check_actions=check_actions,
+            check_actions=check_actions, batch_size=batch_size, deterministic=deterministic,
         )
 
     @classmethod
@@ -276,14 +289,26 @@ class AsyncVectorEnv(VectorEnv):
 
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
                num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
-               restart_window=60.0, worker_env=None, check_actions=True):
+               restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False):
         n = self.num_envs
         if n < 1:
             raise ValueError(f"num_envs must be at least 1, got {n}")
+        batch_size = n if batch_size is None else batch_size
+        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
+            raise ValueError(f"batch_size must be an integer from 1 to num_envs ({n}), got {batch_size!r}")
+        if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
+            raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
+                             "DISABLED an env that ended could never be reset between batches")
         if num_workers is None:
-            num_workers = _default_num_workers(n, max_concurrency)
+            num_workers = (_default_num_workers(n, max_concurrency) if batch_size == n
+                           else default_async_workers(n, int(batch_size), os.cpu_count() or 1))
         if not isinstance(num_workers, (int, np.integer)) or not 1 <= num_workers <= n:
             raise ValueError(f"num_workers must be an integer from 1 to num_envs ({n}), got {num_workers!r}")
+        if batch_size < n:
+            check_batch_size(n, int(num_workers), int(batch_size))
+        self.batch_size = int(batch_size)
+        self.deterministic = bool(deterministic)
+        self._block = n // int(num_workers) if batch_size < n else n
         self.copy = copy
         self.single_observation_space = single_obs
         self.single_action_space = single_act
@@ -324,7 +349,8 @@ class AsyncVectorEnv(VectorEnv):
         self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
-        self._last_slot: Optional[int] = None
+        self._last_slots: List[Optional[int]] = [None] * int(num_workers)
+        self._sent: List[Optional[str]] = [None] * int(num_workers)  # what each worker runs for send/recv
         self._restarted: List[dict] = []
         self._reset_mask: Optional[np.ndarray] = None
 
@@ -340,6 +366,71 @@ class AsyncVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(
                 f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
                 str(self._state.value))
+        if self._pool.in_flight:
+            raise AlreadyPendingCallError(
+                f"Calling `{name}` while {self._pool.in_flight} workers' batches sent with `send`/`async_reset` "
+                "are in flight: `recv` them first", "step")
+
+    def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
+        """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all.
+
+        Raises:
+            ValueError: a list of the wrong length, a negative or too large seed (naming the env).
+        """
+        if seed is None:
+            seeds: List[Optional[int]] = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                             f"but got length={len(seeds)}.")
+        for i, s in enumerate(seeds):
+            if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
+                raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
+        return [None if s is None else int(s) for s in seeds]
+
+    def _write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any) -> Optional[bytes]:
+        """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
+        action slot of each env (``slots``: one slot for all, or an array with one per env of
+        ``ids``); returns the pickled payload of a non-flat action space instead (a list of
+        ``num_envs`` entries, ``None`` where not sent).
+
+        Raises:
+            ValueError: wrong shape, count, dtype or value, naming the env; nothing is written.
+        """
+        count = self.num_envs if ids is None else len(ids)
+        if self._action is None:
+            space = self.action_space if ids is None else batch_space(self.single_action_space, count)
+            batch = list(iterate(space, actions))
+            if len(batch) != count:
+                raise ValueError(f"got {len(batch)} actions for {count} envs")
+            if ids is None:
+                return cloudpickle.dumps(batch)
+            full: List[Any] = [None] * self.num_envs
+            for i, a in zip(ids, batch):
+                full[int(i)] = a
+            return cloudpickle.dumps(full)
+        actions = np.asarray(actions)
+        shape = (count, *self._action_shape[1:])
+        if actions.shape != shape:
+            raise ValueError(f"actions have shape {actions.shape}, expected {shape} "
+                             f"({count} envs, action shape {self.single_action_space.shape})")
+        if self._integer_actions and actions.dtype.kind not in "iub":
+            raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
+                             f"got dtype {actions.dtype}")
+        if self._action_bounds is not None:
+            _check_action_values(actions, self._action_bounds, self.single_action_space)
+        if ids is None:
+            np.copyto(self._action[slots], actions, casting="unsafe")
+        elif np.ndim(slots) == 0:
+            self._action[slots][ids] = actions
+        else:
+            for slot in np.unique(slots):
+                mine = slots == slot
+                self._action[slot][ids[mine]] = actions[mine]
+        return None
 
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None):
@@ -355,18 +446,7 @@ class AsyncVectorEnv(VectorEnv):
             TypeError: a reset mask that is not a bool NumPy array.
         """
         self._assert_open("reset_async")
-        if seed is None:
-            seeds: List[Optional[int]] = [None] * self.num_envs
-        elif isinstance(seed, (int, np.integer)):
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
-                             f"but got length={len(seeds)}.")
-        for i, s in enumerate(seeds):
-            if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
-                raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
+        seeds = self._seed_list(seed)
         self._assert_default("reset_async")
         mask = None
         if options is not None and "reset_mask" in options:
@@ -380,8 +460,7 @@ class AsyncVectorEnv(VectorEnv):
             if not np.any(mask):
                 raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
                                  f"value, got reset_mask={mask}")
-        self._pool.write_seeds([None if s is None else int(s) for s in seeds],
-                               None if mask is None else [bool(m) for m in mask])
+        self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
         self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
         self._reset_mask = mask
         self._state = AsyncState.WAITING_RESET
@@ -399,13 +478,19 @@ class AsyncVectorEnv(VectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
-        previous = self._last_slot
+        previous = list(self._last_slots)
         slot, messages = self._wait("reset", AsyncState.WAITING_RESET, timeout)
         mask, self._reset_mask = self._reset_mask, None
-        if mask is not None and self._obs_mem is not None and previous is not None:
+        if mask is not None and self._obs_mem is not None:
             keep = ~mask  # envs not reset keep their last observation
-            for new, old in zip(self._obs_rows[slot], self._obs_rows[previous]):
-                new[keep] = old[keep]
+            for w, before in enumerate(previous):
+                if before is None:
+                    continue
+                start, stop = self._pool.env_ids(w)
+                rows = np.zeros_like(keep)
+                rows[start:stop] = keep[start:stop]
+                for new, old in zip(self._obs_rows[slot], self._obs_rows[before]):
+                    new[rows] = old[rows]
         infos = self._absorb(messages)
         return self._observations(slot), infos
 
@@ -426,23 +511,7 @@ class AsyncVectorEnv(VectorEnv):
                 Discrete, MultiDiscrete or MultiBinary space (checked before anything is sent).
         """
         self._assert_default("step_async")
-        if self._action is not None:
-            actions = np.asarray(actions)
-            if actions.shape != self._action_shape:
-                raise ValueError(f"actions have shape {actions.shape}, expected {self._action_shape} "
-                                 f"(num_envs={self.num_envs}, action shape {self.single_action_space.shape})")
-            if self._integer_actions and actions.dtype.kind not in "iub":
-                raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
-                                 f"got dtype {actions.dtype}")
-            if self._action_bounds is not None:
-                _check_action_values(actions, self._action_bounds, self.single_action_space)
-            np.copyto(self._action[self._pool.next_slot], actions, casting="unsafe")
-            payload = None
-        else:
-            batch = list(iterate(self.action_space, actions))
-            if len(batch) != self.num_envs:
-                raise ValueError(f"got {len(batch)} actions for {self.num_envs} envs")
-            payload = cloudpickle.dumps(batch)
+        payload = self._write_actions(actions, None, self._pool.next_slot)
         self._pool.submit("step", payload)
         self._state = AsyncState.WAITING_STEP
 
@@ -578,7 +647,7 @@ class AsyncVectorEnv(VectorEnv):
         if errors:
             raise _remote_exception(errors[0][1])
         if state != AsyncState.WAITING_CALL:
-            self._last_slot = slot
+            self._last_slots = [slot] * len(self._last_slots)
         return slot, messages
 
     def _absorb(self, messages) -> Dict[str, Any]:

@@ -1,0 +1,175 @@
+//! Asynchronous batches (EnvPool's and PufferLib's `send` / `recv`): commands go to some workers
+//! while others still run, and [`Pool::recv`] hands back the first workers to finish.
+//!
+//! The unit is a worker: each worker steps its contiguous range of envs, so a batch is the union
+//! of a few workers' ranges. Each worker alternates between the data slots on its own (its next
+//! command writes the slot after the one its last result is in), so the rows a caller reads from
+//! one `recv` stay intact while those workers' next commands run.
+//!
+//! [`RecvOrder::Arrival`] returns the workers that finished first: the fastest, but the order of
+//! batches depends on timing. [`RecvOrder::Sent`] returns them in the order their commands were
+//! sent (first in, first out), whatever finished first: the sequence of batches is then a
+//! function of the commands alone, so a seeded run replays exactly.
+//!
+//! ```no_run
+//! use ringenv_runtime::{ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, RecvOrder, WorkerCommand};
+//! let layout = Layout::single(8, 4, 2, ArraySpec::new(DType::F32, &[4]),
+//!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+//! let init = br#"{"env_id": "CartPole-v1"}"#.to_vec();
+//! let mut pool = Pool::spawn(PoolConfig::new(layout, WorkerCommand::new("ringenv-worker"), init)).unwrap();
+//! pool.write_seeds(&[Some(0); 8]);
+//! pool.send(&[0, 1, 2, 3], CommandKind::Reset, None).unwrap();
+//! for _ in 0..100 {
+//!     let batch = pool.recv(2, RecvOrder::Arrival, None).unwrap(); // 2 workers = 4 envs
+//!     let workers: Vec<usize> = batch.iter().map(|b| b.worker).collect();
+//!     // ... read each worker's rows from `pool.batch(b.slot)`, write its actions into
+//!     // `pool.batch(pool.next_slot_of(b.worker))`, then:
+//!     pool.send(&workers, CommandKind::Step, None).unwrap();
+//! }
+//! ```
+
+use crate::{CommandKind, Pool, PoolError, RemoteError, WorkerFailure};
+use std::time::{Duration, Instant};
+
+/// Which finished workers [`Pool::recv`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvOrder {
+    /// The first to finish, in the order they finished.
+    Arrival,
+    /// The earliest sent, in the order they were sent: deterministic.
+    Sent,
+}
+
+/// One worker's finished command, from [`Pool::recv`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerOutcome {
+    /// The worker.
+    pub worker: usize,
+    /// The data slot holding its rows (its env ids, [`crate::Layout::worker_envs`]).
+    pub slot: usize,
+    /// What ran.
+    pub kind: CommandKind,
+    /// The payload message it attached (for example non-empty infos).
+    pub message: Option<Vec<u8>>,
+    /// The error it raised; its rows are then not valid.
+    pub error: Option<RemoteError>,
+    /// It died during the command and was restarted ([`crate::FailurePolicy::Restart`]): its envs
+    /// were reset; for a step its rows read truncated with reward 0.
+    pub restarted: Option<WorkerFailure>,
+}
+
+impl Pool {
+    /// The slot worker `w`'s next command uses: write its actions (or seeds) there before
+    /// [`Pool::send`].
+    ///
+    /// # Panics
+    /// When `w` is not a worker index.
+    pub fn next_slot_of(&self, w: usize) -> usize {
+        self.worker_slot[w]
+    }
+
+    /// Whether worker `w` has a command in flight (sent and not yet returned by a recv or wait).
+    ///
+    /// # Panics
+    /// When `w` is not a worker index.
+    pub fn is_busy(&self, w: usize) -> bool {
+        self.flights[w].is_some()
+    }
+
+    /// Sends command `kind` (`Step` or `Reset`) to each worker of `workers`, on its own next
+    /// slot, with an optional payload message each receives; returns at once.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidArgument`] (nothing is sent) for a worker index out of range, a
+    /// worker named twice, a worker that still has a command in flight, or a kind other than
+    /// `Step` or `Reset`; [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
+    /// [`PoolError::Closed`], [`PoolError::WorkerDied`] from an earlier failure.
+    pub fn send(&mut self, workers: &[usize], kind: CommandKind, message: Option<&[u8]>) -> Result<(), PoolError> {
+        self.usable()?;
+        if self.is_pending() {
+            return Err(PoolError::AlreadyPending);
+        }
+        if !matches!(kind, CommandKind::Step | CommandKind::Reset) {
+            return Err(PoolError::InvalidArgument(format!("send takes Step or Reset, not {kind:?}")));
+        }
+        let n = self.layout().num_workers;
+        let mut seen = vec![false; n];
+        for &w in workers {
+            if w >= n {
+                return Err(PoolError::InvalidArgument(format!("worker {w} out of range: the pool has {n}")));
+            }
+            if std::mem::replace(&mut seen[w], true) {
+                return Err(PoolError::InvalidArgument(format!("worker {w} named twice")));
+            }
+            if self.is_busy(w) {
+                return Err(PoolError::InvalidArgument(format!(
+                    "worker {w} (envs {:?}) still has a command in flight: recv its results first",
+                    self.layout().worker_envs(w)
+                )));
+            }
+        }
+        let message = message.map(<[u8]>::to_vec);
+        for &w in workers {
+            let seq = self.next_seq();
+            self.launch(w, kind, seq, message.clone());
+        }
+        Ok(())
+    }
+
+    /// Waits until `num_workers` workers finished commands sent with [`Pool::send`] and returns
+    /// them (in `order`), at most `timeout` (`None`: forever, still noticing dead workers within
+    /// ~10 ms). Their rows stay valid until they have run one more command.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidArgument`] when fewer than `num_workers` (or zero) commands are in
+    /// flight; [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
+    /// [`PoolError::Timeout`] (nothing is returned; the commands stay in flight);
+    /// [`PoolError::WorkerDied`], [`PoolError::CrashLoop`], [`PoolError::Control`].
+    pub fn recv(
+        &mut self,
+        num_workers: usize,
+        order: RecvOrder,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<WorkerOutcome>, PoolError> {
+        self.usable()?;
+        if self.is_pending() {
+            return Err(PoolError::AlreadyPending);
+        }
+        let in_flight = self.in_flight();
+        if num_workers == 0 || num_workers > in_flight {
+            return Err(PoolError::InvalidArgument(format!(
+                "recv waits for {num_workers} workers but {in_flight} have a command in flight"
+            )));
+        }
+        let start = Instant::now();
+        self.pump(timeout, |flights| chosen(flights, num_workers, order).is_some())?;
+        self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
+        let workers = chosen(&self.flights, num_workers, order).expect("pump returned when enough finished");
+        Ok(workers
+            .into_iter()
+            .map(|w| {
+                let f = self.take_flight(w);
+                WorkerOutcome {
+                    worker: w,
+                    slot: f.slot,
+                    kind: f.kind,
+                    message: f.reply,
+                    error: f.error,
+                    restarted: f.restarted,
+                }
+            })
+            .collect())
+    }
+}
+
+/// The `k` workers `recv` returns once they all finished, or `None` while they have not.
+fn chosen(flights: &[Option<crate::pool::Flight>], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
+    let mut candidates: Vec<(u64, usize)> = match order {
+        RecvOrder::Arrival => flights.iter().enumerate().filter_map(|(w, f)| Some((f.as_ref()?.arrived?, w))).collect(),
+        RecvOrder::Sent => flights.iter().enumerate().filter_map(|(w, f)| Some((f.as_ref()?.sent, w))).collect(),
+    };
+    candidates.sort_unstable();
+    candidates.truncate(k);
+    let all_done = candidates.iter().all(|&(_, w)| flights[w].as_ref().is_some_and(|f| f.arrived.is_some()));
+    (candidates.len() == k && all_done).then(|| candidates.into_iter().map(|(_, w)| w).collect())
+}

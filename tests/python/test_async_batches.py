@@ -1,0 +1,202 @@
+"""EnvPool-style asynchronous batches: ``async_reset`` / ``send`` / ``recv`` with
+``batch_size < num_envs``: every env's result comes back exactly once with the right env ids,
+results equal in-process envs stepped with the same actions (autoreset included),
+``deterministic=True`` replays exactly, and misuse is refused before anything is sent."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import AlreadyPendingCallError
+from gymnasium.vector import AutoresetMode
+from helper_envs import JitterEnv
+
+from ringenv import AsyncVectorEnv, make_vec
+
+N, WORKERS, BATCH = 8, 4, 4  # 2 envs per worker, 2 workers per batch
+
+
+def jitter(closing, **kwargs):
+    kwargs.setdefault("num_workers", WORKERS)
+    kwargs.setdefault("batch_size", BATCH)
+    return closing(AsyncVectorEnv([JitterEnv] * N, **kwargs))
+
+
+def action_of(env_id: int, count: int) -> int:
+    return (env_id * 7 + count * 3) % 4
+
+
+class Reference:
+    """In-process JitterEnvs stepped with next-step autoreset, as a worker steps them."""
+
+    def __init__(self, seed: int):
+        self.envs = [JitterEnv() for _ in range(N)]
+        self.first = [e.reset(seed=seed + i) for i, e in enumerate(self.envs)]
+        self.done = [False] * N
+
+    def step(self, i: int, action: int):
+        if self.done[i]:
+            self.done[i] = False
+            obs, info = self.envs[i].reset()
+            return obs, 0.0, False, False, info
+        obs, reward, terminated, truncated, info = self.envs[i].step(action)
+        self.done[i] = terminated or truncated
+        return obs, reward, terminated, truncated, info
+
+
+def run(env, rounds: int, seed: int = 10):
+    """Drives ``rounds`` recv/send rounds, checking every result against the reference; returns
+    the sequence of batches' env ids."""
+    ref = Reference(seed)
+    env.async_reset(seed=seed)
+    sent = {}  # env id -> the expected result of what was sent to it
+    for i in range(N):
+        obs, info = ref.first[i]
+        sent[i] = (obs, 0.0, False, False, info)
+    steps = np.zeros(N, int)
+    order = []
+    for _ in range(rounds):
+        obs, rewards, terminated, truncated, infos = env.recv(timeout=30)
+        ids = infos["env_id"]
+        assert ids.dtype == np.int32 and ids.shape == (BATCH,)
+        assert obs.shape == (BATCH, 4) and rewards.dtype == np.float64 and terminated.dtype == np.bool_
+        order.append(tuple(int(i) for i in ids))
+        for k, i in enumerate(ids):
+            want_obs, want_reward, want_term, want_trunc, want_info = sent.pop(int(i))
+            np.testing.assert_array_equal(obs[k], want_obs, err_msg=f"env {i}")
+            assert (rewards[k], terminated[k], truncated[k]) == (want_reward, want_term, want_trunc), f"env {i}"
+            assert infos["count"][k] == want_info["count"] and infos["_count"][k]
+        actions = np.array([action_of(int(i), steps[i]) for i in ids])
+        for i, a in zip(ids, actions):
+            sent[int(i)] = ref.step(int(i), int(a))
+            steps[i] += 1
+        env.send(actions, ids)
+    # Nothing lost, nothing twice: exactly the envs not returned by the last recv are in flight,
+    # and receiving them drains the pool.
+    rest = []
+    while sent:
+        _, _, _, _, infos = env.recv(timeout=30)
+        for i in infos["env_id"]:
+            assert int(i) in sent, f"env {i} came back twice"
+            sent.pop(int(i))
+            rest.append(int(i))
+    assert sorted(rest) == list(range(N))
+    return order
+
+
+def test_every_result_comes_back_once_and_equals_the_in_process_env(closing):
+    env = jitter(closing)
+    order = run(env, rounds=150)
+    for batch in order:  # whole workers: pairs (2w, 2w + 1), ascending
+        assert list(batch) == sorted(batch)
+        assert all(batch[j] % 2 == 0 and batch[j + 1] == batch[j] + 1 for j in range(0, BATCH, 2))
+    # Episodes ended and were reset on the way (the reference asserts the reset rows).
+    assert len(set(order)) > 1
+
+
+def test_deterministic_batches_replay_exactly_and_are_first_in_first_out(closing):
+    first = run(jitter(closing, deterministic=True), rounds=80)
+    second = run(jitter(closing, deterministic=True), rounds=80)
+    assert first == second
+    # First in, first out: workers come back in the rotation they were sent in.
+    assert first[:4] == [(0, 1, 2, 3), (4, 5, 6, 7), (0, 1, 2, 3), (4, 5, 6, 7)]
+
+
+def test_same_step_autoreset_reports_final_observations_per_batch(closing):
+    env = closing(AsyncVectorEnv([JitterEnv] * 4, num_workers=2, batch_size=2,
+                                 autoreset_mode=AutoresetMode.SAME_STEP))
+    env.async_reset(seed=3)
+    finals = 0
+    for _ in range(60):
+        obs, _, terminated, truncated, infos = env.recv(timeout=30)
+        ended = terminated | truncated
+        if ended.any():
+            finals += int(ended.sum())
+            assert infos["_final_obs"].shape == (2,)
+            np.testing.assert_array_equal(infos["_final_obs"], ended)
+            for k in np.flatnonzero(ended):
+                assert infos["final_obs"][k][1] >= 5  # the last step's count; obs is the reset one
+                assert obs[k][1] == 0
+        env.send(np.ones(2, np.int64), infos["env_id"])
+    assert finals > 3
+
+
+def test_rust_env_batches_are_whole_workers(closing):
+    env = closing(make_vec("CartPole-v1", num_envs=12, vector_kwargs={"batch_size": 6, "num_workers": 4}))
+    env.async_reset(seed=0)
+    seen = np.zeros(12, int)
+    for _ in range(40):
+        obs, rewards, terminated, truncated, infos = env.recv(timeout=30)
+        assert obs.shape == (6, 4) and obs.dtype == np.float32
+        seen[infos["env_id"]] += 1
+        env.send(np.zeros(6, np.int64), infos["env_id"])
+    assert seen.sum() == 240 and (seen > 0).all()
+
+
+def test_misuse_is_refused_with_a_clear_error_before_anything_is_sent(closing):
+    with pytest.raises(ValueError, match=r"batch_size \(3\) must be a multiple of the envs per worker"):
+        AsyncVectorEnv([JitterEnv] * N, num_workers=4, batch_size=3)
+    with pytest.raises(ValueError, match="num_envs \\(8\\) is not a multiple of num_workers \\(3\\)"):
+        AsyncVectorEnv([JitterEnv] * N, num_workers=3, batch_size=4)
+    with pytest.raises(ValueError, match="needs an autoreset mode"):
+        AsyncVectorEnv([JitterEnv] * N, batch_size=4, autoreset_mode=AutoresetMode.DISABLED)
+    with pytest.raises(ValueError, match="batch_size must be an integer from 1 to num_envs"):
+        AsyncVectorEnv([JitterEnv] * N, batch_size=9)
+    env = jitter(closing)
+    with pytest.raises(ValueError, match="recv waits for 2 workers but 0"):
+        env.recv()
+    env.async_reset(seed=0)
+    with pytest.raises(AlreadyPendingCallError, match="recv"):
+        env.step(np.zeros(N, np.int64))
+    with pytest.raises(AlreadyPendingCallError):
+        env.async_reset()
+    _, _, _, _, infos = env.recv(timeout=30)
+    ids = infos["env_id"]
+    other = [i for i in range(N) if i not in ids][:2]
+    with pytest.raises(ValueError, match="were sent actions whose results were not received yet"):
+        env.send(np.zeros(2, np.int64), other)
+    with pytest.raises(ValueError, match="do not make up whole workers"):
+        env.send(np.zeros(1, np.int64), ids[:1])
+    with pytest.raises(ValueError, match="env id 8 is outside"):
+        env.send(np.zeros(2, np.int64), [0, 8])
+    with pytest.raises(ValueError, match="repeat an env"):
+        env.send(np.zeros(4, np.int64), [ids[0], ids[0], ids[1], ids[2]])
+    with pytest.raises(ValueError, match="actions have shape"):
+        env.send(np.zeros(3, np.int64), ids)
+    with pytest.raises(ValueError, match="outside Discrete"):
+        env.send(np.full(BATCH, 9), ids)
+    env.send(np.zeros(BATCH, np.int64), list(ids))  # a plain list works too
+    # Drain, then synchronous use works again.
+    env.recv(timeout=30)
+    env.recv(timeout=30)
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (N, 4)
+
+
+def test_a_worker_killed_between_send_and_recv_is_restarted_and_its_envs_read_truncated(closing):
+    env = jitter(closing, on_worker_failure="restart")
+    env.async_reset(seed=0)
+    _, _, _, _, infos = env.recv(timeout=30)
+    ids = infos["env_id"]
+    victim = int(ids[0]) // 2
+    env.send(np.zeros(BATCH, np.int64), ids)
+    os.kill(env._pool.worker_pids()[victim], signal.SIGKILL)
+    back = {}
+    with pytest.warns(UserWarning, match=f"worker {victim} .* was restarted"):
+        for _ in range(2):
+            _, rewards, terminated, truncated, infos = env.recv(timeout=30)
+            for k, i in enumerate(infos["env_id"]):
+                back[int(i)] = (rewards[k], terminated[k], truncated[k], infos.get("worker_restarted", [False] * 4)[k])
+    assert sorted(back) == list(range(N))
+    for i in (2 * victim, 2 * victim + 1):
+        assert back[i] == (0.0, False, True, True), back[i]
+
+
+def test_num_workers_default_makes_batches_of_whole_workers(closing):
+    env = closing(AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 32, batch_size=16))
+    assert env.num_envs % env._pool.num_workers == 0
+    assert 16 % (32 // env._pool.num_workers) == 0 and env._pool.num_workers >= 2

@@ -1,0 +1,122 @@
+//! Integration tests of the pool's asynchronous batches (`send` / `recv`) with the
+//! `ringenv-worker` binary: every env's result comes back exactly once, the rows equal an
+//! in-process reference, `RecvOrder::Sent` is first-in first-out, and misuse is refused before
+//! anything is sent.
+
+use ringenv_runtime::{Array, CommandKind, Layout, Pool, PoolConfig, PoolError, RecvOrder, WorkerCommand};
+use ringenv_worker::envs::CartPole;
+use ringenv_worker::registry;
+use std::time::Duration;
+
+fn pool(num_envs: usize, num_workers: usize) -> Pool {
+    let kwargs = serde_json::Value::Null;
+    let (obs, act) = registry::spaces("CartPole-v1", &kwargs).unwrap();
+    let layout =
+        Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
+            .unwrap();
+    let init = serde_json::to_vec(&registry::RustInit { env_id: "CartPole-v1".into(), kwargs }).unwrap();
+    Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init)).unwrap()
+}
+
+fn obs_rows(pool: &Pool, slot: usize, envs: std::ops::Range<usize>) -> Vec<f32> {
+    bytemuck::cast_slice(pool.batch(slot).rows(Array::Obs(0), envs)).to_vec()
+}
+
+/// Runs `rounds` recv/send rounds of `per_recv` workers out of 4 (2 envs each) and checks every
+/// returned worker's rows against in-process CartPoles stepped with the same actions; returns
+/// the sequence of returned workers.
+fn run(order: RecvOrder, per_recv: usize, rounds: usize) -> Vec<usize> {
+    const N: usize = 8;
+    let mut pool = pool(N, 4);
+    let mut reference: Vec<CartPole> = (0..N).map(|_| CartPole::default()).collect();
+    let mut want = [0f32; 4 * N];
+    let seeds: Vec<Option<u64>> = (0..N as u64).map(|i| Some(7 + i)).collect();
+    pool.write_seeds(&seeds);
+    for (i, env) in reference.iter_mut().enumerate() {
+        env.reset(seeds[i], &mut want[4 * i..4 * i + 4]);
+    }
+    pool.send(&[0, 1, 2, 3], CommandKind::Reset, None).unwrap();
+    let mut done = [false; N];
+    let mut returned = vec![];
+    let mut results_per_worker = [0usize; 4];
+    for round in 0..rounds {
+        let batch = pool.recv(per_recv, order, Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(batch.len(), per_recv);
+        for b in &batch {
+            assert!(b.error.is_none() && b.restarted.is_none(), "{b:?}");
+            assert!(!pool.is_busy(b.worker));
+            let envs = pool.layout().worker_envs(b.worker);
+            assert_eq!(obs_rows(&pool, b.slot, envs.clone()), want[4 * envs.start..4 * envs.end], "round {round}");
+            returned.push(b.worker);
+            results_per_worker[b.worker] += 1;
+            // Actions for this worker's envs, then the in-process reference steps the same.
+            let mut slot = pool.batch(pool.next_slot_of(b.worker));
+            let actions: Vec<i64> = envs.clone().map(|i| ((round * 5 + i * 3) % 2) as i64).collect();
+            slot.rows_mut(Array::Action(0), envs.clone()).copy_from_slice(bytemuck::cast_slice(&actions));
+            for (k, i) in envs.clone().enumerate() {
+                let obs = &mut want[4 * i..4 * i + 4];
+                done[i] = if done[i] {
+                    reference[i].reset(None, obs);
+                    false
+                } else {
+                    let s = reference[i].step(&actions[k..k + 1], obs);
+                    s.terminated || s.truncated
+                };
+            }
+        }
+        let workers: Vec<usize> = batch.iter().map(|b| b.worker).collect();
+        pool.send(&workers, CommandKind::Step, None).unwrap();
+    }
+    // Every command sent came back exactly once: the rest are still in flight.
+    assert_eq!(pool.in_flight(), 4);
+    let rest = pool.recv(4, order, Some(Duration::from_secs(30))).unwrap();
+    let mut rest: Vec<usize> = rest.iter().map(|b| b.worker).collect();
+    rest.sort_unstable();
+    assert_eq!(rest, [0, 1, 2, 3]);
+    assert_eq!(results_per_worker.iter().sum::<usize>(), rounds * per_recv);
+    pool.close(Duration::from_secs(5));
+    returned
+}
+
+#[test]
+fn arrival_order_returns_every_result_once_and_matches_the_reference() {
+    let seq = run(RecvOrder::Arrival, 2, 300);
+    assert_eq!(seq.len(), 600);
+}
+
+#[test]
+fn sent_order_is_first_in_first_out_whatever_finishes_first() {
+    let seq = run(RecvOrder::Sent, 1, 200);
+    // One worker per recv, re-sent at once: the workers come back in strict rotation.
+    let expected: Vec<usize> = (0..200).map(|i| i % 4).collect();
+    assert_eq!(seq, expected);
+    let seq = run(RecvOrder::Sent, 2, 100);
+    let expected: Vec<usize> = (0..200).map(|i| i % 4).collect();
+    assert_eq!(seq, expected);
+}
+
+#[test]
+fn misuse_is_refused_before_anything_is_sent() {
+    let mut pool = pool(4, 2);
+    let err = |r: Result<_, PoolError>| match r {
+        Err(PoolError::InvalidArgument(m)) => m,
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    };
+    assert!(err(pool.recv(1, RecvOrder::Arrival, None).map(drop)).contains("0 have a command in flight"));
+    assert!(err(pool.send(&[2], CommandKind::Reset, None)).contains("worker 2 out of range"));
+    assert!(err(pool.send(&[1, 1], CommandKind::Reset, None)).contains("worker 1 named twice"));
+    assert!(err(pool.send(&[0], CommandKind::Call, None)).contains("Step or Reset"));
+    assert_eq!(pool.in_flight(), 0);
+    pool.write_seeds(&[Some(1); 4]);
+    pool.send(&[0], CommandKind::Reset, None).unwrap();
+    assert!(err(pool.send(&[1, 0], CommandKind::Step, None)).contains("worker 0 (envs 0..2) still has a command"));
+    assert!(!pool.is_busy(1), "the refused send sent nothing to worker 1");
+    assert!(matches!(pool.submit(CommandKind::Step, None), Err(PoolError::AlreadyPending)));
+    assert!(err(pool.recv(2, RecvOrder::Arrival, None).map(drop)).contains("recv waits for 2 workers but 1"));
+    let b = pool.recv(1, RecvOrder::Arrival, None).unwrap();
+    assert_eq!((b[0].worker, b[0].kind), (0, CommandKind::Reset));
+    // Back to synchronous use: every worker on one slot.
+    let out = pool.reset(&[Some(2); 4]).unwrap();
+    assert!(out.errors.is_empty());
+    pool.close(Duration::from_secs(5));
+}
