@@ -56,6 +56,11 @@ def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
     return enough[0] if enough else fits[-1]
 
 
+def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:
+    """Whether the ``(slot, start, stop)`` pieces are one run of rows of one slot."""
+    return all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
+
+
 def _rows(x: Any, index: np.ndarray) -> Any:
     """The rows ``index`` of every array in a (possibly nested) info dict."""
     if isinstance(x, dict):
@@ -209,25 +214,32 @@ class BatchesMixin:
             error = error or err
         if error is not None:
             raise _remote_exception(error)
-        ids = np.concatenate([np.arange(a, b) for _, a, b in pieces]).astype(np.int32)
+        if _contiguous(pieces):
+            s0, a0, b0 = pieces[0][0], pieces[0][1], pieces[-1][2]
+            ids = np.arange(a0, b0, dtype=np.int32)
+            rewards = self._reward[s0][a0:b0].astype(np.float64)  # type: ignore[attr-defined]
+            terminated = self._terminated[s0][a0:b0].copy()  # type: ignore[attr-defined]
+            truncated = self._truncated[s0][a0:b0].copy()  # type: ignore[attr-defined]
+        else:
+            ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in pieces])
+            rewards = np.concatenate([self._reward[s][a:b] for s, a, b in pieces]).astype(np.float64)  # type: ignore[attr-defined]
+            terminated = np.concatenate([self._terminated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
+            truncated = np.concatenate([self._truncated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
         self._restarted = restarted
-        infos = _rows(self._absorb(messages), ids)  # type: ignore[attr-defined]
+        infos = _rows(self._absorb(messages), ids) if messages or restarted else {}  # type: ignore[attr-defined]
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch])
-        rewards = np.concatenate([self._reward[s][a:b] for s, a, b in pieces]).astype(np.float64)  # type: ignore[attr-defined]
-        terminated = np.concatenate([self._terminated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
-        truncated = np.concatenate([self._truncated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
-        for (s, a, b), was_reset in zip(pieces, resets):
-            if was_reset:
-                rows = slice(int(np.searchsorted(ids, a)), int(np.searchsorted(ids, a)) + (b - a))
-                rewards[rows], terminated[rows], truncated[rows] = 0.0, False, False
+        if any(resets):
+            for (s, a, b), was_reset in zip(pieces, resets):
+                if was_reset:
+                    at = int(np.searchsorted(ids, a))
+                    rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
         return self._batch_observations(pieces, ids), rewards, terminated, truncated, infos
 
     def _batch_observations(self, pieces: List[Tuple[int, int, int]], ids: np.ndarray) -> Any:
         flat = self._obs_flat  # type: ignore[attr-defined]
-        contiguous = all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
         if flat is not None:
-            if contiguous:
+            if _contiguous(pieces):
                 view = flat[pieces[0][0]][pieces[0][1]:pieces[-1][2]]
                 return view.copy() if self.copy else view
             return np.concatenate([flat[s][a:b] for s, a, b in pieces])
