@@ -1,0 +1,77 @@
+"""PPO on CartPole-v1 with Stable-Baselines3, its 8 envs stepped by ringenv.sb3.SubprocVecEnv.
+
+The only ringenv line is the import of ``SubprocVecEnv``; the rest is plain SB3. The
+hyperparameters are the RL Baselines3 Zoo's tuned ones for CartPole-v1 (DLR-RM/rl-baselines3-zoo,
+hyperparams/ppo.yml: n_envs 8, n_timesteps 1e5, n_steps 32, batch_size 256, gae_lambda 0.8,
+gamma 0.98, n_epochs 20, ent_coef 0.0, learning_rate lin_0.001, clip_range lin_0.2; the zoo's
+``lin_x`` is ``progress_remaining * x``, which SB3's ``LinearSchedule(x, 0.0, 1.0)`` computes).
+
+After training, the deterministic policy is evaluated over 20 episodes with SB3's
+``evaluate_policy``; the script exits 1 if the mean return is below 475 (CartPole-v1's reward
+threshold; the maximum is 500).
+
+    python examples/sb3_ppo_cartpole.py [--timesteps 100000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Tuple, cast
+
+import gymnasium as gym
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.utils import LinearSchedule
+from stable_baselines3.common.vec_env import VecMonitor
+
+from ringenv.sb3 import SubprocVecEnv  # instead of: from stable_baselines3.common.vec_env import SubprocVecEnv
+
+REWARD_THRESHOLD = 475.0  # gym.spec("CartPole-v1").reward_threshold
+
+
+def make_env() -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timesteps", type=int, default=100_000, help="env steps of training (default: 1e5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the envs, the policy and PPO (default: 0)")
+    parser.add_argument("--eval-episodes", type=int, default=20, help="episodes of the final evaluation")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)  # a small MLP on the CPU: more threads only contend with the workers
+    venv = VecMonitor(SubprocVecEnv([make_env for _ in range(8)]))
+    eval_venv = VecMonitor(SubprocVecEnv([make_env for _ in range(4)]))
+    try:
+        model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                    ent_coef=0.0, learning_rate=LinearSchedule(1e-3, 0.0, 1.0),
+                    clip_range=LinearSchedule(0.2, 0.0, 1.0), seed=args.seed, device="cpu")
+        start = time.perf_counter()
+        model.learn(total_timesteps=args.timesteps)
+        train_s = time.perf_counter() - start
+        eval_venv.seed(args.seed + 1000)
+        # Two numbers (NumPy scalars) unless return_episode_rewards=True.
+        mean_return, std_return = cast(Tuple[float, float], evaluate_policy(
+            model, eval_venv, n_eval_episodes=args.eval_episodes, deterministic=True))
+        wall_s = time.perf_counter() - start
+    finally:
+        venv.close()
+        eval_venv.close()
+
+    steps = model.num_timesteps
+    print(f"PPO CartPole-v1, seed {args.seed}: {steps} env steps in {train_s:.1f} s of training "
+          f"({steps / train_s:,.0f} env steps/s, policy updates included)")
+    print(f"evaluation over {args.eval_episodes} episodes: mean return {mean_return:.1f} +/- {std_return:.1f}")
+    print(f"wall time (training + evaluation): {wall_s:.1f} s")
+    if mean_return < REWARD_THRESHOLD:
+        print(f"FAILED: mean return {mean_return:.1f} is below {REWARD_THRESHOLD}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
