@@ -2,8 +2,15 @@
 
 Runs, in order: the criterion ring round-trip benchmark (with its Unix-socket peer), the main job's
 table (scripts/demo.py's measurement: Gymnasium's AsyncVectorEnv and SyncVectorEnv beside
-ringenv), and ``ringenv bench`` for CartPole-v1 (every peer installed). Run it through
-scripts/bench.sh, which sets everything up first. Each figure in the file comes from this run.
+ringenv), ``ringenv bench`` for CartPole-v1 (every peer installed), benches/python_envs.py (null
+and busy Python envs through ringenv and Gymnasium's vector envs) and benches/envpool_cartpole.py
+(ringenv's Rust CartPole against EnvPool's). The file opens with issue 5's speed targets and
+whether each was met, computed from this run's figures. Run it through scripts/bench.sh, which
+sets everything up first. Each figure in the file comes from this run; about 10 minutes on 2
+cores with the defaults.
+
+On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 16 --device cuda``
+adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benches"))
 
 
 def sh(*cmd: str, **kw) -> str:
@@ -58,12 +66,134 @@ def machine() -> str:
             f"numpy {numpy.__version__}")
 
 
+def run_bench_script(name: str, *args: str) -> dict:
+    """Runs ``benches/<name>`` with ``--json`` (its tables go to stderr, as progress) and returns
+    its report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "report.json"
+        subprocess.run([sys.executable, str(ROOT / "benches" / name), *args, "--json", str(path)], check=True,
+                       cwd=ROOT, stdout=sys.stderr)
+        return json.loads(path.read_text())
+
+
+VERDICT = {True: "met", False: "**NOT met**", None: "not measured here"}
+
+
+def targets_section(python_envs: dict, envpool_cartpole: dict, machine_line: str) -> list:
+    """Issue 5's targets with their verdicts, as computed by the two bench scripts from this
+    run's figures."""
+    versions = {**python_envs["versions"], **envpool_cartpole["versions"]}
+    lines = [
+        "## Speed targets (issue 5)",
+        "",
+        "Each verdict is computed from this run's figures (`evaluate_targets` in `benches/python_envs.py`",
+        "and `benches/envpool_cartpole.py`); the tables below hold every row. The ceiling is the",
+        "machine's cores times a plain single-env loop's steps/s, measured in the same run.",
+        f"Peers: Gymnasium {versions['gymnasium']} (AsyncVectorEnv, SyncVectorEnv), EnvPool {versions['envpool']}; "
+        f"CPU times by psutil {versions['psutil']}. Machine: {machine_line}.",
+        "",
+        "| target | measured | verdict |",
+        "|---|---|---|",
+    ]
+    for t in python_envs["targets"] + envpool_cartpole["targets"]:
+        lines.append(f"| {t['target']} | {t['measured']} | {VERDICT[t['met']]} |")
+    return lines + [""]
+
+
+def python_envs_section(report: dict) -> list:
+    """The tables of benches/python_envs.py, one per env cost."""
+    n, cores = report["num_envs"], report["cores"]
+    lines = [
+        f"## Python envs through ringenv and Gymnasium (`benches/python_envs.py`), {report['seconds']:g} s per row",
+        "",
+        f"{n} envs of a Python env with a `(4,)` float32 observation and `Discrete(2)` actions: the null env",
+        "returns a preallocated observation; the busy env busy-waits its cost on `time.perf_counter` (CPU",
+        "work, which a `time.sleep` is not). The single-env loop (`env.step` in one process, measured",
+        f"before and after each cost's rows, the faster kept) gives the ceiling ({cores} cores x its steps/s)",
+        "and the env's own cost (steps x its time per step). *Tree CPU / env cost* is the CPU time (user +",
+        "system) of this process and every worker during the timed window over that own cost (1.00: no",
+        "CPU beyond the env's); *tree cores* is that CPU time per second of wall time. ringenv rows run",
+        "with `copy=False, check_actions=False`; *async B* is `async_reset` then `recv`/`send` batches of",
+        "B envs. Gymnasium's AsyncVectorEnv runs one process per env (`shared_memory=True, copy=False`).",
+        "",
+    ]
+    for cost in report["costs"]:
+        name = "null env" if cost["cost_us"] == 0 else f"~{cost['cost_us']:g} µs per step"
+        lines += [
+            f"### {name}: single-env loop {cost['single_steps_per_s']:,.0f} steps/s "
+            f"({1e6 / cost['single_steps_per_s']:.2f} µs per step), ceiling {cost['ceiling_steps_per_s']:,.0f}",
+            "",
+            f"Single-env loop before the rows {cost['single_steps_per_s_before']:,.0f} steps/s, after "
+            f"{cost['single_steps_per_s_after']:,.0f}.",
+            "",
+            "| runtime | workers | mode | device | steps/s | x ceiling | tree CPU / env cost | tree cores | "
+            "vs Gymnasium Async |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        base = next((r["steps_per_s"] for r in cost["rows"]
+                     if r["runtime"] == "gymnasium AsyncVectorEnv" and "steps_per_s" in r), None)
+        for r in cost["rows"]:
+            workers = "in-process" if r["workers"] is None else r["workers"]
+            mode = "step" if r["mode"] == "step" else f"async {r['batch_size']}"
+            runtime = r["runtime"] + (" (peer)" if r["runtime"].startswith("gymnasium") else "")
+            if "steps_per_s" not in r:
+                lines.append(f"| {runtime} | {workers} | {mode} | {r['device']} | {r['status']} | - | - | - | - |")
+                continue
+            vs = f"{r['steps_per_s'] / base:.2f}x" if base else "-"
+            lines.append(f"| {runtime} | {workers} | {mode} | {r['device']} | {r['steps_per_s']:,.0f} | "
+                         f"{r['ceiling_ratio']:.3f} | {r['cpu_ratio']:.3f} | {r['tree_cores']:.2f} | {vs} |")
+        lines.append("")
+    return lines
+
+
+def envpool_section(report: dict) -> list:
+    """The table of benches/envpool_cartpole.py."""
+    lines = [
+        f"## CartPole-v1: ringenv's Rust env against EnvPool's C++ env (`benches/envpool_cartpole.py`), "
+        f"{report['seconds']:g} s per row",
+        "",
+        f"EnvPool {report['versions']['envpool']} steps its envs on `num_threads` threads of the main process;",
+        "ringenv on `num_workers` worker processes (`make_vec`, `copy=False, check_actions=False`). Random",
+        "actions, episodes ending and resetting. *async B* is `async_reset` then `recv`/`send` batches of B",
+        "envs (ringenv's batches are whole workers' blocks, so from 2 workers). *vs EnvPool* compares with",
+        "EnvPool's row of the same envs, mode and threads = workers; tree cores is CPU time per wall second.",
+        "",
+        "| runtime | envs | threads / workers | mode | steps/s | µs per env step | tree cores | vs EnvPool |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["rows"]:
+        mode = "step" if r["mode"] == "step" else f"async {r['batch_size']}"
+        runtime = r["runtime"] + (" (peer)" if r["runtime"] == "EnvPool" else "")
+        if "steps_per_s" not in r:
+            lines.append(f"| {runtime} | {r['num_envs']} | {r['workers']} | {mode} | {r['status']} | - | - | - |")
+            continue
+        vs = f"{r['ratio_to_envpool']:.2f}x" if "ratio_to_envpool" in r else "-"
+        lines.append(f"| {runtime} | {r['num_envs']} | {r['workers']} | {mode} | {r['steps_per_s']:,.0f} | "
+                     f"{1e6 / r['steps_per_s']:.3f} | {r['tree_cores']:.2f} | {vs} |")
+    return lines + [""]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per end-to-end measurement (default 5)")
     parser.add_argument("--criterion-seconds", type=float, default=10.0, help="criterion measurement time (default 10)")
     parser.add_argument("--output", default=str(ROOT / "benches" / "RESULTS.md"))
+    parser.add_argument("--max-workers", type=int, default=4,
+                        help="benches/python_envs.py's largest worker count (default 4; 16 on a 16-core machine)")
+    parser.add_argument("--device", default=None,
+                        help="also measure benches/python_envs.py's ringenv rows with this device (cuda)")
     args = parser.parse_args()
+    if not 1 <= args.max_workers <= 32:
+        parser.error(f"argument --max-workers: must be from 1 to 32 (benches/python_envs.py steps 32 envs), got "
+                     f"{args.max_workers}")
+    python_envs_args = ["--seconds", str(args.seconds), "--max-workers", str(args.max_workers)]
+    if args.device:
+        python_envs_args += ["--device", args.device]
+    import python_envs  # refuse a --device that cannot be used now, not after the other sections
+    why = python_envs.check_device(args.device)
+    if why:
+        parser.error(f"argument --device {args.device}: {why}; run without --device (CPU only) or on a machine "
+                     "with an NVIDIA GPU")
 
     print("== criterion: ring round trip", file=sys.stderr)
     ring = criterion(3.0, args.criterion_seconds)
@@ -76,7 +206,12 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "ringenv.cli", "bench", "CartPole-v1", "--seconds", str(args.seconds),
                         "--json", str(report_path)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         bench = json.loads(report_path.read_text())
+    print("== benches/python_envs.py", file=sys.stderr)
+    python_envs_report = run_bench_script("python_envs.py", *python_envs_args)
+    print("== benches/envpool_cartpole.py", file=sys.stderr)
+    envpool_report = run_bench_script("envpool_cartpole.py", "--seconds", str(args.seconds))
 
+    machine_line = machine()
     today = datetime.date.today().isoformat()
     lines = [
         "# Benchmark results",
@@ -84,8 +219,9 @@ def main() -> int:
         "Regenerated by `scripts/bench.sh` (this file is its output; edit `scripts/bench.py`, not this",
         "file). Every table was measured in one run, peers included, on:",
         "",
-        f"> {machine()}; {today}.",
+        f"> {machine_line}; {today}.",
         "",
+        *targets_section(python_envs_report, envpool_report, machine_line),
         "## Ring round trip between two processes (criterion)",
         "",
         "One 16-byte command pushed by the parent, popped by a child process, answered with a",
@@ -141,6 +277,8 @@ def main() -> int:
         lines.append(f"| {r['runtime']} | {r['env']} | {workers} | {r['steps_per_s']:,.0f} | "
                      f"{r['cpu']['tree_cores']:.2f} | {r['ratio_to_ringenv']:.2f}x |")
     lines.append("")
+    lines += python_envs_section(python_envs_report)
+    lines += envpool_section(envpool_report)
     Path(args.output).write_text("\n".join(lines))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -1,0 +1,207 @@
+"""ringenv's Rust CartPole-v1 against EnvPool's C++ CartPole-v1, in one run.
+
+Both step the same classic-control dynamics (Barto, Sutton & Anderson 1983, as in Gymnasium's
+``CartPole-v1``) with random actions (seeded, the same for both), episodes ending and resetting
+as they do:
+
+- EnvPool: ``envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, batch_size=B,
+  num_threads=T, seed=0)``, stepped with ``step`` (``B = N``) and with ``async_reset`` then
+  ``recv``/``send`` (``B = N/2``), for each ``T`` in ``--workers``;
+- ringenv: ``ringenv.make_vec("CartPole-v1", num_envs=N, vector_kwargs=dict(num_workers=W,
+  copy=False, check_actions=False, batch_size=B))``, stepped the same two ways for each ``W`` in
+  ``--workers`` (asynchronous batches need ``N/2`` to be whole workers' blocks, so from 2 workers).
+
+EnvPool runs its envs on threads of this process; ringenv in worker processes. Each row reports
+steps/s (env steps), tree CPU (the CPU time of this process, all its threads, and of every worker,
+per second of wall time) and its ratio to EnvPool's row of the same shape (``num_envs``, mode,
+threads = workers). The target of issue 5, ringenv's best row at least as fast as EnvPool's best,
+is computed by :func:`evaluate_targets`.
+
+Usage: ``python benches/envpool_cartpole.py [--seconds 3] [--num-envs 16,32] [--workers 1,2]
+[--json PATH]``; ``scripts/bench.py`` runs it and writes the figures into ``benches/RESULTS.md``.
+The measuring loop is ``benches/python_envs.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from python_envs import async_loop, measure, sync_loop, usable_cores, versions
+
+ENV_ID = "CartPole-v1"
+
+
+def configurations(num_envs: List[int], workers: List[int]) -> List[Dict[str, Any]]:
+    """Every row: for each ``num_envs``, EnvPool's (sync, then async batches of half) for each
+    thread count, then ringenv's the same way for each worker count."""
+    rows = []
+    for n in num_envs:
+        for runtime in ("EnvPool", "ringenv make_vec"):
+            for w in workers:
+                rows.append({"runtime": runtime, "num_envs": n, "workers": w, "mode": "step", "batch_size": n})
+                if n % 2 == 0 and (runtime == "EnvPool" or (n % w == 0 and w % 2 == 0)):
+                    rows.append({"runtime": runtime, "num_envs": n, "workers": w, "mode": "async",
+                                 "batch_size": n // 2})
+    return rows
+
+
+def run_row(row: Dict[str, Any], seconds: float) -> Dict[str, Any]:
+    """Measures one row (see ``python_envs.measure``); EnvPool's envs are seeded at ``make``."""
+    n, b, w = row["num_envs"], row["batch_size"], row["workers"]
+    envpool_row = row["runtime"] == "EnvPool"
+    rng = np.random.default_rng(0)
+    actions = [rng.integers(0, 2, b, dtype=np.int32 if envpool_row else np.int64) for _ in range(256)]
+
+    def make():
+        if envpool_row:
+            import envpool
+
+            return _Closing(envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, batch_size=b, num_threads=w,
+                                         seed=0))
+        import ringenv
+
+        return ringenv.make_vec(ENV_ID, num_envs=n, vector_kwargs=dict(num_workers=w, copy=False,
+                                                                       check_actions=False, batch_size=b))
+
+    def start(env) -> Callable[[], int]:
+        if row["mode"] == "step":
+            return sync_loop(env, actions, env.reset if envpool_row else lambda: env.reset(seed=0))
+        return async_loop(env, actions, env.async_reset if envpool_row else lambda: env.async_reset(seed=0))
+
+    return measure(make, start, seconds=seconds, warmup=min(1.0, 0.2 * seconds))
+
+
+class _Closing:
+    """An EnvPool env with a ``close`` (some EnvPool versions have none)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def close(self):
+        close = getattr(self.env, "close", None)
+        if close is not None:
+            close()
+
+
+def label(row: Dict[str, Any]) -> str:
+    """A row's configuration in words, e.g. ``EnvPool, 32 envs, 2 threads, async batch 16``."""
+    unit = ("thread" if row["runtime"] == "EnvPool" else "worker") + ("s" if row["workers"] != 1 else "")
+    mode = "step" if row["mode"] == "step" else f"async batch {row['batch_size']}"
+    return f"{row['runtime']}, {row['num_envs']} envs, {row['workers']} {unit}, {mode}"
+
+
+def add_peer_ratios(rows: List[Dict[str, Any]]) -> None:
+    """Sets ``ratio_to_envpool`` of each measured ringenv row: its steps/s over EnvPool's row of
+    the same ``num_envs``, mode and threads = workers, where that row ran."""
+    peers = {(r["num_envs"], r["mode"], r["workers"]): r for r in rows
+             if r["runtime"] == "EnvPool" and "steps_per_s" in r}
+    for r in rows:
+        peer = peers.get((r["num_envs"], r["mode"], r["workers"]))
+        if r["runtime"] != "EnvPool" and "steps_per_s" in r and peer is not None:
+            r["ratio_to_envpool"] = r["steps_per_s"] / peer["steps_per_s"]
+
+
+def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Issue 5's target for this benchmark as ``[{"target", "measured", "met"}]`` (``met`` is
+    ``None`` when a side has no measured row)."""
+    t = "ringenv's Rust CartPole >= EnvPool's CartPole (best row of each, same run)"
+    ok = [r for r in report["rows"] if "steps_per_s" in r]
+    ours = [r for r in ok if r["runtime"] != "EnvPool"]
+    theirs = [r for r in ok if r["runtime"] == "EnvPool"]
+    if not ours or not theirs:
+        why = "no ringenv row ran" if not ours else "no EnvPool row ran"
+        return [{"target": t, "measured": f"not measured: {why}", "met": None}]
+    a, b = max(ours, key=lambda r: r["steps_per_s"]), max(theirs, key=lambda r: r["steps_per_s"])
+    measured = (f"{a['steps_per_s']:,.0f} ({label(a)}) vs {b['steps_per_s']:,.0f} ({label(b)}): "
+                f"{a['steps_per_s'] / b['steps_per_s']:.2f}x")
+    return [{"target": t, "measured": measured, "met": a["steps_per_s"] >= b["steps_per_s"]}]
+
+
+def parse_ints(text: str) -> List[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like 1,2, got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like 1,2, got {text!r}")
+    return values
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
+    parser.add_argument("--num-envs", type=parse_ints, default=[16, 32], help="comma-separated (default 16,32)")
+    parser.add_argument("--workers", type=parse_ints, default=[1, 2],
+                        help="EnvPool threads and ringenv workers, comma-separated (default 1,2)")
+    parser.add_argument("--json", default=None, help="write every figure to this JSON file")
+    args = parser.parse_args(argv)
+    if args.seconds <= 0:
+        parser.error(f"argument --seconds: must be positive, got {args.seconds:g}")
+    if max(args.workers) > min(args.num_envs):
+        parser.error(f"argument --workers: {max(args.workers)} workers for {min(args.num_envs)} envs; each worker "
+                     "needs at least one env")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        parser.error(f"argument --json: the folder of {args.json!r} does not exist")
+    try:
+        import envpool
+    except ImportError:
+        parser.error("EnvPool is not installed: install ringenv's bench extra (scripts/bench.sh does)")
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    # EnvPool builds float64 bounds for its float32 Box spaces; Gymnasium warns on every make.
+    warnings.filterwarnings("ignore", message=r".*precision lowered by casting to float32")
+
+    console = (Console(highlight=False, markup=False) if sys.stdout.isatty()
+               else Console(width=160, no_color=True, highlight=False, markup=False))
+    report: Dict[str, Any] = {"cores": usable_cores(), "seconds": args.seconds, "rows": [],
+                              "versions": {**versions(), "envpool": envpool.__version__}}
+    console.print(f"{ENV_ID}: EnvPool vs ringenv, {args.seconds:g} s per row, {report['cores']} cores; "
+                  + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+    with console.status("measuring") as status:
+        for row in configurations(args.num_envs, args.workers):
+            status.update(f"measuring {label(row)}")
+            try:
+                row.update(run_row(row, args.seconds))
+            except Exception as e:  # a row that cannot run is reported, the others still run
+                row["status"] = f"error: {type(e).__name__}: {e}"
+            report["rows"].append(row)
+            if not console.is_terminal:
+                figure = f"{row['steps_per_s']:,.0f} steps/s" if "steps_per_s" in row else row["status"]
+                print(f"  {label(row)}: {figure}", file=sys.stderr, flush=True)
+    add_peer_ratios(report["rows"])
+    t = Table(box=box.SIMPLE_HEAD)
+    for name in ("runtime", "envs", "threads/workers", "mode", "steps/s", "tree cores", "vs EnvPool"):
+        t.add_column(name, justify="left" if name in ("runtime", "mode") else "right", no_wrap=True)
+    for r in report["rows"]:
+        mode = "step" if r["mode"] == "step" else f"async {r['batch_size']}"
+        if "steps_per_s" not in r:
+            t.add_row(r["runtime"], str(r["num_envs"]), str(r["workers"]), mode, r["status"], "", "")
+            continue
+        ratio = f"{r['ratio_to_envpool']:.2f}x" if "ratio_to_envpool" in r else "-"
+        t.add_row(r["runtime"], str(r["num_envs"]), str(r["workers"]), mode, f"{r['steps_per_s']:,.0f}",
+                  f"{r['tree_cores']:.2f}", ratio)
+    console.print(t)
+    report["targets"] = evaluate_targets(report)
+    for target in report["targets"]:
+        verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
+        console.print(f"[{verdict}] {target['target']}: {target['measured']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
