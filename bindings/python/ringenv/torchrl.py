@@ -316,7 +316,7 @@ class ParallelEnv(EnvBase):
         vec = AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.DISABLED, num_workers=num_processes,
                              worker_env=worker_env, **vec_kwargs)
         self._vec = vec
-        self.num_processes: int = vec._pool.num_workers
+        self.num_processes: int = vec.num_workers
         # As torchrl.envs.ParallelEnv: the main process's torch threads leave a core to each worker
         # process while they run (torch's spinning OpenMP threads would otherwise compete with them).
         self._initial_num_threads = torch.get_num_threads()

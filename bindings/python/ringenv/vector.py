@@ -159,9 +159,12 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             batches, and with seeded envs the whole run, is a function of the seeds and actions
             alone; the price is waiting for the earliest batch even when a later one is done.
 
+    Attributes:
+        num_workers: the number of worker processes; batch_size, deterministic: as given.
+
     Raises:
         ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
-            ``num_workers``.
+            ``num_workers`` or ``batch_size``.
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
             message names the env; the original exception is its ``__cause__``).
     """
@@ -307,6 +310,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if batch_size < n:
             check_batch_size(n, int(num_workers), int(batch_size))
         self.batch_size = int(batch_size)
+        self.num_workers = int(num_workers)
         self.deterministic = bool(deterministic)
         self._block = n // int(num_workers) if batch_size < n else n
         self.copy = copy
