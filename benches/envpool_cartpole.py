@@ -25,7 +25,6 @@ The measuring loop is ``benches/python_envs.py``'s.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from python_envs import async_loop, measure, sync_loop, usable_cores, versions
+from python_envs import async_loop, finish, measure, sync_loop, usable_cores, versions
 
 ENV_ID = "CartPole-v1"
 
@@ -194,12 +193,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         t.add_row(r["runtime"], str(r["num_envs"]), str(r["workers"]), mode, f"{r['steps_per_s']:,.0f}",
                   f"{r['tree_cores']:.2f}", ratio)
     console.print(t)
-    report["targets"] = evaluate_targets(report)
-    for target in report["targets"]:
-        verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
-        console.print(f"[{verdict}] {target['target']}: {target['measured']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+    finish(console, report, evaluate_targets(report), args.json)
     return 0
 
 

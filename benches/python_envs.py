@@ -503,13 +503,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         console.print(f"single-env loop before the rows {before:,.0f} steps/s, after {after:,.0f}; ratios use the "
                       "faster\n")
         report["costs"].append(cost)
-    report["targets"] = evaluate_targets(report)
-    for target in report["targets"]:
+    finish(console, report, evaluate_targets(report), args.json)
+    return 0
+
+
+def finish(console: Any, report: Dict[str, Any], targets: List[Dict[str, Any]], json_path: Optional[str]) -> None:
+    """Stores ``targets`` in ``report``, prints each verdict, and writes the report to
+    ``json_path`` (if given)."""
+    report["targets"] = targets
+    for target in targets:
         verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
         console.print(f"[{verdict}] {target['target']}: {target['measured']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    return 0
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
