@@ -75,3 +75,39 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
     let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
     Ok(PyErr::from_value(exc))
 }
+
+/// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
+/// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
+pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::staging::StagingError) -> PyErr {
+    match build_staging(py, &e) {
+        Ok(err) => err,
+        Err(err) => err,
+    }
+}
+
+fn build_staging(py: Python<'_>, e: &ringenv_runtime::staging::StagingError) -> PyResult<PyErr> {
+    use ringenv_runtime::staging::StagingError;
+    let fields = PyDict::new(py);
+    let kind = match e {
+        StagingError::NoDriver => {
+            fields.set_item("reason", "no_driver")?;
+            "cuda_unavailable"
+        }
+        StagingError::NoDevice { ordinal, count } => {
+            fields.set_item("reason", "no_device")?;
+            fields.set_item("ordinal", ordinal)?;
+            fields.set_item("count", count)?;
+            "cuda_unavailable"
+        }
+        StagingError::Driver { call, code, name, .. } => {
+            fields.set_item("call", call)?;
+            fields.set_item("code", code)?;
+            fields.set_item("name", name)?;
+            "cuda"
+        }
+        StagingError::InvalidArgument(_) => "value",
+    };
+    let module = py.import("ringenv.errors")?;
+    let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
+    Ok(PyErr::from_value(exc))
+}

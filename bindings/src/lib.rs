@@ -8,6 +8,7 @@ mod errors;
 mod monitor;
 mod py_pool;
 mod py_segment;
+mod py_staging;
 mod python_envs;
 mod workers;
 
@@ -18,6 +19,8 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<py_segment::PySegment>()?;
+    m.add_class::<py_staging::PyCudaStaging>()?;
+    m.add_function(wrap_pyfunction!(py_staging::cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(workers::run_python_worker, m)?)?;
     m.add_function(wrap_pyfunction!(workers::run_builtin_worker, m)?)?;
     m.add_function(wrap_pyfunction!(workers::builtin_env_ids, m)?)?;

@@ -25,6 +25,8 @@ pub mod restart;
 pub mod ring;
 pub mod segment;
 pub mod slot;
+#[cfg(feature = "cuda")]
+pub mod staging;
 pub mod supervisor;
 mod sync;
 pub mod wakeup;
@@ -42,5 +44,7 @@ pub use restart::{FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Full, Ring};
 pub use segment::{Segment, SegmentError};
 pub use slot::{Array, SlotView};
+#[cfg(feature = "cuda")]
+pub use staging::{CudaStaging, HostToDevice, PinMode, StagingError};
 pub use supervisor::WorkerCommand;
 pub use wakeup::{SpinPolicy, Wakeup};

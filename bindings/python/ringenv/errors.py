@@ -11,7 +11,8 @@ Protocol errors reuse Gymnasium's classes, so code written against
 
 An exception raised inside an env is re-raised in the caller with its own type (unpickled from
 the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
-traceback. Failures of the runtime itself are :class:`RingenvError` subclasses below.
+traceback. Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
+staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = [
     "WorkerStartupError",
     "RemoteEnvError",
     "RemoteTraceback",
+    "CudaUnavailableError",
+    "CudaError",
     "AlreadyPendingCallError",
     "NoAsyncCallError",
     "ClosedEnvironmentError",
@@ -107,6 +110,39 @@ class RemoteEnvError(RingenvError):
         self.remote_message, self.remote_traceback = remote_message, remote_traceback
 
 
+class CudaUnavailableError(RingenvError):
+    """``device="cuda"`` (or ``"cuda:N"``) was asked for where CUDA cannot be used; the message
+    says why and what to do (install the NVIDIA driver, a CUDA build of PyTorch, or use
+    ``device="cpu"``). Raised before any pool state is touched.
+
+    Attributes:
+        reason (str): ``"no_driver"`` (``libcuda.so.1`` not found), ``"no_torch"`` (PyTorch not
+            installed), ``"torch_without_cuda"`` (a CPU-only PyTorch build, or PyTorch sees no
+            device) or ``"no_device"`` (no device with that index).
+        ordinal (int | None): the device index asked for, for ``"no_device"``.
+        count (int | None): how many devices are visible, for ``"no_device"``.
+    """
+
+    def __init__(self, message: str, reason: str = "", ordinal: Optional[int] = None,
+                 count: Optional[int] = None):
+        super().__init__(message)
+        self.reason, self.ordinal, self.count = reason, ordinal, count
+
+
+class CudaError(RingenvError):
+    """A CUDA driver call made by ringenv's GPU staging failed.
+
+    Attributes:
+        call (str): the driver function, e.g. ``"cuMemcpyHtoDAsync"``.
+        code (int): its ``CUresult`` code.
+        name (str): the code's name, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``.
+    """
+
+    def __init__(self, message: str, call: str = "", code: int = 0, name: str = ""):
+        super().__init__(message)
+        self.call, self.code, self.name = call, code, name
+
+
 class RemoteTraceback(Exception):
     """The formatted traceback of an exception raised in a worker process, attached as the
     ``__cause__`` of the re-raised exception (the pattern of ``concurrent.futures``)."""
@@ -163,6 +199,10 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return ClosedEnvironmentError(message)
     if kind == "value":
         return ValueError(message)
+    if kind == "cuda_unavailable":
+        return CudaUnavailableError(message, **fields)
+    if kind == "cuda":
+        return CudaError(message, **fields)
     return RingenvError(message)
 
 

@@ -1,0 +1,304 @@
+"""GPU staging for ``device="cuda"``: a pool's finished batches copied to a CUDA device as torch
+tensors, asynchronously, on the caller's current stream (see docs/GPU.md).
+
+The pool's batch arrays live in its shared segment, which :class:`GpuStaging` page-locks once
+(``cuMemHostRegister``; a pinned mirror where the driver refuses). :meth:`GpuStaging.stage`
+enqueues one host-to-device copy per array on ``torch.cuda.current_stream(device)`` and records
+the slot's event after them; it never waits for the GPU. Before the workers rewrite a slot,
+:meth:`GpuStaging.before_reuse` waits for that slot's copy (by then long finished).
+
+PyTorch is imported only when a CUDA device is asked for: ``import ringenv`` never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from ringenv import _native
+from ringenv.errors import CudaUnavailableError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GpuStaging", "parse_device"]
+
+_DEVICE = re.compile(r"cuda(?::(\d+))?")
+
+
+def _unavailable(device: Any, why: str, reason: str, **fields: Any) -> CudaUnavailableError:
+    return CudaUnavailableError(f"device={device!r}: {why}", reason=reason, **fields)
+
+
+def parse_device(device: Any) -> Optional["torch.device"]:
+    """Checks a ``device`` argument and says where batches go.
+
+    Args:
+        device: ``None`` or ``"cpu"`` (NumPy arrays on the host), ``"cuda"`` (the current CUDA
+            device), ``"cuda:N"``, or a ``torch.device`` of type ``cpu`` or ``cuda``.
+
+    Returns:
+        ``None`` for the host, else a ``torch.device("cuda", N)`` with its index resolved.
+
+    Raises:
+        TypeError: ``device`` is neither a string, ``None`` nor a ``torch.device``.
+        ValueError: a string other than ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (``"cuda:x"``,
+            ``"tpu"``).
+        CudaUnavailableError: a CUDA device was asked for and cannot be used; ``reason`` says
+            why: ``"no_driver"`` (``libcuda.so.1`` not found), ``"no_torch"`` (PyTorch not
+            installed), ``"torch_without_cuda"`` (a CPU-only PyTorch build, or PyTorch cannot use
+            the driver), ``"no_device"`` (no device N; ``count`` says how many there are).
+    """
+    if device is None:
+        return None
+    torch_module = sys.modules.get("torch")
+    if isinstance(device, str):
+        text = device
+    elif torch_module is not None and isinstance(device, torch_module.device):
+        text = device.type if device.index is None else f"{device.type}:{device.index}"
+    else:
+        raise TypeError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got {type(device).__name__} "
+                        f"{device!r}")
+    if text in ("cpu", "cpu:0"):
+        return None
+    match = _DEVICE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N' (N a device index), got {device!r}")
+    index = int(match.group(1)) if match.group(1) is not None else None
+    # The driver first: it is what is missing on a machine without a GPU, torch or not.
+    try:
+        count = _native.cuda_device_count()
+    except CudaUnavailableError as e:
+        raise _unavailable(device, str(e), e.reason or "no_driver") from e
+    if count == 0:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise _unavailable(device, f"the NVIDIA driver sees no CUDA device (CUDA_VISIBLE_DEVICES={visible!r}); "
+                           "use device='cpu'", "no_device", ordinal=index or 0, count=0)
+    try:
+        import torch
+    except ImportError as e:
+        raise _unavailable(device, "GPU batches are torch tensors and PyTorch is not installed: install a CUDA "
+                           "build of torch, or use device='cpu'", "no_torch") from e
+    if torch.version.cuda is None:
+        raise _unavailable(device, f"PyTorch {torch.__version__} is a CPU-only build: install a CUDA build of "
+                           "torch, or use device='cpu'", "torch_without_cuda")
+    if not torch.cuda.is_available():
+        raise _unavailable(device, f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) cannot use the GPU: "
+                           "torch.cuda.is_available() is False (is the driver older than that CUDA?)",
+                           "torch_without_cuda")
+    if index is None:
+        index = torch.cuda.current_device()
+    count = min(count, torch.cuda.device_count())
+    if index >= count:
+        raise _unavailable(device, f"no CUDA device {index}: {count} visible, numbered 0 to {count - 1}",
+                           "no_device", ordinal=index, count=count)
+    return torch.device("cuda", index)
+
+
+def _torch_dtype(dtype: np.dtype) -> "torch.dtype":
+    import torch
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
+class GpuStaging:
+    """Copies a pool's batches from its shared segment to a CUDA device.
+
+    Args:
+        device: a CUDA device, as :func:`parse_device` accepts it (``"cuda"``, ``"cuda:N"``, a
+            ``torch.device``).
+        host_arrays_per_slot: for each slot of the pool (``depth`` of them, 2), the NumPy views
+            of that slot to stage, in the order :meth:`stage` returns them: the observation
+            leaves ``(num_envs, ...)``, then reward ``(num_envs,)`` (float64 or float32),
+            terminated and truncated ``(num_envs,)`` (bool). Every array must be C-contiguous,
+            lie inside ``segment`` and have ``num_envs`` rows; slot ``s`` must match slot 0 in
+            shapes and dtypes.
+        segment: the pool's ``Segment`` (``pool.segment()``); kept alive, and page-locked, as
+            long as this staging lives.
+
+    Raises:
+        ValueError, TypeError: bad arrays (naming the slot and array index) or device.
+        CudaUnavailableError: as :func:`parse_device`; also when the driver has no such device.
+        CudaError: a CUDA driver call failed (names the call and the error code).
+
+    Not thread-safe: one thread stages at a time.
+    """
+
+    def __init__(self, device: Any, host_arrays_per_slot: Sequence[Sequence[np.ndarray]], segment: Any):
+        torch_device = parse_device(device)
+        if torch_device is None:
+            raise ValueError(f"GpuStaging needs a CUDA device, got device={device!r}")
+        import torch
+
+        slots = [list(arrays) for arrays in host_arrays_per_slot]
+        if not slots or not slots[0]:
+            raise ValueError("host_arrays_per_slot must hold at least one slot with at least one array")
+        for s, arrays in enumerate(slots):
+            for k, a in enumerate(arrays):
+                if not isinstance(a, np.ndarray):
+                    raise TypeError(f"slot {s}, array {k}: expected a NumPy array, got {type(a).__name__}")
+        first = slots[0]
+        num_envs = first[0].shape[0] if first[0].ndim else -1
+        for s, arrays in enumerate(slots):
+            if len(arrays) != len(first):
+                raise ValueError(f"slot {s} has {len(arrays)} arrays, slot 0 has {len(first)}")
+            for k, a in enumerate(arrays):
+                if a.ndim == 0 or a.shape[0] != num_envs or not a.flags.c_contiguous:
+                    raise ValueError(f"slot {s}, array {k}: expected a C-contiguous array of {num_envs} rows, "
+                                     f"got shape {a.shape} (C-contiguous: {a.flags.c_contiguous})")
+                if a.shape != first[k].shape or a.dtype != first[k].dtype:
+                    raise ValueError(f"slot {s}, array {k}: {a.dtype}{list(a.shape)} differs from slot 0's "
+                                     f"{first[k].dtype}{list(first[k].shape)}")
+        dtypes = []
+        for k, a in enumerate(first):
+            try:
+                dtypes.append(_torch_dtype(a.dtype))
+            except (TypeError, ValueError) as e:  # no torch dtype, or non-native byte order
+                raise TypeError(f"array {k}: dtype {a.dtype} has no torch equivalent") from e
+
+        whole = np.frombuffer(segment, np.uint8)
+        base, length = whole.__array_interface__["data"][0], whole.nbytes
+        for s, arrays in enumerate(slots):
+            for k, a in enumerate(arrays):
+                address = a.__array_interface__["data"][0]
+                if not (base <= address and address + a.nbytes <= base + length):
+                    raise ValueError(f"slot {s}, array {k} does not lie inside the segment")
+        self.device: "torch.device" = torch_device
+        self.num_envs: int = num_envs
+        self._native: Optional[_native.CudaStaging] = _native.CudaStaging(torch_device.index, segment,
+                                                                         slots=len(slots))
+        self._host: List[List[Tuple[int, int]]] = [
+            [(a.__array_interface__["data"][0], a.nbytes // num_envs) for a in arrays] for arrays in slots]
+        # Two sets of output tensors, used in turn: a batch's tensors are rewritten by the copy
+        # of the batch after next.
+        self._out: List[List["torch.Tensor"]] = [
+            [torch.empty(a.shape, dtype=d, device=torch_device) for a, d in zip(first, dtypes)] for _ in range(2)]
+        self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
+        self._turn = 0
+        # Streams the output tensors were told about (Tensor.record_stream), so that the caching
+        # allocator never hands their memory out while a copy on another stream may still write it.
+        self._streams: Set[int] = set()
+
+    def _open(self) -> _native.CudaStaging:
+        if self._native is None:
+            raise RuntimeError("this GpuStaging is closed")
+        return self._native
+
+    @property
+    def pin_mode(self) -> str:
+        """``"registered"`` (copies read the segment itself) or ``"staging_buffer"`` (through a
+        pinned mirror, filled by ``memcpy`` in :meth:`stage`)."""
+        return self._open().pin_mode
+
+    def stage(self, slot: int, rows: Optional[slice] = None) -> List["torch.Tensor"]:
+        """Enqueues the copy of slot ``slot`` (rows ``rows``, a ``slice`` with step 1, for an
+        asynchronous batch) to the device on ``torch.cuda.current_stream(device)``, and returns
+        at once, without waiting for the GPU.
+
+        Returns:
+            One tensor per host array, on the device, of the array's dtype (bool for the flags)
+            and shape ``(len(rows), ...)`` (``(num_envs, ...)`` without ``rows``). Work enqueued
+            afterwards on the same stream sees the copied values; another stream must wait for
+            this one first (``other.wait_stream(...)``).
+
+            The tensors are reused: those of the batch staged at call ``t`` are rewritten by the
+            copy of call ``t + 2`` (enqueued on that call's current stream, so work already
+            enqueued on it reads the old values first). Clone what must outlive that.
+
+        Raises:
+            ValueError: ``slot`` out of range, or ``rows`` not a slice with step 1.
+            CudaError: a driver call failed.
+            RuntimeError: the staging is closed.
+        """
+        native = self._open()
+        if not 0 <= slot < len(self._host):
+            raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
+        n = self.num_envs
+        if rows is None:
+            start, stop = 0, n
+        elif isinstance(rows, slice) and rows.step in (None, 1):
+            start, stop, _ = rows.indices(n)
+            stop = max(start, stop)
+        else:
+            raise ValueError(f"rows must be a slice with step 1, got {rows!r}")
+        import torch
+
+        stream = torch.cuda.current_stream(self.device)
+        handle = stream.cuda_stream
+        if handle not in self._streams:
+            for out in self._out:
+                for t in out:
+                    t.record_stream(stream)
+            self._streams.add(handle)
+        turn, self._turn = self._turn, self._turn ^ 1
+        count = stop - start
+        copies = [(address + start * row_bytes, ptr, count * row_bytes)
+                  for (address, row_bytes), ptr in zip(self._host[slot], self._out_ptrs[turn])]
+        native.copy_to_device(slot, copies, handle)
+        out = self._out[turn]
+        return out if count == n else [t[:count] for t in out]
+
+    def copy_done(self, slot: int) -> bool:
+        """Whether the last copy of ``slot`` finished on the device (never blocks; True for a
+        slot never staged)."""
+        return self._open().is_done(slot)
+
+    def before_reuse(self, slot: int) -> None:
+        """Blocks until the last copy of ``slot`` finished, so the workers may rewrite the slot.
+        Call it before sending the command that writes ``slot`` again; it returns at once when
+        the copy is done (as it is by then, in a pipeline of depth 2), and always with the
+        ``"staging_buffer"`` pin mode.
+
+        Raises:
+            ValueError: ``slot`` out of range. CudaError: the copy failed on the device.
+        """
+        self._open().wait_slot(slot)
+
+    def actions_to_host(self, tensor: Any, dest: np.ndarray) -> None:
+        """Copies actions into ``dest`` (the pool's action array, or rows of it).
+
+        A CUDA tensor (on this staging's device) is converted to ``dest``'s dtype and made
+        contiguous on the current stream, copied device-to-host on that stream, and that stream
+        alone is waited for (the policy that produced the actions runs first). A CPU tensor is a
+        plain copy.
+
+        Args:
+            tensor: a ``torch.Tensor`` of shape ``dest.shape``.
+            dest: a writable NumPy array.
+
+        Raises:
+            TypeError: ``tensor`` is not a torch tensor, or ``dest`` not a NumPy array.
+            ValueError: shapes differ, ``dest`` is read-only, or the tensor is on another device.
+            CudaError: the copy failed.
+        """
+        import torch
+
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"actions must be a torch.Tensor here, got {type(tensor).__name__}")
+        if not isinstance(dest, np.ndarray):
+            raise TypeError(f"dest must be a NumPy array, got {type(dest).__name__}")
+        if tuple(tensor.shape) != dest.shape:
+            raise ValueError(f"actions of shape {tuple(tensor.shape)} do not match the action array {dest.shape}")
+        if not dest.flags.writeable:
+            raise ValueError("dest is read-only")
+        source = tensor.detach()
+        if source.device.type == "cpu":
+            np.copyto(dest, source.numpy(), casting="unsafe")
+            return
+        if source.device != self.device:
+            raise ValueError(f"actions are on {source.device}, the staging on {self.device}")
+        source = source.to(_torch_dtype(dest.dtype)).contiguous()
+        if not dest.flags.c_contiguous:
+            np.copyto(dest, source.cpu().numpy())
+            return
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        self._open().copy_to_host(source.data_ptr(), dest, stream)
+
+    def close(self) -> None:
+        """Waits for every copy in flight, then unpins the segment and releases the device's
+        context (the native staging's drop does both). Tensors already returned stay valid.
+        Idempotent; any other call afterwards raises ``RuntimeError``."""
+        self._native = None
