@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== the runtime without its cuda feature has no CUDA symbol (the workspace build turns it on)"
+cargo test -p ringenv-runtime --locked --test staging
 echo "== type stubs and annotations"
 "${RINGENV_VENV:-.venv}/bin/python" -m mypy.stubtest ringenv._native
 "${RINGENV_VENV:-.venv}/bin/python" -m mypy -p ringenv --ignore-missing-imports

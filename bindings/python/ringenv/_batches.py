@@ -83,6 +83,7 @@ class BatchesMixin:
     _block: int
     _sent: List[Optional[str]]
     _last_slots: List[Optional[int]]
+    _device: Any
     #: The env ids array the last recv returned and its workers (send's fast path).
     _recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
     single_observation_space: Any
@@ -106,6 +107,8 @@ class BatchesMixin:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         self._pool.write_seeds(seeds, None)
         workers = list(range(self._pool.num_workers))
+        if self._device is not None:
+            self._device.before_reuse(self._pool.next_slot_of(w) for w in workers)
         self._pool.send(workers, "reset", None if options is None else cloudpickle.dumps(options))
         for w in workers:
             self._sent[w] = "reset"
@@ -148,6 +151,8 @@ class BatchesMixin:
             by_worker = dict(zip(workers, slots))
             slot_of = np.array([by_worker[int(i) // self._block] for i in ids])
         payload = self._write_actions(actions, ids, slot_of)  # type: ignore[attr-defined]
+        if self._device is not None:
+            self._device.before_reuse(slots)
         self._pool.send(workers, "step", payload)
         for w in workers:
             self._sent[w] = "step"
@@ -229,12 +234,18 @@ class BatchesMixin:
         infos = _rows(self._absorb(messages), ids) if messages or restarted else {}  # type: ignore[attr-defined]
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch])
+        if self._device is not None:
+            obs, rewards, terminated, truncated = self._device.batch(
+                [(s, a, b) for s, a, b in pieces] if not _contiguous(pieces) else
+                [(pieces[0][0], pieces[0][1], pieces[-1][2])], self.copy)
+        else:
+            obs = self._batch_observations(pieces, ids)
         if any(resets):
             for (s, a, b), was_reset in zip(pieces, resets):
                 if was_reset:
                     at = int(np.searchsorted(ids, a))
                     rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
-        return self._batch_observations(pieces, ids), rewards, terminated, truncated, infos
+        return obs, rewards, terminated, truncated, infos
 
     def _batch_observations(self, pieces: List[Tuple[int, int, int]], ids: np.ndarray) -> Any:
         flat = self._obs_flat  # type: ignore[attr-defined]

@@ -30,6 +30,8 @@ from gymnasium.vector.utils import (
 
 from ringenv import _layout, _native
 from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
+from ringenv._device import DeviceBatches, host_actions
+from ringenv._staging import parse_device
 from ringenv.errors import WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -154,6 +156,14 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             ``batch_size`` (the default ``num_workers`` is chosen so); autoreset is then
             ``NEXT_STEP`` or ``SAME_STEP`` per env exactly as in :meth:`step` (an env that ended
             is reset by its next ``send``), and ``DISABLED`` is refused.
+        device: ``None`` or ``"cpu"`` (default): results are NumPy arrays. ``"cuda"``,
+            ``"cuda:N"`` or a ``torch.device``: observations, rewards (``float64``),
+            terminations and truncations come back as torch tensors on that GPU, copied
+            asynchronously from the page-locked shared segment on the caller's current torch
+            stream (no synchronisation on the step path; work enqueued on that stream afterwards
+            sees them); with ``copy=False`` the tensors are reused two batches later. Actions may
+            be torch tensors (CUDA or CPU). Needs a single-array observation space (Box,
+            Discrete, MultiDiscrete, MultiBinary). See docs/GPU.md.
         deterministic: if ``True``, :meth:`recv` returns batches in the order their actions were
             sent (first in, first out) instead of the order they finished, so the sequence of
             batches, and with seeded envs the whole run, is a function of the seeds and actions
@@ -190,6 +200,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         check_actions: bool = True,
         batch_size: Optional[int] = None,
         deterministic: bool = False,
+        device: Any = None,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         env_fns = list(env_fns)
@@ -252,7 +263,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
-            check_actions=check_actions, batch_size=batch_size, deterministic=deterministic,
+            check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
         )
 
     @classmethod
@@ -292,8 +303,15 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
 
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
                num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
-               restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False):
+               restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False,
+               device=None):
         n = self.num_envs
+        self._device: Optional[DeviceBatches] = None
+        torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
+        if torch_device is not None and not (self.shared_memory and _layout.is_flat(single_obs)):
+            raise ValueError(f"device={device!r} needs a single-array observation space in shared memory (Box, "
+                             f"Discrete, MultiDiscrete, MultiBinary), got {single_obs!r}"
+                             + ("" if self.shared_memory else " with shared_memory=False"))
         if n < 1:
             raise ValueError(f"num_envs must be at least 1, got {n}")
         batch_size = n if batch_size is None else batch_size
@@ -353,6 +371,14 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
+        if torch_device is not None:
+            assert self._obs_flat is not None
+            try:
+                self._device = DeviceBatches(torch_device, self._obs_flat, self._reward, self._terminated,
+                                             self._truncated, seg)
+            except BaseException:
+                self.close(terminate=True)
+                raise
         self._last_slots: List[Optional[int]] = [None] * int(num_workers)
         self._sent: List[Optional[str]] = [None] * int(num_workers)  # what each worker runs for send/recv
         self._restarted: List[dict] = []
@@ -405,6 +431,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             ValueError: wrong shape, count, dtype or value, naming the env; nothing is written.
         """
         count = self.num_envs if ids is None else len(ids)
+        actions = host_actions(actions, self._device)
         if self._action is None:
             space = self.action_space if ids is None else batch_space(self.single_action_space, count)
             batch = list(iterate(space, actions))
@@ -465,6 +492,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
                                  f"value, got reset_mask={mask}")
         self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
+        if self._device is not None:
+            self._device.before_reuse([self._pool.next_slot])
         self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
         self._reset_mask = mask
         self._state = AsyncState.WAITING_RESET
@@ -516,6 +545,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         """
         self._assert_default("step_async")
         payload = self._write_actions(actions, None, self._pool.next_slot)
+        if self._device is not None:
+            self._device.before_reuse([self._pool.next_slot])
         self._pool.submit("step", payload)
         self._state = AsyncState.WAITING_STEP
 
@@ -535,6 +566,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         """
         slot, messages = self._wait("step", AsyncState.WAITING_STEP, timeout)
         infos = self._absorb(messages)
+        if self._device is not None:
+            return (*self._device.batch([(slot, 0, self.num_envs)], self.copy), infos)
         return (
             self._observations(slot),
             self._reward[slot].astype(np.float64),
@@ -673,6 +706,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         return infos
 
     def _observations(self, slot: int):
+        if self._device is not None:
+            return self._device.observations(slot, self.copy)
         if self._obs_flat is not None:
             flat = self._obs_flat[slot]
             return flat.copy() if self.copy else flat
@@ -690,6 +725,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
+        device, self._device = getattr(self, "_device", None), None
+        if device is not None:
+            device.close()  # waits for the copies in flight, then unpins the segment
         if self._state != AsyncState.DEFAULT and not terminate:
             logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
             try:

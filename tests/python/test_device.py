@@ -1,0 +1,138 @@
+"""``AsyncVectorEnv(device=...)``: results as torch tensors on a GPU (checked where one exists,
+skipped with the reason elsewhere), actions as torch tensors, and a clear error before any worker
+starts where CUDA cannot be used."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from helper_envs import JitterEnv
+from vec_asserts import child_pids
+
+from ringenv import AsyncVectorEnv, make_vec
+from ringenv._staging import parse_device
+from ringenv.errors import CudaUnavailableError
+
+torch = pytest.importorskip("torch", reason="torch is part of the test set-up (pip install .[test])")
+
+
+def cartpoles(n=4):
+    return [lambda: gym.make("CartPole-v1")] * n
+
+
+def test_device_cpu_returns_numpy_and_cuda_without_a_gpu_fails_before_any_worker_starts(closing):
+    env = closing(AsyncVectorEnv(cartpoles(), num_workers=2, device="cpu"))
+    obs, _ = env.reset(seed=0)
+    assert isinstance(obs, np.ndarray)
+    try:
+        parse_device("cuda")
+    except CudaUnavailableError:
+        before = set(child_pids())
+        with pytest.raises(CudaUnavailableError, match="device='cuda'"):
+            AsyncVectorEnv(cartpoles(), num_workers=2, device="cuda")
+        assert set(child_pids()) == before, "no worker may start when the device is refused"
+    else:
+        pytest.skip("a CUDA device is usable here: the refusal cannot occur (the GPU tests below run instead)")
+
+
+def test_torch_cpu_tensor_actions_equal_numpy_actions(closing):
+    ours = closing(AsyncVectorEnv(cartpoles(), num_workers=2))
+    ref = closing(AsyncVectorEnv(cartpoles(), num_workers=2))
+    np.testing.assert_array_equal(ours.reset(seed=3)[0], ref.reset(seed=3)[0])
+    for t in range(50):
+        actions = np.array([(t + i) % 2 for i in range(4)])
+        a, b = ours.step(torch.from_numpy(actions)), ref.step(actions)
+        for x, y in zip(a[:4], b[:4]):
+            np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="must be integers"):
+        ours.step(torch.zeros(4, dtype=torch.float32))
+
+
+def test_torch_cpu_tensor_actions_in_send(closing):
+    env = closing(AsyncVectorEnv([JitterEnv] * 4, num_workers=2, batch_size=2))
+    env.async_reset(seed=0)
+    last = {}  # env id -> the action sent to it last
+    for t in range(20):
+        obs, _, _, _, infos = env.recv(timeout=30)
+        for row, i in zip(obs, infos["env_id"]):
+            if int(i) in last and row[1] > 0:  # not a reset observation: it shows the action taken
+                assert row[2] == last[int(i)], (t, int(i))
+        env.send(torch.full((2,), t % 4, dtype=torch.int64), infos["env_id"])
+        last.update({int(i): t % 4 for i in infos["env_id"]})
+    assert len(last) == 4
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cuda():
+    """The CUDA device, or a skip saying why there is none."""
+    try:
+        device = parse_device("cuda")
+    except CudaUnavailableError as e:
+        pytest.skip(f"no CUDA device: {e}")
+    yield device
+    torch.cuda.synchronize(device)
+
+
+def test_step_on_cuda_equals_the_cpu_results_with_cuda_actions(cuda, closing):
+    ours = closing(AsyncVectorEnv(cartpoles(8), num_workers=2, device=cuda))
+    ref = closing(AsyncVectorEnv(cartpoles(8), num_workers=2))
+    obs, _ = ours.reset(seed=1)
+    assert obs.device == cuda and obs.dtype == torch.float32
+    np.testing.assert_array_equal(obs.cpu().numpy(), ref.reset(seed=1)[0])
+    for t in range(300):  # crosses episode ends (next-step autoreset)
+        actions = torch.tensor([(t * 3 + i) // 2 % 2 for i in range(8)], device=cuda)
+        o, r, te, tr, _ = ours.step(actions)
+        po, pr, pte, ptr, _ = ref.step(actions.cpu().numpy())
+        assert (r.dtype, te.dtype, tr.dtype) == (torch.float64, torch.bool, torch.bool)
+        for x, y in ((o, po), (r, pr), (te, pte), (tr, ptr)):
+            assert x.device == cuda
+            np.testing.assert_array_equal(x.cpu().numpy(), y, err_msg=f"step {t}")
+
+
+def test_recv_on_cuda_equals_the_cpu_results(cuda, closing):
+    def run(device):
+        env = closing(AsyncVectorEnv([JitterEnv] * 8, num_workers=4, batch_size=4, deterministic=True,
+                                     device=device))
+        env.async_reset(seed=5)
+        out = []
+        for t in range(60):
+            obs, rewards, terminated, truncated, infos = env.recv(timeout=30)
+            ids = infos["env_id"]
+            host = [x.cpu().numpy() if device else x for x in (obs, rewards, terminated, truncated)]
+            out.append((ids.tolist(), *[h.tolist() for h in host]))
+            env.send(np.arange(4) % 4, ids)
+        return out
+
+    assert run(cuda) == run(None)
+
+
+def test_staged_tensors_are_ordered_on_the_callers_stream(cuda, closing):
+    env = closing(AsyncVectorEnv(cartpoles(4), num_workers=2, device=cuda, copy=True))
+    side = torch.cuda.Stream(cuda)
+    with torch.cuda.stream(side):
+        obs, _ = env.reset(seed=2)
+        total = obs.sum()  # enqueued on `side` after the copy: must see the copied values
+    side.synchronize()
+    ref = closing(AsyncVectorEnv(cartpoles(4), num_workers=2))
+    assert float(total) == pytest.approx(float(ref.reset(seed=2)[0].sum()))
+
+
+def test_device_needs_a_single_array_observation_space(cuda):
+    class DictObs(gym.Env):
+        observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError, match="needs a single-array observation space"):
+        AsyncVectorEnv([DictObs] * 2, device=cuda)
+
+
+def test_rust_env_batches_on_cuda(cuda, closing):
+    env = closing(make_vec("CartPole-v1", num_envs=8, vector_kwargs={"device": cuda}))
+    obs, _ = env.reset(seed=0)
+    assert obs.device == cuda and obs.shape == (8, 4)
+    _, rewards, _, _, _ = env.step(torch.zeros(8, dtype=torch.int64, device=cuda))
+    assert rewards.dtype == torch.float64 and bool((rewards == 1).all())
