@@ -239,13 +239,36 @@ def test_a_cuda_device_torch_does_not_see_is_refused():
         ParallelEnv(2, CARTPOLE, device="cuda")
 
 
+def _fixed_rollout(env, steps):
+    """A rollout of ``env`` seeded with 7 under actions that depend on the step count only."""
+    env.set_seed(7)
+    count = iter(range(steps))
+
+    def policy(td):
+        t = next(count)
+        return td.set("action", env.action_spec.encode(torch.tensor([t % 2, 1 - t % 2])).to(td.device))
+
+    return env.rollout(steps, policy=policy, break_when_any_done=False)
+
+
+def test_fixed_rollouts_are_reproducible(envs):
+    # The comparison the CUDA test makes, checked on the CPU everywhere.
+    a, b = (_fixed_rollout(envs(ParallelEnv(2, CARTPOLE, num_processes=1)), 60) for _ in range(2))
+    assert (a == b).all() and bool(a["next", "done"].any()), "the rollout must cross an episode end"
+
+
 def test_cuda_device_returns_tensors_on_the_gpu(envs):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: device='cuda' is checked where torch sees a GPU")
     env = envs(ParallelEnv(2, CARTPOLE, device="cuda", num_processes=1))
+    assert env._vec._device is not None, "a CUDA device uses the vector env's pinned staging"
     data = env.rollout(5, break_when_any_done=False)
     assert data["next", "observation"].device.type == "cuda"
     check_env_specs(env)
+    # The same rollout as on the CPU, bit for bit, under a fixed action sequence.
+    cpu = envs(ParallelEnv(2, CARTPOLE, num_processes=1))
+    first, second = (_fixed_rollout(e, 60).cpu() for e in (env, cpu))
+    assert (first == second).all()
 
 
 # -- close ----------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from torchrl.data import Composite
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import GymWrapper
 
+from ringenv import _layout
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["ParallelEnv"]
@@ -187,8 +188,11 @@ class ParallelEnv(EnvBase):
         create_env_kwargs: keyword arguments for ``create_env_fn``: one dict for all, or a
             sequence of ``num_workers`` dicts.
         device: where the returned tensors live. ``None`` or ``"cpu"``: CPU tensors. A CUDA device:
-            each batch is built on the CPU and moved by :meth:`_to_device` (for now a plain
-            ``TensorDict.to(device, non_blocking=True)``; it will use ringenv's pinned staging).
+            for a single-array observation space (Box, Discrete, MultiDiscrete, MultiBinary) the
+            vector env stages each batch itself, copying it asynchronously from the page-locked
+            shared segment on the current stream (``AsyncVectorEnv(device=...)``, docs/GPU.md);
+            Dict observations are built on the CPU and moved by :meth:`_to_device`
+            (``TensorDict.to(device, non_blocking=True)``).
 
     Keyword Args:
         num_processes: ringenv worker processes (default: the number of cores, at most
@@ -313,6 +317,11 @@ class ParallelEnv(EnvBase):
 
         env_fns = [_sub_env_factory(fns[i], env_kwargs[i], i, unwrap, probe if i == 0 else None)
                    for i in range(num_workers)]
+        # On a CUDA device, a single-array observation space is staged by the vector env itself:
+        # pinned shared memory -> GPU, asynchronously on the current stream (docs/GPU.md).
+        self._staged = torch_device.type == "cuda" and _layout.is_flat(probe.observation_space)
+        if self._staged:
+            vec_kwargs = {**vec_kwargs, "device": torch_device, "copy": True}
         vec = AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.DISABLED, num_workers=num_processes,
                              worker_env=worker_env, **vec_kwargs)
         self._vec = vec
@@ -347,12 +356,12 @@ class ParallelEnv(EnvBase):
     # -- host -> device ---------------------------------------------------------------------------
 
     def _to_device(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Moves a batch built on the CPU to ``self.device``: the one place where data crosses
-        from host to device (nothing to do on the CPU). For now a plain
-        ``tensordict.to(device, non_blocking=True)`` (from pageable memory, so the copy is staged
-        by the CUDA driver); it will switch to ringenv's pinned staging when
-        ``ringenv.AsyncVectorEnv`` returns tensors on the GPU itself."""
-        if self.device.type == "cpu":
+        """Moves a batch built on the CPU to ``self.device``, for what the vector env does not
+        stage itself (Dict observations on a CUDA device): ``tensordict.to(device,
+        non_blocking=True)``. A single-array observation space on a CUDA device never comes
+        here: ``ringenv.AsyncVectorEnv(device=...)`` copies each batch from the pinned shared
+        segment on the current stream, without a per-step ``.to()``."""
+        if self.device.type == "cpu" or tensordict.device == self.device:
             return tensordict
         return tensordict.to(self.device, non_blocking=True)
 
@@ -371,14 +380,18 @@ class ParallelEnv(EnvBase):
         encoded by the specs, as ``GymLikeEnv.read_obs`` encodes one env's."""
         spec = self._obs_spec_cpu
         if not self._obs_is_dict:
-            return {self._obs_key: spec[self._obs_key].encode(obs, ignore_device=True)}
+            leaf = spec[self._obs_key]
+            if self._staged:  # already a tensor on the device, of the space's dtype
+                return {self._obs_key: leaf.encode(obs, ignore_device=True).to(leaf.dtype)}
+            return {self._obs_key: leaf.encode(obs, ignore_device=True)}
         obs = dict(obs)
         if "state" in obs and "observation" not in obs:
             obs["observation"] = obs.pop("state")  # GymWrapper's renaming
         return {key: spec[key].encode(value, ignore_device=True) for key, value in obs.items()}
 
     def _batch(self, entries: Dict[str, Any]) -> TensorDictBase:
-        out = TensorDict(entries, batch_size=self.batch_size, device=torch.device("cpu"))
+        on = self.device if self._staged else torch.device("cpu")
+        out = TensorDict(entries, batch_size=self.batch_size, device=on)
         self._last_obs = {key: out.get(key) for key in self._obs_spec_cpu.keys()}
         return self._to_device(out)
 
@@ -395,9 +408,10 @@ class ParallelEnv(EnvBase):
         obs, reward, terminated, truncated, _ = vec.step(action)
         n = self.num_workers
         entries = self._read_obs(obs)
-        entries["reward"] = torch.from_numpy(reward).to(self._reward_dtype).view(self._reward_shape)
-        terminated_t = torch.from_numpy(terminated).view(n, 1)
-        truncated_t = torch.from_numpy(truncated).view(n, 1)
+        as_tensor = (lambda x: x) if self._staged else torch.from_numpy
+        entries["reward"] = as_tensor(reward).to(self._reward_dtype).view(self._reward_shape)
+        terminated_t = as_tensor(terminated).view(n, 1)
+        truncated_t = as_tensor(truncated).view(n, 1)
         entries["done"] = terminated_t | truncated_t
         entries["terminated"] = terminated_t
         entries["truncated"] = truncated_t
@@ -431,7 +445,8 @@ class ParallelEnv(EnvBase):
         if reset is not None:
             mask = reset.reshape(n, -1).any(-1).cpu().numpy()
             if not mask.any():  # nothing to reset: the observations stay as they are
-                last = self._last_obs if self._last_obs is not None else dict(self._obs_spec_cpu.zero().items())
+                last = self._last_obs if self._last_obs is not None else {
+                    key: value.to(self.device if self._staged else "cpu") for key, value in self._obs_spec_cpu.zero().items()}
                 return self._batch(dict(last))
             if mask.all():
                 mask = None
