@@ -13,6 +13,14 @@ the gymnasium env itself (a ``GymEnv`` / ``GymWrapper`` factory works too, but m
 import torch). Each run is timed from its first batch (collector and workers started, warmed up)
 to its last: ``steps/s`` counts the frames of the batches after the first.
 
+``--json PATH`` also writes the figures to a JSON file: an object with ``env_id``,
+``env_cost_us`` (µs), ``device`` (the policy's and both envs'), ``num_workers``,
+``frames_per_batch``, ``total_frames``, ``cores``, ``load_average`` (1 minute, at the end),
+``versions``, ``runs`` (one object per runtime run: ``name``, ``processes`` (worker processes),
+``startup_s`` (seconds to the first batch), ``frames`` (timed frames), ``elapsed_s`` (their
+seconds), ``steps_per_s``) and ``ratio`` (ringenv's steps/s over TorchRL's; null unless both
+ran). scripts/bench.py renders it into benches/RESULTS.md.
+
     .venv/bin/python examples/torchrl_collector.py --env-cost-us 0
     .venv/bin/python examples/torchrl_collector.py --env-cost-us 2000 --total-frames 8000
 """
@@ -21,12 +29,17 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
+import platform
 import time
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
+import tensordict
 import torch
+import torchrl
 from tensordict.nn import TensorDictModule
 from torchrl.envs import GymWrapper
 from torchrl.envs import ParallelEnv as TorchRLParallelEnv
@@ -37,6 +50,7 @@ try:  # torchrl >= 0.11
 except ImportError:  # older torchrl
     from torchrl.collectors import SyncDataCollector  # type: ignore[no-redef]
 
+import ringenv
 from ringenv.torchrl import ParallelEnv as RingenvParallelEnv
 
 
@@ -73,11 +87,15 @@ def make_policy(device: str) -> ProbabilisticActor:
 
 
 def run(name: str, make_env, args, device: str) -> dict:
-    """Collects ``args.total_frames`` frames; returns the start-up seconds and steps/s."""
+    """Collects ``args.total_frames`` frames; returns the worker processes, the start-up seconds,
+    the timed frames, their seconds and steps/s."""
     torch.manual_seed(0)
     started = time.perf_counter()
     env = make_env()
     env.set_seed(0)
+    # TorchRL's ParallelEnv: a process per sub-env (and its attribute look-ups go to the sub-envs);
+    # ringenv's: num_processes, each stepping a group of sub-envs.
+    processes = env.num_processes if isinstance(env, RingenvParallelEnv) else env.num_workers
     collector = SyncDataCollector(env, make_policy(device), frames_per_batch=args.frames_per_batch,
                                   total_frames=args.total_frames)
     frames, first = 0, None
@@ -87,11 +105,13 @@ def run(name: str, make_env, args, device: str) -> dict:
             startup = first - started
             continue
         frames += batch.numel()
+    assert first is not None  # total_frames >= 2 * frames_per_batch: at least two batches
     elapsed = time.perf_counter() - first
     collector.shutdown()
     if not env.is_closed:
         env.close()
-    return {"name": name, "startup_s": startup, "steps_per_s": frames / elapsed, "frames": frames}
+    return {"name": name, "processes": processes, "startup_s": startup, "frames": frames, "elapsed_s": elapsed,
+            "steps_per_s": frames / elapsed}
 
 
 def main() -> None:
@@ -108,9 +128,18 @@ def main() -> None:
     parser.add_argument("--frames-per-batch", type=int, default=800)
     parser.add_argument("--total-frames", type=int, default=16_000)
     parser.add_argument("--only", choices=["torchrl", "ringenv"], default=None, help="run one of the two")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the figures to this JSON file")
     args = parser.parse_args()
+    if args.num_workers < 1:
+        parser.error(f"argument --num-workers: must be at least 1, got {args.num_workers}")
+    if args.env_cost_us < 0:
+        parser.error(f"argument --env-cost-us: must be non-negative, got {args.env_cost_us:g}")
+    if args.frames_per_batch < 1:
+        parser.error(f"argument --frames-per-batch: must be at least 1, got {args.frames_per_batch}")
     if args.total_frames < 2 * args.frames_per_batch:
         parser.error("--total-frames must be at least twice --frames-per-batch (the first batch is a warm-up)")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        parser.error(f"argument --json: the folder of {args.json!r} does not exist")
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     make_gym = functools.partial(make_gym_env, args.env_id, args.env_cost_us)
@@ -132,8 +161,18 @@ def main() -> None:
     print(f"{'runtime':<30}{'start-up s':>12}{'steps/s':>12}{'µs/step':>10}")
     for r in runs:
         print(f"{r['name']:<30}{r['startup_s']:>12.2f}{r['steps_per_s']:>12,.0f}{1e6 / r['steps_per_s']:>10.1f}")
-    if len(runs) == 2:
-        print(f"ringenv / torchrl: {runs[1]['steps_per_s'] / runs[0]['steps_per_s']:.2f}x")
+    ratio = runs[1]["steps_per_s"] / runs[0]["steps_per_s"] if len(runs) == 2 else None
+    if ratio is not None:
+        print(f"ringenv / torchrl: {ratio:.2f}x")
+    if args.json:
+        report = {"env_id": args.env_id, "env_cost_us": args.env_cost_us, "device": device,
+                  "num_workers": args.num_workers, "frames_per_batch": args.frames_per_batch,
+                  "total_frames": args.total_frames, "cores": os.cpu_count(), "load_average": load,
+                  "versions": {"python": platform.python_version(), "ringenv": ringenv.__version__,
+                               "torch": torch.__version__, "torchrl": torchrl.__version__,
+                               "tensordict": tensordict.__version__, "gymnasium": gym.__version__},
+                  "runs": runs, "ratio": ratio}
+        Path(args.json).write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

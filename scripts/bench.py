@@ -4,10 +4,17 @@ Runs, in order: the criterion ring round-trip benchmark (with its Unix-socket pe
 table (scripts/demo.py's measurement: Gymnasium's AsyncVectorEnv and SyncVectorEnv beside
 ringenv), ``ringenv bench`` for CartPole-v1 (every peer installed), benches/python_envs.py (null
 and busy Python envs through ringenv and Gymnasium's vector envs) and benches/envpool_cartpole.py
-(ringenv's Rust CartPole against EnvPool's). The file opens with issue 5's speed targets and
-whether each was met, computed from this run's figures. Run it through scripts/bench.sh, which
-sets everything up first. Each figure in the file comes from this run; about 10 minutes on 2
-cores with the defaults.
+(ringenv's Rust CartPole against EnvPool's), then issue 7's examples as subprocesses with
+``--json``: examples/sb3_ppo_cartpole.py (PPO, 1e5 timesteps; its verdict, mean return >= 475, is
+computed here from its figures) and examples/torchrl_collector.py twice (a CartPole with no added
+cost, 16,000 frames; with a 2000 µs busy-wait per step, 8,000 frames; TorchRL's ParallelEnv beside
+ringenv's). The file opens with issue 5's speed targets and whether each was met, computed from
+this run's figures. Run it through scripts/bench.sh, which sets everything up first. Each figure
+in the file comes from this run; about 10 minutes on 2 cores with the defaults, plus about 2 to 3
+for the examples (measured on 2 busy cores: PPO 25 s; the collector halves about 55 s and 50 s, much of
+it TorchRL's 8 worker processes importing torch). ``--skip-examples`` leaves them out;
+``--only-examples`` runs only them (with ``--output`` elsewhere, and ``--ppo-timesteps 2048
+--collector-frames-per-batch 200 --collector-total-frames 800`` to try the section in a minute).
 
 On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 16 --device cuda``
 adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
@@ -24,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -77,6 +85,105 @@ def run_bench_script(name: str, *args: str) -> dict:
 
 
 VERDICT = {True: "met", False: "**NOT met**", None: "not measured here"}
+
+# Issue 7: the PPO example must reach CartPole-v1's solved return (gym.spec("CartPole-v1").reward_threshold).
+SOLVED_RETURN = 475.0
+# The collector example's two settings: (µs of busy-wait per env step, default total frames).
+COLLECTOR_SETTINGS = ((0.0, 16_000), (2000.0, 8_000))
+
+
+def run_example(name: str, *args: str, check: bool = True) -> dict:
+    """Runs ``examples/<name>`` with ``--json`` (its output goes to stderr, as progress) and returns
+    its figures. With ``check=False`` a non-zero exit is accepted if the figures were written (the
+    PPO example exits 1 when not solved, which the section reports).
+
+    Raises:
+        subprocess.CalledProcessError: the example failed (or, with ``check=False``, wrote no figures).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "report.json"
+        cmd = [sys.executable, str(ROOT / "examples" / name), *args, "--json", str(path)]
+        done = subprocess.run(cmd, cwd=ROOT, stdout=sys.stderr)
+        if done.returncode != 0 and (check or not path.exists()):
+            raise subprocess.CalledProcessError(done.returncode, cmd)
+        return json.loads(path.read_text())
+
+
+def run_examples(ppo_timesteps: int, frames_per_batch: int, total_frames: Optional[int]) -> dict:
+    """Issue 7's examples: the PPO run and the collector at each of :data:`COLLECTOR_SETTINGS`."""
+    print(f"== examples/sb3_ppo_cartpole.py, {ppo_timesteps} timesteps", file=sys.stderr)
+    ppo = run_example("sb3_ppo_cartpole.py", "--timesteps", str(ppo_timesteps), check=False)
+    collector = []
+    for cost_us, default_frames in COLLECTOR_SETTINGS:
+        frames = total_frames or default_frames
+        print(f"== examples/torchrl_collector.py, {cost_us:g} µs per step, {frames} frames", file=sys.stderr)
+        collector.append(run_example("torchrl_collector.py", "--env-cost-us", f"{cost_us:g}",
+                                     "--frames-per-batch", str(frames_per_batch), "--total-frames", str(frames)))
+    return {"ppo": ppo, "collector": collector}
+
+
+def cost_label(cost_us: float) -> str:
+    return "none added" if cost_us == 0 else f"{cost_us:g} µs"
+
+
+def examples_section(report: dict, machine_line: str) -> list:
+    """Issue 7's examples: the PPO run with its solved verdict (computed here from its mean return)
+    and the collector's steps/s for TorchRL's ParallelEnv and ringenv's, side by side."""
+    ppo, collector = report["ppo"], report["collector"]
+    solved = ppo["mean_return"] >= SOLVED_RETURN
+    v = ppo["versions"]
+    first = collector[0]
+    cv = first["versions"]
+    lines = [
+        "## Examples (issue 7)",
+        "",
+        f"Both examples run as subprocesses of this run with `--json`. Machine: {machine_line}.",
+        "",
+        "### PPO on CartPole-v1 through `ringenv.sb3.SubprocVecEnv` (`examples/sb3_ppo_cartpole.py`)",
+        "",
+        f"Stable-Baselines3 {v['stable_baselines3']} PPO with the RL Baselines3 Zoo's tuned CartPole-v1 settings, "
+        f"{ppo['num_envs']} envs,",
+        f"policy on the CPU (torch {v['torch']}, {ppo['torch_threads']} thread). Steps/s counts env steps per second "
+        "of training,",
+        f"policy updates included. The return is the deterministic policy's over {ppo['eval_episodes']} episodes; "
+        f"solved means a mean",
+        f"return of at least {SOLVED_RETURN:g} (CartPole-v1's reward threshold; the maximum is 500).",
+        "",
+        "| seed | timesteps | env steps | training s | env steps/s | wall s (with evaluation) | mean return | "
+        "verdict |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {ppo['seed']} | {ppo['timesteps']:,} | {ppo['env_steps']:,} | {ppo['train_s']:.1f} | "
+        f"{ppo['steps_per_s']:,.0f} | {ppo['wall_s']:.1f} | {ppo['mean_return']:.1f} ± {ppo['std_return']:.1f} | "
+        f"{'solved' if solved else '**NOT solved**'} |",
+        "",
+        "### A TorchRL collector on `torchrl.envs.ParallelEnv` and `ringenv.torchrl.ParallelEnv` "
+        "(`examples/torchrl_collector.py`)",
+        "",
+        f"A ParallelEnv user's setting: {first['num_workers']} sub-envs of Gymnasium's {first['env_id']} "
+        "(with a busy-wait added to each",
+        "step, standing for an env's own work), a 2x64 MLP policy sampling the action, on the device below,",
+        f"and a TorchRL collector of {first['frames_per_batch']} frames per batch (TorchRL {cv['torchrl']}, "
+        f"tensordict {cv['tensordict']}, torch {cv['torch']}).",
+        "TorchRL runs a process per sub-env; ringenv groups the sub-envs in one worker process per core.",
+        "Start-up is the seconds to the first batch (processes started, first batch collected); steps/s",
+        "counts the frames of the batches after it.",
+        "",
+        "| env cost per step | runtime | device | processes | start-up s | timed frames | steps/s | µs per step | "
+        "vs TorchRL |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for half in collector:
+        base = next((r["steps_per_s"] for r in half["runs"] if r["name"].startswith("torchrl")), None)
+        cost = cost_label(half["env_cost_us"])
+        for r in half["runs"]:
+            peer = " (peer)" if r["name"].startswith("torchrl") else ""
+            vs = f"{r['steps_per_s'] / base:.2f}x" if base else "-"
+            lines.append(f"| {cost} | {r['name']}{peer} | {half['device']} | {r['processes']} | "
+                         f"{r['startup_s']:.2f} | {r['frames']:,} | {r['steps_per_s']:,.0f} | "
+                         f"{1e6 / r['steps_per_s']:.1f} | {vs} |")
+    loads = ", ".join(f"{h['load_average']:.1f} ({cost_label(h['env_cost_us'])})" for h in collector)
+    lines += ["", f"One-minute load average at the end of each collector run: {loads}.", ""]
+    return lines
 
 
 def targets_section(python_envs: dict, envpool_cartpole: dict, machine_line: str) -> list:
@@ -182,7 +289,30 @@ def main() -> int:
                         help="benches/python_envs.py's largest worker count (default 4; 16 on a 16-core machine)")
     parser.add_argument("--device", default=None,
                         help="also measure benches/python_envs.py's ringenv rows with this device (cuda)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--skip-examples", action="store_true", help="leave out issue 7's examples")
+    which.add_argument("--only-examples", action="store_true",
+                       help="run only issue 7's examples (the file then holds only their section)")
+    parser.add_argument("--ppo-timesteps", type=int, default=100_000,
+                        help="timesteps of the PPO example (default 1e5, the zoo's; below that it is not expected "
+                             "to solve CartPole)")
+    parser.add_argument("--collector-frames-per-batch", type=int, default=800,
+                        help="frames per batch of the collector example (default 800)")
+    parser.add_argument("--collector-total-frames", type=int, default=None,
+                        help="total frames of each collector run (default: "
+                             + ", ".join(f"{f:,} at {c:g} µs per step" for c, f in COLLECTOR_SETTINGS) + ")")
     args = parser.parse_args()
+    if args.ppo_timesteps < 1:
+        parser.error(f"argument --ppo-timesteps: must be at least 1, got {args.ppo_timesteps}")
+    if args.collector_frames_per_batch < 1:
+        parser.error(f"argument --collector-frames-per-batch: must be at least 1, got "
+                     f"{args.collector_frames_per_batch}")
+    smallest = args.collector_total_frames or min(f for _, f in COLLECTOR_SETTINGS)
+    if smallest < 2 * args.collector_frames_per_batch:
+        parser.error(f"argument --collector-total-frames: must be at least twice --collector-frames-per-batch "
+                     f"({args.collector_frames_per_batch}; the first batch is a warm-up), got {smallest}")
+    if not Path(args.output).resolve().parent.is_dir():
+        parser.error(f"argument --output: the folder of {args.output!r} does not exist")
     if not 1 <= args.max_workers <= 32:
         parser.error(f"argument --max-workers: must be from 1 to 32 (benches/python_envs.py steps 32 envs), got "
                      f"{args.max_workers}")
@@ -194,6 +324,10 @@ def main() -> int:
     if why:
         parser.error(f"argument --device {args.device}: {why}; run without --device (CPU only) or on a machine "
                      "with an NVIDIA GPU")
+
+    if args.only_examples:
+        only = run_examples(args.ppo_timesteps, args.collector_frames_per_batch, args.collector_total_frames)
+        return write(args.output, header(machine()) + examples_section(only, machine()))
 
     print("== criterion: ring round trip", file=sys.stderr)
     ring = criterion(3.0, args.criterion_seconds)
@@ -210,17 +344,12 @@ def main() -> int:
     python_envs_report = run_bench_script("python_envs.py", *python_envs_args)
     print("== benches/envpool_cartpole.py", file=sys.stderr)
     envpool_report = run_bench_script("envpool_cartpole.py", "--seconds", str(args.seconds))
+    examples: Optional[dict] = None if args.skip_examples else run_examples(
+        args.ppo_timesteps, args.collector_frames_per_batch, args.collector_total_frames)
 
     machine_line = machine()
-    today = datetime.date.today().isoformat()
     lines = [
-        "# Benchmark results",
-        "",
-        "Regenerated by `scripts/bench.sh` (this file is its output; edit `scripts/bench.py`, not this",
-        "file). Every table was measured in one run, peers included, on:",
-        "",
-        f"> {machine_line}; {today}.",
-        "",
+        *header(machine_line),
         *targets_section(python_envs_report, envpool_report, machine_line),
         "## Ring round trip between two processes (criterion)",
         "",
@@ -279,8 +408,27 @@ def main() -> int:
     lines.append("")
     lines += python_envs_section(python_envs_report)
     lines += envpool_section(envpool_report)
-    Path(args.output).write_text("\n".join(lines))
-    print(f"wrote {args.output}", file=sys.stderr)
+    if examples is not None:
+        lines += examples_section(examples, machine_line)
+    return write(args.output, lines)
+
+
+def header(machine_line: str) -> list:
+    """The file's title and the machine every table was measured on."""
+    return [
+        "# Benchmark results",
+        "",
+        "Regenerated by `scripts/bench.sh` (this file is its output; edit `scripts/bench.py`, not this",
+        "file). Every table was measured in one run, peers included, on:",
+        "",
+        f"> {machine_line}; {datetime.date.today().isoformat()}.",
+        "",
+    ]
+
+
+def write(output: str, lines: list) -> int:
+    Path(output).write_text("\n".join(lines))
+    print(f"wrote {output}", file=sys.stderr)
     return 0
 
 
