@@ -21,4 +21,4 @@ fi
 echo "== soak (short; scripts/soak.py --steps 10000000 for the full run)"
 "${RINGENV_VENV:-.venv}/bin/python" scripts/soak.py --steps 200000
 echo "== pytest"
-"${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q
+"${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q -rs
