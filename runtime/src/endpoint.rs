@@ -1,7 +1,9 @@
 //! A worker process's side of a pool: attach the inherited segment, take the commands meant for
 //! this worker, publish completions, talk on the control socket.
 //!
-//! The worker waits for commands with the same spin-then-sleep protocol as the main process;
+//! The worker waits for commands with the same spin-then-sleep protocol as the main process,
+//! following the wait settings the main process recorded in the segment header (a
+//! [`crate::Spinner`] learns how long to spin from the worker's own recent waits);
 //! while asleep it wakes every 100 ms to check that its parent is alive (besides the kernel's
 //! parent-death signal set by the supervisor), so an orphaned worker always exits.
 //!
@@ -21,7 +23,7 @@
 
 use crate::{
     Command, Completion, Consumer, ControlChannel, ControlError, ControlMessage, RemoteError, Ring, Segment,
-    SegmentError, SlotView, SpinPolicy,
+    SegmentError, SlotView, Spinner,
 };
 use std::ops::Range;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -84,7 +86,8 @@ pub struct WorkerEndpoint {
     completions: Ring<Completion>,
     control: ControlChannel,
     parent_pid: u32,
-    spin: SpinPolicy,
+    /// The learned spin state of the command waits.
+    spinner: Spinner,
     /// When the worker started waiting for its current command.
     wait_started: Instant,
     /// When the current command arrived, and whether it steps or resets the envs (for metrics).
@@ -138,6 +141,7 @@ impl WorkerEndpoint {
         };
         let completions = segment.completion_ring(args.worker);
         segment.worker_metrics(args.worker).set_pid(std::process::id());
+        let spinner = Spinner::new(segment.spin_settings());
         Ok(WorkerEndpoint {
             segment,
             worker: args.worker,
@@ -145,7 +149,7 @@ impl WorkerEndpoint {
             completions,
             control,
             parent_pid: args.parent_pid,
-            spin: SpinPolicy::default(),
+            spinner,
             wait_started: Instant::now(),
             received: None,
         })
@@ -166,6 +170,11 @@ impl WorkerEndpoint {
     /// A view of data slot `slot`; write only the rows of [`WorkerEndpoint::env_ids`].
     pub fn slot(&self, slot: usize) -> SlotView<'_> {
         self.segment.slot(slot)
+    }
+    /// The learned spin state of this worker's command waits (it follows the wait settings the
+    /// main process recorded in the segment header).
+    pub fn spinner(&self) -> &Spinner {
+        &self.spinner
     }
     /// The control channel.
     pub fn control(&mut self) -> &mut ControlChannel {
@@ -210,7 +219,7 @@ impl WorkerEndpoint {
             }
             let ring = self.commands.ring();
             let wakeup = self.segment.command_wakeup(self.worker);
-            if !wakeup.wait(|| ring.has_ready(), self.spin, PARENT_CHECK) && !self.parent_alive() {
+            if !self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK) && !self.parent_alive() {
                 std::process::exit(0);
             }
         }

@@ -1,7 +1,8 @@
 //! The segment header: what a worker checks before it touches anything else in the segment.
 //!
 //! It records the magic, the layout version, the counts and array specs the layout was built
-//! from, and every offset. A worker rebuilds the [`Layout`] from the counts and specs with its
+//! from, every offset, and the pool's wait settings ([`SpinSettings`]: the spin bound and how
+//! spinners probe, decided by the main process and followed by every worker). A worker rebuilds the [`Layout`] from the counts and specs with its
 //! own code and compares each recorded offset with its own, so a worker built from other sources
 //! refuses the segment with an error naming the field and both values, instead of reading
 //! garbage.
@@ -15,17 +16,22 @@
 //! assert_eq!(header::read(&bytes, layout.total_size()).unwrap(), layout);
 //! bytes[0] = b'X';
 //! assert!(header::read(&bytes, layout.total_size()).is_err());
+//!
+//! use ringenv_runtime::{Probe, SpinPolicy, SpinSettings};
+//! let settings = SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield };
+//! header::write_with(&mut bytes, &layout, &settings);
+//! assert_eq!(header::read_settings(&bytes).unwrap(), settings);
 //! ```
 
 use crate::layout::{ArraySpec, Layout, LayoutError, HEADER_REGION, MAX_LEAVES, MAX_NDIM};
-use crate::DType;
+use crate::{DType, Probe, SpinPolicy, SpinSettings};
 use bytemuck::{Pod, Zeroable};
 
 /// `b"RINGENV\0"`.
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -67,6 +73,20 @@ struct Header {
     leaves: [ArrayDesc; MAX_LEAVES],
     /// [`FIXED_OFFSETS`], then the slot offset of each leaf in the order of `leaves`.
     offsets: [u64; NUM_OFFSETS],
+    /// The pool's wait settings.
+    settings: SettingsBlock,
+}
+
+/// [`SpinSettings`] as the header stores them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct SettingsBlock {
+    /// [`SpinPolicy::spin`] in nanoseconds.
+    spin_ns: u64,
+    /// [`Probe::code`].
+    probe: u32,
+    /// Zero.
+    reserved: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER_REGION);
@@ -132,6 +152,13 @@ pub enum HeaderError {
     },
     /// The recorded counts do not make a valid layout.
     Layout(LayoutError),
+    /// The wait settings hold a value this build does not know: names the field.
+    Settings {
+        /// `"probe"`.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+    },
     /// A recorded offset differs from the one this build computes.
     Offset {
         /// Name of the field (for example `"slot_stride"` or `"slot.obs[2]"`).
@@ -159,6 +186,9 @@ impl std::fmt::Display for HeaderError {
             ),
             HeaderError::DType { array, code } => write!(f, "unknown {array} dtype code {code} in the segment header"),
             HeaderError::Layout(e) => write!(f, "segment header describes an invalid layout: {e}"),
+            HeaderError::Settings { field, value } => {
+                write!(f, "unknown value {value} of the wait setting {field} in the segment header")
+            }
             HeaderError::Offset { field, segment, worker } => {
                 write!(f, "segment field {field} is {segment} (main process) but this worker computes {worker}")
             }
@@ -167,11 +197,21 @@ impl std::fmt::Display for HeaderError {
 }
 impl std::error::Error for HeaderError {}
 
-/// Writes the header of `layout` into the first bytes of `region`.
+/// Writes the header of `layout`, with the default wait settings, into the first bytes of
+/// `region`.
 ///
 /// # Panics
 /// When `region` is shorter than the header.
 pub fn write(region: &mut [u8], layout: &Layout) {
+    write_with(region, layout, &SpinSettings::default());
+}
+
+/// Writes the header of `layout` and the pool's wait `settings` into the first bytes of `region`.
+///
+/// # Panics
+/// When `region` is shorter than the header.
+pub fn write_with(region: &mut [u8], layout: &Layout, settings: &SpinSettings) {
+    let spin_ns = settings.policy.spin.as_nanos().min(u128::from(u64::MAX)) as u64;
     let mut header = Header {
         magic: MAGIC,
         version: LAYOUT_VERSION,
@@ -184,6 +224,7 @@ pub fn write(region: &mut [u8], layout: &Layout) {
         action_leaves: layout.action.len() as u32,
         leaves: [ArrayDesc::zeroed(); MAX_LEAVES],
         offsets: [0; NUM_OFFSETS],
+        settings: SettingsBlock { spin_ns, probe: settings.probe.code(), reserved: 0 },
     };
     for (d, spec) in header.leaves.iter_mut().zip(layout.obs.iter().chain(&layout.action)) {
         *d = desc(spec);
@@ -245,6 +286,22 @@ pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
     Ok(layout)
 }
 
+/// Reads the wait settings of the header at the start of `region` (after [`read`] accepted it).
+///
+/// # Errors
+/// [`HeaderError::TooSmall`] when `region` is shorter than a header; [`HeaderError::Settings`]
+/// naming a field this build does not know the value of.
+pub fn read_settings(region: &[u8]) -> Result<SpinSettings, HeaderError> {
+    let size = std::mem::size_of::<Header>();
+    if region.len() < size {
+        return Err(HeaderError::TooSmall { mapped: region.len(), needed: size });
+    }
+    let h: Header = bytemuck::pod_read_unaligned(&region[..size]);
+    let SettingsBlock { spin_ns, probe, .. } = h.settings;
+    let probe = Probe::from_code(probe).ok_or(HeaderError::Settings { field: "probe", value: u64::from(probe) })?;
+    Ok(SpinSettings { policy: SpinPolicy { spin: std::time::Duration::from_nanos(spin_ns) }, probe })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +358,22 @@ mod tests {
         let off = std::mem::offset_of!(Header, leaves);
         bytes[off] = 200;
         assert_eq!(read(&bytes, total), Err(HeaderError::DType { array: "observation", code: 200 }));
+        let (_, mut bytes) = sample();
+        bytes[std::mem::offset_of!(Header, settings) + std::mem::offset_of!(SettingsBlock, probe)] = 9;
+        let e = read_settings(&bytes).unwrap_err();
+        assert_eq!(e, HeaderError::Settings { field: "probe", value: 9 });
+        assert!(e.to_string().contains("probe"), "{e}");
+        assert!(matches!(read_settings(&bytes[..64]), Err(HeaderError::TooSmall { .. })));
+    }
+
+    #[test]
+    fn settings_round_trip_and_default_to_the_default_policy() {
+        let (layout, mut bytes) = sample();
+        assert_eq!(read_settings(&bytes).unwrap(), SpinSettings::default());
+        let settings =
+            SpinSettings { policy: SpinPolicy { spin: std::time::Duration::from_nanos(123_456) }, probe: Probe::Yield };
+        write_with(&mut bytes, &layout, &settings);
+        assert_eq!(read_settings(&bytes).unwrap(), settings);
+        assert_eq!(read(&bytes, layout.total_size()).unwrap(), layout, "the layout reads as before");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! This crate knows nothing of Python. Read it bottom-up: [`dtype`] and [`layout`] (where
 //! everything lives), [`header`] and [`segment`] (the memfd and its validation), [`ring`],
-//! [`futex`] and [`wakeup`] (the lock-free data path), [`descriptor`] and [`control`] (what
+//! [`futex`], [`wakeup`] and [`spin`] (the lock-free data path), [`descriptor`] and [`control`] (what
 //! travels), [`supervisor`] (processes), then [`pool`] (main side) and [`endpoint`] (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -25,6 +25,7 @@ pub mod restart;
 pub mod ring;
 pub mod segment;
 pub mod slot;
+pub mod spin;
 #[cfg(feature = "cuda")]
 pub mod staging;
 pub mod supervisor;
@@ -44,7 +45,8 @@ pub use restart::{FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Full, Ring};
 pub use segment::{Segment, SegmentError};
 pub use slot::{Array, SlotView};
+pub use spin::{Probe, SpinPolicy, SpinSettings, Spinner};
 #[cfg(feature = "cuda")]
 pub use staging::{CudaStaging, HostToDevice, PinMode, StagingError};
 pub use supervisor::WorkerCommand;
-pub use wakeup::{SpinPolicy, Wakeup};
+pub use wakeup::Wakeup;

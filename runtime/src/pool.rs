@@ -29,7 +29,7 @@ use crate::restart::{CrashLoopGuard, FailurePolicy};
 use crate::supervisor::{stop_all, WorkerProcess};
 use crate::{
     Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Layout, PoolError,
-    RemoteError, Ring, Segment, SlotView, SpinPolicy, WorkerCommand, WorkerFailure,
+    RemoteError, Ring, Segment, SlotView, SpinPolicy, SpinSettings, Spinner, WorkerCommand, WorkerFailure,
 };
 use std::time::{Duration, Instant};
 
@@ -48,7 +48,9 @@ pub struct PoolConfig {
     pub init: Vec<Vec<u8>>,
     /// How long start-up (exec, building the envs, the handshake) may take, in seconds.
     pub startup_timeout: Duration,
-    /// The main process's spin-then-sleep policy when waiting for completions.
+    /// The pool's spin-then-sleep policy: the bound of every wait's spin phase, in the main process
+    /// waiting for completions and in the workers waiting for commands (each learns how long to
+    /// spin within it; see [`crate::spin`]).
     pub spin: SpinPolicy,
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,
@@ -130,6 +132,8 @@ pub struct Pool {
     /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
     /// optional).
     advert: Option<crate::advert::Advert>,
+    /// The learned spin state of the completion waits.
+    spinner: Spinner,
 }
 
 fn clone_error(e: &PoolError) -> PoolError {
@@ -158,7 +162,8 @@ impl Pool {
                 config.init.len()
             )));
         }
-        let segment = Segment::create(config.layout.clone()).map_err(PoolError::Segment)?;
+        let spin = SpinSettings::for_pool(config.spin, n);
+        let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
         let completions = (0..n)
             .map(|w| segment.completion_ring(w).acquire_consumer().expect("a fresh ring has no consumer"))
             .collect();
@@ -183,6 +188,7 @@ impl Pool {
             closed: false,
             crash_guard,
             advert: None,
+            spinner: Spinner::new(spin),
         };
         pool.segment.pool_metrics().init(std::process::id());
         for w in 0..n {
@@ -412,7 +418,7 @@ impl Pool {
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
             let completions = &self.completions;
             let ready = || completions.iter().any(|c| c.ring().has_ready());
-            if !self.segment.completion_wakeup().wait(ready, self.config.spin, chunk) {
+            if !self.spinner.wait(self.segment.completion_wakeup(), ready, chunk) {
                 if let Some(dead) = self.workers.iter().position(WorkerProcess::has_exited) {
                     self.on_death(dead, None)?;
                 }

@@ -22,7 +22,7 @@ use crate::metrics::{PoolMetrics, WorkerMetrics};
 use crate::ring::Ring;
 use crate::slot::SlotView;
 use crate::wakeup::Wakeup;
-use crate::{header, Command, Completion, HeaderError, COMMAND_RING_CAPACITY};
+use crate::{header, Command, Completion, HeaderError, SpinSettings, COMMAND_RING_CAPACITY};
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::mm::{MapFlags, ProtFlags};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -89,16 +89,26 @@ pub struct Segment {
     mem: Arc<Mapping>,
     fd: OwnedFd,
     layout: Layout,
+    /// The pool's wait settings, as the header records them.
+    spin_settings: SpinSettings,
 }
 
 impl Segment {
-    /// Creates, sizes, seals and maps a new segment for `layout`, writes its header and
-    /// initialises its rings. The descriptor is close-on-exec; the supervisor hands it to each
-    /// worker explicitly.
+    /// Creates, sizes, seals and maps a new segment for `layout`, writes its header (with the
+    /// default wait settings) and initialises its rings. The descriptor is close-on-exec; the
+    /// supervisor hands it to each worker explicitly.
     ///
     /// # Errors
     /// [`SegmentError::Os`] naming the failed call (`memfd_create`, `ftruncate`, `fcntl`, `mmap`).
     pub fn create(layout: Layout) -> Result<Segment, SegmentError> {
+        Self::create_with(layout, SpinSettings::default())
+    }
+
+    /// [`Segment::create`], recording the pool's wait settings in the header for its workers.
+    ///
+    /// # Errors
+    /// As [`Segment::create`].
+    pub fn create_with(layout: Layout, spin_settings: SpinSettings) -> Result<Segment, SegmentError> {
         let fd = rustix::fs::memfd_create("ringenv", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
             .map_err(os("memfd_create"))?;
         rustix::fs::ftruncate(&fd, layout.total_size() as u64).map_err(os("ftruncate"))?;
@@ -107,8 +117,8 @@ impl Segment {
         let mem = map(fd.as_fd(), layout.total_size(), ProtFlags::READ | ProtFlags::WRITE)?;
         // SAFETY: the header region is the first page of the fresh mapping, unused by anything.
         let head = unsafe { std::slice::from_raw_parts_mut(mem.ptr, crate::layout::HEADER_REGION) };
-        header::write(head, &layout);
-        let segment = Segment { mem, fd, layout };
+        header::write_with(head, &layout, &spin_settings);
+        let segment = Segment { mem, fd, layout, spin_settings };
         for w in 0..segment.layout.num_workers {
             // SAFETY: fresh zeroed regions of the layout, and no worker exists yet.
             unsafe { segment.init_worker_rings(w) };
@@ -150,7 +160,8 @@ impl Segment {
         // SAFETY: the mapping is at least one header region long (checked above).
         let head = unsafe { std::slice::from_raw_parts(mem.ptr, crate::layout::HEADER_REGION) };
         let layout = header::read(head, size).map_err(SegmentError::Header)?;
-        Ok(Segment { mem, fd, layout })
+        let spin_settings = header::read_settings(head).map_err(SegmentError::Header)?;
+        Ok(Segment { mem, fd, layout, spin_settings })
     }
 
     /// The segment's file descriptor (close-on-exec).
@@ -160,6 +171,11 @@ impl Segment {
     /// The layout this segment was built with.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+    /// The pool's wait settings (the spin bound and how spinners probe), as the main process
+    /// recorded them in the header.
+    pub fn spin_settings(&self) -> SpinSettings {
+        self.spin_settings
     }
     /// The mapping, for handles that must keep it alive.
     pub fn memory(&self) -> Arc<dyn Memory> {
@@ -260,6 +276,19 @@ mod tests {
         let s = Segment::create(layout.clone()).unwrap();
         assert!(rustix::fs::ftruncate(s.fd(), 0).is_err());
         assert!(rustix::fs::ftruncate(s.fd(), (layout.total_size() * 2) as u64).is_err());
+    }
+
+    #[test]
+    fn an_attached_segment_reads_the_wait_settings_of_its_creator() {
+        use crate::{Probe, SpinPolicy};
+        let layout =
+            Layout::single(2, 1, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+                .unwrap();
+        let settings = SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield };
+        let s = Segment::create_with(layout, settings).unwrap();
+        let attached = Segment::attach(s.fd().try_clone_to_owned().unwrap()).unwrap();
+        assert_eq!(attached.spin_settings(), settings);
+        assert_ne!(settings, SpinSettings::default());
     }
 
     #[test]

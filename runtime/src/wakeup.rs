@@ -1,8 +1,8 @@
 //! The spin-then-sleep wake-up protocol between one waiter and its producers.
 //!
 //! A [`Wakeup`] sits in shared memory beside a ring. The waiter spins for a bounded time
-//! ([`SpinPolicy`]), yielding the core between probes, then announces that it sleeps and sleeps
-//! on the futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
+//! ([`SpinPolicy`]; how long a pool's waiters spin is learned by a [`crate::Spinner`], in
+//! `spin.rs`), then announces that it sleeps and sleeps on the futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
 //! announced itself, so a busy pipeline never makes a system call and an idle waiter burns no CPU.
 //! Every sleep has a timeout so a caller can check that its peer is alive.
 //!
@@ -32,22 +32,7 @@ use crate::futex::{DefaultFutex, Futex};
 use crate::sync::{fence, AtomicU32, Backoff, Instant, Ordering};
 use std::time::Duration;
 
-/// How long a waiter spins before it sleeps.
-///
-/// The default, 50 µs, is about one futex wake-up of a sleeping process on a virtual machine
-/// (~40 µs measured on the 2-core VMs this project runs on; see `benches/RESULTS.md`): spinning
-/// longer than a wake-up costs more CPU than it saves latency.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SpinPolicy {
-    /// Upper bound of the spin phase. `Duration::ZERO` sleeps at once.
-    pub spin: Duration,
-}
-
-impl Default for SpinPolicy {
-    fn default() -> Self {
-        SpinPolicy { spin: Duration::from_micros(50) }
-    }
-}
+pub use crate::spin::SpinPolicy;
 
 /// A futex word and a sleeper count, one cache-line pair, placed in shared memory.
 #[repr(C, align(128))]
@@ -104,7 +89,9 @@ impl Wakeup {
     }
 
     /// Waiter side: returns `true` as soon as `ready()` holds, `false` when `timeout` passed first.
-    /// Spins for at most `policy.spin`, then sleeps on the futex.
+    /// Spins for `policy.spin` at most (crossbeam's `Backoff::snooze`: pause instructions, then
+    /// `sched_yield` between probes), then sleeps on the futex. Keeps no state: a pool's waiters
+    /// use a [`crate::Spinner`], which learns how long to spin.
     pub fn wait(&self, mut ready: impl FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
         self.wait_with::<DefaultFutex>(&mut ready, policy, timeout)
     }
@@ -123,7 +110,12 @@ impl Wakeup {
             }
             backoff.snooze();
         }
-        let deadline = start + timeout;
+        self.sleep_with::<F>(ready, start + timeout)
+    }
+
+    /// The sleep phase of a wait: announce, re-check `ready()`, sleep on the futex until woken,
+    /// until `deadline`. Returns whether `ready()` held.
+    pub(crate) fn sleep_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, deadline: Instant) -> bool {
         loop {
             // SYNC POINT: pairs with the Release `fetch_add` in `wake_all_with`.
             let seq = self.seq.load(Ordering::Acquire);

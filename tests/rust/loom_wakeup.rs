@@ -1,7 +1,8 @@
 //! Loom models of the spin-then-futex wake-up protocol (`runtime/src/wakeup.rs`) with the rings
 //! it guards: a sleeping waiter is always woken, a spinning one costs no wake call, round trips
 //! reuse the futex word safely, two workers wake the main process through one word, `wake_all`
-//! reaches a sleeper.
+//! reaches a sleeper, and the pool's adaptive waiters (`Spinner`, `runtime/src/spin.rs`) reach
+//! the same handshake after their spin phase.
 //!
 //! Under `cfg(loom)` the `Wakeup` runs its own code over loom's atomics and SeqCst fences, and
 //! its futex is `LocalFutex` over loom's mutex and condition variable, with timeouts not modelled:
@@ -25,7 +26,7 @@ use loom::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use ringenv_runtime::futex::{Futex, LocalFutex};
-use ringenv_runtime::{Command, CommandKind, Completion, SpinPolicy, Wakeup};
+use ringenv_runtime::{Command, CommandKind, Completion, Probe, SpinPolicy, SpinSettings, Spinner, Wakeup};
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 use support::*;
@@ -157,6 +158,45 @@ fn wake_all_reaches_a_sleeper_without_a_publish() {
         assert!(wakeup.wait(|| dead.load(Ordering::Acquire), SLEEP_AT_ONCE, FOREVER));
         peer.join().unwrap();
     });
+}
+
+/// The pool's waiters wait through a `Spinner`: a spin phase (here a bound of two ticks of the
+/// logical clock, so one or two looks with a `sched_yield` between them, as in an oversubscribed
+/// pool), then the same announce / re-check / futex sleep. Two round trips, each side with its
+/// own spinner, as the main process and a worker: no wake-up is lost whether a side finds its
+/// ring ready while spinning or only after sleeping. A second variant never spins.
+#[test]
+fn spinners_round_trips_never_lose_a_wakeup() {
+    for policy in [SpinPolicy { spin: Duration::from_micros(2) }, SpinPolicy::NEVER] {
+        check("spinners_round_trips_never_lose_a_wakeup", move || {
+            let settings = SpinSettings { policy, probe: Probe::Yield };
+            let commands = ring::<Command>(2);
+            let completions = ring::<Completion>(2);
+            let worker_commands = commands.acquire_consumer().unwrap();
+            let main_completions = completions.acquire_consumer().unwrap();
+            let (worker_wakeup, main_wakeup) = (Arc::new(Wakeup::default()), Arc::new(Wakeup::default()));
+            let (ww, mw) = (worker_wakeup.clone(), main_wakeup.clone());
+            let worker = thread::spawn(move || {
+                let mut spinner = Spinner::new(settings);
+                for _ in 0..2 {
+                    let ring = worker_commands.ring().clone();
+                    assert!(spinner.wait(&ww, || ring.has_ready(), FOREVER));
+                    let c = worker_commands.pop().expect("woken with a command ready");
+                    completions.push(Completion::new(0, c.seq, false, false)).unwrap();
+                    mw.notify();
+                }
+            });
+            let mut spinner = Spinner::new(settings);
+            for seq in 1..=2 {
+                commands.push(command(seq)).unwrap();
+                worker_wakeup.notify();
+                let ring = main_completions.ring().clone();
+                assert!(spinner.wait(&main_wakeup, || ring.has_ready(), FOREVER));
+                assert_eq!(main_completions.pop().map(|c| c.seq), Some(seq));
+            }
+            worker.join().unwrap();
+        });
+    }
 }
 
 /// A stand-in for `Wakeup` with the handshake broken on purpose, to show the models catch a lost
