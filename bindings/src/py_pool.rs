@@ -97,7 +97,7 @@ impl PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=50, on_worker_failure="raise", max_restarts=3, restart_window=60.0))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -111,7 +111,7 @@ impl PyPool {
         env: Vec<(String, String)>,
         depth: usize,
         startup_timeout: f64,
-        spin_us: u64,
+        spin_us: Option<f64>,
         on_worker_failure: &str,
         max_restarts: u32,
         restart_window: f64,
@@ -147,7 +147,16 @@ impl PyPool {
             command,
             init,
             startup_timeout: seconds("startup_timeout", startup_timeout)?,
-            spin: SpinPolicy { spin: Duration::from_micros(spin_us) },
+            spin: match spin_us {
+                None => SpinPolicy::default(),
+                Some(us) => SpinPolicy {
+                    spin: Duration::try_from_secs_f64(us / 1e6).map_err(|_| {
+                        PyValueError::new_err(format!(
+                            "spin_us must be None or a number of microseconds >= 0, got {us}"
+                        ))
+                    })?,
+                },
+            },
             on_failure,
         };
         let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;

@@ -18,7 +18,15 @@ class Segment:
 
 @final
 class Pool:
-    """Worker processes over one shared memory segment."""
+    """Worker processes over one shared memory segment.
+
+    ``spin_us`` bounds how long, in microseconds, a waiting process (the main process waiting for
+    completions, a worker waiting for commands) spins before it sleeps on the futex. ``None``: the
+    default bound, 100 us. Within the bound each waiter learns from its recent waits how long to
+    spin (not at all when they outlast the bound), and when the workers plus the main process
+    outnumber the cores, spinners yield the core between probes (docs/WAKEUP.md). ``0``: never
+    spin. Raises ValueError for a negative or non-finite value.
+    """
     @property
     def depth(self) -> int: ...
     @property
@@ -41,7 +49,7 @@ class Pool:
         env: Sequence[Tuple[str, str]] = ...,
         depth: int = 2,
         startup_timeout: float = 60.0,
-        spin_us: int = 50,
+        spin_us: Optional[float] = None,
         on_worker_failure: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
