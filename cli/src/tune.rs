@@ -4,12 +4,14 @@
 //! batch latency p50/p99 (one vector step, ms), and CPU of the whole process tree and of the main
 //! process, as cores busy (CPU seconds per wall second). The recommendation is the highest
 //! throughput, unless a configuration within 5% of it uses at least 25% less tree CPU: the same
-//! rule as the Python `ringenv tune` (docs/CLI.md).
+//! rule as the Python `ringenv tune` (docs/CLI.md). `--spin-us` sets the pool's spin bound
+//! (docs/WAKEUP.md); each row names how its spinners probe (`pause`, or `yield` when the workers
+//! and the main process outnumber the cores).
 
 use crate::{actions, target};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use ringenv_runtime::{DType, Layout, Pool, PoolConfig, WorkerCommand};
+use ringenv_runtime::{DType, Layout, Pool, PoolConfig, Probe, SpinPolicy, WorkerCommand};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -36,6 +38,20 @@ pub struct TuneArgs {
     /// Write every figure to this JSON file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Bound of every wait's spin phase in µs, 0 to never spin (default: the runtime's, 100 µs;
+    /// within it each waiter learns how long to spin, docs/WAKEUP.md).
+    #[arg(long)]
+    pub spin_us: Option<f64>,
+}
+
+/// The spin policy `--spin-us` asks for.
+fn spin_policy(spin_us: Option<f64>) -> Result<SpinPolicy, String> {
+    match spin_us {
+        None => Ok(SpinPolicy::default()),
+        Some(us) => Duration::try_from_secs_f64(us / 1e6)
+            .map(|spin| SpinPolicy { spin })
+            .map_err(|_| format!("argument --spin-us: must be a number of microseconds >= 0, got {us}")),
+    }
 }
 
 /// USER_HZ: the unit of the times in `/proc/<pid>/stat`, 100 on Linux x86 and arm (proc(5)).
@@ -83,7 +99,14 @@ fn measure(t: &target::Target, args: &TuneArgs, workers: usize) -> Result<Value,
     let started = Instant::now();
     let mut command = WorkerCommand::new(&t.program);
     command.args = t.args.iter().map(Into::into).collect();
-    let mut pool = Pool::spawn(PoolConfig::new(layout, command, init)).map_err(|e| e.to_string())?;
+    let mut config = PoolConfig::new(layout, command, init);
+    config.spin = spin_policy(args.spin_us)?;
+    let mut pool = Pool::spawn(config).map_err(|e| e.to_string())?;
+    let spin = pool.segment().spin_settings();
+    let probe = match spin.probe {
+        Probe::Pause => "pause",
+        Probe::Yield => "yield",
+    };
     let startup_s = started.elapsed().as_secs_f64();
     let batches = actions::batches(&t.action, n, 256, args.seed)?;
     pool.reset(&(0..n as u64).map(|i| Some(args.seed + i)).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
@@ -129,6 +152,7 @@ fn measure(t: &target::Target, args: &TuneArgs, workers: usize) -> Result<Value,
         "us_per_env_step": wall * 1e6 / steps as f64,
         "batch_latency_ms": {"p50": percentile(&latencies, 0.5), "p99": percentile(&latencies, 0.99)},
         "cpu": {"tree_cores": (main_s + workers_s) / wall, "main_cores": main_s / wall},
+        "spin": {"bound_us": spin.policy.spin.as_secs_f64() * 1e6, "probe": probe},
     }))
 }
 
@@ -165,16 +189,20 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         serde_json::from_str(&args.env_kwargs).map_err(|e| format!("argument --env-kwargs: not JSON: {e}"))?;
     let t = target::resolve(&args.env, kwargs)?;
     let counts = worker_counts(&args.workers, args.num_envs as usize)?;
-    println!("tune {} ({} envs; workers {counts:?}; {} s each)", t.name, args.num_envs, args.seconds);
+    let bound_us = spin_policy(args.spin_us)?.spin.as_secs_f64() * 1e6;
+    println!(
+        "tune {} ({} envs; workers {counts:?}; {} s each; spin bound {bound_us} µs)",
+        t.name, args.num_envs, args.seconds
+    );
     let rows = counts.iter().map(|&w| measure(&t, args, w)).collect::<Result<Vec<_>, _>>()?;
     let (pick, reason) = recommend(&rows);
     println!(
-        "{:>8} {:>12} {:>9} {:>8} {:>8} {:>9} {:>9}",
-        "workers", "steps/s", "µs/step", "p50 ms", "p99 ms", "tree CPU", "main CPU"
+        "{:>8} {:>12} {:>9} {:>8} {:>8} {:>9} {:>9} {:>6}",
+        "workers", "steps/s", "µs/step", "p50 ms", "p99 ms", "tree CPU", "main CPU", "probe"
     );
     for (i, r) in rows.iter().enumerate() {
         println!(
-            "{:>8} {:>12.0} {:>9.3} {:>8.3} {:>8.3} {:>9.2} {:>9.2}{}",
+            "{:>8} {:>12.0} {:>9.3} {:>8.3} {:>8.3} {:>9.2} {:>9.2} {:>6}{}",
             r["workers"].as_u64().unwrap_or(0),
             r["steps_per_s"].as_f64().unwrap_or(0.0),
             r["us_per_env_step"].as_f64().unwrap_or(0.0),
@@ -182,6 +210,7 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
             r["batch_latency_ms"]["p99"].as_f64().unwrap_or(0.0),
             r["cpu"]["tree_cores"].as_f64().unwrap_or(0.0),
             r["cpu"]["main_cores"].as_f64().unwrap_or(0.0),
+            r["spin"]["probe"].as_str().unwrap_or("-"),
             if i == pick { "   <- recommended" } else { "" }
         );
     }
@@ -221,5 +250,14 @@ mod tests {
         assert!(worker_counts("0", 8).is_err());
         assert!(worker_counts("9", 8).unwrap_err().contains("--num-envs"));
         assert!(worker_counts("auto", 64).unwrap().contains(&1));
+    }
+
+    #[test]
+    fn spin_bounds_are_checked() {
+        assert_eq!(spin_policy(None).unwrap(), SpinPolicy::default());
+        assert_eq!(spin_policy(Some(0.0)).unwrap(), SpinPolicy::NEVER);
+        assert_eq!(spin_policy(Some(2.5)).unwrap().spin, Duration::from_nanos(2500));
+        assert!(spin_policy(Some(-1.0)).unwrap_err().contains("--spin-us"));
+        assert!(spin_policy(Some(f64::NAN)).is_err());
     }
 }
