@@ -164,6 +164,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             sees them); with ``copy=False`` the tensors are reused two batches later. Actions may
             be torch tensors (CUDA or CPU). Needs a single-array observation space (Box,
             Discrete, MultiDiscrete, MultiBinary). See docs/GPU.md.
+        spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
+            process waiting for results, a worker waiting for its next command) spins before it
+            sleeps on a futex. ``None`` (default): 200 µs, within which each waiter spins only as
+            long as its recent waits suggest and not at all once they outgrow the bound;
+            ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM).
+            Spinners yield the core between looks when the processes outnumber the cores. See
+            docs/WAKEUP.md.
         deterministic: if ``True``, :meth:`recv` returns batches in the order their actions were
             sent (first in, first out) instead of the order they finished, so the sequence of
             batches, and with seeded envs the whole run, is a function of the seeds and actions
@@ -201,6 +208,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         batch_size: Optional[int] = None,
         deterministic: bool = False,
         device: Any = None,
+        spin_us: Optional[float] = None,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         env_fns = list(env_fns)
@@ -264,6 +272,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
             check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
+            spin_us=spin_us,
         )
 
     @classmethod
@@ -304,7 +313,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
                num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
                restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False,
-               device=None):
+               device=None, spin_us=None):
         n = self.num_envs
         self._device: Optional[DeviceBatches] = None
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
@@ -342,7 +351,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self._pool = _native.Pool(
             n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv, inits,
             env=_worker_env(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
-            max_restarts=max_restarts, restart_window=restart_window,
+            max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT
