@@ -222,6 +222,9 @@ def python_envs_section(report: dict) -> list:
         "CPU beyond the env's); *tree cores* is that CPU time per second of wall time. ringenv rows run",
         "with `copy=False, check_actions=False`; *async B* is `async_reset` then `recv`/`send` batches of",
         "B envs. Gymnasium's AsyncVectorEnv runs one process per env (`shared_memory=True, copy=False`).",
+        "With more processes than cores a busy-wait env that is preempted still sees its clock run, so it",
+        "does less work per step than the single loop: those rows can read above the ceiling and below",
+        "1.00 CPU. The targets' verdicts therefore use only rows with no more workers than cores.",
         "",
     ]
     for cost in report["costs"]:
