@@ -57,3 +57,20 @@ def closing():
             errors.append(e)
     if errors:
         raise errors[0]
+
+
+@pytest.fixture
+def cuda():
+    """The CUDA device as a ``torch.device``, or a skip saying why there is none (the GPU tests
+    run where a device exists and print the reason elsewhere); synchronises it at teardown."""
+    from ringenv._staging import parse_device
+    from ringenv.errors import CudaUnavailableError
+
+    try:
+        device = parse_device("cuda")
+    except CudaUnavailableError as e:
+        pytest.skip(f"no CUDA device: {e}")
+    import torch
+
+    yield device
+    torch.cuda.synchronize(device)

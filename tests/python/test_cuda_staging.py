@@ -209,19 +209,6 @@ def test_native_staging_falls_back_to_a_pinned_mirror_when_registering_fails(tmp
 # -- on a GPU ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cuda():
-    """The CUDA device as a torch.device, or a skip saying why there is none."""
-    try:
-        device = parse_device("cuda")
-    except CudaUnavailableError as e:
-        pytest.skip(f"no CUDA device: {e}")
-    import torch
-
-    yield device
-    torch.cuda.synchronize(device)
-
-
 #: The dtypes and row shapes of the arrays staged in the tests below: every NumPy dtype a
 #: Gymnasium space lays out (Box of each dtype, MultiBinary int8, Discrete int64), the rewards
 #: (float64 for Python envs, float32 for Rust envs) and the bool flags.

@@ -66,17 +66,6 @@ def test_torch_cpu_tensor_actions_in_send(closing):
 # -- on a GPU ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cuda():
-    """The CUDA device, or a skip saying why there is none."""
-    try:
-        device = parse_device("cuda")
-    except CudaUnavailableError as e:
-        pytest.skip(f"no CUDA device: {e}")
-    yield device
-    torch.cuda.synchronize(device)
-
-
 def test_step_on_cuda_equals_the_cpu_results_with_cuda_actions(cuda, closing):
     ours = closing(AsyncVectorEnv(cartpoles(8), num_workers=2, device=cuda))
     ref = closing(AsyncVectorEnv(cartpoles(8), num_workers=2))

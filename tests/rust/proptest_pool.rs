@@ -15,13 +15,15 @@
 //! It has its own `main` (`harness = false`): the supervisor appends `--segment-fd N ...` to a
 //! worker's command line, which libtest would refuse. Cases: 24 (`PROPTEST_CASES` to change).
 
+#[path = "support/endpoint_args.rs"]
+mod endpoint_args;
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use ringenv_runtime::{
-    Array, ArraySpec, CommandKind, DType, EndpointArgs, Layout, Outcome, Pool, PoolConfig, PoolError, RemoteError,
-    SpinPolicy, WorkerCommand, WorkerEndpoint,
+    Array, ArraySpec, CommandKind, DType, Layout, Outcome, Pool, PoolConfig, PoolError, RemoteError, SpinPolicy,
+    WorkerCommand, WorkerEndpoint,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -72,18 +74,8 @@ fn main() {
 
 // ---- the worker: a deterministic counter env per env id ------------------------------------
 
-fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> T {
-    let at = args.iter().position(|a| a == name).unwrap_or_else(|| panic!("{name} missing"));
-    args[at + 1].parse().unwrap_or_else(|_| panic!("{name} is not a number"))
-}
-
 fn serve(args: &[String]) {
-    let endpoint_args = EndpointArgs {
-        segment_fd: arg(args, "--segment-fd"),
-        control_fd: arg(args, "--control-fd"),
-        worker: arg(args, "--worker"),
-        parent_pid: arg(args, "--parent-pid"),
-    };
+    let endpoint_args = endpoint_args::endpoint_args(args);
     // SAFETY: the supervisor handed these two descriptors to this process for this purpose.
     let mut ep = unsafe { WorkerEndpoint::connect(&endpoint_args) }.expect("the segment is valid");
     assert_eq!(ep.recv_init().expect("an init payload"), INIT);

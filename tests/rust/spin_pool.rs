@@ -10,9 +10,11 @@
 //! Its own `main` (`harness = false`): the supervisor appends `--segment-fd N ...` to a worker's
 //! command line, which libtest would refuse.
 
+#[path = "support/endpoint_args.rs"]
+mod endpoint_args;
 use ringenv_runtime::{
-    ArraySpec, CommandKind, DType, EndpointArgs, Layout, Pool, PoolConfig, Probe, SpinPolicy, SpinSettings,
-    WorkerCommand, WorkerEndpoint,
+    ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, Probe, SpinPolicy, SpinSettings, WorkerCommand,
+    WorkerEndpoint,
 };
 use std::time::Duration;
 
@@ -46,20 +48,10 @@ fn main() {
     }
 }
 
-fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> T {
-    let at = args.iter().position(|a| a == name).unwrap_or_else(|| panic!("{name} missing"));
-    args[at + 1].parse().unwrap_or_else(|_| panic!("{name} is not a number"))
-}
-
 /// The worker: steps linger [`STEP_TIME`]; a call answers with the spin bound in nanoseconds and
 /// the probe code its spinner follows.
 fn serve(args: &[String]) {
-    let endpoint_args = EndpointArgs {
-        segment_fd: arg(args, "--segment-fd"),
-        control_fd: arg(args, "--control-fd"),
-        worker: arg(args, "--worker"),
-        parent_pid: arg(args, "--parent-pid"),
-    };
+    let endpoint_args = endpoint_args::endpoint_args(args);
     // SAFETY: the supervisor handed these two descriptors to this process for this purpose.
     let mut ep = unsafe { WorkerEndpoint::connect(&endpoint_args) }.expect("the segment is valid");
     assert_eq!(ep.recv_init().expect("an init payload"), INIT);
