@@ -46,10 +46,11 @@ BAD_ARGUMENTS = [
     (["tune", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
     (["tune", "helper_envs:no_such_factory"], "argument ENV", "no_such_factory"),
     (["tune", "no_such_module_xyz:make"], "argument ENV", "no_such_module_xyz"),
-    (["tune", "CartPole-v1", "--device", "cuda"], "argument --device", "GPU staging is not available yet"),
-    (["tune", "CartPole-v1", "--device", "cuda:0"], "argument --device", "GPU staging is not available yet"),
-    (["tune", "CartPole-v1", "--num-envs", "4", "--batch-size", "2"], "argument --batch-size", "later release"),
-    (["tune", "CartPole-v1", "--batch-size", "32"], "argument --batch-size", "later release"),
+    (["tune", "CartPole-v1", "--device", "tpu"], "argument --device", "'tpu'"),
+    (["tune", "CartPole-v1", "--device", "cuda:x"], "argument --device", "'cuda:x'"),
+    (["tune", "CartPole-v1", "--num-envs", "4", "--batch-size", "3", "--workers", "1,2"], "argument --batch-size",
+     "not whole workers for any worker count tried (1, 2)"),
+    (["tune", "CartPole-v1", "--batch-size", "32"], "argument --batch-size", "more than --num-envs (16)"),
     (["tune", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
     (["tune", "CartPole-v1", "--seconds", "-1"], "argument --seconds", "positive"),
     (["tune", "CartPole-v1", "--seconds", "inf"], "argument --seconds", "positive"),
@@ -251,6 +252,79 @@ def test_tune_reports_an_env_that_cannot_be_built(capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "ringenv tune: error: os:getcwd with 1 worker failed" in err
+
+
+def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_skipped(tmp_path, capsys):
+    # 4 envs, batches of 2: 2 and 4 workers give whole-worker batches; 1 worker (a block of 4 envs
+    # is more than a batch) and 3 workers (4 envs do not split evenly) are skipped, not errors
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2,3,4",
+                             "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "async batches of 2 (recv/send)" in captured.out
+    rows = [m for m in map(ROW.match, captured.out.splitlines()) if m]
+    assert [int(m.group(1)) for m in rows] == [2, 4], captured.out
+    skipped_rows = {int(line.split()[0]): line for line in captured.out.splitlines()
+                    if re.match(r"^\s*\d+\s+-\s", line)}
+    assert set(skipped_rows) == {1, 3}, captured.out
+    assert "skipped: batch 2 is not whole workers of 4 envs each" in skipped_rows[1]
+    assert "skipped: 4 envs do not split evenly over 3 workers" in skipped_rows[3]
+
+    data = json.loads(report.read_text())
+    assert data["settings"]["batch_size"] == 2 and data["settings"]["workers"] == [1, 2, 3, 4]
+    assert [s["workers"] for s in data["skipped"]] == [1, 3]
+    assert [c["workers"] for c in data["configurations"]] == [2, 4]
+    for c in data["configurations"]:
+        assert c["async"] is True and c["batch_size"] == 2
+        assert c["vector_steps"] > 0 and c["env_steps"] == 2 * c["vector_steps"], "a recv is 2 env steps, not 4"
+        assert c["worker_processes"] == c["workers"]
+    assert data["recommendation"]["workers"] in (2, 4)
+
+
+def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "4", "--workers", "3",
+                             "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(report.read_text())
+    assert data["skipped"] == [] and data["configurations"][0]["async"] is False
+    assert data["configurations"][0]["env_steps"] == 4 * data["configurations"][0]["vector_steps"]
+
+
+def _cuda_unavailable_reason():
+    """The CudaUnavailableError message on this machine, or None where CUDA can be used."""
+    from ringenv._staging import parse_device
+    from ringenv.errors import CudaUnavailableError
+
+    try:
+        parse_device("cuda")
+    except CudaUnavailableError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_tune_device_cuda_without_cuda_is_a_usage_error_naming_why(capsys, device):
+    why = _cuda_unavailable_reason()
+    if why is None:
+        pytest.skip(f"CUDA is usable here, so --device {device} is accepted: the usage error cannot be shown")
+    argv = ["tune", "CartPole-v1", *TINY, "--device", device]
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, "argument --device", f"{device!r} cannot be used")
+    if device == "cuda":
+        assert why in captured.err, "the CudaUnavailableError's own message says why"
+
+
+def test_tune_device_cuda_in_subprocess():
+    why = _cuda_unavailable_reason()
+    if why is None:
+        pytest.skip("CUDA is usable here, so --device cuda is accepted: the usage error cannot be shown")
+    argv = ["tune", "CartPole-v1", "--device", "cuda"]
+    p = run_cli(*argv)
+    _check_usage_error(p.returncode, p.stdout, p.stderr, argv, "argument --device", why)
 
 
 # -- bench -----------------------------------------------------------------------------------------

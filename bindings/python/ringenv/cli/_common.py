@@ -112,9 +112,40 @@ def check_output_path(path: Optional[str], argument: str) -> None:
 
 
 def check_device(device: str) -> None:
-    if device != "cpu":
-        raise UsageError(f"argument --device: {device!r} is not available: GPU staging is not available yet "
-                         "(a later release); only 'cpu' is supported")
+    """Checks ``--device`` up front with ``ringenv._staging.parse_device``: ``cpu``, ``cuda`` or
+    ``cuda:N``, and for CUDA that a device can be used here.
+
+    Raises:
+        UsageError: naming ``--device``, with ``parse_device``'s message: a device string it does
+            not know (ValueError), or CUDA that cannot be used (``CudaUnavailableError``: no driver,
+            no PyTorch, a CPU-only PyTorch, or no device of that index).
+    """
+    from ringenv._staging import parse_device
+    from ringenv.errors import CudaUnavailableError
+
+    try:
+        parse_device(device)
+    except (ValueError, TypeError, CudaUnavailableError) as e:
+        raise UsageError(f"argument --device: {device!r} cannot be used: {e}") from None
+
+
+def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int) -> Optional[str]:
+    """Why ``num_workers`` workers cannot serve async batches of ``batch_size`` of ``num_envs``
+    envs (a batch must be whole workers: ``num_envs % num_workers == 0`` and ``batch_size`` a
+    multiple of ``num_envs // num_workers``, ``ringenv._batches.check_batch_size``'s rule), short
+    enough for a table cell; ``None`` when they can, or when ``batch_size == num_envs`` (no async
+    batches)."""
+    from ringenv._batches import check_batch_size
+
+    if batch_size >= num_envs:
+        return None
+    try:
+        check_batch_size(num_envs, num_workers, batch_size)
+    except ValueError:
+        if num_envs % num_workers:
+            return f"{num_envs} envs do not split evenly over {num_workers} workers"
+        return f"batch {batch_size} is not whole workers of {num_envs // num_workers} envs each"
+    return None
 
 
 # -- the env an ENV argument names ----------------------------------------------------------------
@@ -146,16 +177,28 @@ class EnvTarget:
                 "gymnasium": f"{self.name} (Gymnasium, Python)",
                 "factory": f"{self.name} (factory, Python)"}[self.kind]
 
-    def make_ringenv(self, num_envs: int, num_workers: int):
-        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` workers."""
+    def make_ringenv(self, num_envs: int, num_workers: int, batch_size: Optional[int] = None,
+                     device: str = "cpu"):
+        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` workers,
+        with async batches of ``batch_size`` envs (default ``num_envs``: no async batches) staged
+        on ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors).
+
+        Raises:
+            ValueError: ``batch_size`` is not whole workers (see :func:`whole_workers_reason`).
+            ringenv.errors.CudaUnavailableError: ``device`` is CUDA and CUDA cannot be used.
+        """
         import ringenv
 
+        options: Dict[str, Any] = {"num_workers": num_workers}
+        if batch_size is not None and batch_size != num_envs:
+            options["batch_size"] = batch_size
+        if device != "cpu":
+            options["device"] = device
         if self.kind == "builtin":
-            return ringenv.make_vec(self.name, num_envs, vector_kwargs={"num_workers": num_workers},
-                                    worker=self.worker, **self.kwargs)
+            return ringenv.make_vec(self.name, num_envs, vector_kwargs=options, worker=self.worker, **self.kwargs)
         factory = self.python_factory
         assert factory is not None, "a non-built-in target has a Python factory"
-        return ringenv.AsyncVectorEnv([factory] * num_envs, num_workers=num_workers)
+        return ringenv.AsyncVectorEnv([factory] * num_envs, **options)
 
 
 def _gym_spec_or_none(env_id: str):

@@ -1,6 +1,7 @@
 """One measurement: build a vector env, reset it with a seed, warm up, then step it with
-pre-generated random actions for a fixed time, timing every vector step and reading the CPU time
-of the main process and of every worker process."""
+pre-generated random actions for a fixed time, timing every vector step (or, with async batches,
+every ``recv``/``send`` cycle) and reading the CPU time of the main process and of every worker
+process."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ def _cpu_of(pids: Iterable[int]) -> Dict[int, float]:
 
 @dataclass
 class Measurement:
-    """Raw figures of one run (times in seconds)."""
+    """Raw figures of one run (times in seconds). A vector step is one ``step()`` of all
+    ``num_envs`` envs, or with async batches one ``recv()``/``send()`` cycle of ``batch_size``."""
 
     num_envs: int
     vector_steps: int
@@ -79,10 +81,11 @@ class Measurement:
     main_cpu_s: float  # the main (measuring) process, all its threads
     worker_cpu_s: float  # every worker process
     worker_processes: int
+    batch_size: int = 0  # envs per vector step; 0 means num_envs
 
     @property
     def env_steps(self) -> int:
-        return self.vector_steps * self.num_envs
+        return self.vector_steps * (self.batch_size or self.num_envs)
 
     @property
     def steps_per_s(self) -> float:
@@ -98,6 +101,8 @@ class Measurement:
         lat_ms = self.latencies_s * 1e3
         steps = self.env_steps
         return {
+            "batch_size": self.batch_size or self.num_envs,
+            "async": 0 < self.batch_size < self.num_envs,
             "vector_steps": self.vector_steps,
             "env_steps": steps,
             "wall_s": self.wall_s,
@@ -145,7 +150,22 @@ def default_worker_pids(envs) -> List[int]:
     return [pid for pid in descendants(os.getpid())]
 
 
+def _stepper(envs, batch_size: int, num_envs: int) -> Callable[[np.ndarray], None]:
+    """One vector step: ``envs.step(actions)``; with async batches (``batch_size < num_envs``),
+    ``recv()`` the next ready batch and ``send()`` it ``actions`` (shape ``(batch_size, ...)``)
+    for its ``infos["env_id"]``."""
+    if batch_size >= num_envs:
+        return envs.step
+
+    def cycle(actions: np.ndarray) -> None:
+        infos = envs.recv()[4]
+        envs.send(actions, infos["env_id"])
+
+    return cycle
+
+
 def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int,
+            batch_size: Optional[int] = None,
             actions: Optional[List[np.ndarray]] = None,
             worker_pids: Callable[[Any], List[int]] = default_worker_pids,
             on_phase: Callable[[str], None] = lambda phase: None,
@@ -154,7 +174,11 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     """Builds the vector env with ``make()``, resets it with ``seed``, warms up for a short while
     (``min(0.5, seconds / 5)`` s, at least 8 vector steps), then steps it for ``seconds`` seconds.
 
-    ``actions`` defaults to batches pre-generated from the env's action space with ``seed``.
+    With ``batch_size < num_envs`` (async batches) the env is reset with ``async_reset(seed=seed)``
+    and each vector step is one ``recv()`` of ``batch_size`` envs followed by a ``send()`` of their
+    actions, so a recv's envs step while the next batch is received.
+    ``actions`` defaults to batches (of ``batch_size`` envs) pre-generated from the env's action
+    space with ``seed``.
     ``on_phase("warmup")`` / ``on_phase("measure")`` and ``on_progress(elapsed, vector_steps)``
     (at most every ``progress_every_s``) report progress. The env is always closed; CPU times
     are read before it is.
@@ -162,18 +186,23 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     before = set(descendants(os.getpid()))  # processes that are not this env's workers
     on_phase("start")
     t0 = time.perf_counter()
+    batch = num_envs if batch_size is None else batch_size
     envs = make()
     try:
-        envs.reset(seed=seed)
+        if batch < num_envs:
+            envs.async_reset(seed=seed)
+        else:
+            envs.reset(seed=seed)
         startup_s = time.perf_counter() - t0
         if actions is None:
-            actions = pregenerate_actions(envs.single_action_space, num_envs, seed)
+            actions = pregenerate_actions(envs.single_action_space, batch, seed)
+        step = _stepper(envs, batch, num_envs)
         n_actions = len(actions)
         on_phase("warmup")
         warmup_s = min(0.5, seconds / 5)
         warm, start = 0, time.perf_counter()
         while warm < 8 or time.perf_counter() - start < warmup_s:
-            envs.step(actions[warm % n_actions])
+            step(actions[warm % n_actions])
             warm += 1
         pids = [p for p in worker_pids(envs) if p not in before]
         on_phase("measure")
@@ -185,7 +214,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         next_report = start + progress_every_s
         i, last = 0, start
         while True:
-            envs.step(actions[i % n_actions])
+            step(actions[i % n_actions])
             now = time.perf_counter()
             record(now - last)
             last = now
@@ -202,7 +231,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         worker_cpu = sum(cpu1[p] - cpu0[p] for p in cpu1 if p in cpu0)
         return Measurement(num_envs=num_envs, vector_steps=i, wall_s=wall, startup_s=startup_s, warmup_steps=warm,
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
-                           worker_processes=len(pids))
+                           worker_processes=len(pids), batch_size=batch)
     finally:
         on_phase("close")
         envs.close()

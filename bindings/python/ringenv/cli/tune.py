@@ -15,7 +15,9 @@ DESCRIPTION = """\
 Step ENV through ringenv.AsyncVectorEnv with each worker count in turn, with random actions
 (pre-generated from the action space, seeded), for --seconds each after a short warm-up; show
 steps/s, batch latency and the CPU used by the main process and by the whole process tree, then
-recommend a worker count.
+recommend a worker count. With --batch-size below --num-envs, each configuration is measured
+with async batches (async_reset, then recv/send of --batch-size envs at a time); worker counts
+for which a batch is not whole workers are skipped, with the reason in their row.
 
 ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
 does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), a module:callable
@@ -37,10 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="worker counts to try: comma-separated (1,2,4) or 'auto' (default): 1, 2, 4, ... "
                         "up to the core count, plus the core count, none above --num-envs")
     p.add_argument("--batch-size", type=_common.positive_int, default=None, metavar="B",
-                   help="envs per batch; only --num-envs is supported in this release (async batches come later)")
+                   help="envs per batch (default --num-envs); below --num-envs, async batches (recv/send) are "
+                        "measured, and worker counts for which a batch is not whole workers are skipped")
     p.add_argument("--seconds", type=_common.positive_seconds, default=3.0, metavar="S",
                    help="seconds of stepping per configuration, after the warm-up (default 3)")
-    p.add_argument("--device", default="cpu", help="where batches are staged: only 'cpu' in this release")
+    p.add_argument("--device", default="cpu",
+                   help="where batches are staged: 'cpu' (default, NumPy arrays), 'cuda' or 'cuda:N' (torch tensors)")
     p.add_argument("--seed", type=_common.non_negative_int, default=0,
                    help="seed of the resets and of the random actions (default 0)")
     p.add_argument("--env-kwargs", type=_common.json_object, default=None, metavar="JSON",
@@ -53,11 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def validate(args) -> List[int]:
     """Checks what argparse cannot; returns the worker counts. Raises UsageError."""
-    _common.check_device(args.device)
-    if args.batch_size is not None and args.batch_size != args.num_envs:
-        raise UsageError(f"argument --batch-size: {args.batch_size} differs from --num-envs ({args.num_envs}); only "
-                         "batch_size == num_envs is supported: async batches (batch_size < num_envs) arrive with "
-                         "a later release")
+    if args.batch_size is not None and args.batch_size > args.num_envs:
+        raise UsageError(f"argument --batch-size: {args.batch_size} is more than --num-envs ({args.num_envs}); "
+                         "a batch is at most every env")
     cores = _common.usable_cores()
     if args.workers == "auto":
         workers = _common.auto_workers(cores, args.num_envs)
@@ -67,6 +69,13 @@ def validate(args) -> List[int]:
         if too_many:
             raise UsageError(f"argument --workers: {too_many[0]} workers for --num-envs {args.num_envs}: each worker "
                              f"needs at least one env (use at most {args.num_envs})")
+    batch_size = args.num_envs if args.batch_size is None else args.batch_size
+    if batch_size < args.num_envs and all(_common.whole_workers_reason(args.num_envs, w, batch_size)
+                                          for w in workers):
+        raise UsageError(f"argument --batch-size: a batch of {batch_size} of {args.num_envs} envs is not whole "
+                         f"workers for any worker count tried ({', '.join(map(str, workers))}): num_envs must be a "
+                         "multiple of the worker count and the batch a multiple of num_envs / workers")
+    _common.check_device(args.device)  # last: it may load the CUDA driver
     _common.check_output_path(args.json, "--json")
     _common.check_output_path(args.plot, "--plot")
     if args.plot is not None:
@@ -121,7 +130,7 @@ def _progress(err):
     )
 
 
-def _table(configs: List[Dict[str, Any]], recommended: int):
+def _table(configs: List[Dict[str, Any]], recommended: int, skipped: List[Dict[str, Any]]):
     from rich import box
     from rich.table import Table
 
@@ -136,7 +145,11 @@ def _table(configs: List[Dict[str, Any]], recommended: int):
     t.add_column("tree µs CPU/step", justify="right", no_wrap=True)
     t.add_column("main µs CPU/step", justify="right", no_wrap=True)
     t.add_column("", no_wrap=True)
-    for c in configs:
+    rows: List[Dict[str, Any]] = sorted([*configs, *skipped], key=lambda c: c["workers"])
+    for c in rows:
+        if "reason" in c:
+            t.add_row(str(c["workers"]), *["-"] * 8, f"skipped: {c['reason']}")
+            continue
         cpu, lat = c["cpu"], c["batch_latency_ms"]
         t.add_row(str(c["workers"]), f"{c['steps_per_s']:,.0f}", f"{c['us_per_env_step']:.3f}",
                   f"{lat['p50']:.3f}", f"{lat['p99']:.3f}", f"{cpu['tree_cores']:.2f}", f"{cpu['main_cores']:.2f}",
@@ -186,15 +199,23 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     out, err = _common.consoles()
     info = _common.machine_info()
     n, seconds = args.num_envs, args.seconds
+    batch = n if args.batch_size is None else args.batch_size
     out.print(_common.machine_line(info))
-    out.print(f"tune {env.label}: {n} envs, workers {', '.join(map(str, workers))}; {seconds:g} s each after a "
-              f"warm-up, random actions (seed {args.seed})")
+    mode = f"async batches of {batch} (recv/send)" if batch < n else "every env per step"
+    device = "" if args.device == "cpu" else f", staged on {args.device}"
+    out.print(f"tune {env.label}: {n} envs, {mode}{device}, workers {', '.join(map(str, workers))}; {seconds:g} s "
+              f"each after a warm-up, random actions (seed {args.seed})")
 
     from ringenv.cli._measure import measure
 
     configs: List[Dict[str, Any]] = []
+    skipped: List[Dict[str, Any]] = []
     with _progress(err) as progress:
         for w in workers:
+            why = _common.whole_workers_reason(n, w, batch)
+            if why is not None:
+                skipped.append({"workers": w, "reason": why})
+                continue
             task = progress.add_task(f"{workers_text(w)}: starting", total=seconds, rate="")
             progress.refresh()
 
@@ -205,12 +226,14 @@ def run(args, argv: Optional[List[str]] = None) -> int:
                     progress.refresh()
 
             def on_progress(elapsed, steps, task=task):
-                progress.update(task, completed=min(elapsed, seconds), rate=f"{steps * n / max(elapsed, 1e-9):,.0f} steps/s")
+                progress.update(task, completed=min(elapsed, seconds),
+                                rate=f"{steps * batch / max(elapsed, 1e-9):,.0f} steps/s")
                 progress.refresh()
 
             try:
-                m = measure(functools.partial(env.make_ringenv, n, w), num_envs=n, seconds=seconds, seed=args.seed,
-                            on_phase=on_phase, on_progress=on_progress)
+                m = measure(functools.partial(env.make_ringenv, n, w, batch, args.device), num_envs=n,
+                            seconds=seconds, seed=args.seed, batch_size=batch, on_phase=on_phase,
+                            on_progress=on_progress)
             except (KeyboardInterrupt, UsageError):
                 raise
             except Exception as e:
@@ -223,21 +246,22 @@ def run(args, argv: Optional[List[str]] = None) -> int:
 
     rec = recommend(configs)
     out.print()
-    _common.print_table(out, _table(configs, rec["workers"]))
+    _common.print_table(out, _table(configs, rec["workers"], skipped))
     out.print()
     out.print(f"recommended: {workers_text(rec['workers'])} - {rec['reason']}", soft_wrap=True)
     out.print("columns: steps/s = env steps per second; µs/step = wall µs per env step; p50/p99 ms = latency of one "
-              "vector step; tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / "
+              "vector step (with async batches: one recv/send cycle); tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / "
               "main process; µs CPU/step = CPU µs per env step", soft_wrap=True, style="dim")
     report = {
         "schema": "ringenv.tune/1",
         "command": ["ringenv", *(argv or [])],
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
-        "settings": {"num_envs": n, "batch_size": n, "workers": workers, "seconds": seconds, "seed": args.seed,
+        "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "seconds": seconds, "seed": args.seed,
                      "device": args.device, "warmup": "min(0.5 s, seconds / 5), at least 8 vector steps",
                      "action_batches": 256},
         "configurations": configs,
+        "skipped": skipped,
         "recommendation": rec,
     }
     if args.json:
