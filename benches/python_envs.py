@@ -43,12 +43,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import inspect
 import itertools
 import json
-import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -57,6 +54,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 import psutil
+from ringenv.cli._common import usable_cores
 
 OBS_SHAPE = (4,)
 
@@ -361,31 +359,16 @@ def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def check_device(device: Optional[str]) -> Optional[str]:
-    """``None`` when ringenv batches can go to ``device`` here, else why not (for a usage error)."""
-    if device is None or device == "cpu":
-        return None
-    if re.fullmatch(r"cuda(:\d+)?", device) is None:
-        return "expected cpu, cuda or cuda:N"
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed (CUDA batches are torch tensors)"
-    if torch.version.cuda is None:
-        return f"CUDA is missing: PyTorch {torch.__version__} is a CPU-only build"
-    if not torch.cuda.is_available():
-        return f"CUDA is missing: torch.cuda.is_available() is False (PyTorch {torch.__version__}, no usable GPU)"
-    import ringenv
+    """``None`` when ringenv batches can go to ``device`` here, else why not (for a usage error):
+    ringenv's own check of a ``device`` argument (``ringenv._staging.parse_device``)."""
+    from ringenv._staging import parse_device
+    from ringenv.errors import CudaUnavailableError
 
-    if "device" not in inspect.signature(ringenv.AsyncVectorEnv).parameters:
-        return f"this ringenv ({ringenv.__version__}) has no device= option in AsyncVectorEnv yet"
+    try:
+        parse_device(device)
+    except (ValueError, TypeError, CudaUnavailableError) as e:
+        return str(e)
     return None
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def versions() -> Dict[str, str]:

@@ -2,8 +2,9 @@
 //!
 //! A [`Wakeup`] sits in shared memory beside a ring. The waiter spins for a bounded time
 //! ([`SpinPolicy`]; how long a pool's waiters spin is learned by a [`crate::Spinner`], in
-//! `spin.rs`), then announces that it sleeps and sleeps on the futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
-//! announced itself, so a busy pipeline never makes a system call and an idle waiter burns no CPU.
+//! `spin.rs`), then announces that it sleeps and sleeps on the futex word `seq`. A producer,
+//! after publishing, issues `FUTEX_WAKE` only when a sleeper announced itself, so a busy pipeline
+//! never makes a system call and an idle waiter burns no CPU.
 //! Every sleep has a timeout so a caller can check that its peer is alive.
 //!
 //! The handshake is Dekker's: the waiter writes `sleepers` then reads the ring; the producer

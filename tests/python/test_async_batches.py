@@ -200,3 +200,18 @@ def test_num_workers_default_makes_batches_of_whole_workers(closing):
     env = closing(AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 32, batch_size=16))
     assert env.num_envs % env._pool.num_workers == 0
     assert 16 % (32 // env._pool.num_workers) == 0 and env._pool.num_workers >= 2
+
+
+def test_send_recv_without_batch_size_return_every_env_even_with_uneven_worker_blocks(closing):
+    # 5 envs on 2 workers (blocks of 3 and 2): batch_size defaults to num_envs, so each recv
+    # waits for every worker, and the env ids follow the workers' real blocks.
+    env = closing(AsyncVectorEnv([JitterEnv] * 5, num_workers=2))
+    env.async_reset(seed=0)
+    for t in range(20):
+        obs, rewards, _, _, infos = env.recv(timeout=30)
+        assert infos["env_id"].tolist() == [0, 1, 2, 3, 4]
+        np.testing.assert_array_equal(obs[:, 0], np.arange(5))  # the seed each env was reset with
+        env.send(np.full(5, t % 4), infos["env_id"])
+    env.recv(timeout=30)
+    with pytest.raises(ValueError, match=r"do not make up whole workers: the workers step the envs \[\(0, 3\), \(3, 5\)\]"):
+        env.send(np.zeros(2, np.int64), [3, 2])

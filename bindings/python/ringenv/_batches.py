@@ -20,7 +20,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array, iterate, rea
 
 from ringenv.errors import WorkerDiedError, _remote_exception
 
-__all__ = ["default_async_workers", "check_batch_size"]
+__all__ = ["BatchesMixin", "default_async_workers", "check_batch_size"]
 
 
 def check_batch_size(num_envs: int, num_workers: int, batch_size: int) -> None:
@@ -47,8 +47,7 @@ def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
         ValueError: when no worker count fits (``batch_size`` shares no block size with
             ``num_envs``), naming both.
     """
-    fits = [w for w in range(2, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0
-            and batch_size < num_envs]
+    fits = [w for w in range(2, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
     if not fits:
         raise ValueError(f"no worker count splits num_envs ({num_envs}) into blocks that make up "
                          f"batch_size ({batch_size}); choose batch_size dividing num_envs, or pass num_workers")
@@ -80,7 +79,11 @@ class BatchesMixin:
     deterministic: bool
     copy: bool
     _pool: Any
-    _block: int
+    #: Each worker's env ids ``(start, stop)``, which worker steps each env, and how many
+    #: workers make up one batch.
+    _ranges: List[Tuple[int, int]]
+    _worker_of: np.ndarray
+    _per_recv: int
     _sent: List[Optional[str]]
     _last_slots: List[Optional[int]]
     _device: Any
@@ -141,15 +144,15 @@ class BatchesMixin:
             ids, workers = self._whole_workers(env_ids)
         busy = [int(w) for w in workers if self._sent[w] is not None]
         if busy:
-            a = busy[0] * self._block
-            raise ValueError(f"envs {a}..{a + self._block - 1} (worker {busy[0]}) were sent actions whose "
+            a, b = self._ranges[busy[0]]
+            raise ValueError(f"envs {a}..{b - 1} (worker {busy[0]}) were sent actions whose "
                              "results were not received yet: recv them first")
         slots = [self._pool.next_slot_of(w) for w in workers]
         if len(set(slots)) == 1:
             slot_of: Any = slots[0]
         else:
             by_worker = dict(zip(workers, slots))
-            slot_of = np.array([by_worker[int(i) // self._block] for i in ids])
+            slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
         payload = self._write_actions(actions, ids, slot_of)  # type: ignore[attr-defined]
         if self._device is not None:
             self._device.before_reuse(slots)
@@ -167,12 +170,12 @@ class BatchesMixin:
         if ids.size and (ids.min() < 0 or ids.max() >= n):
             bad = int(ids[(ids < 0) | (ids >= n)][0])
             raise ValueError(f"env id {bad} is outside [0, {n})")
-        workers = np.unique(ids // self._block)
+        workers = np.unique(self._worker_of[ids])
         if np.unique(ids).size != ids.size:
             raise ValueError(f"env_ids repeat an env: {ids.tolist()}")
-        if ids.size != workers.size * self._block or ids.size == 0:
-            raise ValueError(f"env_ids {ids.tolist()} do not make up whole workers: each worker steps "
-                             f"{self._block} consecutive envs (a batch is whole workers, as recv returns them)")
+        if ids.size == 0 or ids.size != sum(self._ranges[w][1] - self._ranges[w][0] for w in workers):
+            raise ValueError(f"env_ids {ids.tolist()} do not make up whole workers: the workers step the envs "
+                             f"{self._ranges} (start, stop) (a batch is whole workers, as recv returns them)")
         return ids, [int(w) for w in workers]
 
     def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
@@ -194,7 +197,7 @@ class BatchesMixin:
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
         self._assert_open("recv")  # type: ignore[attr-defined]
-        k = self.batch_size // self._block
+        k = self._per_recv
         try:
             batch = self._pool.recv(k, self.deterministic, timeout)
         except WorkerDiedError:
@@ -204,8 +207,8 @@ class BatchesMixin:
         pieces, messages, restarted, error = [], [], [], None
         resets = []
         for worker, slot, message, err, restart in batch:
-            start = worker * self._block
-            pieces.append((slot, start, start + self._block))
+            start, stop = self._ranges[worker]
+            pieces.append((slot, start, stop))
             resets.append(self._sent[worker] == "reset")
             self._sent[worker] = None
             self._last_slots[worker] = slot
@@ -219,27 +222,20 @@ class BatchesMixin:
             error = error or err
         if error is not None:
             raise _remote_exception(error)
-        if _contiguous(pieces):
-            s0, a0, b0 = pieces[0][0], pieces[0][1], pieces[-1][2]
-            ids = np.arange(a0, b0, dtype=np.int32)
-            rewards = self._reward[s0][a0:b0].astype(np.float64)  # type: ignore[attr-defined]
-            terminated = self._terminated[s0][a0:b0].copy()  # type: ignore[attr-defined]
-            truncated = self._truncated[s0][a0:b0].copy()  # type: ignore[attr-defined]
-        else:
-            ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in pieces])
-            rewards = np.concatenate([self._reward[s][a:b] for s, a, b in pieces]).astype(np.float64)  # type: ignore[attr-defined]
-            terminated = np.concatenate([self._terminated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
-            truncated = np.concatenate([self._truncated[s][a:b] for s, a, b in pieces])  # type: ignore[attr-defined]
+        # One run of rows when the workers' blocks follow each other in one slot.
+        runs = [(pieces[0][0], pieces[0][1], pieces[-1][2])] if _contiguous(pieces) else pieces
+        ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
         self._restarted = restarted
         infos = _rows(self._absorb(messages), ids) if messages or restarted else {}  # type: ignore[attr-defined]
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch])
         if self._device is not None:
-            obs, rewards, terminated, truncated = self._device.batch(
-                [(s, a, b) for s, a, b in pieces] if not _contiguous(pieces) else
-                [(pieces[0][0], pieces[0][1], pieces[-1][2])], self.copy)
+            obs, rewards, terminated, truncated = self._device.batch(runs, self.copy)
         else:
-            obs = self._batch_observations(pieces, ids)
+            obs = self._batch_observations(runs, ids)
+            rewards = np.concatenate([self._reward[s][a:b] for s, a, b in runs], dtype=np.float64)  # type: ignore[attr-defined]
+            terminated = np.concatenate([self._terminated[s][a:b] for s, a, b in runs])  # type: ignore[attr-defined]
+            truncated = np.concatenate([self._truncated[s][a:b] for s, a, b in runs])  # type: ignore[attr-defined]
         if any(resets):
             for (s, a, b), was_reset in zip(pieces, resets):
                 if was_reset:
@@ -247,19 +243,21 @@ class BatchesMixin:
                     rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
         return obs, rewards, terminated, truncated, infos
 
-    def _batch_observations(self, pieces: List[Tuple[int, int, int]], ids: np.ndarray) -> Any:
+    def _batch_observations(self, runs: List[Tuple[int, int, int]], ids: np.ndarray) -> Any:
+        """The observations of the ``(slot, start, stop)`` runs of rows: a view of shared memory
+        for one run of a flat space with ``copy=False``, else a new batch."""
         flat = self._obs_flat  # type: ignore[attr-defined]
         if flat is not None:
-            if _contiguous(pieces):
-                view = flat[pieces[0][0]][pieces[0][1]:pieces[-1][2]]
-                return view.copy() if self.copy else view
-            return np.concatenate([flat[s][a:b] for s, a, b in pieces])
+            if len(runs) == 1:
+                s, a, b = runs[0]
+                return flat[s][a:b].copy() if self.copy else flat[s][a:b]
+            return np.concatenate([flat[s][a:b] for s, a, b in runs])
         space = self.single_observation_space  # type: ignore[attr-defined]
         if self._obs_mem is not None:  # type: ignore[attr-defined]
             full = {s: read_from_shared_memory(space, self._obs_mem[s], n=self.num_envs)  # type: ignore[attr-defined]
-                    for s in {p[0] for p in pieces}}
+                    for s in {r[0] for r in runs}}
             per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}  # type: ignore[attr-defined]
-            items = [per_env[s][i] for s, a, b in pieces for i in range(a, b)]
+            items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
         else:
             items = [self._env_obs[i] for i in ids]  # type: ignore[attr-defined]
         out: Any = create_empty_array(space, n=len(items), fn=np.zeros)

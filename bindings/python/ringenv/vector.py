@@ -339,7 +339,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.batch_size = int(batch_size)
         self.num_workers = int(num_workers)
         self.deterministic = bool(deterministic)
-        self._block = n // int(num_workers) if batch_size < n else n
+        self._ranges = list(_split(n, int(num_workers)))
+        self._worker_of = np.repeat(np.arange(int(num_workers)), [b - a for a, b in self._ranges])
+        # Workers per recv: all of them for batch_size == num_envs (blocks may differ in size then).
+        self._per_recv = int(num_workers) if batch_size == n else batch_size // (n // int(num_workers))
         self.copy = copy
         self.single_observation_space = single_obs
         self.single_action_space = single_act
@@ -525,10 +528,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         mask, self._reset_mask = self._reset_mask, None
         if mask is not None and self._obs_mem is not None:
             keep = ~mask  # envs not reset keep their last observation
-            for w, before in enumerate(previous):
+            for (start, stop), before in zip(self._ranges, previous):
                 if before is None:
                     continue
-                start, stop = self._pool.env_ids(w)
                 rows = np.zeros_like(keep)
                 rows[start:stop] = keep[start:stop]
                 for new, old in zip(self._obs_rows[slot], self._obs_rows[before]):
