@@ -70,6 +70,7 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
         PoolError::Closed => "closed",
         PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
         PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => "runtime",
+        PoolError::ForkedChild { .. } => "runtime",
     };
     let module = py.import("ringenv.errors")?;
     let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;

@@ -3,9 +3,15 @@
 //!
 //! The worker waits for commands with the same spin-then-sleep protocol as the main process,
 //! following the wait settings the main process recorded in the segment header (a
-//! [`crate::Spinner`] learns how long to spin from the worker's own recent waits);
-//! while asleep it wakes every 100 ms to check that its parent is alive (besides the kernel's
-//! parent-death signal set by the supervisor), so an orphaned worker always exits.
+//! [`crate::Spinner`] learns how long to spin from the worker's own recent waits).
+//!
+//! A worker lives exactly as long as the main *process* (not the thread of it that started the
+//! worker, see [`crate::supervisor`]): [`WorkerEndpoint::connect`] opens a pidfd of the main
+//! process, checks that it is still this process's parent (so the pidfd names the right
+//! process, not a recycled pid), and starts a watcher thread that blocks in `poll` on it; when
+//! the main process ends, the watcher sends `SIGKILL` to the worker's process group (the worker
+//! and any helper its envs started), whatever the worker is doing. As a fallback (no thread could
+//! be started), a worker asleep waiting for a command also checks its parent every 100 ms.
 //!
 //! ```no_run
 //! use ringenv_runtime::{CommandKind, EndpointArgs, WorkerEndpoint};
@@ -25,6 +31,9 @@ use crate::{
     Command, Completion, Consumer, ControlChannel, ControlError, ControlMessage, RemoteError, Ring, Segment,
     SegmentError, SlotView, Spinner,
 };
+use rustix::event::{PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, Signal};
 use std::ops::Range;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -62,6 +71,8 @@ pub enum ConnectError {
     },
     /// Another process already consumes this worker's command ring.
     AlreadyClaimed(usize),
+    /// The main process (`--parent-pid`) is gone, or is not this process's parent.
+    ParentGone(u32),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -73,6 +84,9 @@ impl std::fmt::Display for ConnectError {
                 write!(f, "worker index {worker} out of range: the segment has {num_workers} workers")
             }
             ConnectError::AlreadyClaimed(w) => write!(f, "worker {w}'s command ring already has a consumer"),
+            ConnectError::ParentGone(pid) => {
+                write!(f, "the main process (pid {pid}) is gone or is not this worker's parent")
+            }
         }
     }
 }
@@ -95,9 +109,13 @@ pub struct WorkerEndpoint {
 }
 
 fn owned(what: &'static str, fd: RawFd) -> Result<OwnedFd, ConnectError> {
-    // SAFETY: only probes the descriptor number; nothing is taken over yet.
+    // A negative number is refused before it reaches `borrow_raw`, which asserts that it is not -1.
+    if fd < 0 {
+        return Err(ConnectError::BadFd(what, fd));
+    }
+    // SAFETY: only probes the (non-negative) descriptor number; nothing is taken over yet.
     let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    if fd < 0 || rustix::io::fcntl_getfd(borrowed).is_err() {
+    if rustix::io::fcntl_getfd(borrowed).is_err() {
         return Err(ConnectError::BadFd(what, fd));
     }
     // SAFETY: the descriptor is open (checked above) and, per `connect`'s contract, ours alone.
@@ -113,11 +131,15 @@ impl WorkerEndpoint {
     /// `args.segment_fd` and `args.control_fd` must be descriptors this process owns and uses
     /// nowhere else (they were inherited from the supervisor for this purpose).
     ///
+    /// Also starts the watcher of the main process (see the [module docs](self)): from then on,
+    /// this process and its process group are killed when the main process ends.
+    ///
     /// # Errors
     /// [`ConnectError`] naming what was wrong.
     pub unsafe fn connect(args: &EndpointArgs) -> Result<WorkerEndpoint, ConnectError> {
         let control_fd = owned("control", args.control_fd)?;
         let segment_fd = owned("segment", args.segment_fd)?;
+        watch_parent(args.parent_pid)?;
         let mut control = ControlChannel::new(UnixStream::from(control_fd));
         let report = |control: &mut ControlChannel, e: ConnectError| {
             let kind = "SegmentError".to_string();
@@ -208,8 +230,8 @@ impl WorkerEndpoint {
         self.control.send(&ControlMessage::Error(error))
     }
 
-    /// Waits for the next command (spin, then futex sleep). Exits the process with status 0 if
-    /// the parent died.
+    /// Waits for the next command (spin, then futex sleep). Ends the process (and its process
+    /// group) if the main process died.
     pub fn next_command(&mut self) -> Command {
         loop {
             if let Some(c) = self.commands.pop() {
@@ -220,7 +242,7 @@ impl WorkerEndpoint {
             let ring = self.commands.ring();
             let wakeup = self.segment.command_wakeup(self.worker);
             if !self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK) && !self.parent_alive() {
-                std::process::exit(0);
+                end_worker();
             }
         }
     }
@@ -276,4 +298,54 @@ impl WorkerEndpoint {
     fn parent_alive(&self) -> bool {
         rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32) == Some(self.parent_pid)
     }
+}
+
+/// Opens a pidfd of the main process `parent`, checks that it is this process's parent, and
+/// starts a thread that ends this worker when the main process ends.
+///
+/// The check after `pidfd_open` closes the race with a dead main process whose pid was reused:
+/// an orphan's parent changes (to init or a subreaper) and never changes back, so if `getppid`
+/// still names `parent` after the pidfd was opened, the pidfd is the main process's.
+fn watch_parent(parent: u32) -> Result<(), ConnectError> {
+    let gone = || ConnectError::ParentGone(parent);
+    let pid = i32::try_from(parent).ok().and_then(Pid::from_raw).ok_or_else(gone)?;
+    let pidfd = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(fd) => Some(fd),
+        Err(Errno::SRCH) => return Err(gone()),
+        // No pidfds here (an old kernel, no descriptor left): the 100 ms check of `next_command`.
+        Err(_) => None,
+    };
+    if rustix::process::getppid() != Some(pid) {
+        return Err(gone());
+    }
+    if let Some(pidfd) = pidfd {
+        let watcher = move || {
+            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+            loop {
+                match rustix::event::poll(&mut fds, None) {
+                    Ok(n) if n > 0 => break,
+                    Ok(_) | Err(Errno::INTR) => continue,
+                    // The pidfd cannot be polled: leave it to the fallback check.
+                    Err(_) => return,
+                }
+            }
+            end_worker();
+        };
+        // A failure to start the thread leaves the fallback check.
+        let _ = std::thread::Builder::new().name("ringenv-parent-watch".into()).stack_size(64 * 1024).spawn(watcher);
+    }
+    Ok(())
+}
+
+/// Ends this worker because the main process is gone: `SIGKILL` to its process group when it
+/// leads one (as the supervisor starts it), so the helpers its envs started end too; else to
+/// itself. Nobody waits for the status: the main process is gone.
+fn end_worker() -> ! {
+    let me = rustix::process::getpid();
+    if rustix::process::getpgrp() == me {
+        let _ = rustix::process::kill_current_process_group(Signal::KILL);
+    }
+    let _ = rustix::process::kill_process(me, Signal::KILL);
+    // Unreachable in practice (SIGKILL cannot be caught); exit all the same.
+    std::process::exit(0)
 }

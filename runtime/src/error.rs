@@ -143,6 +143,14 @@ pub enum PoolError {
     Closed,
     /// An argument is invalid: names it and why.
     InvalidArgument(String),
+    /// The pool was used in a process other than the one that created it (a `fork` child, which
+    /// holds a copy of the pool but not its workers).
+    ForkedChild {
+        /// The process that created the pool (and owns its workers).
+        creator_pid: u32,
+        /// The calling process.
+        pid: u32,
+    },
 }
 
 impl std::fmt::Display for PoolError {
@@ -169,6 +177,10 @@ impl std::fmt::Display for PoolError {
             PoolError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
             PoolError::Closed => write!(f, "the pool is closed"),
             PoolError::InvalidArgument(why) => write!(f, "{why}"),
+            PoolError::ForkedChild { creator_pid, pid } => write!(
+                f,
+                "this pool was created by process {creator_pid}; it cannot be used in process {pid} (a fork): create a new pool in this process"
+            ),
         }
     }
 }

@@ -11,6 +11,12 @@
 //! those envs are reset and the command they were running completes as a reset (reported in
 //! [`Outcome::restarted`]; for a step, their rows read truncated).
 //!
+//! A pool belongs to the process that created it. A `fork` child holds a copy of it (the
+//! segment mapping and descriptors) but not its workers: there every operation returns
+//! [`PoolError::ForkedChild`], and closing or dropping the copy only releases the child's
+//! descriptors and mapping; it sends no command, no signal, and waits for no worker, so the
+//! creator's pool runs on untouched ([`Pool::is_owner`]).
+//!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
 //! use ringenv_runtime::{ArraySpec, DType, Layout, Pool, PoolConfig, WorkerCommand};
@@ -134,6 +140,9 @@ pub struct Pool {
     advert: Option<crate::advert::Advert>,
     /// The learned spin state of the completion waits.
     spinner: Spinner,
+    /// The process that created the pool: the only one that may command, signal or reap its
+    /// workers.
+    creator_pid: u32,
 }
 
 fn clone_error(e: &PoolError) -> PoolError {
@@ -189,6 +198,7 @@ impl Pool {
             crash_guard,
             advert: None,
             spinner: Spinner::new(spin),
+            creator_pid: std::process::id(),
         };
         pool.segment.pool_metrics().init(std::process::id());
         for w in 0..n {
@@ -285,7 +295,26 @@ impl Pool {
         self.flights.iter().filter(|f| f.is_some()).count()
     }
 
+    /// Whether this process created the pool (a `getpid` call). In a `fork` child it is false:
+    /// every operation there returns [`PoolError::ForkedChild`], and [`Pool::close`] or a drop
+    /// only releases the child's own descriptors and mapping. (The views of [`Pool::batch`] are
+    /// not checked: a forked child must not write through them, the memory is shared.)
+    pub fn is_owner(&self) -> bool {
+        std::process::id() == self.creator_pid
+    }
+
+    /// The id of the process that created the pool.
+    pub fn creator_pid(&self) -> u32 {
+        self.creator_pid
+    }
+
+    /// Every operation's first check: this is the creator process, the pool has not failed and
+    /// is not closed.
     pub(crate) fn usable(&self) -> Result<(), PoolError> {
+        let pid = std::process::id();
+        if pid != self.creator_pid {
+            return Err(PoolError::ForkedChild { creator_pid: self.creator_pid, pid });
+        }
         if let Some(e) = &self.failed {
             return Err(clone_error(e));
         }
@@ -623,6 +652,14 @@ impl Pool {
     }
 
     fn shutdown(&mut self, grace: Duration) {
+        if !self.is_owner() {
+            // A fork child's copy: the workers are the creator's. Drop this process's descriptors
+            // of them (pidfds, control sockets: neither signals nor waits) and nothing else.
+            self.workers.clear();
+            self.closed = true;
+            self.advert = None;
+            return;
+        }
         if !self.closed {
             let slot = self.worker_slot[0] as u32;
             for w in 0..self.workers.len() {
@@ -636,7 +673,9 @@ impl Pool {
     }
 
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
-    /// the rest. A pending command is abandoned. Idempotent.
+    /// the rest (each with its process group, see [`crate::supervisor`]). A pending command is
+    /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only
+    /// releases that process's descriptors of the workers: no command, no signal, no wait.
     pub fn close(&mut self, timeout: Duration) {
         self.sync = None;
         self.flights.iter_mut().for_each(|f| *f = None);

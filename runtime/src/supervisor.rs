@@ -1,12 +1,29 @@
 //! Starting, watching and stopping worker processes.
 //!
 //! Workers start with fork+exec (`std::process::Command` with a `pre_exec` hook, so never a bare
-//! fork of the parent's state). In the child, between fork and exec, the hook sets the parent
-//! death signal to `SIGKILL`, exits if the parent already died, and clears close-on-exec on
-//! exactly two descriptors: the segment and the child's end of its control socket; every other
-//! descriptor of the parent stays close-on-exec. Each worker gets a `pidfd`, so death is
-//! detected by a non-blocking `poll` without races on recycled pids. Workers run in their own
-//! process group, so a terminal's Ctrl-C reaches only the main process.
+//! fork of the parent's state). In the child, between fork and exec, the hook marks every
+//! descriptor from 3 up close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, so a pipe or
+//! file the main process made inheritable does not cross), then clears close-on-exec on exactly
+//! two descriptors: the segment and the child's end of its control socket. Each worker gets a
+//! `pidfd`, so death is detected by a non-blocking `poll` without races on recycled pids.
+//!
+//! # Lifetimes
+//! - **A worker dies with the main process, not with a thread of it.** The kernel's parent-death
+//!   signal (`PR_SET_PDEATHSIG`) is not used: it fires when the *thread* that forked exits, so a
+//!   pool built in a short-lived thread (or a worker restarted from one) would be killed with it.
+//!   Instead each worker watches the main process through a pidfd of it
+//!   ([`crate::WorkerEndpoint::connect`]): when the main process ends, for whatever reason, the
+//!   worker's watcher thread kills the worker's process group at once. Spawning from one
+//!   long-lived thread the pool owns would keep the death signal, but costs a thread in every
+//!   main process and does not survive a `fork` of it; the watcher costs one sleeping thread per
+//!   worker and holds whichever thread spawns.
+//! - **A worker's helpers die with it.** Each worker leads its own process group (pgid = its pid;
+//!   also so that a terminal's Ctrl-C reaches only the main process). Processes an env starts
+//!   (a simulator, `subprocess.Popen`) join that group unless they leave it (`setsid`). Before
+//!   the pool reaps a worker, on every path (graceful close, `close(terminate=True)`, a restart,
+//!   a death), it sends `SIGKILL` to the whole group: while the worker is unreaped, its pid, and
+//!   so the group id, cannot be reused, so the signal never reaches a stranger. A helper that
+//!   should outlive its worker must leave the group.
 //!
 //! The worker's command line is the program and arguments of a [`WorkerCommand`] followed by
 //! `--segment-fd N --control-fd M --worker K --parent-pid P`.
@@ -53,6 +70,9 @@ impl WorkerCommand {
 }
 
 /// A running worker process.
+///
+/// Dropping it only closes its descriptors (pidfd, control socket): it neither signals nor waits
+/// for the process (std's `Child` does neither on drop), so a forked copy of a pool may drop it.
 #[derive(Debug)]
 pub struct WorkerProcess {
     /// The worker index.
@@ -68,6 +88,17 @@ pub struct WorkerProcess {
 
 fn clear_cloexec(fd: BorrowedFd<'_>) -> std::io::Result<()> {
     rustix::io::fcntl_setfd(fd, FdFlags::empty()).map_err(Into::into)
+}
+
+/// Marks every descriptor from 3 up close-on-exec (`close_range(2)` with `CLOSE_RANGE_CLOEXEC`,
+/// Linux 5.11). Called between fork and exec, so it may only make async-signal-safe calls: on an
+/// older kernel (`ENOSYS`) it does nothing rather than walk `/proc/self/fd` (which allocates);
+/// the descriptors ringenv opens are close-on-exec anyway, only those a caller made inheritable
+/// would cross.
+fn cloexec_from_3() {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing; it only sets a flag on the
+    // descriptors of this (forked, single-threaded) child. A raw syscall: async-signal-safe.
+    let _ = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
 }
 
 impl WorkerProcess {
@@ -94,14 +125,10 @@ impl WorkerProcess {
             // then closes the pool, instead of killing every worker in the middle of a step.
             .process_group(0);
         // SAFETY: the hook runs in the forked child before exec and makes only async-signal-safe
-        // system calls (prctl, getppid, fcntl), allocating nothing on the success path.
+        // system calls (close_range, fcntl), allocating nothing on the success path.
         unsafe {
             cmd.pre_exec(move || {
-                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-                if rustix::process::getppid().map(Pid::as_raw_nonzero).map(|p| p.get() as u32) != Some(parent) {
-                    // The parent died before the death signal was armed: fail the exec.
-                    return Err(std::io::Error::other("the parent died before the worker started"));
-                }
+                cloexec_from_3();
                 // SAFETY: both descriptors are open in the parent, so in this child too.
                 clear_cloexec(BorrowedFd::borrow_raw(segment_fd))?;
                 clear_cloexec(BorrowedFd::borrow_raw(control_fd))?;
@@ -130,29 +157,45 @@ impl WorkerProcess {
     }
 
     /// Collects the exit status, waiting up to `timeout` for the process to end. `None` if it is
-    /// still running.
+    /// still running. A worker that has ended has its process group killed before it is reaped
+    /// (see the [module docs](self)).
     pub fn try_status(&mut self, timeout: Duration) -> Option<ExitStatus> {
         if self.status.is_none() {
             let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
             let ts =
                 rustix::time::Timespec::try_from(timeout).unwrap_or(rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 });
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            if let Ok(Some(s)) = self.child.try_wait() {
-                self.status = Some(s.into());
+            if matches!(rustix::event::poll(&mut fds, Some(&ts)), Ok(n) if n > 0) {
+                self.kill_group();
+                if let Ok(Some(s)) = self.child.try_wait() {
+                    self.status = Some(s.into());
+                }
             }
         }
         self.status
     }
 
-    /// Sends `SIGKILL` (through the pidfd, so never to a recycled pid) and reaps the process.
+    /// Sends `SIGKILL` to the worker's process group, then to the worker through its pidfd (so
+    /// never to a recycled pid), and reaps it.
     pub fn kill(&mut self) -> ExitStatus {
         if self.try_status(Duration::ZERO).is_none() {
+            self.kill_group();
             let _ = rustix::process::pidfd_send_signal(self.pidfd.as_fd(), Signal::KILL);
             if let Ok(s) = self.child.wait() {
                 self.status = Some(s.into());
             }
         }
         self.status.unwrap_or(ExitStatus::Unknown)
+    }
+
+    /// `SIGKILL` to every process of the worker's group (the worker and the helpers its envs
+    /// started). Only while the worker is unreaped: its pid, the group's id, is not reusable then.
+    fn kill_group(&self) {
+        if self.status.is_none() {
+            if let Some(pgid) = Pid::from_raw(self.child.id() as i32) {
+                // ESRCH (the group is empty) is the expected outcome of a clean exit.
+                let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+            }
+        }
     }
 }
 

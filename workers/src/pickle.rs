@@ -43,9 +43,19 @@ impl std::fmt::Display for PickleError {
 }
 impl std::error::Error for PickleError {}
 
+/// The deepest nesting of lists, tuples and dicts a message may have (reset options are shallow;
+/// deeper values would recurse deeply when dropped or compared).
+const MAX_DEPTH: usize = 64;
+
+/// At most how many bytes the strings fetched from the memo (`BINGET`) may add up to, besides
+/// the input itself: a 2-byte `BINGET` of a long memoised string would otherwise copy it once per
+/// 2 input bytes.
+const MAX_MEMO_COPIES: usize = 16 << 20;
+
 enum Item {
     Mark,
-    Value(Value),
+    /// A value and its nesting depth (0 for a scalar, 1 for a flat list, ...).
+    Value(Value, usize),
 }
 
 struct Reader<'a> {
@@ -81,30 +91,48 @@ fn int(v: i128) -> Result<Value, PickleError> {
     }
 }
 
-fn pop_to_mark(stack: &mut Vec<Item>) -> Result<Vec<Value>, PickleError> {
+/// Values with their depths, and the depth of a container holding them.
+type Values = (Vec<Value>, usize);
+
+/// The depth of a container of items of depth `inner` (an error past [`MAX_DEPTH`]).
+fn container_depth(inner: usize) -> Result<usize, PickleError> {
+    let depth = inner + 1;
+    if depth > MAX_DEPTH {
+        return Err(PickleError(format!("values nested deeper than {MAX_DEPTH} levels")));
+    }
+    Ok(depth)
+}
+
+fn pop_to_mark(stack: &mut Vec<Item>) -> Result<Values, PickleError> {
     let mark = stack.iter().rposition(|i| matches!(i, Item::Mark)).ok_or_else(|| PickleError("no MARK".into()))?;
     let items = stack.split_off(mark + 1);
     stack.pop();
-    items
-        .into_iter()
-        .map(|i| match i {
-            Item::Value(v) => Ok(v),
-            Item::Mark => unreachable!("rposition found the last mark"),
-        })
-        .collect()
+    let mut depth = 0;
+    let mut values = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Item::Value(v, d) => {
+                depth = depth.max(d);
+                values.push(v);
+            }
+            Item::Mark => return Err(PickleError("a MARK after the last MARK".into())),
+        }
+    }
+    Ok((values, depth))
 }
 
-fn pop(stack: &mut Vec<Item>) -> Result<Value, PickleError> {
+fn pop(stack: &mut Vec<Item>) -> Result<(Value, usize), PickleError> {
     match stack.pop() {
-        Some(Item::Value(v)) => Ok(v),
+        Some(Item::Value(v, d)) => Ok((v, d)),
         _ => Err(PickleError("stack underflow".into())),
     }
 }
 
-fn set_items(stack: &mut [Item], pairs: Vec<Value>) -> Result<(), PickleError> {
-    let Some(Item::Value(Value::Object(map))) = stack.last_mut() else {
+fn set_items(stack: &mut [Item], (pairs, inner): Values) -> Result<(), PickleError> {
+    let Some(Item::Value(Value::Object(map), depth)) = stack.last_mut() else {
         return Err(PickleError("SETITEMS on something other than a dict".into()));
     };
+    *depth = (*depth).max(container_depth(inner)?);
     let mut it = pairs.into_iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
         match k {
@@ -115,9 +143,10 @@ fn set_items(stack: &mut [Item], pairs: Vec<Value>) -> Result<(), PickleError> {
     Ok(())
 }
 
-fn append(stack: &mut [Item], values: Vec<Value>) -> Result<(), PickleError> {
+fn append(stack: &mut [Item], (values, inner): Values) -> Result<(), PickleError> {
     match stack.last_mut() {
-        Some(Item::Value(Value::Array(list))) => {
+        Some(Item::Value(Value::Array(list), depth)) => {
+            *depth = (*depth).max(container_depth(inner)?);
             list.extend(values);
             Ok(())
         }
@@ -133,19 +162,31 @@ fn append(stack: &mut [Item], values: Vec<Value>) -> Result<(), PickleError> {
 /// assert_eq!(ringenv_worker::pickle::decode(bytes).unwrap(), serde_json::json!([1, "a", null, 2.5]));
 /// ```
 ///
+/// Memory is bounded by the input: each opcode pushes at most one value, a memo index is at
+/// most the number of input bytes (every memoised value came from at least one byte of input),
+/// strings fetched from the memo add up to at most 16 MiB, and values nest at most 64 deep.
+///
 /// # Errors
 /// [`PickleError`] naming the first opcode outside the plain-data subset (for example a NumPy
-/// array or any other object), a non-finite float, an int beyond 64 bits, a non-str dict key, or
-/// a truncated stream.
+/// array or any other object), a non-finite float, an int beyond 64 bits, a non-str dict key, a
+/// memo index beyond the input, values nested or memo copies beyond the bounds above, or a
+/// truncated stream.
 pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
     let mut r = Reader { bytes, at: 0 };
     let mut stack: Vec<Item> = Vec::new();
     let mut memo: Vec<Option<Value>> = Vec::new();
+    let mut copied = 0usize;
     let put = |memo: &mut Vec<Option<Value>>, k: usize, v: Option<Value>| {
+        // A pickle of n bytes memoises fewer than n values: a larger index is a forgery, and
+        // growing the memo to it would allocate without bound (4 bytes of LONG_BINPUT name 2^32).
+        if k >= bytes.len() {
+            return Err(PickleError(format!("memo index {k} in a pickle of {} bytes", bytes.len())));
+        }
         if memo.len() <= k {
             memo.resize(k + 1, None);
         }
         memo[k] = v;
+        Ok(())
     };
     loop {
         let at = r.at;
@@ -159,7 +200,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
                 r.take(8)?; // FRAME length
                 continue;
             }
-            b'.' => return pop(&mut stack), // STOP
+            b'.' => return pop(&mut stack).map(|(v, _)| v), // STOP
             b'(' => {
                 stack.push(Item::Mark);
                 continue;
@@ -199,17 +240,27 @@ pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
             }
             b'}' => Value::Object(Map::new()),
             b']' | b')' => Value::Array(Vec::new()),
-            b't' => Value::Array(pop_to_mark(&mut stack)?),
+            b't' => {
+                let (items, inner) = pop_to_mark(&mut stack)?;
+                stack.push(Item::Value(Value::Array(items), container_depth(inner)?));
+                continue;
+            }
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
-                let mut items = (0..n).map(|_| pop(&mut stack)).collect::<Result<Vec<_>, _>>()?;
+                let (mut items, mut inner) = (Vec::with_capacity(n), 0);
+                for _ in 0..n {
+                    let (v, d) = pop(&mut stack)?;
+                    inner = inner.max(d);
+                    items.push(v);
+                }
                 items.reverse();
-                Value::Array(items)
+                stack.push(Item::Value(Value::Array(items), container_depth(inner)?));
+                continue;
             }
             b's' => {
-                let v = pop(&mut stack)?;
-                let k = pop(&mut stack)?;
-                set_items(&mut stack, vec![k, v])?;
+                let (v, dv) = pop(&mut stack)?;
+                let (k, dk) = pop(&mut stack)?;
+                set_items(&mut stack, (vec![k, v], dk.max(dv)))?;
                 continue;
             }
             b'u' => {
@@ -218,8 +269,8 @@ pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
                 continue;
             }
             b'a' => {
-                let v = pop(&mut stack)?;
-                append(&mut stack, vec![v])?;
+                let (v, d) = pop(&mut stack)?;
+                append(&mut stack, (vec![v], d))?;
                 continue;
             }
             b'e' => {
@@ -236,18 +287,25 @@ pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
                 let top = match stack.last() {
                     // Containers are memoised empty and filled later: a GET of one (a list or dict
                     // referenced twice) would see a stale copy, so it is refused below.
-                    Some(Item::Value(Value::Array(_) | Value::Object(_))) => None,
-                    Some(Item::Value(v)) => Some(v.clone()),
+                    Some(Item::Value(Value::Array(_) | Value::Object(_), _)) => None,
+                    Some(Item::Value(v, _)) => Some(v.clone()),
                     _ => return Err(PickleError("MEMOIZE with no value".into())),
                 };
-                put(&mut memo, k, top);
+                put(&mut memo, k, top)?;
                 continue;
             }
             b'h' | b'j' => {
                 let k = if op == b'h' { usize::from(r.take(1)?[0]) } else { u32::from_le_bytes(r.array()?) as usize };
-                memo.get(k).cloned().flatten().ok_or_else(|| {
+                let v = memo.get(k).cloned().flatten().ok_or_else(|| {
                     PickleError(format!("memo {k} is unknown or a list or dict referenced twice (shared references)"))
-                })?
+                })?;
+                copied += v.as_str().map_or(0, str::len);
+                if copied > MAX_MEMO_COPIES {
+                    return Err(PickleError(format!(
+                        "memoised strings fetched more than {MAX_MEMO_COPIES} bytes in all"
+                    )));
+                }
+                v
             }
             other => {
                 return Err(PickleError(format!(
@@ -255,7 +313,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, PickleError> {
                 )))
             }
         };
-        stack.push(Item::Value(value));
+        stack.push(Item::Value(value, 0));
     }
 }
 
@@ -340,6 +398,40 @@ mod tests {
         let err = decode(b"\x80\x05\x8a\t\x00\x00\x00\x00\x00\x00\x00\x00@.").unwrap_err();
         assert!(err.0.contains("does not fit in 64 bits"), "{err}");
         assert!(decode(b"\x80\x05}").unwrap_err().0.contains("truncated"));
+    }
+
+    #[test]
+    fn a_huge_memo_index_is_an_error_not_an_allocation() {
+        // None, LONG_BINPUT 0xffffffff: five bytes once asked for a memo of 2^32 entries (128 GiB).
+        let err = decode(b"Nr\xff\xff\xff\xff").unwrap_err();
+        assert!(err.0.contains("memo index 4294967295 in a pickle of 6 bytes"), "{err}");
+        let err = decode(b"Nr\xff\xff\xff\x7f.").unwrap_err();
+        assert!(err.0.contains("memo index"), "{err}");
+        // BINPUT within the input is fine.
+        assert_eq!(decode(b"Nq\x01.").unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn nesting_and_memo_copies_are_bounded() {
+        // 100 nested lists: ]]]...] then 99 APPENDs.
+        let mut deep = vec![b']'; 100];
+        deep.extend(vec![b'a'; 99]);
+        deep.push(b'.');
+        assert!(decode(&deep).unwrap_err().0.contains("nested deeper than 64"));
+        let mut ok = vec![b']'; 60];
+        ok.extend(vec![b'a'; 59]);
+        ok.push(b'.');
+        assert!(decode(&ok).is_ok());
+        // A 1 MiB string memoised, then fetched 40 times: 40 MiB of copies from ~1 MiB of input.
+        let mut many = vec![b'X'];
+        many.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        many.extend(std::iter::repeat_n(b'a', 1 << 20));
+        many.extend_from_slice(b"q\x00]");
+        for _ in 0..40 {
+            many.extend_from_slice(b"h\x00a");
+        }
+        many.push(b'.');
+        assert!(decode(&many).unwrap_err().0.contains("memoised strings"));
     }
 
     #[test]
