@@ -1,0 +1,146 @@
+"""What a worker process holds and what it leaves: it inherits no descriptor of the main process
+but its segment and control socket (an inheritable pipe or file stays out), and the helper
+processes its env starts end with it, on ``close()``, ``close(terminate=True)``, a restart, and
+the main process's death (each worker leads its own process group, killed before the worker is
+reaped)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+import ringenv
+from vec_asserts import pid_exists, wait_pids_gone
+
+#: Generous bound for a killed helper to disappear: correctness, not timing.
+GONE_WITHIN_S = 10.0
+
+
+class HelperEnv(gym.Env):
+    """Starts a ``sleep 1000`` helper process at each reset (keeping every one started); its
+    observation is ``[0.0]``. ``fd_targets()`` reads this process's descriptors."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, spawn=True):
+        self.observation_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.spawn = spawn
+        self.helpers = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.spawn:
+            self.helpers.append(subprocess.Popen(["sleep", "1000"]))
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+    def helper_pids(self):
+        return [p.pid for p in self.helpers]
+
+    def fd_targets(self):
+        out = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out[int(fd)] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # the descriptor listdir itself used, closed since
+                pass
+        return out
+
+
+def _helpers(envs):
+    return [pid for pids in envs.call("helper_pids") for pid in pids]
+
+
+def test_workers_inherit_neither_an_inheritable_pipe_nor_an_inheritable_file(closing, tmp_path):
+    r, w = os.pipe()
+    os.set_inheritable(r, True)
+    os.set_inheritable(w, True)
+    marker = tmp_path / "inheritable.txt"
+    f = open(marker, "w")
+    os.set_inheritable(f.fileno(), True)
+    try:
+        pipe = os.readlink(f"/proc/self/fd/{r}")
+        assert pipe.startswith("pipe:[")
+        envs = closing(ringenv.AsyncVectorEnv([lambda: HelperEnv(spawn=False)] * 2, num_workers=2))
+        for targets in envs.call("fd_targets"):
+            assert pipe not in targets.values(), targets
+            assert str(marker) not in targets.values(), targets
+            # Besides stdio: the segment (a memfd) and the control socket, and what Python opens.
+            memfds = [t for t in targets.values() if t.startswith("/memfd:")]
+            assert len(memfds) == 1, targets
+            assert len(targets) <= 12, targets
+    finally:
+        os.close(r)
+        os.close(w)
+        f.close()
+
+
+def _with_helpers(closing, **kwargs):
+    envs = closing(ringenv.AsyncVectorEnv([HelperEnv] * 4, num_workers=2, **kwargs))
+    envs.reset(seed=0)
+    helpers = _helpers(envs)
+    assert len(helpers) == 4 and all(pid_exists(p) for p in helpers)
+    return envs, helpers
+
+
+def test_close_with_terminate_ends_the_helpers_an_env_started(closing):
+    envs, helpers = _with_helpers(closing)
+    envs.close(terminate=True)
+    assert wait_pids_gone(helpers, timeout=GONE_WITHIN_S) == []
+
+
+def test_a_graceful_close_ends_the_helpers_an_env_left_running(closing):
+    envs, helpers = _with_helpers(closing)
+    envs.close()  # HelperEnv.close does not stop its helpers: the worker's process group ends
+    assert wait_pids_gone(helpers, timeout=GONE_WITHIN_S) == []
+
+
+def test_a_restart_ends_the_dead_workers_helpers_and_keeps_the_others(closing):
+    envs, helpers = _with_helpers(closing, on_worker_failure="restart")
+    pids = envs._pool.worker_pids()
+    os.kill(pids[1], signal.SIGKILL)
+    _, _, _, truncated, _ = envs.step(np.zeros(4, dtype=np.int64))
+    assert truncated.tolist() == [False, False, True, True]
+    # Worker 1's helpers (envs 2, 3) end with it; worker 0's run on; the restarted envs started new ones.
+    assert wait_pids_gone(helpers[2:], timeout=GONE_WITHIN_S) == []
+    assert all(pid_exists(p) for p in helpers[:2])
+    now = _helpers(envs)
+    assert now[:2] == helpers[:2] and len(now) == 4 and all(pid_exists(p) for p in now[2:])
+    envs.close(terminate=True)
+    assert wait_pids_gone(now, timeout=GONE_WITHIN_S) == []
+
+
+def test_the_main_process_dying_ends_the_helpers_too(tmp_path):
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import ringenv
+        from test_worker_processes import HelperEnv
+        envs = ringenv.AsyncVectorEnv([HelperEnv] * 2, num_workers=2)
+        envs.reset(seed=0)
+        pids = envs._pool.worker_pids() + [p for ps in envs.call("helper_pids") for p in ps]
+        print(" ".join(map(str, pids)), flush=True)
+        time.sleep(60)
+    """))
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 4, pids
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert wait_pids_gone(pids, timeout=GONE_WITHIN_S) == [], "workers and their helpers end with the main process"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
