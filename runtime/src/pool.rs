@@ -636,11 +636,18 @@ impl Pool {
     /// Writes reset seeds for every env into its worker's next slot (call before submitting or
     /// sending a reset).
     ///
+    /// In a process other than the creator (a `fork` child) it writes nothing: the memory is
+    /// shared with the creator's pool, and the submit that would follow returns
+    /// [`PoolError::ForkedChild`].
+    ///
     /// # Panics
     /// When `seeds.len() != num_envs`.
     pub fn write_seeds(&mut self, seeds: &[Option<u64>]) {
         let n = self.segment.layout().num_envs;
         assert_eq!(seeds.len(), n, "one seed per env");
+        if !self.is_owner() {
+            return;
+        }
         for w in 0..self.workers.len() {
             let envs = self.segment.layout().worker_envs(w);
             let mut slot = self.segment.slot(self.worker_slot[w]);

@@ -4,8 +4,9 @@
 //! - a pool spawned in a thread that then exits keeps its workers (they watch the main
 //!   *process*, not the thread that forked them: `PR_SET_PDEATHSIG` killed them with the thread);
 //! - a worker restarted (`FailurePolicy::Restart`) from another short-lived thread lives on too;
-//! - a `fork` child that drops its copy of a pool leaves the parent's workers running, and every
-//!   call on the copy is `PoolError::ForkedChild`;
+//! - a `fork` child that drops its copy of a pool leaves the parent's workers running, every
+//!   call on the copy is `PoolError::ForkedChild`, and its `write_seeds` writes nothing into the
+//!   (shared) slots;
 //! - a worker given `--segment-fd=-1` exits with its `BadFd` error, not a panic.
 //!
 //! `harness = false`: the fork tests need a single-threaded process (libtest runs tests on
@@ -176,6 +177,27 @@ fn every_call_in_a_fork_child_is_a_forked_child_error() {
     pool.close(Duration::from_secs(5));
 }
 
+fn a_fork_child_writes_no_seed_into_the_parents_slots() {
+    let mut pool = Pool::spawn(config(2, 1)).unwrap();
+    let obs =
+        |pool: &Pool, slot: usize| -> Vec<u8> { pool.batch(slot).rows(ringenv_runtime::Array::Obs(0), 0..2).to_vec() };
+    let out = pool.reset(&[Some(3); 2]).unwrap();
+    let want = obs(&pool, out.slot);
+    pool.write_seeds(&[Some(3); 2]);
+    let mut slot = Some(pool);
+    let status = in_fork_child(|| {
+        let mut pool = slot.take().unwrap();
+        pool.write_seeds(&[Some(999); 2]); // shared memory: must not reach the parent's next reset
+        0
+    });
+    let mut pool = slot.take().unwrap();
+    assert_eq!(status, 0);
+    pool.submit(ringenv_runtime::CommandKind::Reset, None).unwrap();
+    let out = pool.wait(Some(Duration::from_secs(30))).unwrap();
+    assert_eq!(obs(&pool, out.slot), want, "the parent's reset ran with the fork child's seeds");
+    pool.close(Duration::from_secs(5));
+}
+
 fn a_negative_descriptor_is_a_bad_fd_error_not_a_panic() {
     let me = std::process::id().to_string();
     for (args, named) in [
@@ -196,7 +218,7 @@ fn a_negative_descriptor_is_a_bad_fd_error_not_a_panic() {
 }
 
 fn main() {
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
         ("a_pool_spawned_in_a_thread_outlives_the_thread", a_pool_spawned_in_a_thread_outlives_the_thread),
         (
             "a_worker_restarted_from_a_short_lived_thread_lives_on",
@@ -207,6 +229,7 @@ fn main() {
             a_fork_child_dropping_its_copy_leaves_the_parents_workers_running,
         ),
         ("every_call_in_a_fork_child_is_a_forked_child_error", every_call_in_a_fork_child_is_a_forked_child_error),
+        ("a_fork_child_writes_no_seed_into_the_parents_slots", a_fork_child_writes_no_seed_into_the_parents_slots),
         ("a_negative_descriptor_is_a_bad_fd_error_not_a_panic", a_negative_descriptor_is_a_bad_fd_error_not_a_panic),
     ];
     let args: Vec<String> = std::env::args().collect();
