@@ -140,7 +140,7 @@ SCRIPT = textwrap.dedent(r'''
 def _run(tmp_path, mode: str) -> dict:
     script = tmp_path / "fork_scenario.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [HERE, os.environ.get("PYTHONPATH")] if p))
     done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=120,
                           env=env, cwd=str(tmp_path))
     assert done.returncode == 0, f"scenario {mode} failed:\n{done.stdout}\n{done.stderr}"

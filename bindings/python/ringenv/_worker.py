@@ -39,7 +39,7 @@ def worker_argv(mode: str) -> List[str]:
     absolute as ``multiprocessing`` does (the directory this process started in)."""
     import multiprocessing.process
 
-    start_dir = multiprocessing.process.ORIGINAL_DIR or os.getcwd()
+    start_dir = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
     paths = [start_dir if p == "" else os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
     return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
 

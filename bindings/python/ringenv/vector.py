@@ -330,6 +330,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         # Counts and durations first: nothing is built or allocated for arguments that cannot work.
         self.num_envs = _check_options(len(env_fns), num_workers, batch_size, max_concurrency, startup_timeout,
                                        max_restarts, restart_window, spin_us)
+        self.env_fns = env_fns
         self.shared_memory = shared_memory
         self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
                                else AutoresetMode(autoreset_mode))
@@ -358,7 +359,6 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                                  f"single and batch observation space, actual got {observation_mode}")
         finally:
             dummy.close()
-        env_fns = self.env_fns = list(env_fns)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         cfg = {
             "observation_space": single_observation_space,
@@ -385,6 +385,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
             spin_us=spin_us,
         )
+        self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
 
     @classmethod
     def _from_rust(cls, argv: List[str], env_id: str, num_envs: int, kwargs: Dict[str, Any],
