@@ -52,7 +52,11 @@ fn wait_in_slices<T: Send>(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-        match py.detach(|| wait(slice)) {
+        let result = py.detach(|| wait(slice));
+        if let Some(e) = START_SIGNAL.with(|s| s.borrow_mut().take()) {
+            return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
+        }
+        match result {
             Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
             Err(PoolError::Timeout { waiting_for, .. }) => {
                 let seconds = timeout.unwrap_or_default().as_secs_f64();
@@ -74,6 +78,23 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
     d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
     d.set_item("status", f.status.to_string())?;
     Ok(d)
+}
+
+thread_local! {
+    /// The exception (KeyboardInterrupt, ...) a signal handler raised while a pool started.
+    static START_SIGNAL: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `PoolConfig::cancel` of a pool started from Python: runs the pending signal handlers (Ctrl-C)
+/// with the GIL and keeps the exception one raised, for `Pool.__new__` to raise.
+fn start_interrupted() -> bool {
+    match Python::attach(|py| py.check_signals()) {
+        Ok(()) => false,
+        Err(e) => {
+            START_SIGNAL.with(|s| *s.borrow_mut() = Some(e));
+            true
+        }
+    }
 }
 
 /// `ringenv.errors.ForkedProcessError` for a pool created by process `creator` used in `pid`.
@@ -231,9 +252,15 @@ impl PyPool {
                 },
             },
             on_failure,
+            cancel: Some(start_interrupted),
         };
         let layout = config.layout.clone();
-        let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;
+        START_SIGNAL.with(|s| s.borrow_mut().take());
+        let spawned = py.detach(|| Pool::spawn(config));
+        if let Some(e) = START_SIGNAL.with(|s| s.borrow_mut().take()) {
+            return Err(e); // Ctrl-C during start-up: the workers were stopped
+        }
+        let pool = spawned.map_err(|e| to_pyerr(py, e))?;
         Ok(PyPool { pool: Some(pool), layout, creator_pid: std::process::id(), last_pids: Vec::new() })
     }
 

@@ -154,3 +154,59 @@ def test_ctrl_c_interrupts_a_call_that_would_block_for_ever(closing):
     finally:
         timer.cancel()
     envs.close(terminate=True)
+
+
+def _sleep_in_workers(main_pid: int, seconds: float):
+    """A factory that builds a CounterEnv at once in the main process (the vector env's probe)
+    and only after ``seconds`` in a worker."""
+    import time
+
+    if os.getpid() != main_pid:
+        time.sleep(seconds)
+    return CounterEnv(0)
+
+
+def test_ctrl_c_interrupts_a_start_up_waiting_for_a_worker_and_stops_the_workers():
+    from vec_asserts import child_pids, wait_pids_gone
+
+    before = child_pids()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2, num_workers=2,
+                                   startup_timeout=30.0)
+    finally:
+        timer.cancel()
+    # Raised by the wait itself, not on top of another error (the start-up running out of time,
+    # or an interrupted read taken for a broken control socket).
+    assert info.value.__context__ is None, repr(info.value.__context__)
+    assert wait_pids_gone(child_pids() - before, timeout=5.0) == [], "the started workers were stopped"
+
+
+def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_pool(closing):
+    """A signal with a Python handler (a profiler's SIGUSR1, a SIGALRM time limit, SIGCHLD)
+    interrupts the main process's blocking reads of control sockets; such a read is retried (the
+    handler runs in between), not taken for a broken socket."""
+    handled = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    stop = threading.Event()
+
+    def pester():
+        while not stop.wait(0.01):
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    thread = threading.Thread(target=pester, daemon=True)
+    thread.start()
+    try:
+        # The workers take 1 s to build their envs: the handshake's reads are interrupted.
+        envs = closing(ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1.0)] * 2,
+                                              num_workers=2))
+        envs.reset(seed=0)
+        obs, *_ = envs.step(np.ones(2, np.int64))
+        assert obs[:, 1].tolist() == [1.0, 1.0]
+    finally:
+        stop.set()
+        thread.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert handled, "the signals reached their Python handler"
