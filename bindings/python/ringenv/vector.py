@@ -222,10 +222,19 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
     (values and dtypes) as Gymnasium's vector envs, so switching is a one-line import change.
     Sub-envs are split into ``num_workers`` contiguous groups; each group runs in one worker
-    process (``python -m ringenv._worker``) whose step loop is Rust, calling the envs through
-    PyO3 and writing observations straight into a shared memory segment, one contiguous
-    ``(num_envs, ...)`` array per leaf of the observation space (Gymnasium's own
-    ``write_to_shared_memory`` encoding).
+    process (``ringenv._worker``, importing from the main process's ``sys.path``, never from
+    its working directory) whose step loop is Rust, calling the envs through PyO3 and writing
+    observations straight into a shared memory segment, one contiguous ``(num_envs, ...)`` array
+    per leaf of the observation space (Gymnasium's own ``write_to_shared_memory`` encoding).
+
+    Only the process that created the env may use it. In a process forked from it
+    (``os.fork``, multiprocessing's ``"fork"`` start method, a DataLoader worker) every call
+    raises :class:`ringenv.errors.ForkedProcessError`, and ``close()``, garbage collection or
+    the child's exit only let go of the child's inherited copy: the creator's workers go on.
+
+    :meth:`close` releases every OS resource of the env at once (descriptors now; the shared
+    mapping with the last array a caller still holds from it), even while the env object is
+    still referenced.
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle).
@@ -290,8 +299,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         num_workers: the number of worker processes; batch_size, deterministic: as given.
 
     Raises:
-        ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
-            ``num_workers`` or ``batch_size``.
+        TypeError: a count (``num_workers``, ``batch_size``, ``max_concurrency``,
+            ``max_restarts``) that is not an integer (a ``bool`` is not one), a duration
+            (``startup_timeout``, ``restart_window``, ``spin_us``) that is not a number; checked
+            before any env is built.
+        ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a count or duration
+            out of range (named), a shared segment larger than the memory available (naming
+            ``num_envs`` and the bytes; checked before anything is allocated).
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
             message names the env; the original exception is its ``__cause__``).
     """
@@ -680,8 +694,11 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
-            ValueError: actions of the wrong shape or count, or non-integer actions for a
-                Discrete, MultiDiscrete or MultiBinary space (checked before anything is sent).
+            ValueError: actions of the wrong shape or count, actions that are not numbers (an
+                object array holding ``None``, strings; naming the env), or non-integer actions
+                for a Discrete, MultiDiscrete or MultiBinary space (checked before anything is
+                sent).
+            ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         self._assert_default("step_async")
         payload = self._write_actions(actions, None, self._pool.next_slot)
