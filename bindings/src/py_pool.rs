@@ -53,7 +53,7 @@ fn wait_in_slices<T: Send>(
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
         let result = py.detach(|| wait(slice));
-        if let Some(e) = START_SIGNAL.with(|s| s.borrow_mut().take()) {
+        if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
             return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
         }
         match result {
@@ -81,8 +81,9 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
 }
 
 thread_local! {
-    /// The exception (KeyboardInterrupt, ...) a signal handler raised while a pool started.
-    static START_SIGNAL: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+    /// The exception (KeyboardInterrupt, ...) a signal handler raised while a worker started (in
+    /// `Pool.__new__` or a restart), for the caller to raise once the runtime returned.
+    static SIGNAL_RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
 }
 
 /// `PoolConfig::cancel` of a pool started from Python: runs the pending signal handlers (Ctrl-C)
@@ -91,7 +92,7 @@ fn start_interrupted() -> bool {
     match Python::attach(|py| py.check_signals()) {
         Ok(()) => false,
         Err(e) => {
-            START_SIGNAL.with(|s| *s.borrow_mut() = Some(e));
+            SIGNAL_RAISED.with(|s| *s.borrow_mut() = Some(e));
             true
         }
     }
@@ -255,9 +256,9 @@ impl PyPool {
             cancel: Some(start_interrupted),
         };
         let layout = config.layout.clone();
-        START_SIGNAL.with(|s| s.borrow_mut().take());
+        SIGNAL_RAISED.with(|s| s.borrow_mut().take());
         let spawned = py.detach(|| Pool::spawn(config));
-        if let Some(e) = START_SIGNAL.with(|s| s.borrow_mut().take()) {
+        if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
             return Err(e); // Ctrl-C during start-up: the workers were stopped
         }
         let pool = spawned.map_err(|e| to_pyerr(py, e))?;

@@ -8,7 +8,6 @@ import json
 import multiprocessing
 import os
 import pickle
-import sys
 from collections.abc import Sequence as SequenceABC
 from copy import deepcopy
 from enum import Enum
@@ -406,7 +405,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                    spaces_json: Tuple[dict, dict], *, num_workers: Optional[int] = None, copy: bool = True,
                    startup_timeout: float = 60.0, **start_options: Any) -> "AsyncVectorEnv":
         """A vector env of Rust env ``env_id`` served by the worker program ``argv`` (the pool
-        appends its four arguments): ``[sys.executable, "-m", "ringenv._worker", "--rust"]`` for
+        appends its four arguments): ``ringenv._worker.worker_argv("--rust")`` for
         the built-ins, ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
         ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
         (``_layout.from_dict``); ``kwargs`` reach the env's constructor as JSON; ``start_options``
