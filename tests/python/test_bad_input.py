@@ -83,7 +83,8 @@ def test_make_vec_refuses_a_bad_num_envs_by_name(num_envs, error, match):
     ({"startup_timeout": -1.0}, ValueError, "startup_timeout must be a finite number >= 0"),
     ({"startup_timeout": "60"}, TypeError, "startup_timeout must be a number"),
     ({"restart_window": float("nan")}, ValueError, "restart_window must be a finite number >= 0"),
-    ({"spin_us": -5}, ValueError, "spin_us must be a finite number >= 0"),
+    ({"spin_us": -5}, ValueError, "spin_us must be None or a number of microseconds >= 0, got -5"),
+    ({"spin_us": "5"}, TypeError, "spin_us must be None or a number of microseconds >= 0, got str"),
 ])
 def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(kwargs, error, match):
     built = []

@@ -102,7 +102,12 @@ def _check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurr
     check_count("max_restarts", max_restarts, 0, 2**32 - 1)
     check_seconds("startup_timeout", startup_timeout)
     check_seconds("restart_window", restart_window)
-    check_seconds("spin_us", spin_us, optional=True)
+    if spin_us is not None and (isinstance(spin_us, (bool, np.bool_)) or
+                                not isinstance(spin_us, (int, float, np.integer, np.floating))):
+        raise TypeError(f"spin_us must be None or a number of microseconds >= 0, got {type(spin_us).__name__} "
+                        f"{spin_us!r}")
+    if spin_us is not None and not (np.isfinite(spin_us) and spin_us >= 0):
+        raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
     return n
 
 
