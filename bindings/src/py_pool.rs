@@ -105,9 +105,8 @@ fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
          (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in this \
          process instead; closing or dropping the inherited one here only releases this process's copy"
     );
-    let built = py
-        .import("ringenv.errors")
-        .and_then(|m| m.getattr("ForkedProcessError")?.call1((message, creator, pid)));
+    let built =
+        py.import("ringenv.errors").and_then(|m| m.getattr("ForkedProcessError")?.call1((message, creator, pid)));
     match built {
         Ok(exc) => PyErr::from_value(exc),
         Err(e) => e,
