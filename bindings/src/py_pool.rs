@@ -52,7 +52,11 @@ fn wait_in_slices<T: Send>(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-        match py.detach(|| wait(slice)) {
+        let result = py.detach(|| wait(slice));
+        if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
+            return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
+        }
+        match result {
             Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
             Err(PoolError::Timeout { waiting_for, .. }) => {
                 let seconds = timeout.unwrap_or_default().as_secs_f64();
@@ -76,21 +80,111 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
     Ok(d)
 }
 
+thread_local! {
+    /// The exception (KeyboardInterrupt, ...) a signal handler raised while a worker started (in
+    /// `Pool.__new__` or a restart), for the caller to raise once the runtime returned.
+    static SIGNAL_RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `PoolConfig::cancel` of a pool started from Python: runs the pending signal handlers (Ctrl-C)
+/// with the GIL and keeps the exception one raised, for `Pool.__new__` to raise.
+fn start_interrupted() -> bool {
+    match Python::attach(|py| py.check_signals()) {
+        Ok(()) => false,
+        Err(e) => {
+            SIGNAL_RAISED.with(|s| *s.borrow_mut() = Some(e));
+            true
+        }
+    }
+}
+
+/// `ringenv.errors.ForkedProcessError` for a pool created by process `creator` used in `pid`.
+fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
+    let message = format!(
+        "this ringenv pool was created by process {creator} and cannot be used in process {pid}, a fork of it \
+         (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in this \
+         process instead; closing or dropping the inherited one here only releases this process's copy"
+    );
+    let built =
+        py.import("ringenv.errors").and_then(|m| m.getattr("ForkedProcessError")?.call1((message, creator, pid)));
+    match built {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
+    }
+}
+
+/// Lets go of a pool in a process that did not create it (a forked child) without running its
+/// `Drop`, which would message and kill the creator's workers through the inherited segment and
+/// pidfds. The child's copies of the descriptors and of the mapping stay open until it exits.
+///
+/// Once `ringenv_runtime::Pool`'s own `Drop` only releases descriptors and mapping in a
+/// foreign process, this becomes a plain `drop(pool)`.
+fn let_go_in_child(pool: Pool) {
+    std::mem::forget(pool);
+}
+
 /// A pool of worker processes over one shared memory segment.
 ///
 /// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
+///
+/// `close()` stops the workers and releases every OS resource the pool holds in this process at
+/// once: the segment's descriptor, the control sockets, the pidfds and the pool's advertisement.
+/// The mapping itself stays while `Segment` buffers exported from it (NumPy arrays) are alive,
+/// so such arrays never point at unmapped memory; it is unmapped when the last one dies.
+///
+/// Only the creating process may use the pool. In another process (a fork) every call raises
+/// `ringenv.errors.ForkedProcessError`, and `close()` or garbage collection lets go of the
+/// inherited handle without messaging or stopping the creator's workers.
 #[pyclass(name = "Pool", module = "ringenv._native")]
 pub struct PyPool {
-    pool: Pool,
+    /// The pool; `None` once closed.
+    pool: Option<Pool>,
+    /// The layout, kept for the read-only getters after close.
+    layout: Layout,
+    /// The process that created the pool.
+    creator_pid: u32,
+    /// The worker pids at close, what `worker_pids` reports afterwards.
+    last_pids: Vec<u32>,
 }
 
 impl PyPool {
+    /// The open pool, or `ForkedProcessError` in a process other than its creator, or
+    /// `ClosedEnvironmentError` once closed.
+    fn open(&self, py: Python<'_>) -> PyResult<&Pool> {
+        let pid = std::process::id();
+        if pid != self.creator_pid {
+            return Err(forked_error(py, self.creator_pid, pid));
+        }
+        self.pool.as_ref().ok_or_else(|| to_pyerr(py, PoolError::Closed))
+    }
+
+    /// As [`PyPool::open`], mutably.
+    fn open_mut(&mut self, py: Python<'_>) -> PyResult<&mut Pool> {
+        let pid = std::process::id();
+        if pid != self.creator_pid {
+            return Err(forked_error(py, self.creator_pid, pid));
+        }
+        self.pool.as_mut().ok_or_else(|| to_pyerr(py, PoolError::Closed))
+    }
+
     fn check_worker(&self, worker: usize) -> PyResult<()> {
-        let n = self.pool.layout().num_workers;
+        let n = self.layout.num_workers;
         if worker >= n {
             return Err(PyValueError::new_err(format!("no worker {worker}: the pool has {n}")));
         }
         Ok(())
+    }
+}
+
+impl Drop for PyPool {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            if std::process::id() == self.creator_pid {
+                drop(pool); // stops the workers, then releases everything
+            } else {
+                let_go_in_child(pool);
+            }
+        }
     }
 }
 
@@ -158,22 +252,58 @@ impl PyPool {
                 },
             },
             on_failure,
+            cancel: Some(start_interrupted),
         };
-        let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;
-        Ok(PyPool { pool })
+        let layout = config.layout.clone();
+        SIGNAL_RAISED.with(|s| s.borrow_mut().take());
+        let spawned = py.detach(|| Pool::spawn(config));
+        if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
+            return Err(e); // Ctrl-C during start-up: the workers were stopped
+        }
+        let pool = spawned.map_err(|e| to_pyerr(py, e))?;
+        Ok(PyPool { pool: Some(pool), layout, creator_pid: std::process::id(), last_pids: Vec::new() })
+    }
+
+    /// Bytes of the segment a pool with these arguments would map (the layout's total size,
+    /// a multiple of 4096), computed without allocating anything.
+    ///
+    /// Raises `ValueError` for arguments no layout fits (zero envs or workers, more workers than
+    /// envs, a size that overflows).
+    #[staticmethod]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, depth=2))]
+    fn segment_size(
+        py: Python<'_>,
+        num_envs: usize,
+        num_workers: usize,
+        obs_leaves: Vec<(String, Vec<usize>)>,
+        action_leaves: Vec<(String, Vec<usize>)>,
+        reward_dtype: &str,
+        depth: usize,
+    ) -> PyResult<usize> {
+        let layout = Layout::new(
+            num_envs,
+            num_workers,
+            depth,
+            specs("observation", &obs_leaves)?,
+            specs("action", &action_leaves)?,
+            dtype("reward", reward_dtype)?,
+        )
+        .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
+        Ok(layout.total_size())
     }
 
     /// The segment, as a buffer for `numpy.frombuffer`.
-    fn segment(&self) -> PySegment {
-        PySegment::new(self.pool.segment().memory())
+    fn segment(&self, py: Python<'_>) -> PyResult<PySegment> {
+        Ok(PySegment::new(self.open(py)?.segment().memory()))
     }
 
     /// Byte offset of `array` (`"obs"`, `"reward"`, `"terminated"`, `"truncated"`, `"action"`,
     /// `"seed"`, `"seed_flags"`; `leaf` picks an observation or action leaf) of slot `slot` in
     /// the segment.
     #[pyo3(signature = (slot, array_name, leaf=0))]
-    fn offset(&self, slot: usize, array_name: &str, leaf: usize) -> PyResult<usize> {
-        let layout = self.pool.layout();
+    fn offset(&self, py: Python<'_>, slot: usize, array_name: &str, leaf: usize) -> PyResult<usize> {
+        let pool = self.open(py)?;
+        let layout = pool.layout();
         if slot >= layout.depth {
             return Err(PyValueError::new_err(format!("slot {slot} out of range (depth {})", layout.depth)));
         }
@@ -185,60 +315,69 @@ impl PyPool {
         if leaf >= leaves {
             return Err(PyValueError::new_err(format!("{array_name} has {leaves} leaves, no leaf {leaf}")));
         }
-        let view = self.pool.batch(slot);
-        let base = self.pool.segment().memory().as_ptr() as usize;
+        let view = pool.batch(slot);
+        let base = pool.segment().memory().as_ptr() as usize;
         Ok(view.address(array(array_name, leaf)?) - base)
     }
 
     #[getter]
     fn depth(&self) -> usize {
-        self.pool.layout().depth
+        self.layout.depth
     }
 
     #[getter]
     fn num_workers(&self) -> usize {
-        self.pool.layout().num_workers
+        self.layout.num_workers
+    }
+
+    /// Whether the pool was closed (its OS resources released in this process).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.pool.is_none()
     }
 
     /// The env ids `(start, stop)` of worker `worker`.
     fn env_ids(&self, worker: usize) -> PyResult<(usize, usize)> {
         self.check_worker(worker)?;
-        let r = self.pool.layout().worker_envs(worker);
+        let r = self.layout.worker_envs(worker);
         Ok((r.start, r.end))
     }
 
-    /// Process ids of the workers.
+    /// Process ids of the workers (after `close`, those they had when it was called).
     fn worker_pids(&self) -> Vec<u32> {
-        self.pool.worker_pids()
+        match &self.pool {
+            Some(pool) => pool.worker_pids(),
+            None => self.last_pids.clone(),
+        }
     }
 
     /// The slot the next command uses.
     #[getter]
-    fn next_slot(&self) -> usize {
-        self.pool.next_slot()
+    fn next_slot(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.open(py)?.next_slot())
     }
 
     #[getter]
-    fn pending(&self) -> bool {
-        self.pool.is_pending()
+    fn pending(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.open(py)?.is_pending())
     }
 
     /// The slot worker `worker`'s next command uses (write its actions there before `send`).
-    fn next_slot_of(&self, worker: usize) -> PyResult<usize> {
+    fn next_slot_of(&self, py: Python<'_>, worker: usize) -> PyResult<usize> {
         self.check_worker(worker)?;
-        Ok(self.pool.next_slot_of(worker))
+        Ok(self.open(py)?.next_slot_of(worker))
     }
 
     /// How many workers have a command in flight.
     #[getter]
-    fn in_flight(&self) -> usize {
-        self.pool.in_flight()
+    fn in_flight(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.open(py)?.in_flight())
     }
 
     /// Whether worker `worker` has a command in flight.
-    fn is_busy(&self, worker: usize) -> PyResult<bool> {
+    fn is_busy(&self, py: Python<'_>, worker: usize) -> PyResult<bool> {
         self.check_worker(worker)?;
-        Ok(self.pool.is_busy(worker))
+        Ok(self.open(py)?.is_busy(worker))
     }
 
     /// Sends `"step"` or `"reset"` to the workers `workers` (each on its own next slot), with an
@@ -250,7 +389,7 @@ impl PyPool {
             "reset" => CommandKind::Reset,
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
-        self.pool.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        self.open_mut(py)?.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
@@ -267,7 +406,7 @@ impl PyPool {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
-        let pool = &mut self.pool;
+        let pool = self.open_mut(py)?;
         let out = wait_in_slices(py, timeout, |slice| pool.recv(num_workers, order, Some(slice)))?;
         let list = PyList::empty(py);
         for b in &out {
@@ -282,16 +421,17 @@ impl PyPool {
     /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
     /// (`None`: reset every env; else envs whose entry is false are not reset).
     #[pyo3(signature = (seeds, mask=None))]
-    fn write_seeds(&mut self, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
-        let n = self.pool.layout().num_envs;
+    fn write_seeds(&mut self, py: Python<'_>, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
+        let pool = self.open_mut(py)?;
+        let n = pool.layout().num_envs;
         if seeds.len() != n || mask.as_ref().is_some_and(|m| m.len() != n) {
             return Err(PyValueError::new_err(format!("one seed and one mask entry per env ({n}) are needed")));
         }
-        self.pool.write_seeds(&seeds);
+        pool.write_seeds(&seeds);
         if let Some(mask) = mask {
-            for w in 0..self.pool.layout().num_workers {
-                let envs = self.pool.layout().worker_envs(w);
-                let mut view = self.pool.segment().slot(self.pool.next_slot_of(w));
+            for w in 0..pool.layout().num_workers {
+                let envs = pool.layout().worker_envs(w);
+                let mut view = pool.segment().slot(pool.next_slot_of(w));
                 for (flag, &keep) in view.rows_mut(Array::SeedFlags, envs.clone()).iter_mut().zip(&mask[envs]) {
                     if !keep {
                         *flag |= 2;
@@ -311,7 +451,7 @@ impl PyPool {
             "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
-        self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        self.open_mut(py)?.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns
@@ -325,7 +465,7 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let pool = &mut self.pool;
+        let pool = self.open_mut(py)?;
         let out = wait_in_slices(py, timeout, |slice| pool.wait(Some(slice)))?;
         let messages = PyList::empty(py);
         for (w, bytes) in &out.messages {
@@ -342,27 +482,43 @@ impl PyPool {
         Ok((out.slot, messages, errors, restarted))
     }
 
-    /// Stops the workers: asks them to exit, waits up to `timeout` seconds, kills the rest.
+    /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),
+    /// then releases every OS resource of the pool in this process: the segment's descriptor,
+    /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
+    /// `Segment` buffer exported from it. Idempotent.
+    ///
+    /// In a process other than the creator (a fork) it only lets go of this process's handle:
+    /// the creator's workers are neither messaged nor stopped.
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
-        let pool = &mut self.pool;
-        py.detach(|| pool.close(t));
+        let Some(mut pool) = self.pool.take() else { return Ok(()) };
+        if std::process::id() != self.creator_pid {
+            let_go_in_child(pool);
+            return Ok(());
+        }
+        self.last_pids = pool.worker_pids();
+        py.detach(|| {
+            pool.close(t);
+            drop(pool);
+        });
         Ok(())
     }
 
     fn __repr__(&self) -> String {
-        let l = self.pool.layout();
+        let l = &self.layout;
         let (obs, action) = (l.obs.len(), l.action.len());
         format!(
-            "Pool(num_envs={}, num_workers={}, obs_leaves={obs}, action_leaves={action})",
-            l.num_envs, l.num_workers
+            "Pool(num_envs={}, num_workers={}, obs_leaves={obs}, action_leaves={action}{})",
+            l.num_envs,
+            l.num_workers,
+            if self.pool.is_none() { ", closed" } else { "" }
         )
     }
 
     /// A dict describing the layout (for debugging and tests).
     fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let l = self.pool.layout();
+        let l = &self.layout;
         let d = PyDict::new(py);
         d.set_item("num_envs", l.num_envs)?;
         d.set_item("num_workers", l.num_workers)?;

@@ -142,11 +142,16 @@ impl ControlChannel {
     /// is a protocol error.
     ///
     /// # Errors
-    /// [`ControlError::Timeout`], [`ControlError::Closed`], [`ControlError::Protocol`].
+    /// [`ControlError::Timeout`] (also when a signal, such as Ctrl-C, interrupted the wait before
+    /// the frame started: nothing was consumed, so the caller may run its handlers and call
+    /// again), [`ControlError::Closed`], [`ControlError::Protocol`].
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<ControlMessage, ControlError> {
         let mut len = [0u8; 4];
         self.stream.set_read_timeout(timeout.map(|t| t.max(Duration::from_micros(1))))?;
-        let first = self.stream.read(&mut len)?;
+        let first = match self.stream.read(&mut len) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Err(ControlError::Timeout),
+            other => other?,
+        };
         if first == 0 {
             return Err(ControlError::Closed);
         }

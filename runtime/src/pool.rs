@@ -60,6 +60,10 @@ pub struct PoolConfig {
     pub spin: SpinPolicy,
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,
+    /// Asked about every 100 ms while a worker starts (the handshake of [`Pool::spawn`] and of a
+    /// restart): `true` abandons the start-up as a [`PoolError::Timeout`], with the started
+    /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
+    pub cancel: Option<fn() -> bool>,
 }
 
 impl PoolConfig {
@@ -73,6 +77,7 @@ impl PoolConfig {
             startup_timeout: Duration::from_secs(60),
             spin: SpinPolicy::default(),
             on_failure: FailurePolicy::Raise,
+            cancel: None,
         }
     }
 
@@ -251,7 +256,12 @@ impl Pool {
                     let error = ControlError::Protocol(format!("expected Ready, got {other:?}"));
                     return Err(PoolError::Control { worker: w, error });
                 }
-                Err(ControlError::Timeout) if !self.workers[w].has_exited() => {}
+                Err(ControlError::Timeout) if !self.workers[w].has_exited() => {
+                    if self.config.cancel.is_some_and(|cancel| cancel()) {
+                        let seconds = self.config.startup_timeout.as_secs_f64();
+                        return Err(PoolError::Timeout { seconds, waiting_for: vec![w] });
+                    }
+                }
                 Err(ControlError::Timeout | ControlError::Closed) => {
                     return Err(PoolError::WorkerDied(self.failure_of(w, None)));
                 }
@@ -481,7 +491,16 @@ impl Pool {
             return self.on_death(w, Some(error));
         }
         if c.has_message() {
-            match self.workers[w].control.recv(Some(Duration::from_secs(30))) {
+            // The worker sends the message right after the completion; a signal may interrupt the
+            // read (a Timeout before the frame starts), which is retried: the worker is alive.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let message = loop {
+                match self.workers[w].control.recv(Some(deadline.saturating_duration_since(Instant::now()))) {
+                    Err(ControlError::Timeout) if Instant::now() < deadline => continue,
+                    other => break other,
+                }
+            };
+            match message {
                 Ok(ControlMessage::Payload(bytes)) if !c.is_error() => self.flight(w).reply = Some(bytes),
                 Ok(ControlMessage::Error(e)) if c.is_error() => self.flight(w).error = Some(e),
                 Ok(other) => {

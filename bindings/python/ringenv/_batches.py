@@ -201,7 +201,7 @@ class BatchesMixin:
         try:
             batch = self._pool.recv(k, self.deterministic, timeout)
         except WorkerDiedError:
-            self.closed = True
+            self._release(0.0)  # type: ignore[attr-defined]  # closed: every descriptor goes now
             raise
         batch.sort(key=lambda b: b[0])  # ascending env ids (the order is the same in both modes)
         pieces, messages, restarted, error = [], [], [], None

@@ -20,6 +20,11 @@ class Segment:
 class Pool:
     """Worker processes over one shared memory segment.
 
+    ``close()`` stops the workers and releases the pool's descriptors at once; the mapping stays
+    while a ``Segment`` buffer (a NumPy array over it) lives. Only the creating process may use
+    the pool: elsewhere (a fork) calls raise ``ringenv.errors.ForkedProcessError`` and ``close()``
+    or garbage collection let go of the inherited copy without touching the workers.
+
     ``spin_us`` bounds how long, in microseconds, a waiting process (the main process waiting for
     completions, a worker waiting for commands) spins before it sleeps on the futex. ``None``: the
     default bound, 100 us. Within the bound each waiter learns from its recent waits how long to
@@ -37,6 +42,17 @@ class Pool:
     def pending(self) -> bool: ...
     @property
     def in_flight(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @staticmethod
+    def segment_size(
+        num_envs: int,
+        num_workers: int,
+        obs_leaves: Sequence[Tuple[str, Sequence[int]]],
+        action_leaves: Sequence[Tuple[str, Sequence[int]]],
+        reward_dtype: str,
+        depth: int = 2,
+    ) -> int: ...
     def __new__(
         cls,
         num_envs: int,

@@ -1,13 +1,20 @@
-"""Worker process entry point: ``python -m ringenv._worker --python|--rust <pool arguments>``.
+"""Worker process entry point: ``python -c <boot> --python|--rust <pool arguments>``
+(see :func:`worker_argv`).
 
 Started by a pool, never by hand. ``--python`` hosts Python envs built from cloudpickled
 factories (the step loop is Rust, in ``ringenv._native``); ``--rust`` hosts built-in Rust envs
 without touching Python again after start-up. The helpers below are called from Rust.
+
+Import path: a worker imports what the main process can import and nothing else. ``python -m``
+and ``python -c`` would put the working directory first on ``sys.path`` (a ``cloudpickle.py``
+left there would run inside every worker), so the boot code replaces ``sys.path`` with the main
+process's, as multiprocessing's spawn does, before its first import.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 import sys
 import traceback
@@ -19,6 +26,23 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import write_to_shared_memory
 
 from ringenv import _layout
+
+#: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
+#: (which still starts with the working directory) before it is replaced.
+_BOOT = "import sys; sys.path[:] = {paths!r}; from ringenv._worker import main; sys.exit(main(sys.argv[1:]))"
+
+
+def worker_argv(mode: str) -> List[str]:
+    """The command line of a worker hosting Python (``mode="--python"``) or built-in Rust
+    (``"--rust"``) envs; the pool appends its own arguments. The worker's ``sys.path`` is this
+    process's, with ``""`` (the working directory of an interactive session or ``-c``) made
+    absolute as ``multiprocessing`` does (the directory this process started in)."""
+    import multiprocessing.process
+
+    start_dir = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
+    paths = [start_dir if p == "" else os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
+    return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
+
 
 #: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
 RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
@@ -48,11 +72,8 @@ def _build(init: bytes, info: dict):
     pickled.
     """
     outer = pickle.loads(init)
-    # Like multiprocessing's spawn: the parent's import path, so factories pickled by reference
-    # (functions in the caller's modules) resolve here too.
-    for p in reversed(outer["sys_path"]):
-        if p not in sys.path:
-            sys.path.insert(0, p)
+    # The import path is the main process's already (worker_argv), so factories pickled by
+    # reference (functions in the caller's modules) resolve here too.
     cfg = cloudpickle.loads(outer["payload"])
     obs_space, act_space = cfg["observation_space"], cfg["action_space"]
     start, stop = info["env_ids"]

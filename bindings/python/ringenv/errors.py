@@ -32,6 +32,7 @@ __all__ = [
     "RemoteTraceback",
     "CudaUnavailableError",
     "CudaError",
+    "ForkedProcessError",
     "AlreadyPendingCallError",
     "NoAsyncCallError",
     "ClosedEnvironmentError",
@@ -203,6 +204,27 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return CudaUnavailableError(message, **fields)
     if kind == "cuda":
         return CudaError(message, **fields)
+    if kind == "forked":  # fields: creator_pid, pid
+        return ForkedProcessError(message, **fields)
     return RingenvError(message)
 
 
+
+
+class ForkedProcessError(RingenvError):
+    """A vector env (its pool of workers) was used in a process other than the one that created
+    it: a child made by ``os.fork()``, ``multiprocessing``'s ``"fork"`` start method or a
+    DataLoader worker. The workers belong to the creator; create a new env in the child.
+
+    In such a process every call raises this error before anything is sent or written, and
+    ``close()``, garbage collection or the child's exit only let go of the child's inherited
+    copy: the creator's workers are neither messaged nor stopped, and the creator goes on.
+
+    Attributes:
+        creator_pid (int): the process that created the env.
+        pid (int): the process that tried to use it.
+    """
+
+    def __init__(self, message: str, creator_pid: int = 0, pid: int = 0):
+        super().__init__(message)
+        self.creator_pid, self.pid = creator_pid, pid

@@ -10,13 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union, overload
 
 import gymnasium as gym
 
 from ringenv import _native
-from ringenv.vector import AsyncVectorEnv
+from ringenv._worker import worker_argv
+from ringenv.vector import AsyncVectorEnv, check_count
 
 __all__ = ["make_vec", "builtin_env_ids", "describe_worker", "split_worker_id"]
 
@@ -129,11 +129,15 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         worker: path of a worker binary serving ``id`` (a ``str`` or ``os.PathLike``).
 
     Raises:
-        ValueError: an unsupported ``vectorization_mode``, wrappers with a Rust env, bad Rust env
-            arguments or an unknown Rust env id (named).
+        TypeError: ``num_envs`` is not an integer (a ``bool`` is not one).
+        ValueError: ``num_envs`` below 1, or so large that the shared segment would not fit in
+            the memory available (the message names ``num_envs`` and the bytes; checked before
+            anything is allocated), an unsupported ``vectorization_mode``, wrappers with a Rust
+            env, bad Rust env arguments or an unknown Rust env id (named).
         FileNotFoundError, PermissionError: ``worker`` is not an executable file.
         gymnasium.error.Error: what ``gymnasium.make`` raises for an unknown id.
     """
+    num_envs = check_count("num_envs", num_envs)
     if vectorization_mode not in (None, "async"):
         raise ValueError(f"vectorization_mode must be None or 'async', got {vectorization_mode!r}")
     vector_kwargs = dict(vector_kwargs or {})
@@ -151,14 +155,37 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
             raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
                              "(pass prefer_builtin=False to use the Gymnasium env)")
         spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
-        argv = [sys.executable, "-m", "ringenv._worker", "--rust"]
+        argv = worker_argv("--rust")
         return AsyncVectorEnv._from_rust(argv, id, num_envs, kwargs, spaces_json, **vector_kwargs)
     env_spec = copy.deepcopy(gym.spec(id))  # gymnasium's own error for an unknown id, before any process starts
     env_spec.kwargs = {**env_spec.kwargs, **kwargs}
     env_fn = functools.partial(_make_one, id, tuple(wrappers or ()), kwargs)
-    envs = AsyncVectorEnv([env_fn] * num_envs, **vector_kwargs)
+    envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = env_spec  # as gymnasium.make_vec records the spec of its sub-envs
     return envs
+
+
+class _Repeated(Sequence):
+    """``[item] * count`` without the list: AsyncVectorEnv checks that ``count`` envs fit before it
+    makes one."""
+
+    def __init__(self, item: Callable, count: int):
+        self._item, self._count = item, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Callable: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Callable]: ...
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item] * len(range(*index.indices(self._count)))
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._item
 
 
 def _make_one(id: str, wrappers, kwargs):

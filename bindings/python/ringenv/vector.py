@@ -8,7 +8,7 @@ import json
 import multiprocessing
 import os
 import pickle
-import sys
+from collections.abc import Sequence as SequenceABC
 from copy import deepcopy
 from enum import Enum
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -32,7 +32,8 @@ from ringenv import _layout, _native
 from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
 from ringenv._device import DeviceBatches, host_actions
 from ringenv._staging import parse_device
-from ringenv.errors import WorkerDiedError, _remote_exception
+from ringenv._worker import worker_argv
+from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
@@ -49,6 +50,103 @@ class AsyncState(Enum):
 def _default_num_workers(num_envs: int, max_concurrency: Optional[int]) -> int:
     cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
     return max(1, min(cap, os.cpu_count() or 1))
+
+
+def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None, high_name: str = "") -> int:
+    """``value`` as an ``int`` when it is an integer (not a ``bool``) in ``[low, high]``
+    (``high_name``: what ``high`` is, for the message).
+
+    Raises:
+        TypeError: not an integer (a ``bool``, ``float``, ``str``, ...), naming ``name``.
+        ValueError: outside the range, naming ``name`` and the range.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < low or (high is not None and value > high):
+        upper = f"{high_name} ({high})" if high_name else str(high)
+        limit = f"from {low} to {upper}" if high is not None else f"of at least {low}"
+        raise ValueError(f"{name} must be an integer {limit}, got {value!r}")
+    return int(value)
+
+
+def check_seconds(name: str, value: Any, optional: bool = False) -> Optional[float]:
+    """``value`` as a ``float`` when it is a finite number >= 0 (or ``None`` if ``optional``).
+
+    Raises:
+        TypeError: not a number; ValueError: negative, NaN or infinite; each naming ``name``.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurrency: Any, startup_timeout: Any,
+                   max_restarts: Any, restart_window: Any, spin_us: Any) -> int:
+    """Checks the type and range of every count and duration before anything is built or
+    allocated; returns ``num_envs`` as an ``int``.
+
+    Raises:
+        TypeError, ValueError: naming the argument.
+    """
+    n = check_count("num_envs", num_envs)
+    if num_workers is not None:
+        check_count("num_workers", num_workers, 1, n, "num_envs")
+    if batch_size is not None:
+        check_count("batch_size", batch_size, 1, n, "num_envs")
+    if max_concurrency is not None:
+        check_count("max_concurrency", max_concurrency)
+    check_count("max_restarts", max_restarts, 0, 2**32 - 1)
+    check_seconds("startup_timeout", startup_timeout)
+    check_seconds("restart_window", restart_window)
+    if spin_us is not None and (isinstance(spin_us, (bool, np.bool_)) or
+                                not isinstance(spin_us, (int, float, np.integer, np.floating))):
+        raise TypeError(f"spin_us must be None or a number of microseconds >= 0, got {type(spin_us).__name__} "
+                        f"{spin_us!r}")
+    if spin_us is not None and not (np.isfinite(spin_us) and spin_us >= 0):
+        raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
+    return n
+
+
+def available_memory() -> Optional[int]:
+    """Bytes of memory this process may still use: ``MemAvailable`` of ``/proc/meminfo``, or
+    less when a cgroup v2 limit (``memory.max`` minus ``memory.current``) is tighter; ``None``
+    when neither can be read."""
+    found: List[int] = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/proc/self/cgroup") as f:
+            group = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+        if group is not None:
+            base = os.path.join("/sys/fs/cgroup", group.lstrip("/"))
+            with open(os.path.join(base, "memory.max")) as f:
+                limit = f.read().strip()
+            if limit != "max":
+                with open(os.path.join(base, "memory.current")) as f:
+                    found.append(max(0, int(limit) - int(f.read().strip())))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def check_segment_fits(num_envs: int, size: int) -> None:
+    """Raises ``ValueError`` naming ``num_envs`` and the bytes when a segment of ``size`` bytes is
+    larger than the memory available (:func:`available_memory`)."""
+    available = available_memory()
+    if available is not None and size > available:
+        raise ValueError(f"num_envs={num_envs} needs a shared memory segment of {size} bytes "
+                         f"({size / 2**30:.1f} GiB), more than the {available} bytes "
+                         f"({available / 2**30:.1f} GiB) of memory available: use fewer envs")
 
 
 #: What workers get by default: one thread each (the workers are the parallelism) and no GPU.
@@ -82,6 +180,22 @@ def _action_bounds(space: spaces.Space):
     return None
 
 
+def _refuse_objects(actions: np.ndarray, space: spaces.Space) -> np.ndarray:
+    """``actions`` with a numeric dtype, or ``ValueError`` naming the first env whose action is
+    not a number: an ``object`` array holding ``None`` would otherwise reach the env as NaN (or
+    0), unchecked. An object array of numbers becomes the array NumPy infers for them."""
+    if actions.dtype.kind in "biuf":
+        return actions
+    if actions.dtype.kind == "O":
+        for index, value in np.ndenumerate(actions):
+            if value is None or not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
+                env = index[0] if index else 0
+                raise ValueError(f"action of env {env} is {value!r}, not a number: actions for {space!r} must be "
+                                 "numbers (the action array has dtype object)")
+        return np.array(actions.tolist())
+    raise ValueError(f"actions for {space!r} must be numbers, got an array of dtype {actions.dtype}")
+
+
 def _check_action_values(actions: np.ndarray, bounds, space: spaces.Space) -> None:
     if bounds == "nan":
         if actions.dtype.kind == "f" and np.isnan(actions).any():
@@ -112,10 +226,19 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
     (values and dtypes) as Gymnasium's vector envs, so switching is a one-line import change.
     Sub-envs are split into ``num_workers`` contiguous groups; each group runs in one worker
-    process (``python -m ringenv._worker``) whose step loop is Rust, calling the envs through
-    PyO3 and writing observations straight into a shared memory segment, one contiguous
-    ``(num_envs, ...)`` array per leaf of the observation space (Gymnasium's own
-    ``write_to_shared_memory`` encoding).
+    process (``ringenv._worker``, importing from the main process's ``sys.path``, never from
+    its working directory) whose step loop is Rust, calling the envs through PyO3 and writing
+    observations straight into a shared memory segment, one contiguous ``(num_envs, ...)`` array
+    per leaf of the observation space (Gymnasium's own ``write_to_shared_memory`` encoding).
+
+    Only the process that created the env may use it. In a process forked from it
+    (``os.fork``, multiprocessing's ``"fork"`` start method, a DataLoader worker) every call
+    raises :class:`ringenv.errors.ForkedProcessError`, and ``close()``, garbage collection or
+    the child's exit only let go of the child's inherited copy: the creator's workers go on.
+
+    :meth:`close` releases every OS resource of the env at once (descriptors now; the shared
+    mapping with the last array a caller still holds from it), even while the env object is
+    still referenced.
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle).
@@ -180,8 +303,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         num_workers: the number of worker processes; batch_size, deterministic: as given.
 
     Raises:
-        ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a bad
-            ``num_workers`` or ``batch_size``.
+        TypeError: a count (``num_workers``, ``batch_size``, ``max_concurrency``,
+            ``max_restarts``) that is not an integer (a ``bool`` is not one), a duration
+            (``startup_timeout``, ``restart_window``, ``spin_us``) that is not a number; checked
+            before any env is built.
+        ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a count or duration
+            out of range (named), a shared segment larger than the memory available (naming
+            ``num_envs`` and the bytes; checked before anything is allocated).
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
             message names the env; the original exception is its ``__cause__``).
     """
@@ -211,16 +339,19 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         spin_us: Optional[float] = None,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
-        env_fns = list(env_fns)
-        if not env_fns:
+        if not isinstance(env_fns, SequenceABC):
+            env_fns = list(env_fns)
+        if len(env_fns) == 0:
             raise ValueError("env_fns is empty: give at least one env factory")
         if worker is not None:
             raise ValueError("ringenv runs its own worker loop; a custom `worker` function cannot be used")
+        # Counts and durations first: nothing is built or allocated for arguments that cannot work.
+        self.num_envs = _check_options(len(env_fns), num_workers, batch_size, max_concurrency, startup_timeout,
+                                       max_restarts, restart_window, spin_us)
         self.env_fns = env_fns
         self.shared_memory = shared_memory
         self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
                                else AutoresetMode(autoreset_mode))
-        self.num_envs = len(env_fns)
         dummy = env_fns[0]()
         try:
             self.metadata = dict(dummy.metadata)
@@ -234,7 +365,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 worker_obs_mode = "different"
             elif observation_mode == "same":
                 single_observation_space = dummy.observation_space
-                observation_space = batch_space(single_observation_space, self.num_envs)
+                observation_space = None  # batched once the segment is known to fit
                 worker_obs_mode = "same"
             elif observation_mode == "different":
                 env_spaces = [fn().observation_space for fn in env_fns]
@@ -253,7 +384,6 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             "observation_mode": worker_obs_mode,
             "autoreset_mode": self.autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
         }
-        paths = list(sys.path)
 
         def make_init(start: int, stop: int) -> bytes:
             for i in range(start, stop):
@@ -262,25 +392,25 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 except Exception as e:
                     raise ValueError(f"env_fns[{i}] cannot be pickled to send it to a worker process "
                                      f"({type(e).__name__}: {e})") from e
-            return pickle.dumps({"sys_path": paths,
-                                 "payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]})})
+            return pickle.dumps({"payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]})})
 
         self._start(
             single_observation_space, single_action_space, observation_space,
-            argv=[sys.executable, "-m", "ringenv._worker", "--python"], make_init=make_init,
+            argv=worker_argv("--python"), make_init=make_init,
             reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
             check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
             spin_us=spin_us,
         )
+        self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
 
     @classmethod
     def _from_rust(cls, argv: List[str], env_id: str, num_envs: int, kwargs: Dict[str, Any],
                    spaces_json: Tuple[dict, dict], *, num_workers: Optional[int] = None, copy: bool = True,
                    startup_timeout: float = 60.0, **start_options: Any) -> "AsyncVectorEnv":
         """A vector env of Rust env ``env_id`` served by the worker program ``argv`` (the pool
-        appends its four arguments): ``[sys.executable, "-m", "ringenv._worker", "--rust"]`` for
+        appends its four arguments): ``ringenv._worker.worker_argv("--rust")`` for
         the built-ins, ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
         ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
         (``_layout.from_dict``); ``kwargs`` reach the env's constructor as JSON; ``start_options``
@@ -291,9 +421,12 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         obs_d, act_d = spaces_json
         self = cls.__new__(cls)
         self.closed = True
+        self.num_envs = _check_options(
+            num_envs, num_workers, start_options.get("batch_size"), None, startup_timeout,
+            start_options.get("max_restarts", 3), start_options.get("restart_window", 60.0),
+            start_options.get("spin_us"))
         self.env_fns, self.shared_memory = [], True
         self.autoreset_mode = AutoresetMode.NEXT_STEP
-        self.num_envs = num_envs
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
         self.render_mode = None
         on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
@@ -303,7 +436,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             raise ValueError(f"{env_id}: the action space {single_act!r} of a Rust env must be flat "
                              "(Box, Discrete, MultiDiscrete or MultiBinary)")
         self._start(
-            single_obs, single_act, batch_space(single_obs, num_envs),
+            single_obs, single_act, None,
             argv=list(argv), make_init=lambda start, stop: init,
             reward_dtype="float32", num_workers=num_workers, max_concurrency=None,
             startup_timeout=startup_timeout, copy=copy, **start_options,
@@ -321,21 +454,24 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             raise ValueError(f"device={device!r} needs a single-array observation space in shared memory (Box, "
                              f"Discrete, MultiDiscrete, MultiBinary), got {single_obs!r}"
                              + ("" if self.shared_memory else " with shared_memory=False"))
-        if n < 1:
-            raise ValueError(f"num_envs must be at least 1, got {n}")
-        batch_size = n if batch_size is None else batch_size
-        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
-            raise ValueError(f"batch_size must be an integer from 1 to num_envs ({n}), got {batch_size!r}")
+        batch_size = n if batch_size is None else check_count("batch_size", batch_size, 1, n, "num_envs")
         if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
             raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
                              "DISABLED an env that ended could never be reset between batches")
         if num_workers is None:
             num_workers = (_default_num_workers(n, max_concurrency) if batch_size == n
                            else default_async_workers(n, int(batch_size), os.cpu_count() or 1))
-        if not isinstance(num_workers, (int, np.integer)) or not 1 <= num_workers <= n:
-            raise ValueError(f"num_workers must be an integer from 1 to num_envs ({n}), got {num_workers!r}")
+        num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
         if batch_size < n:
             check_batch_size(n, int(num_workers), int(batch_size))
+        obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
+        act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
+        # The segment's size, computed without allocating, is checked before Gymnasium's
+        # batch_space allocates arrays of num_envs rows and before the segment is created.
+        check_segment_fits(n, _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [],
+                                                        reward_dtype))
+        if observation_space is None:
+            observation_space = batch_space(single_obs, n)
         self.batch_size = int(batch_size)
         self.num_workers = int(num_workers)
         self.deterministic = bool(deterministic)
@@ -348,9 +484,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.single_action_space = single_act
         self.observation_space = observation_space
         self.action_space = batch_space(single_act, n)
-        obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
-        act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         inits = [make_init(a, b) for a, b in _split(n, int(num_workers))]
+        self._creator_pid = os.getpid()
         self._pool = _native.Pool(
             n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv, inits,
             env=_worker_env(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
@@ -398,7 +533,18 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
 
     # -- protocol -----------------------------------------------------------------------------
 
+    #: The process that created the pool (``None`` until it exists): only it may use the workers.
+    _creator_pid: Optional[int] = None
+
     def _assert_open(self, name: str):
+        creator = self._creator_pid
+        if creator is not None and creator != os.getpid():
+            raise ForkedProcessError(
+                f"`{name}` was called in process {os.getpid()}, but this ringenv vector env belongs to process "
+                f"{creator}, which created it; this process is a fork of it (os.fork, multiprocessing's 'fork' "
+                "start method, a DataLoader worker). Create a new env in this process; closing or dropping the "
+                "inherited one here leaves the creator's workers running.",
+                creator_pid=creator, pid=os.getpid())
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
 
@@ -460,6 +606,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if actions.shape != shape:
             raise ValueError(f"actions have shape {actions.shape}, expected {shape} "
                              f"({count} envs, action shape {self.single_action_space.shape})")
+        actions = _refuse_objects(actions, self.single_action_space)
         if self._integer_actions and actions.dtype.kind not in "iub":
             raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
                              f"got dtype {actions.dtype}")
@@ -551,8 +698,11 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
-            ValueError: actions of the wrong shape or count, or non-integer actions for a
-                Discrete, MultiDiscrete or MultiBinary space (checked before anything is sent).
+            ValueError: actions of the wrong shape or count, actions that are not numbers (an
+                object array holding ``None``, strings; naming the env), or non-integer actions
+                for a Discrete, MultiDiscrete or MultiBinary space (checked before anything is
+                sent).
+            ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         self._assert_default("step_async")
         payload = self._write_actions(actions, None, self._pool.next_slot)
@@ -685,7 +835,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             slot, messages, errors, restarted = self._pool.wait(timeout)
         except WorkerDiedError:
             self._state = AsyncState.DEFAULT
-            self.closed = True
+            self._release(0.0)
             raise
         self._state = AsyncState.DEFAULT
         self._restarted = restarted
@@ -729,16 +879,25 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         return deepcopy(obs) if self.copy else obs
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
-        """Stops the workers. A pending call is first awaited for up to ``timeout`` seconds
-        (``None``: as long as it takes) unless ``terminate``; then the workers are asked to close
-        their envs and given ``timeout`` seconds (default 1) to exit, or with ``terminate=True``
-        killed at once."""
+        """Stops the workers and releases every OS resource of the env at once: the segment's
+        descriptor, the control sockets, the workers' pidfds. The env's own arrays over the
+        shared segment are dropped too; the mapping goes when the last array a caller still
+        holds (an observation returned with ``copy=False``) dies, so such arrays stay valid.
+
+        A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
+        takes) unless ``terminate``; then the workers are asked to close their envs and given
+        ``timeout`` seconds (default 1) to exit, or with ``terminate=True`` killed at once.
+
+        In a process other than the one that created the env (a fork), it only lets go of this
+        process's inherited copy: the creator's workers are neither messaged nor stopped.
+        """
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
-        device, self._device = getattr(self, "_device", None), None
-        if device is not None:
-            device.close()  # waits for the copies in flight, then unpins the segment
+        if self._creator_pid != os.getpid():
+            self._device = None  # CUDA state does not survive a fork: nothing to wait for here
+            self._release(0.0)
+            return
         if self._state != AsyncState.DEFAULT and not terminate:
             logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
             try:
@@ -747,8 +906,21 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 terminate = True
             except Exception:  # the pending call failed; the envs close all the same
                 pass
-        pool.close(0.0 if terminate else (1.0 if timeout is None else timeout))
+        self._release(0.0 if terminate else (1.0 if timeout is None else timeout))
+
+    def _release(self, timeout: float) -> None:
+        """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
+        exit; in a forked child: only lets go of the inherited handle) and drops the env's
+        arrays over the segment, so that every descriptor is closed now and the mapping goes
+        with the last array a caller still holds."""
+        self.closed = True
         self._state = AsyncState.DEFAULT
+        device, self._device = getattr(self, "_device", None), None
+        if device is not None:
+            device.close()  # waits for the copies in flight, then unpins the segment
+        self._pool.close(timeout)
+        self._obs_mem = self._obs_rows = self._obs_flat = self._action = None
+        self._reward = self._terminated = self._truncated = None  # type: ignore[assignment]
 
     def __del__(self):
         if not getattr(self, "closed", True):

@@ -1,0 +1,226 @@
+"""Bad input is refused with an error naming what is wrong, before anything is built, allocated
+or sent: counts of the wrong type or range, a segment larger than the memory available, actions
+that are not numbers. Waits on the control plane honour the caller's timeout and Ctrl-C."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import threading
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+import ringenv
+from helper_envs import CallEnv, CounterEnv
+from ringenv.vector import available_memory
+
+
+def _children() -> set:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _counters(n=2, **kwargs):
+    return ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(n)], **kwargs)
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: ringenv.make_vec("CartPole-v1", num_envs=n),  # built-in Rust env
+    lambda n: ringenv.make_vec("CartPole-v1", num_envs=n, prefer_builtin=False),  # Python env
+])
+def test_a_segment_larger_than_the_memory_available_is_refused_naming_num_envs_and_bytes(make):
+    before = _children()
+    # 10**11 envs need terabytes, more than any machine this runs on (10**9, the issue's figure,
+    # would fit on a large one).
+    with pytest.raises(ValueError, match=r"num_envs=100000000000 needs a shared memory segment of \d+ bytes") as info:
+        make(10**11)
+    assert "memory available" in str(info.value)
+    assert _children() - before == set(), "no worker was started"
+
+
+def test_the_segment_is_compared_with_the_memory_available(monkeypatch):
+    import ringenv.vector
+
+    monkeypatch.setattr(ringenv.vector, "available_memory", lambda: 4096)
+    before = _children()
+    with pytest.raises(ValueError, match=r"num_envs=2 needs a shared memory segment of \d+ bytes .* more than the "
+                                         r"4096 bytes"):
+        _counters(2, num_workers=2)
+    assert _children() - before == set()
+
+
+def test_the_available_memory_is_read_from_the_system():
+    available = available_memory()
+    assert available is not None and available > 0
+
+
+@pytest.mark.parametrize("num_envs, error, match", [
+    (-1, ValueError, "num_envs must be an integer of at least 1, got -1"),
+    (0, ValueError, "num_envs must be an integer of at least 1, got 0"),
+    (True, TypeError, "num_envs must be an integer, got bool True"),
+    (2.0, TypeError, "num_envs must be an integer, got float 2.0"),
+    ("4", TypeError, "num_envs must be an integer, got str '4'"),
+])
+def test_make_vec_refuses_a_bad_num_envs_by_name(num_envs, error, match):
+    for prefer_builtin in (True, False):
+        with pytest.raises(error, match=match):
+            ringenv.make_vec("CartPole-v1", num_envs=num_envs, prefer_builtin=prefer_builtin)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"num_workers": True}, TypeError, "num_workers must be an integer, got bool"),
+    ({"num_workers": 0}, ValueError, r"num_workers must be an integer from 1 to num_envs \(2\), got 0"),
+    ({"num_workers": 3}, ValueError, r"num_workers must be an integer from 1 to num_envs \(2\), got 3"),
+    ({"num_workers": 1.5}, TypeError, "num_workers must be an integer, got float"),
+    ({"batch_size": 1.0}, TypeError, "batch_size must be an integer, got float"),
+    ({"batch_size": -2}, ValueError, r"batch_size must be an integer from 1 to num_envs \(2\)"),
+    ({"max_concurrency": 0}, ValueError, "max_concurrency must be an integer of at least 1"),
+    ({"max_restarts": -1}, ValueError, "max_restarts must be an integer from 0"),
+    ({"startup_timeout": -1.0}, ValueError, "startup_timeout must be a finite number >= 0"),
+    ({"startup_timeout": "60"}, TypeError, "startup_timeout must be a number"),
+    ({"restart_window": float("nan")}, ValueError, "restart_window must be a finite number >= 0"),
+    ({"spin_us": -5}, ValueError, "spin_us must be None or a number of microseconds >= 0, got -5"),
+    ({"spin_us": "5"}, TypeError, "spin_us must be None or a number of microseconds >= 0, got str"),
+])
+def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(kwargs, error, match):
+    built = []
+
+    def factory():
+        built.append(1)
+        return CounterEnv(0)
+
+    before = _children()
+    with pytest.raises(error, match=match):
+        ringenv.AsyncVectorEnv([factory, factory], **kwargs)
+    assert built == [], "no env was built for arguments that cannot work"
+    assert _children() - before == set()
+
+
+def test_rust_env_counts_are_checked_too():
+    with pytest.raises(ValueError, match="num_workers must be an integer from 1 to num_envs"):
+        ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})
+
+
+@pytest.fixture
+def pendulums(closing):
+    return closing(ringenv.AsyncVectorEnv([functools.partial(gym.make, "Pendulum-v1")] * 2, num_workers=2))
+
+
+@pytest.mark.parametrize("actions, env", [
+    (np.array([[None], [0.5]], dtype=object), 0),
+    ([[0.5], [None]], 1),
+    (np.array([[0.5], ["x"]], dtype=object), 1),
+])
+def test_box_actions_that_are_not_numbers_are_refused_naming_the_env(pendulums, actions, env):
+    pendulums.reset(seed=0)
+    with pytest.raises(ValueError, match=rf"action of env {env} is .* not a number"):
+        pendulums.step(actions)
+    # Nothing was sent: the next step is the envs' first.
+    obs, rewards, *_ = pendulums.step(np.zeros((2, 1), np.float32))
+    assert np.isfinite(obs).all() and np.isfinite(rewards).all()
+
+
+def test_an_object_array_of_numbers_is_checked_like_numbers(pendulums):
+    pendulums.reset(seed=0)
+    with pytest.raises(ValueError, match="contains NaN"):
+        pendulums.step(np.array([[np.nan], [0.5]], dtype=object))
+    obs, rewards, *_ = pendulums.step(np.array([[0.1], [0.2]], dtype=object))
+    assert obs.shape == (2, 3) and np.isfinite(rewards).all()
+
+
+def test_string_actions_are_refused(pendulums):
+    pendulums.reset(seed=0)
+    with pytest.raises(ValueError, match="must be numbers, got an array of dtype <U"):
+        pendulums.step(np.array([["a"], ["b"]]))
+
+
+def test_a_discrete_action_of_none_is_refused_naming_the_env(closing):
+    envs = closing(_counters(2, num_workers=2))
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="action of env 1 is None, not a number"):
+        envs.step([1, None])
+    obs, *_ = envs.step(np.ones(2, np.int64))
+    assert obs[:, 1].tolist() == [1.0, 1.0]
+
+
+def test_a_call_wait_honours_its_timeout_and_the_call_stays_pending(closing):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CallEnv, i) for i in range(2)], num_workers=2))
+    envs.reset(seed=0)
+    envs.call_async("sleep", 2.0)
+    with pytest.raises(multiprocessing.TimeoutError):
+        envs.call_wait(timeout=0.5)
+    assert envs.call_wait() == (0, 1)
+
+
+def test_ctrl_c_interrupts_a_call_that_would_block_for_ever(closing):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CallEnv, i) for i in range(2)], num_workers=2))
+    envs.reset(seed=0)
+    # The call sleeps far past the test's time limit: only a wait that checks for signals ends.
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.call("sleep", 1000.0)
+    finally:
+        timer.cancel()
+    envs.close(terminate=True)
+
+
+def _sleep_in_workers(main_pid: int, seconds: float):
+    """A factory that builds a CounterEnv at once in the main process (the vector env's probe)
+    and only after ``seconds`` in a worker."""
+    import time
+
+    if os.getpid() != main_pid:
+        time.sleep(seconds)
+    return CounterEnv(0)
+
+
+def test_ctrl_c_interrupts_a_start_up_waiting_for_a_worker_and_stops_the_workers():
+    from vec_asserts import child_pids, wait_pids_gone
+
+    before = child_pids()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2, num_workers=2,
+                                   startup_timeout=30.0)
+    finally:
+        timer.cancel()
+    # Raised by the wait itself, not on top of another error (the start-up running out of time,
+    # or an interrupted read taken for a broken control socket).
+    assert info.value.__context__ is None, repr(info.value.__context__)
+    assert wait_pids_gone(child_pids() - before, timeout=5.0) == [], "the started workers were stopped"
+
+
+def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_pool(closing):
+    """A signal with a Python handler (a profiler's SIGUSR1, a SIGALRM time limit, SIGCHLD)
+    interrupts the main process's blocking reads of control sockets; such a read is retried (the
+    handler runs in between), not taken for a broken socket."""
+    handled = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(signum))
+    stop = threading.Event()
+
+    def pester():
+        while not stop.wait(0.01):
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    thread = threading.Thread(target=pester, daemon=True)
+    thread.start()
+    try:
+        # The workers take 1 s to build their envs: the handshake's reads are interrupted.
+        envs = closing(ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1.0)] * 2,
+                                              num_workers=2))
+        envs.reset(seed=0)
+        obs, *_ = envs.step(np.ones(2, np.int64))
+        assert obs[:, 1].tolist() == [1.0, 1.0]
+    finally:
+        stop.set()
+        thread.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert handled, "the signals reached their Python handler"
