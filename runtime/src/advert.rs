@@ -191,7 +191,7 @@ fn bind_listener(base: &str) -> std::io::Result<(OwnedFd, String)> {
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.write_u32(std::process::id());
     h.finish()
 }
 

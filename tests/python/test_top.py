@@ -103,6 +103,13 @@ def test_a_killed_main_process_leaves_no_advertisement_and_no_worker(tmp_path):
             owner.kill()
 
 
+def test_pool_snapshot_names_what_is_wrong():
+    with pytest.raises(ValueError, match="timeout must be a non-negative number of seconds, got -1"):
+        _native.pool_snapshot(os.getpid(), 3, timeout=-1.0)
+    with pytest.raises(FileNotFoundError, match=f"no pool of pid {os.getpid()} with segment fd 999 is advertised"):
+        _native.pool_snapshot(os.getpid(), 999)
+
+
 def test_top_rejects_bad_arguments():
     for args, word in [(["--interval", "0"], "--interval"), (["--iterations", "0"], "--iterations")]:
         out = _top(*args)
