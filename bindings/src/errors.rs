@@ -70,7 +70,11 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
         PoolError::Closed => "closed",
         PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
         PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => "runtime",
-        PoolError::ForkedChild { .. } => "runtime",
+        PoolError::ForkedChild { creator_pid, pid } => {
+            fields.set_item("creator_pid", creator_pid)?;
+            fields.set_item("pid", pid)?;
+            "forked"
+        }
     };
     let module = py.import("ringenv.errors")?;
     let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;

@@ -113,14 +113,11 @@ fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
     }
 }
 
-/// Lets go of a pool in a process that did not create it (a forked child) without running its
-/// `Drop`, which would message and kill the creator's workers through the inherited segment and
-/// pidfds. The child's copies of the descriptors and of the mapping stay open until it exits.
-///
-/// Once `ringenv_runtime::Pool`'s own `Drop` only releases descriptors and mapping in a
-/// foreign process, this becomes a plain `drop(pool)`.
+/// Lets go of a pool in a process that did not create it (a forked child): `Pool`'s own `Drop`
+/// sees the foreign process and releases only this process's copies of the descriptors and of
+/// the mapping, sending no command and no signal to the creator's workers.
 fn let_go_in_child(pool: Pool) {
-    std::mem::forget(pool);
+    drop(pool);
 }
 
 /// A pool of worker processes over one shared memory segment.
