@@ -7,7 +7,6 @@ without touching Python again after start-up. The helpers below are called from 
 
 from __future__ import annotations
 
-import functools
 import pickle
 import sys
 import traceback
@@ -16,9 +15,8 @@ from typing import Any, List, Optional, Tuple
 import cloudpickle
 import numpy as np
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
-from gymnasium.vector.utils import write_to_shared_memory
 
-from ringenv import _layout
+from ringenv import _layout, _obs_writer
 
 #: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
 RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
@@ -75,7 +73,7 @@ def _build(init: bytes, info: dict):
         obs_fast = True
     else:
         mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
-        obs_targets = [[functools.partial(_write, obs_space, start + k, mem) for k in range(count)] for mem in mems]
+        obs_targets = [[_obs_writer.writer(obs_space, start + k, mem) for k in range(count)] for mem in mems]
         obs_fast = False
     if act_leaves:
         action_views = [_layout.flat_view(act_space, n, seg, act_offs[0])[start:stop] for _, act_offs in offsets]
@@ -93,10 +91,6 @@ def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):
         raise ValueError(f"env {env_id} returned an observation of shape {array.shape}, but its observation "
                          f"space has shape {tuple(shape)}")
     return array
-
-
-def _write(space, index: int, memory, value) -> None:
-    write_to_shared_memory(space, index, value, memory)
 
 
 def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> bytes:
