@@ -49,3 +49,13 @@ class EveryStepInfoEnv(gym.Env):
         obs = self.np_random.random(4).astype(np.float32)
         done = self.t >= self.length
         return obs, float(self.t + action), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info(action)
+
+
+class LambdaInfoEnv(EveryStepInfoEnv):
+    """Infos holding a lambda, which plain pickle refuses (the worker falls back to cloudpickle)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        t = self.t
+        info["fn"] = lambda x: x + t
+        return obs, reward, terminated, truncated, info

@@ -99,3 +99,18 @@ def test_a_corrupt_arena_length_is_a_typed_error_not_a_crash():
         assert "info arena" in str(e.value) and "capacity" in str(e.value), str(e.value)
     finally:
         ours.close()
+
+
+def test_infos_plain_pickle_refuses_still_arrive():
+    from info_envs import LambdaInfoEnv
+
+    ours = make_ours([LambdaInfoEnv for _ in range(NUM_ENVS)])
+    try:
+        ours.reset(seed=1)
+        for t in range(1, 4):
+            _, _, terminated, truncated, infos = ours.step(np.ones(NUM_ENVS, dtype=np.int64))
+            assert list(infos["_fn"]) == [True] * NUM_ENVS
+            assert [f(10) for f in infos["fn"]] == [10 + t] * NUM_ENVS
+            assert not (terminated | truncated).any()
+    finally:
+        ours.close()
