@@ -97,7 +97,7 @@ impl PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=DEFAULT_INFO_ARENA))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -115,7 +115,7 @@ impl PyPool {
         on_worker_failure: &str,
         max_restarts: u32,
         restart_window: f64,
-        info_arena_bytes: usize,
+        info_arena_bytes: Option<usize>,
     ) -> PyResult<PyPool> {
         let on_failure = match on_worker_failure {
             "raise" => FailurePolicy::Raise,
@@ -137,7 +137,7 @@ impl PyPool {
             specs("action", &action_leaves)?,
             dtype("reward", reward_dtype)?,
         )
-        .and_then(|l| l.with_info_arena(info_arena_bytes))
+        .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
         .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
         let (program, args) =
             argv.split_first().ok_or_else(|| PyValueError::new_err("argv must name the worker program"))?;

@@ -114,3 +114,21 @@ def test_infos_plain_pickle_refuses_still_arrive():
             assert not (terminated | truncated).any()
     finally:
         ours.close()
+
+
+def test_an_arena_of_zero_bytes_sends_every_payload_on_the_socket(monkeypatch):
+    from ringenv import _native
+
+    real = _native.Pool
+    monkeypatch.setattr(_native, "Pool", lambda *a, **k: real(*a, info_arena_bytes=0, **k))
+    ours, ref = make_ours(_fns()), make_ref(_fns())
+    try:
+        assert ours._pool.layout()["info_arena_bytes"] == 0
+        before = _counts(ours)
+        steps = 10
+        run_lockstep(ours, ref, seed=7, steps=steps)
+        for (_, recv0), (_, recv1) in zip(before, _counts(ours)):
+            assert recv1 - recv0 == steps + 1
+    finally:
+        ours.close()
+        ref.close()

@@ -27,7 +27,7 @@ class Pool:
     outnumber the cores, spinners yield the core between probes (docs/WAKEUP.md). ``0``: never
     spin. Raises ValueError for a negative or non-finite value.
 
-    ``info_arena_bytes``: size of each worker's info arena in the segment (default 65536). A
+    ``info_arena_bytes``: size of each worker's info arena in the segment (``None``: 65536). A
     step's or reset's non-empty infos (pickled, all envs of the worker) that fit go through it
     with no control-socket message; larger ones travel on the socket. ``0``: always the socket.
     """
@@ -57,7 +57,7 @@ class Pool:
         on_worker_failure: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
-        info_arena_bytes: int = 65536,
+        info_arena_bytes: Optional[int] = None,
     ) -> "Pool": ...
     def segment(self) -> Segment: ...
     def offset(self, slot: int, array_name: str, leaf: int = 0) -> int: ...
