@@ -461,6 +461,10 @@ impl Pool {
             let error = ControlError::Protocol(format!("error completion {c:?} without its error message"));
             return self.on_death(w, Some(error));
         }
+        if c.is_in_arena() && c.has_message() {
+            let error = ControlError::Protocol(format!("completion {c:?} claims both the info arena and a message"));
+            return self.on_death(w, Some(error));
+        }
         if c.is_in_arena() {
             // SYNC POINT: the Acquire pop of `c` pairs with the worker's Release push after it
             // wrote the arena (see info_arena.rs); the payload is copied out before the worker
