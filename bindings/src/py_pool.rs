@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError, RecvOrder,
-    RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure,
+    RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
 };
 use std::time::{Duration, Instant};
 
@@ -188,7 +188,7 @@ impl Drop for PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -206,6 +206,7 @@ impl PyPool {
         on_worker_failure: &str,
         max_restarts: u32,
         restart_window: f64,
+        info_arena_bytes: Option<usize>,
     ) -> PyResult<PyPool> {
         let on_failure = match on_worker_failure {
             "raise" => FailurePolicy::Raise,
@@ -227,6 +228,7 @@ impl PyPool {
             specs("action", &action_leaves)?,
             dtype("reward", reward_dtype)?,
         )
+        .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
         .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
         let (program, args) =
             argv.split_first().ok_or_else(|| PyValueError::new_err("argv must name the worker program"))?;
@@ -285,6 +287,7 @@ impl PyPool {
             specs("action", &action_leaves)?,
             dtype("reward", reward_dtype)?,
         )
+        .and_then(|l| l.with_info_arena(DEFAULT_INFO_ARENA))
         .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
         Ok(layout.total_size())
     }
@@ -338,6 +341,14 @@ impl PyPool {
         self.check_worker(worker)?;
         let r = self.layout.worker_envs(worker);
         Ok((r.start, r.end))
+    }
+
+    /// Messages `(sent, received)` on worker `worker`'s control socket, counted by this process
+    /// since the worker (or its latest restart) started. Per-step infos that fit the worker's
+    /// info arena add none.
+    fn control_message_counts(&self, py: Python<'_>, worker: usize) -> PyResult<(u64, u64)> {
+        self.check_worker(worker)?;
+        Ok(self.open(py)?.control_message_counts(worker))
     }
 
     /// Process ids of the workers (after `close`, those they had when it was called).
@@ -521,6 +532,9 @@ impl PyPool {
         d.set_item("num_workers", l.num_workers)?;
         d.set_item("depth", l.depth)?;
         d.set_item("total_size", l.total_size())?;
+        d.set_item("info_arena_bytes", l.info_arena_bytes())?;
+        let arenas: Vec<usize> = (0..l.num_workers).map(|w| l.info_arena_offset(w)).collect();
+        d.set_item("info_arena_offsets", arenas)?;
         Ok(d)
     }
 }

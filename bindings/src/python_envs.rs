@@ -11,7 +11,9 @@
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
 //! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
-//! the non-empty ones of a command travel together on the control socket. An exception in an env
+//! the non-empty ones of a command are pickled together into one payload, which the endpoint
+//! leaves in the worker's info arena in the segment (the control socket only when it does not
+//! fit; see `ringenv_runtime::info_arena`). An exception in an env
 //! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
 //! exception, built by `ringenv._worker._describe_exception`.
 

@@ -23,7 +23,7 @@
 use ringenv_runtime::layout::HEADER_REGION;
 use ringenv_runtime::{
     header, ArraySpec, Command, CommandKind, Completion, ControlChannel, ControlError, ControlMessage, DType,
-    HeaderError, Layout,
+    HeaderError, InfoArena, Layout,
 };
 use std::io::Write;
 use std::time::Duration;
@@ -135,6 +135,7 @@ pub fn descriptor(data: &[u8]) {
     let n = data.len().min(16);
     raw[..n].copy_from_slice(&data[..n]);
     command_and_completion(raw);
+    info_arena(data);
     control_message(data);
     control_stream(&data[..data.len().min(MAX_STREAM)]);
 }
@@ -168,6 +169,18 @@ fn command_and_completion(raw: [u8; 16]) {
         let again = Completion::new(k.worker, k.seq, k.is_error(), k.has_message());
         assert_eq!(bytemuck::bytes_of(&again), &raw, "a completion does not re-encode to its bytes");
     }
+}
+
+/// Any bytes as an info arena: its recorded length and sequence number are bounds-checked.
+fn info_arena(data: &[u8]) {
+    let mut bytes = data.to_vec();
+    let seq = bytes.get(8..16).map_or(0, |s| u64::from_ne_bytes(s.try_into().expect("8 bytes")));
+    let arena = InfoArena::new(&mut bytes, 0);
+    match arena.read(seq) {
+        Ok(payload) => assert!(payload.len() <= arena.capacity(), "a payload beyond the capacity was read"),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    assert!(arena.read(seq.wrapping_add(1)).is_err(), "another command's payload was accepted");
 }
 
 fn control_message(data: &[u8]) {

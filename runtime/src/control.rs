@@ -1,5 +1,7 @@
 //! The control channel: one Unix stream socket per worker for what is rare or variable-sized
-//! (the handshake, errors with the remote traceback, non-empty infos, reset options).
+//! (the handshake, errors with the remote traceback, reset options, and payloads too large for
+//! the worker's info arena; see [`crate::info_arena`]). Each end counts the messages it sent and
+//! received, so tests can check that the step path stays off the socket.
 //!
 //! Frames are a little-endian `u32` length followed by a [`ControlMessage`] encoded with
 //! `postcard` (serde). The step path never touches the socket unless a command or completion is
@@ -107,12 +109,19 @@ impl From<std::io::Error> for ControlError {
 #[derive(Debug)]
 pub struct ControlChannel {
     stream: UnixStream,
+    /// Messages sent and received on this end.
+    counts: (u64, u64),
 }
 
 impl ControlChannel {
     /// Wraps a connected stream.
     pub fn new(stream: UnixStream) -> ControlChannel {
-        ControlChannel { stream }
+        ControlChannel { stream, counts: (0, 0) }
+    }
+
+    /// Messages `(sent, received)` on this end so far.
+    pub fn message_counts(&self) -> (u64, u64) {
+        self.counts
     }
 
     /// The underlying stream.
@@ -134,6 +143,7 @@ impl ControlChannel {
         frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame)?;
+        self.counts.0 += 1;
         Ok(())
     }
 
@@ -167,6 +177,7 @@ impl ControlChannel {
         if body.len() != len {
             return Err(ControlError::Closed);
         }
+        self.counts.1 += 1;
         postcard::from_bytes(&body).map_err(|e| ControlError::Protocol(e.to_string()))
     }
 }
@@ -198,6 +209,7 @@ mod tests {
             a = t.join().unwrap();
         }
         assert!(matches!(b.recv(Some(Duration::from_millis(10))), Err(ControlError::Timeout)));
+        assert_eq!((a.message_counts(), b.message_counts()), ((3, 0), (0, 3)));
         drop(a);
         assert!(matches!(b.recv(None), Err(ControlError::Closed)));
     }

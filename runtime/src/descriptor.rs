@@ -84,7 +84,8 @@ impl Command {
 pub struct Completion {
     /// The worker index.
     pub worker: u32,
-    /// Bit 0: the command failed (an error message follows); bit 1: a message follows.
+    /// Bit 0: the command failed (an error message follows); bit 1: a message follows on the
+    /// socket; bit 2: the payload is in the worker's info arena.
     flags: u32,
     /// The sequence number of the command this completes.
     pub seq: u64,
@@ -93,6 +94,7 @@ pub struct Completion {
 impl Completion {
     const ERROR: u32 = 1;
     const MESSAGE: u32 = 2;
+    const ARENA: u32 = 4;
 
     /// A completion of command `seq` by `worker`. `error` implies `has_message`.
     pub fn new(worker: u32, seq: u64, error: bool, has_message: bool) -> Completion {
@@ -104,6 +106,15 @@ impl Completion {
             0
         };
         Completion { worker, flags, seq }
+    }
+    /// A successful completion of command `seq` by `worker` whose payload is in the worker's
+    /// info arena ([`crate::info_arena`]), not on the socket.
+    pub fn in_arena(worker: u32, seq: u64) -> Completion {
+        Completion { worker, flags: Self::ARENA, seq }
+    }
+    /// Whether the payload is in the worker's info arena.
+    pub fn is_in_arena(&self) -> bool {
+        self.flags & Self::ARENA != 0
     }
     /// Whether the command failed in the worker.
     pub fn is_error(&self) -> bool {
@@ -125,6 +136,9 @@ mod tests {
         assert!(c.is_error() && c.has_message());
         let c = Completion::new(3, 9, false, true);
         assert!(!c.is_error() && c.has_message());
+        let c = Completion::in_arena(3, 9);
+        assert!(c.is_in_arena() && !c.is_error() && !c.has_message());
+        assert!(!Completion::new(3, 9, true, true).is_in_arena());
         let c = Command::new(CommandKind::Reset, 1, 2, true);
         assert_eq!((c.kind(), c.has_message()), (Ok(CommandKind::Reset), true));
         let bad: Command = bytemuck::cast([7u16, 0, 0, 0, 0, 0, 0, 0]);

@@ -260,15 +260,23 @@ impl WorkerEndpoint {
 
     /// Publishes the completion of command `seq`: `Ok(None)` plain, `Ok(Some(bytes))` with a
     /// payload (for example non-empty infos), `Err(e)` a failure. The results must already be
-    /// in the slot. Wakes the main process only if it sleeps.
+    /// in the slot. A payload that fits this worker's info arena goes there (no socket message);
+    /// a larger one, and an error, follow on the control socket. Wakes the main process only if
+    /// it sleeps.
     ///
     /// # Errors
     /// [`ControlError::Closed`] when the main process is gone.
     pub fn complete(&mut self, seq: u64, result: Result<Option<Vec<u8>>, RemoteError>) -> Result<(), ControlError> {
+        let worker = self.worker as u32;
         let (completion, message) = match result {
-            Ok(None) => (Completion::new(self.worker as u32, seq, false, false), None),
-            Ok(Some(p)) => (Completion::new(self.worker as u32, seq, false, true), Some(ControlMessage::Payload(p))),
-            Err(e) => (Completion::new(self.worker as u32, seq, true, true), Some(ControlMessage::Error(e))),
+            Ok(None) => (Completion::new(worker, seq, false, false), None),
+            // The payload (infos) goes into this worker's info arena when it fits; the Release
+            // push of the completion below publishes it.
+            Ok(Some(p)) if self.segment.info_arena(self.worker).write(seq, &p) => {
+                (Completion::in_arena(worker, seq), None)
+            }
+            Ok(Some(p)) => (Completion::new(worker, seq, false, true), Some(ControlMessage::Payload(p))),
+            Err(e) => (Completion::new(worker, seq, true, true), Some(ControlMessage::Error(e))),
         };
         if let Some((at, steps_envs)) = self.received.take() {
             let envs = if steps_envs { self.env_ids().len() as u64 } else { 0 };

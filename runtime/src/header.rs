@@ -31,7 +31,7 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -42,7 +42,7 @@ struct ArrayDesc {
 }
 
 /// Fixed offsets recorded in the header, then one per observation leaf and one per action leaf.
-const FIXED_OFFSETS: [&str; 11] = [
+const FIXED_OFFSETS: [&str; 12] = [
     "completion_wakeup",
     "commands",
     "command_stride",
@@ -54,6 +54,7 @@ const FIXED_OFFSETS: [&str; 11] = [
     "slot.truncated",
     "slot.seed",
     "slot.seed_flags",
+    "info_arenas",
 ];
 const NUM_OFFSETS: usize = FIXED_OFFSETS.len() + MAX_LEAVES;
 
@@ -75,6 +76,8 @@ struct Header {
     offsets: [u64; NUM_OFFSETS],
     /// The pool's wait settings.
     settings: SettingsBlock,
+    /// Bytes of each worker's info arena ([`Layout::info_arena_bytes`]).
+    info_arena: u64,
 }
 
 /// [`SpinSettings`] as the header stores them.
@@ -105,6 +108,7 @@ fn offsets(l: &Layout) -> Vec<(String, u64)> {
         s.truncated,
         s.seed,
         s.seed_flags,
+        l.info_arena_offset(0),
     ];
     let named = FIXED_OFFSETS.iter().zip(fixed).map(|(n, v)| (n.to_string(), v as u64));
     let obs = s.obs.iter().enumerate().map(|(k, &v)| (format!("slot.obs[{k}]"), v as u64));
@@ -225,6 +229,7 @@ pub fn write_with(region: &mut [u8], layout: &Layout, settings: &SpinSettings) {
         leaves: [ArrayDesc::zeroed(); MAX_LEAVES],
         offsets: [0; NUM_OFFSETS],
         settings: SettingsBlock { spin_ns, probe: settings.probe.code(), reserved: 0 },
+        info_arena: layout.info_arena_bytes() as u64,
     };
     for (d, spec) in header.leaves.iter_mut().zip(layout.obs.iter().chain(&layout.action)) {
         *d = desc(spec);
@@ -270,6 +275,7 @@ pub fn read(region: &[u8], mapped: usize) -> Result<Layout, HeaderError> {
     let obs = h.leaves[..n_obs].iter().map(|d| spec("observation", d)).collect::<Result<Vec<_>, _>>()?;
     let action = h.leaves[n_obs..n_obs + n_act].iter().map(|d| spec("action", d)).collect::<Result<Vec<_>, _>>()?;
     let layout = Layout::new(count(h.num_envs)?, count(h.num_workers)?, count(h.depth)?, obs, action, reward)
+        .and_then(|l| l.with_info_arena(usize::try_from(h.info_arena).map_err(|_| LayoutError::TooLarge)?))
         .map_err(HeaderError::Layout)?;
     for (segment, (field, worker)) in h.offsets.into_iter().zip(offsets(&layout)) {
         if segment != worker {
@@ -315,6 +321,8 @@ mod tests {
             vec![ArraySpec::new(DType::F32, &[2])],
             DType::F64,
         )
+        .unwrap()
+        .with_info_arena(10_000)
         .unwrap();
         let mut bytes = vec![0u8; HEADER_REGION];
         write(&mut bytes, &layout);

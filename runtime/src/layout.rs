@@ -7,6 +7,9 @@
 //! commands + k*stride   worker k: its Wakeup word, then Ring<Command> (SPSC, main -> worker k),
 //!                       then Ring<Completion> (SPSC, worker k -> main)
 //! metrics               PoolMetrics, then one WorkerMetrics per worker (see metrics.rs)
+//! info_arenas + k*info_arena_stride
+//!                       worker k's info arena (see info_arena.rs): the payload of its last
+//!                       completion (infos), so per-step infos never touch the control socket
 //! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
 //!     obs[k]     [num_envs, *obs[k].shape]     obs[k].dtype, one array per observation leaf
 //!     reward     [num_envs]                    reward dtype (f32, or f64 for Python envs)
@@ -57,6 +60,10 @@ pub const ARRAY_ALIGN: usize = 64;
 /// it restarts the worker; in a shared multi-producer ring, a cell claimed by a producer that dies
 /// before publishing it blocks every later completion of every worker.
 pub const COMMAND_RING_CAPACITY: usize = 4;
+/// Default size of each worker's info arena in bytes (64 KiB): room for the pickled infos of a
+/// few hundred envs with a handful of scalar keys each. A payload larger than the arena travels
+/// on the control socket instead. Change it with [`Layout::with_info_arena`].
+pub const DEFAULT_INFO_ARENA: usize = 64 * 1024;
 
 /// The dtype and shape of one env's element of a batch array.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -176,6 +183,10 @@ pub struct Layout {
     commands: usize,
     command_stride: usize,
     metrics: usize,
+    /// Bytes of each worker's info arena (0: no arenas, every payload goes on the socket).
+    info_arena: usize,
+    info_arenas: usize,
+    info_arena_stride: usize,
     slots: usize,
     slot_stride: usize,
     slot: SlotOffsets,
@@ -221,6 +232,27 @@ impl Layout {
         action: Vec<ArraySpec>,
         reward: DType,
     ) -> Result<Layout, LayoutError> {
+        Layout::build(num_envs, num_workers, depth, obs, action, reward, DEFAULT_INFO_ARENA)
+    }
+
+    /// This layout with info arenas of `bytes` bytes per worker (0: none; every completion
+    /// payload then travels on the control socket). See [`crate::info_arena`].
+    ///
+    /// # Errors
+    /// [`LayoutError::TooLarge`] when the segment would overflow.
+    pub fn with_info_arena(self, bytes: usize) -> Result<Layout, LayoutError> {
+        Layout::build(self.num_envs, self.num_workers, self.depth, self.obs, self.action, self.reward, bytes)
+    }
+
+    fn build(
+        num_envs: usize,
+        num_workers: usize,
+        depth: usize,
+        obs: Vec<ArraySpec>,
+        action: Vec<ArraySpec>,
+        reward: DType,
+        info_arena: usize,
+    ) -> Result<Layout, LayoutError> {
         for (what, n) in [("num_envs", num_envs), ("num_workers", num_workers)] {
             if n == 0 {
                 return Err(LayoutError::Zero(what));
@@ -259,8 +291,11 @@ impl Layout {
         let metrics = checked_align_up(region_end.ok_or_else(too_large)?, 128)?;
         let metrics_size =
             num_workers.checked_mul(WorkerMetrics::MEM_SIZE).and_then(|m| m.checked_add(PoolMetrics::MEM_SIZE));
-        let slots =
+        let info_arenas =
             checked_align_up(metrics.checked_add(metrics_size.ok_or_else(too_large)?).ok_or_else(too_large)?, 4096)?;
+        let info_arena_stride = checked_align_up(info_arena, 4096)?;
+        let arenas_size = num_workers.checked_mul(info_arena_stride).ok_or_else(too_large)?;
+        let slots = checked_align_up(info_arenas.checked_add(arenas_size).ok_or_else(too_large)?, 4096)?;
         let mut cursor = 0usize;
         let mut take = |bytes: usize| -> Result<usize, LayoutError> {
             let at = cursor;
@@ -294,6 +329,9 @@ impl Layout {
             commands,
             command_stride,
             metrics,
+            info_arena,
+            info_arenas,
+            info_arena_stride,
             slots,
             slot_stride,
             slot,
@@ -346,6 +384,14 @@ impl Layout {
     /// Offset of worker `k`'s metrics ([`WorkerMetrics`]).
     pub fn worker_metrics_offset(&self, worker: usize) -> usize {
         self.metrics + PoolMetrics::MEM_SIZE + worker * WorkerMetrics::MEM_SIZE
+    }
+    /// Bytes of each worker's info arena (0: none).
+    pub fn info_arena_bytes(&self) -> usize {
+        self.info_arena
+    }
+    /// Offset of worker `k`'s info arena ([`Layout::info_arena_bytes`] bytes).
+    pub fn info_arena_offset(&self, worker: usize) -> usize {
+        self.info_arenas + worker * self.info_arena_stride
     }
     /// Offset of data slot `s`.
     pub fn slot_offset(&self, slot: usize) -> usize {
@@ -422,7 +468,19 @@ mod tests {
         let last = arrays[arrays.len() - 1];
         assert!(last.0 + last.1 <= l.slot_stride());
         assert!(l.command_offset(3) + l.command_stride() <= l.pool_metrics_offset());
-        assert!(l.worker_metrics_offset(3) + WorkerMetrics::MEM_SIZE <= l.slots_offset());
+        assert!(l.worker_metrics_offset(3) + WorkerMetrics::MEM_SIZE <= l.info_arena_offset(0));
+        assert_eq!(l.info_arena_bytes(), DEFAULT_INFO_ARENA);
+        for w in 0..3 {
+            assert!(l.info_arena_offset(w) + l.info_arena_bytes() <= l.info_arena_offset(w + 1));
+        }
+        assert!(l.info_arena_offset(3) + l.info_arena_bytes() <= l.slots_offset());
+        let none = l.clone().with_info_arena(0).unwrap();
+        assert_eq!(none.info_arena_bytes(), 0);
+        assert_eq!(none.slots_offset(), none.info_arena_offset(0));
+        assert_eq!(
+            Layout::new(1, 1, 2, vec![], vec![], DType::F32).unwrap().with_info_arena(usize::MAX),
+            Err(LayoutError::TooLarge)
+        );
         assert_eq!(l.total_size(), l.slot_offset(2));
     }
 

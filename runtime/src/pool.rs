@@ -275,6 +275,16 @@ impl Pool {
         self.segment.layout()
     }
 
+    /// Messages `(sent, received)` on worker `worker`'s control socket, counted by this process
+    /// since the worker (or its latest restart) started: the handshake, reset options, errors,
+    /// call requests and payloads too large for the worker's info arena.
+    ///
+    /// # Panics
+    /// When `worker >= num_workers`.
+    pub fn control_message_counts(&self, worker: usize) -> (u64, u64) {
+        self.workers[worker].control.message_counts()
+    }
+
     /// The segment (for zero-copy views of its arrays).
     pub fn segment(&self) -> &Segment {
         &self.segment
@@ -490,7 +500,19 @@ impl Pool {
             let error = ControlError::Protocol(format!("error completion {c:?} without its error message"));
             return self.on_death(w, Some(error));
         }
-        if c.has_message() {
+        if c.is_in_arena() && c.has_message() {
+            let error = ControlError::Protocol(format!("completion {c:?} claims both the info arena and a message"));
+            return self.on_death(w, Some(error));
+        }
+        if c.is_in_arena() {
+            // SYNC POINT: the Acquire pop of `c` pairs with the worker's Release push after it
+            // wrote the arena (see info_arena.rs); the payload is copied out before the worker
+            // gets its next command.
+            match self.segment.info_arena(w).read(c.seq) {
+                Ok(bytes) => self.flight(w).reply = Some(bytes),
+                Err(e) => return self.on_death(w, Some(ControlError::Protocol(e.to_string()))),
+            }
+        } else if c.has_message() {
             // The worker sends the message right after the completion; a signal may interrupt the
             // read (a Timeout before the frame starts), which is retried: the worker is alive.
             let deadline = Instant::now() + Duration::from_secs(30);

@@ -16,6 +16,7 @@
 //! assert_eq!(attached.layout(), &layout);
 //! ```
 
+use crate::info_arena::InfoArena;
 use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::metrics::{PoolMetrics, WorkerMetrics};
@@ -250,6 +251,21 @@ impl Segment {
             Ring::<Command>::init(memory.clone(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY);
             Ring::<Completion>::init(memory, self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY);
         }
+    }
+    /// Worker `worker`'s info arena ([`crate::info_arena`]). Only the worker writes it, while it
+    /// runs a command; only the main process reads it, after that command's completion.
+    ///
+    /// # Panics
+    /// When `worker >= num_workers`.
+    pub fn info_arena(&self, worker: usize) -> InfoArena<'_> {
+        assert!(worker < self.layout.num_workers, "worker {worker} out of range");
+        let (at, len) = (self.layout.info_arena_offset(worker), self.layout.info_arena_bytes());
+        debug_assert!(at + len <= self.mem.len);
+        // SAFETY: the arena lies inside the mapping (layout arithmetic validated against its
+        // length), which lives as long as the view borrows `self`; the protocol in info_arena.rs
+        // keeps the worker and the main process from touching it at the same time.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(at), len) };
+        InfoArena::new(bytes, worker)
     }
     /// A view of data slot `slot`.
     ///

@@ -159,6 +159,9 @@ fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
     let want_infos: Vec<Value> = (0..N).map(|i| json!([i, {"reset_c": reference[i].env().c}])).collect();
     assert_eq!(infos(&out), want_infos);
     let (mut done, mut episodes) = ([false; N], 0);
+    // Infos travel through the workers' info arenas: no control-socket message per step.
+    let counts: Vec<(u64, u64)> = (0..2).map(|w| p.control_message_counts(w)).collect();
+    let mut with_infos = 0;
     for t in 0..120i64 {
         let actions: Vec<i64> = (0..N as i64).flat_map(|i| [(t + i) % 3, (t * i) % 3]).collect();
         let out = p.step(bytemuck::cast_slice(&actions)).unwrap();
@@ -198,6 +201,7 @@ fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
                 want_infos.push(json!([i, entries]));
             }
         }
+        with_infos += usize::from(!want_infos.is_empty());
         assert_eq!(infos(&out), want_infos, "step {t}");
         // Observations lie in the space (a leaf-level check, as check_env does).
         let space = reference[0].observation_space().clone();
@@ -208,6 +212,8 @@ fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
         }
     }
     assert!(episodes > N, "the run must cross autoresets, saw {episodes}");
+    assert!(with_infos > 10, "the run must have steps with infos, saw {with_infos}");
+    assert_eq!((0..2).map(|w| p.control_message_counts(w)).collect::<Vec<_>>(), counts);
     p.close(Duration::from_secs(5));
 }
 

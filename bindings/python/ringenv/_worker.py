@@ -23,9 +23,8 @@ from typing import Any, List, Optional, Tuple
 import cloudpickle
 import numpy as np
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
-from gymnasium.vector.utils import write_to_shared_memory
 
-from ringenv import _layout
+from ringenv import _layout, _obs_writer
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
 #: (which still starts with the working directory) before it is replaced.
@@ -96,7 +95,7 @@ def _build(init: bytes, info: dict):
         obs_fast = True
     else:
         mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
-        obs_targets = [[functools.partial(_write, obs_space, start + k, mem) for k in range(count)] for mem in mems]
+        obs_targets = [[_obs_writer.writer(obs_space, start + k, mem) for k in range(count)] for mem in mems]
         obs_fast = False
     if act_leaves:
         action_views = [_layout.flat_view(act_space, n, seg, act_offs[0])[start:stop] for _, act_offs in offsets]
@@ -116,13 +115,19 @@ def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):
     return array
 
 
-def _write(space, index: int, memory, value) -> None:
-    write_to_shared_memory(space, index, value, memory)
-
-
 def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> bytes:
-    """A step's or reset's message: observations (pickled path only) and non-empty infos."""
-    return cloudpickle.dumps((observations, infos))
+    """A step's or reset's message: observations (pickled path only) and non-empty infos.
+
+    Plain ``pickle`` (protocol 5, what cloudpickle writes for importable objects) first: about 3x
+    faster than cloudpickle's pure-Python pickler on the small dicts of per-step infos. Anything
+    plain pickle refuses (lambdas, classes defined in the caller's ``__main__``) goes through
+    cloudpickle, as before; the main process reads both with ``pickle.loads``.
+    """
+    message = (observations, infos)
+    try:
+        return pickle.dumps(message, protocol=5)
+    except Exception:
+        return cloudpickle.dumps(message)
 
 
 def _unpack(payload: bytes) -> Any:

@@ -1,0 +1,94 @@
+"""The worker's writer of composite observations (ringenv._obs_writer): the same bytes and errors
+as Gymnasium's write_to_shared_memory, with one copy per leaf (no temporary of the leaf's size)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory, write_to_shared_memory
+
+from ringenv import _layout, _obs_writer
+
+N = 3
+
+SPACE = spaces.Dict({
+    "image": spaces.Box(0, 255, (5, 4, 3), np.uint8),
+    "pos": spaces.Box(-1.0, 1.0, (2,), np.float32),
+    "count": spaces.Discrete(5),
+    "md": spaces.MultiDiscrete([3, 4]),
+    "mb": spaces.MultiBinary(3),
+    "nested": spaces.Dict({"grid": spaces.Box(-100, 100, (3, 3), np.int16)}),
+    "t": spaces.Tuple((spaces.Box(0, 10, (), np.int64), spaces.Text(5))),
+})
+
+
+def _memories(space):
+    leaves = _layout.plan(space, N)
+    sizes = [_layout.leaf_bytes(leaf) * N for leaf in leaves]
+    ours = [np.zeros(s, np.uint8) for s in sizes]
+    ref = [np.zeros(s, np.uint8) for s in sizes]
+
+    def bind(bufs):
+        from ringenv._layout import _BindContext
+        return create_shared_memory(space, n=N, ctx=_BindContext(bufs))
+
+    return ours, bind(ours), ref, bind(ref)
+
+
+def _values():
+    rng = np.random.default_rng(0)
+    v = SPACE.sample()
+    yield "sample", v
+    w = dict(v)
+    w["pos"] = rng.normal(size=2)  # float64 into float32: cast as np.asarray(value, float32) casts
+    w["image"] = rng.integers(0, 300, (5, 4, 3))  # int64 into uint8: wraps as Gymnasium wraps
+    w["count"] = 3  # a Python int
+    w["md"] = [2, 1]  # a list
+    w["mb"] = np.array([True, False, True])  # bools into int8
+    yield "casts", w
+    x = dict(v)
+    x["pos"] = np.ones((1, 2))  # same size, other shape: Gymnasium flattens it
+    x["nested"] = {"grid": np.arange(9)}  # flat grid of the right size
+    yield "reshapes", x
+
+
+@pytest.mark.parametrize("what,value", list(_values()), ids=[w for w, _ in _values()])
+def test_same_bytes_as_gymnasium(what, value):
+    ours_bufs, ours_mem, ref_bufs, ref_mem = _memories(SPACE)
+    for index in range(N):
+        _obs_writer.writer(SPACE, index, ours_mem)(value)
+        write_to_shared_memory(SPACE, index, value, ref_mem)
+    for a, b in zip(ours_bufs, ref_bufs):
+        assert a.tobytes() == b.tobytes(), what
+
+
+def test_same_errors_as_gymnasium():
+    _, ours_mem, _, ref_mem = _memories(SPACE)
+    v = SPACE.sample()
+    for bad in ({k: x for k, x in v.items() if k != "pos"}, {**v, "pos": np.zeros(5)}, {**v, "t": (1,)}):
+        with pytest.raises(Exception) as ref_error:
+            write_to_shared_memory(SPACE, 0, bad, ref_mem)
+        with pytest.raises(type(ref_error.value)):
+            _obs_writer.writer(SPACE, 0, ours_mem)(bad)
+
+
+def test_one_copy_per_leaf_no_temporary():
+    space = spaces.Dict({"a": spaces.Box(0, 255, (1 << 20,), np.uint8), "b": spaces.Box(0, 9, (1 << 17,), np.int64)})
+    _, ours_mem, _, ref_mem = _memories(space)
+    write = _obs_writer.writer(space, 1, ours_mem)
+    value = space.sample()
+    write(value)  # warm up
+    tracemalloc.start()
+    try:
+        write(value)
+        _, ours_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        write_to_shared_memory(space, 1, value, ref_mem)
+        _, ref_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert ref_peak >= 1 << 20, "Gymnasium's path makes a temporary copy of a leaf (flatten)"
+    assert ours_peak < 64 << 10, f"the writer allocated {ours_peak} bytes writing 2 MiB of leaves"
