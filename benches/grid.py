@@ -416,7 +416,9 @@ def section(report: Dict[str, Any]) -> List[str]:
     s = report["settings"]
     lines = [
         BEGIN,
-        "## The grid of issue 12: default settings, quiet and with a busy neighbour (`benches/grid.py`)",
+        "## The grid of issue 12: default settings, "
+        + " and ".join("quiet" if c["name"] == "quiet" else "with a busy neighbour" for c in report["conditions"])
+        + (" (`--quick`: a corner of the grid)" if s.get("quick") else "") + " (`benches/grid.py`)",
         "",
         "Written by `benches/grid.py` (`scripts/bench.sh` runs it); edit the script, not this section.",
         f"Machine: {m['cores']} cores usable ({m['cpu_count']} in all), CPU {m.get('cpu_model') or 'unknown'}, "
