@@ -19,7 +19,8 @@ is computed by :func:`evaluate_targets`.
 
 Usage: ``python benches/envpool_cartpole.py [--seconds 3] [--num-envs 16,32] [--workers 1,2]
 [--json PATH]``; ``scripts/bench.py`` runs it and writes the figures into ``benches/RESULTS.md``.
-The measuring loop is ``benches/python_envs.py``'s.
+Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``);
+EnvPool runs behind ``ringenv.cli.bench.EnvPoolVector``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from python_envs import async_loop, finish, measure, sync_loop, usable_cores, versions
+from python_envs import figures, finish, usable_cores, versions
+from ringenv.cli._measure import measure
 
 ENV_ID = "CartPole-v1"
 
@@ -52,7 +54,8 @@ def configurations(num_envs: List[int], workers: List[int]) -> List[Dict[str, An
 
 
 def run_row(row: Dict[str, Any], seconds: float) -> Dict[str, Any]:
-    """Measures one row (see ``python_envs.measure``); EnvPool's envs are seeded at ``make``."""
+    """Measures one row with the one measurement loop (see ``python_envs.figures``); EnvPool's envs
+    are seeded at ``make``."""
     n, b, w = row["num_envs"], row["batch_size"], row["workers"]
     envpool_row = row["runtime"] == "EnvPool"
     rng = np.random.default_rng(0)
@@ -60,36 +63,17 @@ def run_row(row: Dict[str, Any], seconds: float) -> Dict[str, Any]:
 
     def make():
         if envpool_row:
-            import envpool
+            from ringenv.cli.bench import EnvPoolVector
 
-            return _Closing(envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, batch_size=b, num_threads=w,
-                                         seed=0))
+            return EnvPoolVector(ENV_ID, n, w, 0, batch_size=b)
         import ringenv
 
         return ringenv.make_vec(ENV_ID, num_envs=n, vector_kwargs=dict(num_workers=w, copy=False,
                                                                        check_actions=False, batch_size=b))
 
-    def start(env) -> Callable[[], int]:
-        if row["mode"] == "step":
-            return sync_loop(env, actions, env.reset if envpool_row else lambda: env.reset(seed=0))
-        return async_loop(env, actions, env.async_reset if envpool_row else lambda: env.async_reset(seed=0))
-
-    return measure(make, start, seconds=seconds, warmup=min(1.0, 0.2 * seconds))
-
-
-class _Closing:
-    """An EnvPool env with a ``close`` (some EnvPool versions have none)."""
-
-    def __init__(self, env):
-        self.env = env
-
-    def __getattr__(self, name):
-        return getattr(self.env, name)
-
-    def close(self):
-        close = getattr(self.env, "close", None)
-        if close is not None:
-            close()
+    m = measure(make, num_envs=n, seconds=seconds, seed=0, batch_size=b, actions=actions,
+                warmup_s=min(1.0, 0.2 * seconds))
+    return figures(m)
 
 
 def label(row: Dict[str, Any]) -> str:

@@ -34,6 +34,9 @@ EnvPool-style asynchronous batches (``async_reset``, then ``recv``/``send`` with
 time with ``device="cuda"`` (batches copied to the GPU; the clock stops after
 ``torch.cuda.synchronize()``).
 
+Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the
+same as ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and ``benches/grid.py``).
+
 Usage: ``python benches/python_envs.py [--seconds 3] [--costs 0,40,750] [--max-workers 4]
 [--num-envs 32] [--device cuda] [--json PATH]``. ``scripts/bench.py`` runs it and writes the
 figures and the targets' verdicts (:func:`evaluate_targets`) into ``benches/RESULTS.md``.
@@ -43,18 +46,19 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 import psutil
 from ringenv.cli._common import usable_cores
+from ringenv.cli._measure import Measurement, measure
+from ringenv.cli._measure import single_loop_steps_per_s as _single_loop
 
 OBS_SHAPE = (4,)
 
@@ -101,103 +105,18 @@ def make_env(cost_us: float) -> gym.Env:
 # -- measuring ------------------------------------------------------------------------------------
 
 
-def cpu_seconds(processes: List[psutil.Process]) -> Dict[int, float]:
-    """user + system CPU seconds (all threads) of each process still alive, by pid."""
-    out = {}
-    for p in processes:
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        out[p.pid] = t.user + t.system
-    return out
-
-
-def process_tree() -> List[psutil.Process]:
-    """This process and every process below it (the workers of the env being measured)."""
-    me = psutil.Process()
-    return [me] + me.children(recursive=True)
-
-
-def sync_loop(env, actions: List[np.ndarray], reset: Callable[[], Any]) -> Callable[[], int]:
-    """Resets ``env``; returns a function making one ``env.step`` and returning its env steps."""
-    reset()
-    batches, n = itertools.cycle(actions), len(actions[0])
-
-    def advance() -> int:
-        env.step(next(batches))
-        return n
-
-    return advance
-
-
-def async_loop(env, actions: List[np.ndarray], reset: Callable[[], Any]) -> Callable[[], int]:
-    """Starts ``env``'s asynchronous batches with ``reset`` (its ``async_reset``); returns a
-    function making one ``recv`` + ``send`` (EnvPool's protocol) and returning the batch's size."""
-    reset()
-    batches = itertools.cycle(actions)
-
-    def advance() -> int:
-        info = env.recv()[4]
-        ids = info["env_id"]
-        env.send(next(batches), ids)
-        return len(ids)
-
-    return advance
-
-
-def measure(make: Callable[[], Any], start: Callable[[Any], Callable[[], int]], *, seconds: float,
-            warmup: float, synchronize: Optional[Callable[[], None]] = None) -> Dict[str, Any]:
-    """Builds an env with ``make``, starts it with ``start`` (``sync_loop``/``async_loop``), warms
-    up for ``warmup`` seconds, then advances it for ``seconds`` seconds.
-
-    Returns:
-        ``steps_per_s``, ``env_steps``, ``wall_s``, ``startup_s`` (building the env), ``cpu_s``
-        (tree CPU seconds in the timed window) and ``tree_cores`` (``cpu_s / wall_s``).
-    """
-    t = time.perf_counter()
-    env = make()
-    startup = time.perf_counter() - t
-    try:
-        advance = start(env)
-        end = time.perf_counter() + warmup
-        while time.perf_counter() < end:
-            advance()
-        processes = process_tree()
-        cpu0 = cpu_seconds(processes)
-        steps, t0 = 0, time.perf_counter()
-        deadline = t0 + seconds
-        while True:
-            for _ in range(8):
-                steps += advance()
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        if synchronize is not None:
-            synchronize()
-            now = time.perf_counter()
-        cpu1 = cpu_seconds(processes)
-    finally:
-        env.close()
-    wall = now - t0
-    cpu = sum(cpu1[pid] - cpu0[pid] for pid in cpu1 if pid in cpu0)
-    return {"steps_per_s": steps / wall, "env_steps": steps, "wall_s": wall, "startup_s": startup, "cpu_s": cpu,
-            "tree_cores": cpu / wall}
+def figures(m: Measurement) -> Dict[str, Any]:
+    """The figures this benchmark reports of one measurement of the one measurement loop
+    (``ringenv.cli._measure``): ``steps_per_s``, ``env_steps``, ``wall_s``, ``startup_s``
+    (building the env), ``cpu_s`` (tree CPU seconds in the timed window) and ``tree_cores``
+    (``cpu_s / wall_s``)."""
+    return {"steps_per_s": m.steps_per_s, "env_steps": m.env_steps, "wall_s": m.wall_s, "startup_s": m.startup_s,
+            "cpu_s": m.tree_cpu_s, "tree_cores": m.tree_cpu_s / m.wall_s}
 
 
 def single_loop_steps_per_s(cost_us: float, seconds: float) -> float:
     """Steps/s of one env stepped by a plain ``env.step`` loop in this process."""
-    env = make_env(cost_us)
-    env.reset(seed=0)
-    chunk = max(1, min(1000, int(1e-3 / max(cost_us * 1e-6, 1e-6))))  # ~1 ms between clock reads
-    steps, t0 = 0, time.perf_counter()
-    while True:
-        for _ in range(chunk):
-            env.step(0)
-        steps += chunk
-        wall = time.perf_counter() - t0
-        if wall >= seconds:
-            return steps / wall
+    return _single_loop(functools.partial(make_env, cost_us), seconds)
 
 
 # -- the rows -------------------------------------------------------------------------------------
@@ -236,7 +155,7 @@ def configurations(num_envs: int, max_workers: int, device: Optional[str]) -> Li
 
 
 def run_row(row: Dict[str, Any], cost_us: float, num_envs: int, seconds: float) -> Dict[str, Any]:
-    """Measures one row; returns its figures (see :func:`measure`)."""
+    """Measures one row with the one measurement loop; returns its figures (see :func:`figures`)."""
     import ringenv
 
     fns = [functools.partial(make_env, cost_us)] * num_envs
@@ -258,12 +177,9 @@ def run_row(row: Dict[str, Any], cost_us: float, num_envs: int, seconds: float) 
             return gym.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False)
         return gym.vector.SyncVectorEnv(fns, copy=False)
 
-    def start(env) -> Callable[[], int]:
-        if row["mode"] == "step":
-            return sync_loop(env, actions, lambda: env.reset(seed=0))
-        return async_loop(env, actions, lambda: env.async_reset(seed=0))
-
-    return measure(make, start, seconds=seconds, warmup=min(1.0, 0.2 * seconds), synchronize=synchronize)
+    m = measure(make, num_envs=num_envs, seconds=seconds, seed=0, batch_size=row["batch_size"], actions=actions,
+                warmup_s=min(1.0, 0.2 * seconds), synchronize=synchronize)
+    return figures(m)
 
 
 def label(row: Dict[str, Any]) -> str:

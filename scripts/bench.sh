@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Regenerates benches/RESULTS.md: set-up as for the demo (plus the `bench` extra: envpool,
-# psutil), then every benchmark in one run: the speed targets of issue 5 (Python envs of 0, 40 and
-# 750 µs per step against Gymnasium's vector envs; Rust CartPole against EnvPool), the criterion
-# ring round trip with its socket peer, the main job's table, `ringenv bench`, and the examples
-# (SB3 PPO on CartPole; TorchRL's ParallelEnv against ringenv's under a collector). ~15 min on
-# 2 cores. Usage: scripts/bench.sh [--seconds S] [--skip-examples] [--max-workers N] [--device cuda]
-# (scripts/bench.py --help lists every option).
+# minigrid), then scripts/bench.py (issue 5's targets: Python envs of 0, 40 and 750 µs per step
+# against Gymnasium's vector envs, Rust CartPole against EnvPool; the criterion ring round trip with
+# its socket peer, the main job's table, `ringenv bench`, and issue 7's examples; ~15 min on 2
+# cores), then benches/grid.py (issue 12's grid, quiet and with a busy neighbour, with its targets'
+# verdicts; ~10 min on 2 cores), which replaces its own section of the file.
+# Usage: scripts/bench.sh [scripts/bench.py options]      both, bench.py with these options
+#        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
+# (scripts/bench.py --help and benches/grid.py --help list every option).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RINGENV_EXTRAS="${RINGENV_EXTRAS:-test,bench}" scripts/setup.sh
-exec "${RINGENV_VENV:-.venv}/bin/python" scripts/bench.py "$@"
+PY="${RINGENV_VENV:-.venv}/bin/python"
+if [ "${1:-}" = "--grid" ]; then
+    shift
+    exec "$PY" benches/grid.py "$@"
+fi
+"$PY" scripts/bench.py "$@"
+exec "$PY" benches/grid.py

@@ -1,87 +1,212 @@
-"""ringenv's main job: step real environments through ringenv and through Gymnasium's own
-vector envs on this machine, and print steps per second side by side.
+"""ringenv's main job: step real environments through ringenv and through what a user would pick
+instead, in the same run on this machine, and print steps per second with ringenv's ratio to the
+best of them.
 
-Run through scripts/demo.sh (which sets everything up). Each measurement resets with seed 0,
-warms up, then steps with random actions for --seconds seconds; a "step" is one env step, so a
-vector step of 16 envs counts 16.
+Run through scripts/demo.sh (which sets everything up). Every runtime runs with its default
+settings (ringenv: ``ringenv.AsyncVectorEnv(env_fns)`` / ``ringenv.make_vec(id, n)``, nothing
+else; Gymnasium: ``SyncVectorEnv(env_fns)``, ``AsyncVectorEnv(env_fns)``). Each row is measured
+by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the same as ``ringenv tune``
+and ``benches/``): reset with seed 0, a warm-up, then random actions (pre-generated, seeded) for
+``--seconds`` seconds; a "step" is one env step, so a vector step of 16 envs counts 16, and tree
+CPU is the CPU seconds of the main process and every worker per wall second (psutil).
+
+The groups:
+
+- CartPole-v1 as a Python env (``gymnasium.make``), 16 envs: ringenv against Gymnasium's
+  ``SyncVectorEnv`` and ``AsyncVectorEnv``.
+- MiniGrid-DoorKey-8x8-v0 (the ``minigrid`` package, a third-party env with a Dict observation:
+  an image, a direction and a Text mission), 8 envs, with per-step infos: MiniGrid's own ``step``
+  returns an empty info dict, so a thin wrapper (:class:`StepInfos`) reports three scalars every
+  step (step count, agent direction, whether it carries the key), as most real envs report
+  something every step; the same wrapped env runs under every runtime. Gymnasium's
+  ``AsyncVectorEnv`` runs with ``shared_memory=False``: its default cannot hold a Text space and
+  its error says to pass that.
+- CartPole-v1 as ringenv's built-in Rust env (``ringenv.make_vec``), 16 envs, against Gymnasium's
+  own vectorised CartPole (``gymnasium.make_vec("CartPole-v1", 16,
+  vectorization_mode="vector_entry_point")``: NumPy over all envs at once, the fastest CartPole
+  Gymnasium has).
+
+"vs best peer" is ringenv's steps/s over the best peer's in its group, measured minutes apart at
+most; below 1.00x ringenv was slower than what a user would otherwise use.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import time
+import json
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import gymnasium as gym
-import numpy as np
 
 import ringenv
+from ringenv.cli._common import machine_info
+from ringenv.cli._measure import measure
+
+MINIGRID_ID = "MiniGrid-DoorKey-8x8-v0"
 
 
-def measure(make, seconds: float, num_envs: int, n_actions: int):
-    envs = make()
-    try:
-        envs.reset(seed=0)
-        rng = np.random.default_rng(0)
-        actions = [rng.integers(0, n_actions, num_envs) for _ in range(256)]
-        for a in actions[:32]:  # warm-up
-            envs.step(a)
-        steps, start = 0, time.perf_counter()
-        while True:
-            for a in actions:
-                envs.step(a)
-            steps += len(actions)
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                return steps * num_envs / elapsed
-    finally:
-        envs.close()
+class StepInfos(gym.Wrapper):
+    """Adds three scalar infos to every ``step`` and ``reset`` of a MiniGrid env: ``step_count``
+    (int), ``agent_dir`` (int, 0-3) and ``carrying_key`` (bool)."""
+
+    def _infos(self, info: Dict[str, Any]) -> Dict[str, Any]:
+        env = self.env.unwrapped
+        carrying = getattr(env, "carrying", None)
+        return {**info, "step_count": int(env.step_count), "agent_dir": int(env.agent_dir),
+                "carrying_key": bool(carrying is not None and carrying.type == "key")}
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._infos(info)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self._infos(info)
 
 
-def measure_rows(seconds: float, n: int):
-    """Measures every row of the table; returns dicts with env, runtime, workers, steps_per_s.
-    Gymnasium's AsyncVectorEnv comes first: it is the baseline of the ratios."""
-    workers = min(n, os.cpu_count() or 1)
-    python_cartpole = [lambda: gym.make("CartPole-v1") for _ in range(n)]
-    rows = [
-        ("CartPole-v1 (Python)", "gymnasium AsyncVectorEnv", n,
-         lambda: gym.vector.AsyncVectorEnv(python_cartpole), 2),
-        ("CartPole-v1 (Python)", "gymnasium SyncVectorEnv", 0,
-         lambda: gym.vector.SyncVectorEnv(python_cartpole), 2),
-        ("CartPole-v1 (Python)", "ringenv.AsyncVectorEnv", workers,
-         lambda: ringenv.AsyncVectorEnv(python_cartpole, num_workers=workers), 2),
-        ("CartPole-v1 (Rust)", "ringenv make_vec", workers,
-         lambda: ringenv.make_vec("CartPole-v1", n, vector_kwargs={"num_workers": workers}), 2),
-        ("BlocksWorld-v0 (Rust)", "ringenv make_vec", workers,
-         lambda: ringenv.make_vec("BlocksWorld-v0", n, vector_kwargs={"num_workers": workers}), 20),
+def make_python_cartpole():
+    return gym.make("CartPole-v1")
+
+
+def make_minigrid():
+    import minigrid  # noqa: F401  (registers the MiniGrid ids)
+
+    return StepInfos(gym.make(MINIGRID_ID))
+
+
+def groups(num_envs: int, minigrid_envs: int) -> List[Dict[str, Any]]:
+    """The demo's groups: each an env, its number of envs, and its rows (runtime, whether it is
+    ringenv, a factory of the vector env)."""
+    cartpole = [make_python_cartpole] * num_envs
+    minigrid_fns = [make_minigrid] * minigrid_envs
+    return [
+        {"env": "CartPole-v1 (Python, gymnasium.make)", "num_envs": num_envs, "rows": [
+            ("gymnasium SyncVectorEnv", False, lambda: gym.vector.SyncVectorEnv(cartpole)),
+            ("gymnasium AsyncVectorEnv", False, lambda: gym.vector.AsyncVectorEnv(cartpole)),
+            ("ringenv.AsyncVectorEnv", True, lambda: ringenv.AsyncVectorEnv(cartpole)),
+        ]},
+        {"env": f"{MINIGRID_ID} (Dict obs, 3 infos every step)", "num_envs": minigrid_envs, "rows": [
+            ("gymnasium SyncVectorEnv", False, lambda: gym.vector.SyncVectorEnv(minigrid_fns)),
+            # Gymnasium's default (shared_memory=True) cannot hold MiniGrid's Text mission and says to
+            # pass shared_memory=False, as a user would
+            ("gymnasium AsyncVectorEnv (shared_memory=False)", False,
+             lambda: gym.vector.AsyncVectorEnv(minigrid_fns, shared_memory=False)),
+            ("ringenv.AsyncVectorEnv", True, lambda: ringenv.AsyncVectorEnv(minigrid_fns)),
+        ]},
+        {"env": "CartPole-v1 (ringenv: built-in Rust; peer: Gymnasium's vectorised NumPy)", "num_envs": num_envs,
+         "rows": [
+            ("gymnasium make_vec (vector_entry_point)", False,
+             lambda: gym.make_vec("CartPole-v1", num_envs, vectorization_mode="vector_entry_point")),
+            ("ringenv.make_vec", True, lambda: ringenv.make_vec("CartPole-v1", num_envs)),
+        ]},
     ]
-    for env, runtime, w, make, n_actions in rows:
-        yield {"env": env, "runtime": runtime, "workers": w, "steps_per_s": measure(make, seconds, n, n_actions)}
 
 
-def main():
+def _workers(envs) -> Optional[int]:
+    """Worker processes of a vector env (``None``: steps in the main process)."""
+    if hasattr(envs, "num_workers"):
+        return int(envs.num_workers)
+    procs = getattr(envs, "processes", None)
+    return len(procs) if procs is not None else None
+
+
+def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
+                   on_row: Callable[[Dict[str, Any], Dict[str, Any]], None] = lambda group, row: None
+                   ) -> Iterator[Dict[str, Any]]:
+    """Measures every row of every group, yielding each group once measured: ``env``,
+    ``num_envs`` and ``rows``, each row with ``runtime``, ``ringenv`` (bool), ``workers``
+    (``None``: in the main process) and the measurement's figures (``steps_per_s``, ``cpu``, ...),
+    or ``error``; ringenv rows also get ``best_peer`` and ``vs_best_peer``. ``on_row(group, row)``
+    is called after each row."""
+    for group in groups(num_envs, minigrid_envs):
+        n = group["num_envs"]
+        rows = []
+        for runtime, is_ringenv, make in group["rows"]:
+            made: List[Any] = []
+
+            def build(make=make, made=made):
+                made.append(make())
+                return made[-1]
+
+            row: Dict[str, Any] = {"runtime": runtime, "ringenv": is_ringenv}
+            try:
+                row.update(measure(build, num_envs=n, seconds=seconds, seed=0).figures())
+                row["workers"] = _workers(made[0])
+            except Exception as e:  # a runtime that fails is reported; the others still run
+                row["error"] = f"{type(e).__name__}: {e}"[:200]
+            rows.append(row)
+            on_row(group, row)
+        peers = [r for r in rows if not r["ringenv"] and "steps_per_s" in r]
+        best = max(peers, key=lambda r: r["steps_per_s"], default=None)
+        for r in rows:
+            if r["ringenv"] and "steps_per_s" in r and best is not None:
+                r["best_peer"] = best["runtime"]
+                r["vs_best_peer"] = r["steps_per_s"] / best["steps_per_s"]
+        yield {"env": group["env"], "num_envs": n, "rows": rows}
+
+
+def table_lines(group: Dict[str, Any]) -> List[str]:
+    """One group as text: a title line, a header, a line per row."""
+    best = next((r.get("best_peer") for r in group["rows"] if r.get("best_peer")), None)
+    lines = [f"{group['env']}, {group['num_envs']} envs",
+             f"  {'runtime':<48}{'workers':>8}{'steps/s':>13}{'µs/step':>10}{'tree CPU':>10}{'vs best peer':>15}"]
+    for row in group["rows"]:
+        if "error" in row:
+            lines.append(f"  {row['runtime']:<48}{'-':>8}  error: {row['error']}")
+            continue
+        w = "in-proc" if row["workers"] is None else str(row["workers"])
+        if row["ringenv"]:
+            ratio = f"{row['vs_best_peer']:.2f}x" if "vs_best_peer" in row else "-"
+        else:
+            ratio = "(best peer)" if row["runtime"] == best else ""
+        lines.append(f"  {row['runtime']:<48}{w:>8}{row['steps_per_s']:>13,.0f}{row['us_per_env_step']:>10.2f}"
+                     f"{row['cpu']['tree_cores']:>10.2f}{ratio:>15}")
+    return lines
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
-    parser.add_argument("--num-envs", type=int, default=16, help="envs per vector env (default 16)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="seconds per measurement, after the warm-up (default 3)")
+    parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
     args = parser.parse_args()
-    n, cores = args.num_envs, os.cpu_count() or 1
-    print(f"ringenv {ringenv.__version__} demo on {platform.machine()}, {cores} cores, Python "
-          f"{platform.python_version()}, gymnasium {gym.__version__}; {n} envs, {args.seconds:g} s each\n")
-    header = f"{'env':<23}{'runtime':<28}{'workers':>8}{'steps/s':>13}{'µs/step':>10}{'vs gym Async':>14}"
-    print(header)
-    print("-" * len(header))
-    baseline = None  # gymnasium's AsyncVectorEnv, measured first
-    for row in measure_rows(args.seconds, n):
-        sps = row["steps_per_s"]
-        if row["runtime"] == "gymnasium AsyncVectorEnv":
-            baseline = sps
-        ratio = f"{sps / baseline:.2f}x" if baseline else "-"
-        w_text = str(row["workers"]) if row["workers"] else "in-proc"
-        print(f"{row['env']:<23}{row['runtime']:<28}{w_text:>8}{sps:>13,.0f}{1e6 / sps:>10.2f}{ratio:>14}", flush=True)
-    print("\nringenv.AsyncVectorEnv's ratio is measured against gymnasium's AsyncVectorEnv in the same run;"
-          " the Rust rows step ringenv's built-in envs (no Python in the step loop).")
+    if not args.seconds > 0:
+        parser.error(f"argument --seconds: must be positive, got {args.seconds:g}")
+    try:
+        import minigrid  # noqa: F401
+    except ImportError:
+        parser.error("the minigrid package is missing: scripts/demo.sh installs it (ringenv's test extra)")
+    info = machine_info()
+    print(f"ringenv demo. Machine: {info['cores']} cores usable ({info['cpu_count']} in all), "
+          f"CPU {info.get('cpu_model') or 'model unknown'}, {info['platform']}")
+    print(f"Versions: ringenv {info['ringenv']}, Python {info['python']}, gymnasium {info['gymnasium']}, "
+          f"numpy {info['numpy']}")
+    print(f"{args.seconds:g} s per row after a warm-up; default settings for every runtime; steps/s counts env "
+          "steps; tree CPU = cores busy (main process + workers)\n", flush=True)
+
+    def on_row(group, row):
+        figure = f"{row['steps_per_s']:,.0f} steps/s" if "steps_per_s" in row else row["error"]
+        print(f"  .. {group['env']}: {row['runtime']}: {figure}", file=sys.stderr, flush=True)
+
+    result = []
+    for group in measure_groups(args.seconds, on_row=on_row):
+        result.append(group)
+        print("\n".join(table_lines(group)) + "\n", flush=True)
+    print("Headline, ringenv against the best peer in the same run:")
+    for group in result:
+        for r in group["rows"]:
+            if r["ringenv"]:
+                ratio = f"{r['vs_best_peer']:.2f}x {r['best_peer']}" if "vs_best_peer" in r else "not measured"
+                print(f"  {group['env']}: {ratio}")
+    print("\nBelow 1.00x ringenv was slower than the best alternative on this machine; benches/RESULTS.md has the "
+          "full grid (scripts/bench.sh).")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": info, "seconds": args.seconds, "groups": result}, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -57,6 +57,9 @@ BAD_ARGUMENTS = [
     (["tune", "CartPole-v1", "--num-envs", "0"], "argument --num-envs", "positive"),
     (["tune", "CartPole-v1", "--env-kwargs", "[1, 2]"], "argument --env-kwargs", "JSON object"),
     (["tune", "CartPole-v1", "--json", "/no/such/dir/report.json"], "argument --json", "does not exist"),
+    (["tune", "CartPole-v1", "--spin-us", "-1"], "argument --spin-us", ">= 0"),
+    (["tune", "CartPole-v1", "--spin-us", "nan"], "argument --spin-us", ">= 0"),
+    (["tune", "CartPole-v1", "--spin-us", "fast"], "argument --spin-us", "'fast' is not a number"),
     (["tune"], "ENV", "required"),
     (["bench", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
     (["bench", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
@@ -92,7 +95,8 @@ def test_bad_arguments_in_subprocess(argv, names, detail):
 def test_help_lists_the_options(capsys):
     assert ringenv.cli.main(["tune", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("--num-envs", "--workers", "--batch-size", "--seconds", "--device", "--json", "--plot", "--seed"):
+    for option in ("--num-envs", "--workers", "--batch-size", "--seconds", "--device", "--json", "--plot", "--seed",
+                   "--spin-us"):
         assert option in out
 
 
@@ -293,6 +297,137 @@ def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
     assert data["configurations"][0]["env_steps"] == 4 * data["configurations"][0]["vector_steps"]
 
 
+def test_tune_spin_us_reaches_the_vector_env(tmp_path, capsys, monkeypatch):
+    # --spin-us is passed as AsyncVectorEnv(spin_us=...) and recorded; without it nothing is passed,
+    # so ringenv's own wake-up policy runs as in a user's program
+    import ringenv
+
+    seen = []
+    real = ringenv.make_vec
+
+    def recording(*args, **kwargs):
+        seen.append(dict(kwargs.get("vector_kwargs") or {}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ringenv, "make_vec", recording)
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--spin-us", "25", "--json",
+                             str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "spin bound 25 µs" in captured.out
+    assert seen == [{"num_workers": 1, "spin_us": 25.0}]
+    assert json.loads(report.read_text())["settings"]["spin_us"] == 25.0
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--json", str(report)])
+    assert code == 0
+    assert seen[1] == {"num_workers": 1}, "no spin_us: ringenv's default policy"
+    assert json.loads(report.read_text())["settings"]["spin_us"] is None
+    assert "spin bound" not in capsys.readouterr().out
+
+
+def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "2", "--spin-us", "0", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "spin bound 0 µs (never spin)" in captured.out
+    (config,) = json.loads(report.read_text())["configurations"]
+    assert config["env_steps"] > 0 and config["worker_processes"] == 2
+
+
+REPO = TESTS_DIR.parents[1]
+
+
+@pytest.fixture(scope="session")
+def worker_binary() -> str:
+    """ringenv's own worker binary, ``ringenv-worker`` (built with the SDK; it answers ``describe``
+    like any SDK binary), built once per session with cargo into the workspace's target directory
+    (offline first: ringenv's own build downloaded every crate it needs)."""
+    import shutil
+
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed: no worker binary can be built")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    done = None
+    for offline in (["--offline"], []):
+        done = subprocess.run(["cargo", "build", *offline, "-p", "ringenv-worker", "--bin", "ringenv-worker",
+                               "--target-dir", str(target)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            break
+    assert done is not None and done.returncode == 0, done.stderr[-3000:]
+    path = target / "debug" / "ringenv-worker"
+    assert os.access(path, os.X_OK), path
+    return str(path)
+
+
+def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
+    # what the Rust `ringenv tune` did: a worker binary built on the SDK, tuned as BINARY:ID
+    report = tmp_path / "tune.json"
+    p = run_cli("tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--spin-us", "50",
+                "--env-kwargs", '{"num_blocks": 4}', "--json", report, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"BlocksWorld-v0 (Rust, worker binary {worker_binary})" in p.stdout
+    assert "spin bound 50 µs" in p.stdout and "recommended:" in p.stdout
+    data = json.loads(report.read_text())
+    assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "BlocksWorld-v0"
+    assert data["env"]["kwargs"] == {"num_blocks": 4} and data["settings"]["spin_us"] == 50.0
+    assert [c["workers"] for c in data["configurations"]] == [1, 2]
+    for c in data["configurations"]:
+        assert c["env_steps"] > 0 and c["worker_processes"] == c["workers"]
+        assert c["cpu"]["workers_s"] > 0, "the worker binary's processes are measured"
+
+
+def test_tune_a_worker_binary_with_an_unknown_id_is_a_usage_error(worker_binary, capsys):
+    argv = ["tune", f"{worker_binary}:NoSuchEnv-v0", *TINY]
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, "argument ENV", "NoSuchEnv-v0")
+
+
+# -- the one measurement loop -------------------------------------------------------------------------
+
+
+def test_measure_counts_only_the_envs_own_worker_processes():
+    # a process started before the env (a busy neighbour, an earlier env) is never counted as a worker
+    import gymnasium as gym
+
+    from ringenv.cli._measure import measure
+
+    neighbour = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        fns = [lambda: gym.make("CartPole-v1")] * 2
+        sync = measure(lambda: gym.vector.SyncVectorEnv(fns), num_envs=2, seconds=0.1, seed=0)
+        assert sync.worker_processes == 0 and sync.worker_cpu_s == 0
+        assert sync.main_cpu_s > 0 and sync.env_steps == 2 * sync.vector_steps > 0
+        procs = measure(lambda: gym.vector.AsyncVectorEnv(fns), num_envs=2, seconds=0.2, seed=0)
+        assert procs.worker_processes == 2
+        figures = procs.figures()
+        assert figures["cpu"]["tree_s"] == pytest.approx(figures["cpu"]["main_s"] + figures["cpu"]["workers_s"])
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def test_measure_closes_the_env_when_a_step_raises():
+    import gymnasium as gym
+
+    from ringenv.cli._measure import measure
+
+    closed = []
+
+    class Broken(gym.vector.SyncVectorEnv):
+        def step(self, actions):
+            raise RuntimeError("env broke")
+
+        def close(self, **kwargs):
+            closed.append(True)
+            super().close(**kwargs)
+
+    with pytest.raises(RuntimeError, match="env broke"):
+        measure(lambda: Broken([lambda: gym.make("CartPole-v1")]), num_envs=1, seconds=0.1, seed=0)
+    assert closed == [True]
+
+
 def _cuda_unavailable_reason():
     """The CudaUnavailableError message on this machine, or None where CUDA can be used."""
     from ringenv._staging import parse_device
@@ -334,7 +469,7 @@ def _bench_rows(stdout):
     rows = {}
     for line in stdout.splitlines():
         for runtime in ("ringenv AsyncVectorEnv", "gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv",
-                        "TorchRL ParallelEnv", "EnvPool"):
+                        "gymnasium make_vec", "TorchRL ParallelEnv", "EnvPool"):
             if line.startswith(runtime):
                 rows.setdefault(runtime, []).append(line)
     return rows
@@ -378,6 +513,9 @@ def test_bench_builtin_in_subprocess(tmp_path):
             assert r["ratio_to_ringenv"] == pytest.approx(r["steps_per_s"] / reference[0]["steps_per_s"])
     assert by_runtime["gymnasium AsyncVectorEnv"][0]["worker_processes"] == 4  # one process per env
     assert by_runtime["gymnasium SyncVectorEnv"][0]["workers"] is None
+    # Gymnasium's own vectorised CartPole (vector_entry_point) is a peer of the Rust env
+    assert "CartPole-v1 (Gymnasium, vectorised)" in rows["gymnasium make_vec"][0]
+    assert by_runtime["gymnasium make_vec"][0]["status"] == "ok"
     _check_peer_rows(rows, data["rows"])
 
 
@@ -405,3 +543,68 @@ def test_bench_builtin_without_a_gymnasium_env_says_the_peers_cannot_run_it(caps
     assert "BlocksWorld-v0 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
     for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
         assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
+
+
+# -- benches/grid.py: verdicts and the RESULTS.md section, from made-up figures (nothing timed) ------
+
+
+def _grid():
+    import importlib
+
+    sys.path.insert(0, str(REPO / "benches"))
+    try:
+        return importlib.import_module("grid")
+    finally:
+        sys.path.remove(str(REPO / "benches"))
+
+
+def _grid_row(runtime, peer, sps, workers=None, **extra):
+    return {"runtime": runtime, "peer": peer, "workers": workers, "mode": "step", "batch_size": 8, "status": "ok",
+            "steps_per_s": sps, **extra}
+
+
+def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_not_met():
+    grid = _grid()
+    py = dict(group="python", cost_us=200.0, obs=grid.OBSERVATIONS[1], infos="3 scalars", num_envs=8)
+    env_rows = [_grid_row("gymnasium SyncVectorEnv", True, 400.0, **py),
+                _grid_row("gymnasium AsyncVectorEnv", True, 300.0, workers=8, **py),
+                _grid_row("ringenv", False, 700.0, workers=2, default=True, **py),
+                _grid_row("ringenv", False, 350.0, workers=1, **py)]
+    cart = dict(group="cartpole", num_envs=16)
+    cart_rows = [_grid_row("gymnasium make_vec (vector_entry_point)", True, 100.0, **cart),
+                 _grid_row("EnvPool", True, None, workers=None, **{**cart, "status": "not installed"}),
+                 _grid_row("ringenv make_vec", False, 350.0, workers=1, **cart),
+                 _grid_row("ringenv tune", False, 250.0, workers=2, **cart)]
+    grid.add_ratios(env_rows, 1000.0)
+    grid.add_ratios(cart_rows, None)
+    assert env_rows[2]["vs_best_peer"] == pytest.approx(1.75) and env_rows[3]["ceiling_ratio"] == pytest.approx(0.35)
+    assert env_rows[0]["best"] and not env_rows[1]["best"]
+    cond = {"name": "quiet", "load_average_at_start": 1.0, "minutes": 0.1,
+            "envs": [{"cost_us": 200.0, "obs": py["obs"], "infos": "3 scalars", "ceiling_steps_per_s": 1000.0,
+                      "single_steps_per_s": 500.0, "rows": env_rows}], "cartpole": cart_rows}
+    verdicts = {t["target"].split(":")[0].split(" (")[0]: t for t in grid.evaluate(cond, 2)}
+    every = verdicts["at least 1.0x the best peer on every row"]
+    assert every["met"] is False
+    assert "1 of 4 rows below" in every["measured"] and "0.88x" in every["measured"]
+    assert verdicts["envs of 200 µs or more, 2 workers"]["met"] is True
+    assert verdicts["big Dict with per-step infos at ~200 µs, 2 workers"]["met"] is True
+    rust = next(t for k, t in verdicts.items() if k.startswith("Rust CartPole"))
+    assert rust["met"] is False and "worst 2.50x" in rust["measured"] and "ringenv tune 2 workers" in rust["measured"]
+    ceiling = next(t for k, t in verdicts.items() if k.startswith("at least 90%"))
+    assert ceiling["met"] is None and "no 40 µs env ran" in ceiling["measured"]
+
+    cond["targets"] = grid.evaluate(cond, 2)
+    report = {"machine": {"cores": 2, "cpu_count": 2, "cpu_model": "X", "platform": "Linux", "python": "3",
+                          "ringenv": "0", "gymnasium": "1", "numpy": "2"},
+              "date": "today", "envpool": None, "conditions": [cond],
+              "settings": {"seconds": 0.8, "warmup": 0.3, "num_envs": 8, "cartpole_envs": [16]}}
+    lines = grid.section(report)
+    text = "\n".join(lines)
+    assert lines[0] == grid.BEGIN and lines[-1] == grid.END
+    assert "**NOT met**: 1 of 4 rows below" in text and "700 (1.75x)" in text and "**400**" in text
+    results = "# Benchmark results\n\nintro\n\n## Other section\nkept\n"
+    once = grid.replace_section(results, lines)
+    assert once.index(grid.BEGIN) < once.index("## Other section") and once.endswith("## Other section\nkept\n")
+    again = grid.replace_section(once, [grid.BEGIN, "new figures", grid.END])
+    assert "new figures" in again and "700 (1.75x)" not in again and again.count(grid.BEGIN) == 1
+    assert grid.extract_section(again) == [grid.BEGIN, "new figures", grid.END]

@@ -73,6 +73,17 @@ def workers_list(text: str):
     return sorted(set(values))
 
 
+def spin_microseconds(text: str) -> float:
+    """``--spin-us``: a finite number of microseconds >= 0 (0: never spin)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of microseconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of microseconds >= 0 (0: never spin), got {text!r}")
+    return value
+
+
 def json_object(text: str) -> Dict[str, Any]:
     try:
         value = json.loads(text)
@@ -178,10 +189,12 @@ class EnvTarget:
                 "factory": f"{self.name} (factory, Python)"}[self.kind]
 
     def make_ringenv(self, num_envs: int, num_workers: int, batch_size: Optional[int] = None,
-                     device: str = "cpu"):
+                     device: str = "cpu", spin_us: Optional[float] = None):
         """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` workers,
         with async batches of ``batch_size`` envs (default ``num_envs``: no async batches) staged
-        on ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors).
+        on ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors), with the wake-up
+        policy's spin bound ``spin_us`` (µs; default ``None``: ringenv's own policy). Every other
+        setting is ringenv's default.
 
         Raises:
             ValueError: ``batch_size`` is not whole workers (see :func:`whole_workers_reason`).
@@ -194,6 +207,8 @@ class EnvTarget:
             options["batch_size"] = batch_size
         if device != "cpu":
             options["device"] = device
+        if spin_us is not None:
+            options["spin_us"] = spin_us
         if self.kind == "builtin":
             return ringenv.make_vec(self.name, num_envs, vector_kwargs=options, worker=self.worker, **self.kwargs)
         factory = self.python_factory

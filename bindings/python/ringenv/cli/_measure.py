@@ -1,7 +1,20 @@
-"""One measurement: build a vector env, reset it with a seed, warm up, then step it with
+"""ringenv's one measurement loop. ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and the
+benchmarks in ``benches/`` all measure with :func:`measure`, so a figure means the same thing
+wherever it is printed.
+
+One measurement: build a vector env, reset it with a seed, warm up, then step it with
 pre-generated random actions for a fixed time, timing every vector step (or, with async batches,
-every ``recv``/``send`` cycle) and reading the CPU time of the main process and of every worker
-process."""
+every ``recv``/``send`` cycle), and read the CPU time (user + system, all threads, by psutil) of
+the main process and of every worker process over exactly the timed window.
+
+Example (a null env in this process, so no worker CPU)::
+
+    >>> import gymnasium as gym
+    >>> m = measure(lambda: gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2),
+    ...             num_envs=2, seconds=0.05, seed=0)
+    >>> m.env_steps == 2 * m.vector_steps and m.steps_per_s > 0
+    True
+"""
 
 from __future__ import annotations
 
@@ -11,57 +24,51 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import numpy as np
+import psutil
 
 ACTION_BATCHES = 256  # distinct pre-generated action batches, used in turn
+
+#: The warm-up when none is given: ``min(WARMUP_MAX_S, seconds * WARMUP_FRACTION)``, and at least
+#: ``WARMUP_MIN_STEPS`` vector steps.
+WARMUP_MAX_S = 0.5
+WARMUP_FRACTION = 0.2
+WARMUP_MIN_STEPS = 8
+WARMUP_TEXT = (f"min({WARMUP_MAX_S:g} s, {WARMUP_FRACTION:g} x seconds), at least {WARMUP_MIN_STEPS} vector steps")
 
 
 # -- CPU time -------------------------------------------------------------------------------------
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-
-def process_cpu_seconds(pid: int) -> Optional[float]:
-    """user + system CPU seconds of process ``pid`` (all its threads) from ``/proc/<pid>/stat``,
-    or ``None`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # fields 14 and 15: utime, stime
-
-
-def descendants(root: int) -> List[int]:
-    """Every live process below ``root`` (children, their children, ...), from ``/proc``."""
-    parents: Dict[int, int] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        parents[int(entry)] = int(data[data.rindex(b")") + 2:].split()[1])
-    found, frontier = [], {root}
-    while frontier:
-        frontier = {pid for pid, ppid in parents.items() if ppid in frontier}
-        found.extend(sorted(frontier))
-    return found
-
-
-def _cpu_of(pids: Iterable[int]) -> Dict[int, float]:
-    out = {}
+def processes(pids: Iterable[int]) -> List[psutil.Process]:
+    """A :class:`psutil.Process` for each pid still alive (a Process remembers its start time, so
+    a pid reused by another process later is not mistaken for it)."""
+    out = []
     for pid in pids:
-        t = process_cpu_seconds(pid)
-        if t is not None:
-            out[pid] = t
+        try:
+            out.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
     return out
+
+
+def cpu_seconds(procs: Iterable[psutil.Process]) -> Dict[int, float]:
+    """user + system CPU seconds (all threads) of each process still alive, by pid."""
+    out = {}
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+        out[p.pid] = t.user + t.system
+    return out
+
+
+def descendants(root: Optional[int] = None) -> List[int]:
+    """The pids of every live process below ``root`` (default: this process), children first."""
+    try:
+        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 # -- the measurement ------------------------------------------------------------------------------
@@ -77,7 +84,7 @@ class Measurement:
     wall_s: float
     startup_s: float
     warmup_steps: int
-    latencies_s: np.ndarray  # one per vector step
+    latencies_s: np.ndarray  # one per vector step, float64, shape (vector_steps,)
     main_cpu_s: float  # the main (measuring) process, all its threads
     worker_cpu_s: float  # every worker process
     worker_processes: int
@@ -96,7 +103,7 @@ class Measurement:
         return self.main_cpu_s + self.worker_cpu_s
 
     def figures(self) -> Dict[str, Any]:
-        """Every figure, for the JSON report and the tables (µs per env step, ms per vector
+        """Every figure, for the JSON reports and the tables (µs per env step, ms per vector
         step, CPU as cores busy = CPU seconds per wall second)."""
         lat_ms = self.latencies_s * 1e3
         steps = self.env_steps
@@ -130,7 +137,8 @@ class Measurement:
 
 
 def pregenerate_actions(single_action_space, num_envs: int, seed: int, count: int = ACTION_BATCHES) -> List[np.ndarray]:
-    """``count`` batches of random actions sampled from the batched action space, seeded."""
+    """``count`` batches of random actions sampled from the batched action space (``num_envs``
+    rows each), seeded with ``seed``."""
     from gymnasium.vector.utils import batch_space
 
     space = batch_space(single_action_space, num_envs)
@@ -139,15 +147,15 @@ def pregenerate_actions(single_action_space, num_envs: int, seed: int, count: in
 
 
 def default_worker_pids(envs) -> List[int]:
-    """The worker processes of a vector env: ringenv's pool, Gymnasium's processes, or else every
-    process below this one that the env started."""
+    """The worker processes of a vector env: ringenv's pool, Gymnasium's ``processes``, or else
+    every process below this one (:func:`measure` leaves out those that existed before the env)."""
     pool = getattr(envs, "_pool", None)
     if pool is not None and hasattr(pool, "worker_pids"):
         return list(pool.worker_pids())
-    processes = getattr(envs, "processes", None)
-    if processes is not None:
-        return [p.pid for p in processes if p.pid is not None]
-    return [pid for pid in descendants(os.getpid())]
+    procs = getattr(envs, "processes", None)
+    if procs is not None:
+        return [p.pid for p in procs if p.pid is not None]
+    return descendants()
 
 
 def _stepper(envs, batch_size: int, num_envs: int) -> Callable[[np.ndarray], None]:
@@ -167,23 +175,43 @@ def _stepper(envs, batch_size: int, num_envs: int) -> Callable[[np.ndarray], Non
 def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int,
             batch_size: Optional[int] = None,
             actions: Optional[List[np.ndarray]] = None,
+            warmup_s: Optional[float] = None,
             worker_pids: Callable[[Any], List[int]] = default_worker_pids,
+            synchronize: Optional[Callable[[], None]] = None,
             on_phase: Callable[[str], None] = lambda phase: None,
             on_progress: Callable[[float, int], None] = lambda elapsed, steps: None,
             progress_every_s: float = 0.1) -> Measurement:
-    """Builds the vector env with ``make()``, resets it with ``seed``, warms up for a short while
-    (``min(0.5, seconds / 5)`` s, at least 8 vector steps), then steps it for ``seconds`` seconds.
+    """Builds the vector env with ``make()``, resets it with ``seed``, warms up, then steps it for
+    ``seconds`` seconds of wall time.
 
-    With ``batch_size < num_envs`` (async batches) the env is reset with ``async_reset(seed=seed)``
-    and each vector step is one ``recv()`` of ``batch_size`` envs followed by a ``send()`` of their
-    actions, so a recv's envs step while the next batch is received.
-    ``actions`` defaults to batches (of ``batch_size`` envs) pre-generated from the env's action
-    space with ``seed``.
-    ``on_phase("warmup")`` / ``on_phase("measure")`` and ``on_progress(elapsed, vector_steps)``
-    (at most every ``progress_every_s``) report progress. The env is always closed; CPU times
-    are read before it is.
+    Args:
+        make: builds the vector env: anything with ``reset(seed=)``, ``step(actions)`` and
+            ``close()`` (and ``async_reset(seed=)``, ``recv()``, ``send(actions, env_ids)`` for
+            async batches), and ``single_action_space`` unless ``actions`` are given.
+        num_envs: envs in the vector env.
+        seconds: wall seconds of timed stepping, after the warm-up.
+        seed: the seed of the reset and of the pre-generated actions.
+        batch_size: envs per vector step (default ``num_envs``). Below ``num_envs`` the env is
+            reset with ``async_reset(seed=seed)`` and each vector step is one ``recv()`` of
+            ``batch_size`` envs followed by a ``send()`` of their actions, so a recv's envs step
+            while the next batch is received.
+        actions: the action batches to step with in turn (each of ``batch_size`` rows); default
+            :data:`ACTION_BATCHES` batches pre-generated from ``single_action_space`` with ``seed``.
+        warmup_s: seconds of warm-up (default ``min(0.5, seconds / 5)``); at least 8 vector
+            steps either way.
+        worker_pids: the worker processes of the env (:func:`default_worker_pids`); processes
+            that already existed before ``make()`` (a busy neighbour, an earlier env) never count.
+        synchronize: called after the last timed step, inside the timed window (e.g.
+            ``torch.cuda.synchronize`` so that the last host-to-device copy is counted).
+        on_phase: called with ``"start"``, ``"warmup"``, ``"measure"`` and ``"close"``.
+        on_progress: called with ``(elapsed seconds, vector steps)`` at most every
+            ``progress_every_s`` seconds while measuring.
+
+    Returns:
+        A :class:`Measurement`. CPU times are read before the env is closed; the env is always
+        closed, also when a step raises.
     """
-    before = set(descendants(os.getpid()))  # processes that are not this env's workers
+    before = set(descendants())  # processes that are not this env's workers
     on_phase("start")
     t0 = time.perf_counter()
     batch = num_envs if batch_size is None else batch_size
@@ -199,17 +227,19 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         step = _stepper(envs, batch, num_envs)
         n_actions = len(actions)
         on_phase("warmup")
-        warmup_s = min(0.5, seconds / 5)
+        if warmup_s is None:
+            warmup_s = min(WARMUP_MAX_S, seconds * WARMUP_FRACTION)
         warm, start = 0, time.perf_counter()
-        while warm < 8 or time.perf_counter() - start < warmup_s:
+        while warm < WARMUP_MIN_STEPS or time.perf_counter() - start < warmup_s:
             step(actions[warm % n_actions])
             warm += 1
-        pids = [p for p in worker_pids(envs) if p not in before]
+        main = psutil.Process()
+        workers = processes(p for p in worker_pids(envs) if p not in before and p != main.pid)
         on_phase("measure")
         latencies: List[float] = []
         record = latencies.append
-        cpu0 = _cpu_of(pids)
-        main0 = time.process_time()
+        cpu0 = cpu_seconds(workers)
+        main0 = cpu_seconds([main])[main.pid]
         start = time.perf_counter()
         next_report = start + progress_every_s
         i, last = 0, start
@@ -224,14 +254,38 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
             if now >= next_report:
                 on_progress(now - start, i)
                 next_report = now + progress_every_s
-        main1 = time.process_time()
-        cpu1 = _cpu_of(pids)
+        if synchronize is not None:
+            synchronize()
+            last = time.perf_counter()
+        main1 = cpu_seconds([main])[main.pid]
+        cpu1 = cpu_seconds(workers)
         wall = last - start
         on_progress(wall, i)
         worker_cpu = sum(cpu1[p] - cpu0[p] for p in cpu1 if p in cpu0)
         return Measurement(num_envs=num_envs, vector_steps=i, wall_s=wall, startup_s=startup_s, warmup_steps=warm,
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
-                           worker_processes=len(pids), batch_size=batch)
+                           worker_processes=len(workers), batch_size=batch)
     finally:
         on_phase("close")
         envs.close()
+
+
+def single_loop_steps_per_s(make_env: Callable[[], Any], seconds: float, action: Any = 0, seed: int = 0) -> float:
+    """Steps/s of one env (``make_env()``) stepped by a plain ``env.step(action)`` loop in this
+    process, resetting when an episode ends: the in-process speed that a machine's ceiling
+    (cores x this) is measured from."""
+    env = make_env()
+    try:
+        env.reset(seed=seed)
+        steps, t0 = 0, time.perf_counter()
+        while True:
+            for _ in range(16):
+                _, _, terminated, truncated, _ = env.step(action)
+                if terminated or truncated:
+                    env.reset()
+            steps += 16
+            wall = time.perf_counter() - t0
+            if wall >= seconds:
+                return steps / wall
+    finally:
+        env.close()

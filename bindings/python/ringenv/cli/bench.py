@@ -1,6 +1,7 @@
 """``ringenv bench ENV``: the same env through ringenv and through the vector-env runtimes that
-are installed (Gymnasium's AsyncVectorEnv and SyncVectorEnv always; TorchRL's ParallelEnv and
-EnvPool when importable), side by side in one run."""
+are installed (Gymnasium's AsyncVectorEnv and SyncVectorEnv always, and Gymnasium's own vectorised
+env where the id has one; TorchRL's ParallelEnv and EnvPool when importable), side by side in one
+run, measured by the one measurement loop (``ringenv.cli._measure``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ringenv.cli import _common
 from ringenv.cli._common import EnvTarget, UsageError
+from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT
 
 DESCRIPTION = """\
 Step ENV through ringenv.AsyncVectorEnv (workers = cores) and through the other vector-env
-runtimes installed here - gymnasium AsyncVectorEnv and SyncVectorEnv always, TorchRL ParallelEnv
-and EnvPool when importable - with the same random actions, for --seconds each, and show steps/s
-and the ratio to ringenv. For a built-in ringenv id (CartPole-v1) ringenv steps its Rust env and
+runtimes installed here - gymnasium AsyncVectorEnv and SyncVectorEnv always, Gymnasium's own
+vectorised env where the id has one (gymnasium.make_vec(..., vectorization_mode="vector_entry_point"),
+e.g. CartPole-v1), TorchRL ParallelEnv and EnvPool when importable - with the same random actions,
+for --seconds each, and show steps/s and the ratio to ringenv. For a built-in ringenv id (CartPole-v1) ringenv steps its Rust env and
 the peers step the Gymnasium env of the same id; a second ringenv row steps that Gymnasium env
 too, for a like-for-like comparison."""
 
@@ -82,22 +85,55 @@ class _TorchRLMake:
         return GymWrapper(self.factory(), categorical_action_encoding=True)
 
 
-class _EnvPoolAdapter:
-    def __init__(self, env_id: str, num_envs: int, threads: int, seed: int):
+class EnvPoolVector:
+    """An EnvPool env (``envpool.make(env_id, env_type="gymnasium", ...)``, its envs seeded with
+    ``seed`` when made) behind the calls the measurement loop makes: ``reset(seed=)``,
+    ``step(actions)``, ``async_reset(seed=)``, ``recv()``, ``send(actions, env_ids)``, ``close()``
+    and ``single_action_space``. ``batch_size`` below ``num_envs`` gives EnvPool's async batches.
+    EnvPool takes int32 actions for Discrete spaces; ``reset``'s seed is ignored (EnvPool seeds at
+    ``make``)."""
+
+    def __init__(self, env_id: str, num_envs: int, threads: int, seed: int, batch_size: Optional[int] = None):
         import envpool
 
-        self.env = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, num_threads=threads, seed=seed)
+        self.env = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, batch_size=batch_size or num_envs,
+                                num_threads=threads, seed=seed)
+        self.single_action_space = self.env.action_space
 
     def reset(self, seed=None):
         return self.env.reset()
 
+    def async_reset(self, seed=None):
+        self.env.async_reset()
+
     def step(self, actions):
         return self.env.step(actions)
+
+    def recv(self):
+        return self.env.recv()
+
+    def send(self, actions, env_ids):
+        self.env.send(actions, env_ids)
 
     def close(self):
         close = getattr(self.env, "close", None)
         if close is not None:
             close()
+
+
+def vector_entry_point_id(env: EnvTarget) -> Optional[str]:
+    """The Gymnasium id of ``env`` when Gymnasium has its own vectorised implementation of it (a
+    ``vector_entry_point``, as CartPole-v1 has: one NumPy array op per step for all envs), else
+    ``None``."""
+    import gymnasium as gym
+
+    if env.gym_id is None:
+        return None
+    try:
+        spec = gym.spec(env.gym_id)
+    except gym.error.Error:
+        return None
+    return env.gym_id if getattr(spec, "vector_entry_point", None) is not None else None
 
 
 def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str, Any]]:
@@ -121,6 +157,11 @@ def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str,
                  "make": (lambda: gym.vector.AsyncVectorEnv([py] * n)) if py else None, "status": missing})
     rows.append({"runtime": "gymnasium SyncVectorEnv", "env": py_label, "workers": None,
                  "make": (lambda: gym.vector.SyncVectorEnv([py] * n)) if py else None, "status": missing})
+    vector_id = vector_entry_point_id(env)
+    if vector_id is not None:
+        rows.append({"runtime": "gymnasium make_vec", "env": f"{vector_id} (Gymnasium, vectorised)", "workers": None,
+                     "make": lambda: gym.make_vec(vector_id, n, vectorization_mode="vector_entry_point",
+                                                  **env.kwargs)})
     if not _installed("torchrl"):
         rows.append({"runtime": "TorchRL ParallelEnv", "env": py_label, "workers": n, "status": "not installed"})
     else:
@@ -136,7 +177,7 @@ def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str,
             if env.gym_id is None or env.gym_id not in envpool.list_all_envs() or env.kwargs:
                 status = f"EnvPool has no C++ env {env.name!r}" + (" with these kwargs" if env.kwargs else "")
             else:
-                make = lambda: _EnvPoolAdapter(env.gym_id, n, workers, seed)  # noqa: E731
+                make = lambda: EnvPoolVector(env.gym_id, n, workers, seed)  # noqa: E731
         except Exception as e:
             status = f"error: {type(e).__name__}: {e}"
         rows.append({"runtime": "EnvPool", "env": f"{env.name} (C++)" if make else "-", "workers": workers,
@@ -246,7 +287,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
         "settings": {"num_envs": n, "ringenv_workers": workers, "seconds": seconds, "seed": args.seed,
-                     "warmup": "min(0.5 s, seconds / 5), at least 8 vector steps", "action_batches": 256},
+                     "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "rows": rows,
     }
     if args.json:

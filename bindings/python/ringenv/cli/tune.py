@@ -3,13 +3,13 @@ throughput, batch latency and CPU, and recommend a worker count."""
 
 from __future__ import annotations
 
-import functools
-
 import argparse
+import functools
 from typing import Any, Dict, List, Optional
 
 from ringenv.cli import _common
 from ringenv.cli._common import RunError, UsageError
+from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT, measure
 
 DESCRIPTION = """\
 Step ENV through ringenv.AsyncVectorEnv with each worker count in turn, with random actions
@@ -22,7 +22,8 @@ for which a batch is not whole workers are skipped, with the reason in their row
 ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
 does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), a module:callable
 that builds one env (e.g. my_envs:make_env; the current directory is searched), or a worker
-binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md)."""
+binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md). --spin-us sets the wake-up
+policy's spin bound (docs/WAKEUP.md); by default ringenv's own policy runs, as in a user's program."""
 
 # The recommendation rule (also written into the JSON report).
 NEAR_FRACTION = 0.05  # "within 5% of the highest throughput"
@@ -49,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of the resets and of the random actions (default 0)")
     p.add_argument("--env-kwargs", type=_common.json_object, default=None, metavar="JSON",
                    help="keyword arguments of the env as a JSON object, e.g. '{\"num_blocks\": 5}'")
+    p.add_argument("--spin-us", type=_common.spin_microseconds, default=None, metavar="US",
+                   help="bound of every wait's spin phase in µs, 0 to never spin (default: ringenv's own wake-up "
+                        "policy, as AsyncVectorEnv(spin_us=None); docs/WAKEUP.md)")
     p.add_argument("--no-builtin", action="store_true",
                    help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
@@ -193,6 +197,32 @@ def plot(path: str, configs: List[Dict[str, Any]], recommended: int, title: str)
     fig.savefig(path, format="png")
 
 
+def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *, batch_size: Optional[int] = None,
+                          device: str = "cpu", seconds: float = 3.0, seed: int = 0,
+                          spin_us: Optional[float] = None, warmup_s: Optional[float] = None,
+                          on_phase=lambda phase: None, on_progress=lambda elapsed, steps: None) -> Dict[str, Any]:
+    """Measures one configuration of ``ringenv tune``: ``env`` through ``ringenv`` with ``num_envs``
+    envs on ``workers`` workers (async batches of ``batch_size`` when below ``num_envs``), staged
+    on ``device``, with spin bound ``spin_us`` (``None``: ringenv's own policy), by the one
+    measurement loop (:func:`ringenv.cli._measure.measure`); returns its figures
+    (:meth:`~ringenv.cli._measure.Measurement.figures`). ``benches/grid.py`` measures its
+    "through ringenv tune" rows with this function.
+
+    Raises:
+        RunError: the env could not be built or stepped (naming it and the worker count).
+    """
+    batch = num_envs if batch_size is None else batch_size
+    try:
+        m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us),
+                    num_envs=num_envs, seconds=seconds, seed=seed, batch_size=batch, warmup_s=warmup_s,
+                    on_phase=on_phase, on_progress=on_progress)
+    except (KeyboardInterrupt, UsageError):
+        raise
+    except Exception as e:
+        raise RunError(f"{env.name} with {workers_text(workers)} failed: {type(e).__name__}: {e}") from e
+    return m.figures()
+
+
 def run(args, argv: Optional[List[str]] = None) -> int:
     workers = validate(args)
     env = _common.resolve_env(args.env, args.env_kwargs, prefer_builtin=not args.no_builtin)
@@ -203,10 +233,10 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     out.print(_common.machine_line(info))
     mode = f"async batches of {batch} (recv/send)" if batch < n else "every env per step"
     device = "" if args.device == "cpu" else f", staged on {args.device}"
-    out.print(f"tune {env.label}: {n} envs, {mode}{device}, workers {', '.join(map(str, workers))}; {seconds:g} s "
+    spin = ("" if args.spin_us is None else
+            f", spin bound {args.spin_us:g} µs" + (" (never spin)" if args.spin_us == 0 else ""))
+    out.print(f"tune {env.label}: {n} envs, {mode}{device}{spin}, workers {', '.join(map(str, workers))}; {seconds:g} s "
               f"each after a warm-up, random actions (seed {args.seed})")
-
-    from ringenv.cli._measure import measure
 
     configs: List[Dict[str, Any]] = []
     skipped: List[Dict[str, Any]] = []
@@ -230,15 +260,9 @@ def run(args, argv: Optional[List[str]] = None) -> int:
                                 rate=f"{steps * batch / max(elapsed, 1e-9):,.0f} steps/s")
                 progress.refresh()
 
-            try:
-                m = measure(functools.partial(env.make_ringenv, n, w, batch, args.device), num_envs=n,
-                            seconds=seconds, seed=args.seed, batch_size=batch, on_phase=on_phase,
-                            on_progress=on_progress)
-            except (KeyboardInterrupt, UsageError):
-                raise
-            except Exception as e:
-                raise RunError(f"{env.name} with {workers_text(w)} failed: {type(e).__name__}: {e}") from e
-            figures = m.figures()
+            figures = measure_configuration(env, n, w, batch_size=batch, device=args.device, seconds=seconds,
+                                            seed=args.seed, spin_us=args.spin_us, on_phase=on_phase,
+                                            on_progress=on_progress)
             progress.update(task, description=f"{workers_text(w)}: done", completed=seconds,
                             rate=f"{figures['steps_per_s']:,.0f} steps/s")
             progress.refresh()
@@ -258,8 +282,8 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
         "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "seconds": seconds, "seed": args.seed,
-                     "device": args.device, "warmup": "min(0.5 s, seconds / 5), at least 8 vector steps",
-                     "action_batches": 256},
+                     "device": args.device, "spin_us": args.spin_us, "warmup": WARMUP_TEXT,
+                     "action_batches": ACTION_BATCHES},
         "configurations": configs,
         "skipped": skipped,
         "recommendation": rec,

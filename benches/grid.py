@@ -1,0 +1,605 @@
+"""The benchmark grid of issue 12: ringenv with default settings against what a user would pick
+instead, over env cost x observation x infos x workers x sync/async batches, quiet and again with
+one busy-looping neighbour process on the machine; then issue 12's targets, each with a verdict
+computed from this run's figures.
+
+What runs (``--quick`` runs a corner of it, for a check in a minute or two):
+
+- **Python envs** (:class:`GridEnv`, ``--num-envs`` 8 of them): each step busy-waits its cost on
+  ``time.perf_counter`` (0, 40, 200, 1000 µs; CPU work, which a ``time.sleep`` is not) and
+  returns either 16 float32s or a Dict of 12 leaves, 151,552 bytes in all (four uint8
+  ``(64, 64, 3)`` frames, four int16 ``(48, 48, 2)`` maps, four int64 ``(32, 32, 2)`` id grids),
+  with either no infos or three scalars every step (a float, an int and a bool). Episodes are
+  truncated every 1000 steps, so autoreset runs as in real envs. Per env: Gymnasium's
+  ``SyncVectorEnv(env_fns)`` and ``AsyncVectorEnv(env_fns)`` (the peers), then
+  ``ringenv.AsyncVectorEnv(env_fns, num_workers=w)`` for each ``w`` in ``--workers`` (1, 2, 4)
+  stepping every env per step, and with async batches (``batch_size=num_envs/2``, EnvPool-style
+  ``async_reset`` then ``recv``/``send``) for each ``w`` whose blocks make whole batches. Every
+  runtime runs with its default settings otherwise (no ``copy=False``, no ``spin_us``, no
+  ``check_actions=False``); ringenv's default worker count is ``min(num_envs, cores)``, the row
+  marked *default*. The **ceiling** is the cores times a plain single-env loop's steps/s
+  (``env.step`` in this process), measured just before the env's rows.
+- **Rust CartPole** (ringenv's built-in ``CartPole-v1``), 16 and 64 envs, 1 and 2 workers, through
+  ``ringenv.make_vec`` and through ``ringenv tune``'s own code path
+  (``ringenv.cli.tune.measure_configuration``), against Gymnasium's vectorised CartPole
+  (``gymnasium.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")``) and, when
+  installed (the ``bench`` extra), EnvPool's C++ CartPole with 1 and 2 threads.
+
+Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the same
+as ``ringenv tune``, ``ringenv bench`` and ``scripts/demo.sh``): build, reset with seed 0, warm
+up ``--warmup`` s, step random actions for ``--seconds`` s; steps/s counts env steps; tree CPU is
+the CPU seconds (psutil) of the main process and every worker per wall second. Each ringenv row's
+ratio is to the best peer of its env in the same condition.
+
+The **neighbour** is ``python -c "while True: pass"`` started before the condition's first row and
+killed after its last; it is not part of any row's CPU.
+
+The output is a Markdown section between ``<!-- grid:begin -->`` and ``<!-- grid:end -->`` that
+replaces the same section of ``benches/RESULTS.md`` (the rest of the file is kept; without the
+markers the section goes before the file's first ``## `` heading). ``--quick`` prints the section
+and writes nothing unless ``--output`` is given.
+
+Usage::
+
+    python benches/grid.py                      # the full grid, quiet then with the neighbour (~15 min on 2 cores)
+    python benches/grid.py --quick              # a few rows, short durations: a check that it runs
+    python benches/grid.py --neighbour off      # quiet only (on: with the neighbour only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import gymnasium as gym
+import numpy as np
+
+import ringenv
+from ringenv.cli._common import machine_info, resolve_env, usable_cores, whole_workers_reason
+from ringenv.cli._measure import WARMUP_MIN_STEPS, measure, single_loop_steps_per_s
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN = "<!-- grid:begin -->"
+END = "<!-- grid:end -->"
+
+COSTS_US = (0.0, 40.0, 200.0, 1000.0)
+OBSERVATIONS = ("16 floats", "Dict 148 KiB")
+INFOS = ("none", "3 scalars")
+TRUNCATE_AFTER = 1000  # steps per episode
+
+# -- the envs -------------------------------------------------------------------------------------
+
+
+def dict_space() -> gym.spaces.Dict:
+    """The big observation: 12 leaves, 151,552 bytes (see the module docstring)."""
+    leaves: Dict[str, gym.spaces.Space] = {}
+    for i in range(4):
+        leaves[f"frame{i}"] = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+        leaves[f"height{i}"] = gym.spaces.Box(-1000, 1000, (48, 48, 2), np.int16)
+        leaves[f"ids{i}"] = gym.spaces.Box(0, 2**31 - 1, (32, 32, 2), np.int64)
+    return gym.spaces.Dict(leaves)
+
+
+def space_bytes(space: gym.spaces.Space) -> int:
+    if isinstance(space, gym.spaces.Dict):
+        return sum(space_bytes(s) for s in space.spaces.values())
+    return int(np.prod(space.shape)) * np.dtype(space.dtype).itemsize
+
+
+class GridEnv(gym.Env):
+    """A Python env of the grid: ``step`` busy-waits ``cost_us`` µs, changes one element of its
+    (preallocated) observation, returns it with reward 1.0, and truncates every
+    :data:`TRUNCATE_AFTER` steps. ``obs`` is one of :data:`OBSERVATIONS`, ``infos`` one of
+    :data:`INFOS`; action ``Discrete(2)``."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, cost_us: float, obs: str, infos: str):
+        self.cost_s = cost_us * 1e-6
+        self.with_infos = infos != "none"
+        if obs == "16 floats":
+            self.observation_space = gym.spaces.Box(-1.0, 1.0, (16,), np.float32)
+            self.obs: Any = np.zeros(16, np.float32)
+            self._cell = self.obs
+        else:
+            self.observation_space = dict_space()
+            self.obs = {k: np.zeros(s.shape, s.dtype) for k, s in self.observation_space.spaces.items()}
+            self._cell = self.obs["frame0"].reshape(-1)
+        self.t = 0
+
+    def _info(self) -> Dict[str, Any]:
+        if not self.with_infos:
+            return {}
+        return {"score": 0.5 * self.t, "lives": 3 - self.t % 3, "has_key": self.t % 2 == 0}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.obs, self._info()
+
+    def step(self, action):
+        if self.cost_s:
+            end = time.perf_counter() + self.cost_s
+            while time.perf_counter() < end:
+                pass
+        self.t += 1
+        self._cell[0] = self.t % 100
+        return self.obs, 1.0, False, self.t >= TRUNCATE_AFTER, self._info()
+
+
+def make_grid_env(cost_us: float, obs: str, infos: str) -> GridEnv:
+    return GridEnv(cost_us, obs, infos)
+
+
+# -- the rows -------------------------------------------------------------------------------------
+
+
+def env_rows(cost_us: float, obs: str, infos: str, num_envs: int, workers: List[int]) -> List[Dict[str, Any]]:
+    """The rows of one Python env: the two peers, then ringenv stepping every env per step for
+    each worker count, then with async batches of ``num_envs // 2`` where they are whole workers."""
+    fns = [functools.partial(make_grid_env, cost_us, obs, infos)] * num_envs
+    default_workers = min(num_envs, os.cpu_count() or 1)
+    rows: List[Dict[str, Any]] = [
+        {"runtime": "gymnasium SyncVectorEnv", "peer": True, "workers": None, "mode": "step",
+         "make": lambda: gym.vector.SyncVectorEnv(fns)},
+        {"runtime": "gymnasium AsyncVectorEnv", "peer": True, "workers": num_envs, "mode": "step",
+         "make": lambda: gym.vector.AsyncVectorEnv(fns)},
+    ]
+    for w in workers:
+        if w > num_envs:
+            continue
+        rows.append({"runtime": "ringenv", "peer": False, "workers": w, "mode": "step",
+                     "default": w == default_workers,
+                     "make": functools.partial(ringenv.AsyncVectorEnv, fns, num_workers=w)})
+    half = num_envs // 2
+    for w in workers:
+        if half >= 1 and w <= num_envs and whole_workers_reason(num_envs, w, half) is None:
+            rows.append({"runtime": "ringenv", "peer": False, "workers": w, "mode": "async", "batch_size": half,
+                         "make": functools.partial(ringenv.AsyncVectorEnv, fns, num_workers=w, batch_size=half)})
+    for r in rows:
+        r.update(group="python", cost_us=cost_us, obs=obs, infos=infos, num_envs=num_envs)
+        r.setdefault("batch_size", num_envs)
+    return rows
+
+
+def envpool_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("envpool") is not None
+
+
+def cartpole_rows(sizes: List[int], workers: List[int]) -> List[Dict[str, Any]]:
+    """The Rust CartPole rows: per size, Gymnasium's vectorised CartPole, EnvPool (1 and 2
+    threads, when installed), then ringenv through make_vec and through tune's code path."""
+    rows: List[Dict[str, Any]] = []
+    for n in sizes:
+        rows.append({"runtime": "gymnasium make_vec (vector_entry_point)", "peer": True, "workers": None,
+                     "make": lambda n=n: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")})
+        if envpool_installed():
+            for threads in (1, 2):
+                rows.append({"runtime": "EnvPool", "peer": True, "workers": threads,
+                             "make": lambda n=n, t=threads: _envpool(n, t),
+                             "actions": "int32"})
+        else:
+            rows.append({"runtime": "EnvPool", "peer": True, "workers": None, "status": "not installed"})
+        for w in workers:
+            if w > 2:
+                continue  # issue 12's rows: 1 and 2 workers
+            rows.append({"runtime": "ringenv make_vec", "peer": False, "workers": w,
+                         "make": lambda n=n, w=w: ringenv.make_vec("CartPole-v1", n, vector_kwargs={"num_workers": w})})
+            rows.append({"runtime": "ringenv tune", "peer": False, "workers": w, "tune": True})
+        for r in rows:
+            r.setdefault("num_envs", n)
+    for r in rows:
+        r.update(group="cartpole", mode="step")
+        r["batch_size"] = r["num_envs"]
+    return rows
+
+
+def _envpool(n: int, threads: int):
+    from ringenv.cli.bench import EnvPoolVector
+
+    return EnvPoolVector("CartPole-v1", n, threads, 0)
+
+
+def run_row(row: Dict[str, Any], seconds: float, warmup: float) -> None:
+    """Measures ``row`` in place (its figures, or ``status`` with the error)."""
+    if row.get("status"):
+        return
+    try:
+        if row.get("tune"):
+            from ringenv.cli.tune import measure_configuration
+
+            figures = measure_configuration(resolve_env("CartPole-v1"), row["num_envs"], row["workers"],
+                                            seconds=seconds, warmup_s=warmup)
+        else:
+            actions = None
+            if row.get("actions") == "int32":
+                rng = np.random.default_rng(0)
+                actions = [rng.integers(0, 2, row["batch_size"], dtype=np.int32) for _ in range(256)]
+            m = measure(row["make"], num_envs=row["num_envs"], seconds=seconds, seed=0,
+                        batch_size=row["batch_size"], actions=actions, warmup_s=warmup)
+            figures = m.figures()
+        row.update(status="ok", steps_per_s=figures["steps_per_s"], tree_cores=figures["cpu"]["tree_cores"],
+                   main_cores=figures["cpu"]["main_cores"], p50_ms=figures["batch_latency_ms"]["p50"],
+                   p99_ms=figures["batch_latency_ms"]["p99"], startup_s=figures["startup_s"],
+                   env_steps=figures["env_steps"], wall_s=figures["wall_s"])
+    except Exception as e:  # a row that fails is reported; the others still run
+        row["status"] = f"error: {type(e).__name__}: {e}"[:200]
+
+
+def label(row: Dict[str, Any]) -> str:
+    """A row in words, e.g. ``200 µs, Dict 148 KiB, 3 scalars: ringenv 2 workers async 4``."""
+    w = row["workers"]
+    unit = "thread" if row["runtime"] == "EnvPool" else "worker"
+    counted = w is not None and (not row["peer"] or row["runtime"] == "EnvPool")  # not Gymnasium's own
+    who = row["runtime"] + (f" {w} {unit}{'s' if w != 1 else ''}" if counted else "")
+    mode = f" async {row['batch_size']}" if row["mode"] == "async" else ""
+    if row["group"] == "cartpole":
+        return f"CartPole-v1 {row['num_envs']} envs: {who}"
+    return f"{row['cost_us']:g} µs, {row['obs']}, infos {row['infos']}: {who}{mode}"
+
+
+# -- one condition (quiet, or with the neighbour) ---------------------------------------------------
+
+
+def run_condition(name: str, args) -> Dict[str, Any]:
+    """Every row once, under condition ``name`` (``quiet`` or ``neighbour``)."""
+    neighbour = None
+    if name == "neighbour":
+        neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.2)
+    started = time.time()
+    load = os.getloadavg()[0]
+    envs: List[Dict[str, Any]] = []
+    cartpole: List[Dict[str, Any]] = []
+    try:
+        for cost in args.costs:
+            for obs in args.observations:
+                for infos in args.infos:
+                    factory = functools.partial(make_grid_env, cost, obs, infos)
+                    single = single_loop_steps_per_s(factory, args.seconds)
+                    rows = env_rows(cost, obs, infos, args.num_envs, args.workers)
+                    for r in rows:
+                        run_row(r, args.seconds, args.warmup)
+                        progress(name, r)
+                    envs.append({"cost_us": cost, "obs": obs, "infos": infos, "single_steps_per_s": single,
+                                 "ceiling_steps_per_s": args.cores * single, "rows": rows})
+        for r in cartpole_rows(args.cartpole_envs, args.workers):
+            run_row(r, args.seconds, args.warmup)
+            progress(name, r)
+            cartpole.append(r)
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+    for env in envs:
+        add_ratios(env["rows"], env["ceiling_steps_per_s"])
+    for n in args.cartpole_envs:
+        add_ratios([r for r in cartpole if r["num_envs"] == n], None)
+    for r in [r for e in envs for r in e["rows"]] + cartpole:
+        r.pop("make", None)  # a factory, not a figure
+    return {"name": name, "load_average_at_start": load, "minutes": (time.time() - started) / 60,
+            "envs": envs, "cartpole": cartpole}
+
+
+def progress(condition: str, row: Dict[str, Any]) -> None:
+    figure = f"{row['steps_per_s']:,.0f} steps/s" if row.get("status") == "ok" else row.get("status")
+    print(f"  [{condition}] {label(row)}: {figure}", file=sys.stderr, flush=True)
+
+
+def add_ratios(rows: List[Dict[str, Any]], ceiling: Optional[float]) -> None:
+    """Sets each measured ringenv row's ``vs_best_peer`` (and ``best_peer``), ``vs_sync`` (to
+    Gymnasium's SyncVectorEnv, where in the rows), ``vs_vector`` (to Gymnasium's vectorised
+    CartPole, where in the rows) and ``ceiling_ratio``."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    peers = [r for r in ok if r["peer"]]
+    best = max(peers, key=lambda r: r["steps_per_s"], default=None)
+    sync = next((r for r in peers if r["runtime"] == "gymnasium SyncVectorEnv"), None)
+    vector = next((r for r in peers if r["runtime"].startswith("gymnasium make_vec")), None)
+    for r in ok:
+        if r["peer"]:
+            r["best"] = r is best
+            continue
+        if best is not None:
+            r["vs_best_peer"] = r["steps_per_s"] / best["steps_per_s"]
+            r["best_peer"] = label(best).split(": ", 1)[1]
+        if sync is not None:
+            r["vs_sync"] = r["steps_per_s"] / sync["steps_per_s"]
+        if vector is not None:
+            r["vs_vector"] = r["steps_per_s"] / vector["steps_per_s"]
+        if ceiling:
+            r["ceiling_ratio"] = r["steps_per_s"] / ceiling
+
+
+# -- the targets ----------------------------------------------------------------------------------
+
+
+def _worst(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
+    return min(rows, key=lambda r: r[key])
+
+
+def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
+    """Issue 12's targets under one condition, each ``{"target", "met", "measured"}`` (``met``:
+    True, False, or None when not measured here, ``measured`` saying why), from the figures alone."""
+    python_rows = [r for e in cond["envs"] for r in e["rows"] if r.get("status") == "ok" and not r["peer"]]
+    cart_rows = [r for r in cond["cartpole"] if r.get("status") == "ok" and not r["peer"]]
+    out: List[Dict[str, Any]] = []
+
+    def verdict(target: str, rows: List[Dict[str, Any]], key: str, threshold: float, fmt: str = "{:.2f}x",
+                why_missing: str = "no such row ran") -> None:
+        rows = [r for r in rows if key in r]
+        if not rows:
+            out.append({"target": target, "met": None, "measured": f"not measured: {why_missing}"})
+            return
+        failing = [r for r in rows if r[key] < threshold]
+        worst = _worst(rows, key)
+        text = f"worst {fmt.format(worst[key])} ({label(worst)})"
+        if failing:
+            text = f"{len(failing)} of {len(rows)} rows below; " + text
+        else:
+            text = f"all {len(rows)} rows; " + text
+        out.append({"target": target, "met": not failing, "measured": text})
+
+    verdict("at least 1.0x the best peer on every row", python_rows + cart_rows, "vs_best_peer", 1.0)
+    verdict("envs of 200 µs or more, 2 workers: at least 1.7x SyncVectorEnv",
+            [r for r in python_rows if r["cost_us"] >= 200 and r["workers"] == 2], "vs_sync", 1.7,
+            why_missing="no 200 or 1000 µs row with 2 workers")
+    for cost, share in ((40.0, 0.90), (1000.0, 0.95)):
+        target = f"at least {share:.0%} of the {cores}-core ceiling at {cost:g} µs per step"
+        if cond["name"] != "quiet":
+            out.append({"target": target, "met": None,
+                        "measured": "not applicable: the neighbour holds a core, so the machine's ceiling is not "
+                                    "the rows' ceiling"})
+            continue
+        # per env of that cost, its best ringenv row with no more workers than cores: a busy-wait
+        # env preempted by another worker still sees its clock run, so oversubscribed rows can
+        # read above the ceiling
+        best_rows = []
+        for e in cond["envs"]:
+            rows = [r for r in e["rows"] if r.get("status") == "ok" and not r["peer"] and e["cost_us"] == cost
+                    and r["workers"] <= cores]
+            if rows:
+                best_rows.append(max(rows, key=lambda r: r["ceiling_ratio"]))
+        verdict(target + " (each env's best configuration)", best_rows, "ceiling_ratio", share, fmt="{:.1%}",
+                why_missing=f"no {cost:g} µs env ran")
+    verdict("big Dict with per-step infos at ~200 µs, 2 workers: at least 1.5x SyncVectorEnv",
+            [r for r in python_rows if r["cost_us"] == 200 and r["obs"] == OBSERVATIONS[1]
+             and r["infos"] != "none" and r["workers"] == 2], "vs_sync", 1.5,
+            why_missing="the 200 µs Dict env with infos did not run")
+    verdict("Rust CartPole, 16 and 64 envs, 1 and 2 workers, make_vec and tune: at least 3x Gymnasium's "
+            "vectorised CartPole", cart_rows, "vs_vector", 3.0)
+    out.append({"target": "spin_us=None within 10% of the best fixed spin_us on every row", "met": None,
+                "measured": "not measured here: the grid runs default settings only (docs/WAKEUP.md)"})
+    return out
+
+
+# -- Markdown -------------------------------------------------------------------------------------
+
+VERDICT = {True: "met", False: "**NOT met**", None: "-"}
+
+
+def _cell(r: Optional[Dict[str, Any]]) -> str:
+    if r is None:
+        return ""
+    if r.get("status") != "ok":
+        return str(r.get("status", "-"))
+    text = f"{r['steps_per_s']:,.0f}"
+    if r["peer"]:
+        return f"**{text}**" if r.get("best") else text
+    ratio = r.get("vs_best_peer")
+    return f"{text} ({ratio:.2f}x)" if ratio is not None else text
+
+
+def _column(r: Dict[str, Any]) -> str:
+    if r["peer"]:
+        return {"gymnasium SyncVectorEnv": "Sync", "gymnasium AsyncVectorEnv": "Async"}.get(
+            r["runtime"], "Gymnasium vector" if r["runtime"].startswith("gymnasium make_vec")
+            else f"EnvPool {r['workers']} thr" if r["workers"] else "EnvPool")
+    name = {"ringenv": "ringenv", "ringenv make_vec": "make_vec", "ringenv tune": "tune"}[r["runtime"]]
+    mode = f" async {r['batch_size']}" if r["mode"] == "async" else ""
+    default = " (default)" if r.get("default") else ""
+    return f"{name} {r['workers']}w{mode}{default}"
+
+
+def section(report: Dict[str, Any]) -> List[str]:
+    m = report["machine"]
+    s = report["settings"]
+    lines = [
+        BEGIN,
+        "## The grid of issue 12: default settings, "
+        + " and ".join("quiet" if c["name"] == "quiet" else "with a busy neighbour" for c in report["conditions"])
+        + (" (`--quick`: a corner of the grid)" if s.get("quick") else "") + " (`benches/grid.py`)",
+        "",
+        "Written by `benches/grid.py` (`scripts/bench.sh` runs it); edit the script, not this section.",
+        f"Machine: {m['cores']} cores usable ({m['cpu_count']} in all), CPU {m.get('cpu_model') or 'unknown'}, "
+        f"{m['platform']}; Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, "
+        f"numpy {m['numpy']}" + (f", EnvPool {report['envpool']}" if report.get("envpool") else ", EnvPool not "
+                                 "installed") + f"; {report['date']}.",
+        f"Each row: {s['warmup']:g} s warm-up, then {s['seconds']:g} s measured by the one measurement loop "
+        "(`ringenv.cli._measure`); steps/s counts env steps.",
+        f"Python envs: {s['num_envs']} of them, each step busy-waits its cost; observation 16 float32s or a Dict of 12 "
+        "uint8/int16/int64 leaves (151,552 bytes); infos none or 3 scalars every step; truncated every "
+        f"{TRUNCATE_AFTER} steps. Every runtime with its default settings (ringenv: `AsyncVectorEnv(env_fns, "
+        "num_workers=w)`, with `batch_size=num_envs/2` for the async rows, recv/send).",
+        "Ratios in brackets: ringenv's steps/s over the best peer's (in **bold**) in the same condition. The "
+        "ceiling is cores x a single-env loop in one process.",
+        "",
+        "### Targets (issue 12), computed from this run",
+        "",
+        "| target | " + " | ".join(c["name"] + f" (load {c['load_average_at_start']:.1f} at start)"
+                                   for c in report["conditions"]) + " |",
+        "|---|" + "---|" * len(report["conditions"]),
+    ]
+    targets = [t["target"] for t in report["conditions"][0]["targets"]]
+    for i, target in enumerate(targets):
+        cells = []
+        for c in report["conditions"]:
+            t = c["targets"][i]
+            cells.append(f"{VERDICT[t['met']]}: {t['measured']}" if t["met"] is not None else t["measured"])
+        lines.append(f"| {target} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for c in report["conditions"]:
+        title = "quiet" if c["name"] == "quiet" else "with one busy-looping neighbour process"
+        lines += [f"### Python envs, {title} ({c['minutes']:.1f} min)", ""]
+        columns: List[str] = []
+        for e in c["envs"]:
+            for r in e["rows"]:
+                if _column(r) not in columns:
+                    columns.append(_column(r))
+        lines.append("| cost µs | observation | infos | ceiling | " + " | ".join(columns) + " |")
+        lines.append("|---|---|---|---|" + "---|" * len(columns))
+        for e in c["envs"]:
+            by = {_column(r): r for r in e["rows"]}
+            lines.append(f"| {e['cost_us']:g} | {e['obs']} | {e['infos']} | {e['ceiling_steps_per_s']:,.0f} | "
+                         + " | ".join(_cell(by.get(col)) for col in columns) + " |")
+        lines.append("")
+        lines += [f"### Rust CartPole, {title}", ""]
+        columns = []
+        for r in c["cartpole"]:
+            if _column(r) not in columns:
+                columns.append(_column(r))
+        lines.append("| envs | " + " | ".join(columns) + " | worst x Gymnasium vector |")
+        lines.append("|---|" + "---|" * (len(columns) + 1))
+        for n in report["settings"]["cartpole_envs"]:
+            rows = [r for r in c["cartpole"] if r["num_envs"] == n]
+            by = {_column(r): r for r in rows}
+            vs = [r["vs_vector"] for r in rows if "vs_vector" in r]
+            worst = f"{min(vs):.2f}x" if vs else "-"
+            lines.append(f"| {n} | " + " | ".join(_cell(by.get(col)) for col in columns) + f" | {worst} |")
+        lines.append("")
+    lines.append(END)
+    return lines
+
+
+def replace_section(text: str, lines: List[str]) -> str:
+    """``text`` (a RESULTS.md) with its grid section replaced by ``lines``; without one, the
+    section goes before the first ``## `` heading (or at the end)."""
+    block = "\n".join(lines)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        return head + block + tail
+    out = text.splitlines()
+    at = next((i for i, line in enumerate(out) if line.startswith("## ")), len(out))
+    return "\n".join(out[:at] + lines + [""] + out[at:]) + ("\n" if text.endswith("\n") else "")
+
+
+def extract_section(text: str) -> Optional[List[str]]:
+    """The grid section of ``text`` as lines (markers included), or ``None``."""
+    if BEGIN not in text or END not in text:
+        return None
+    return (BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END).splitlines()
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def _floats(text: str) -> List[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= 0, got {text!r}")
+    return values
+
+
+def _ints(text: str) -> List[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return sorted(set(values))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="a corner of the grid (0 and 200 µs, both observations, 3 scalar infos, 1 and 2 "
+                             "workers, CartPole 16 envs) at 0.2 s per row: checks that it runs; writes no file "
+                             "unless --output is given")
+    parser.add_argument("--neighbour", choices=("both", "off", "on"), default="both",
+                        help="both (default): quiet, then with one busy-looping neighbour process; off: quiet only; "
+                             "on: with the neighbour only")
+    parser.add_argument("--seconds", type=float, default=None, help="measured seconds per row (default 0.8; quick 0.2)")
+    parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds per row (default 0.3; quick 0.1)")
+    parser.add_argument("--num-envs", type=int, default=8, help="envs of each Python env row (default 8)")
+    parser.add_argument("--workers", type=_ints, default=None, help="ringenv worker counts (default 1,2,4; quick 1,2)")
+    parser.add_argument("--costs", type=_floats, default=None, help="µs per env step (default 0,40,200,1000)")
+    parser.add_argument("--cartpole-envs", type=_ints, default=None, help="Rust CartPole sizes (default 16,64)")
+    parser.add_argument("--output", default=None,
+                        help="the RESULTS.md whose grid section is replaced (default benches/RESULTS.md; with "
+                             "--quick none)")
+    parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
+    args = parser.parse_args(argv)
+    q = args.quick
+    args.seconds = args.seconds if args.seconds is not None else (0.2 if q else 0.8)
+    args.warmup = args.warmup if args.warmup is not None else (0.1 if q else 0.3)
+    args.workers = args.workers or ([1, 2] if q else [1, 2, 4])
+    args.costs = args.costs or ([0.0, 200.0] if q else list(COSTS_US))
+    args.cartpole_envs = args.cartpole_envs or ([16] if q else [16, 64])
+    args.observations = list(OBSERVATIONS)
+    args.infos = ["3 scalars"] if q else list(INFOS)
+    if not args.seconds > 0 or args.warmup < 0:
+        parser.error("argument --seconds must be positive and --warmup at least 0")
+    if args.num_envs < 2:
+        parser.error(f"argument --num-envs: at least 2 (async batches are half of them), got {args.num_envs}")
+    output = args.output if args.output is not None else (None if q else str(ROOT / "benches" / "RESULTS.md"))
+    for path, name in ((output, "--output"), (args.json, "--json")):
+        if path and not Path(path).resolve().parent.is_dir():
+            parser.error(f"argument {name}: the folder of {path!r} does not exist")
+    args.cores = usable_cores()
+    info = machine_info()
+    names = {"both": ["quiet", "neighbour"], "off": ["quiet"], "on": ["neighbour"]}[args.neighbour]
+    print(f"grid: {len(args.costs) * len(args.observations) * len(args.infos)} Python envs x "
+          f"{len(args.workers)} worker counts, CartPole {args.cartpole_envs}; {args.warmup:g} + {args.seconds:g} s per "
+          f"row; conditions {', '.join(names)}; {args.cores} cores ({info.get('cpu_model')})", file=sys.stderr)
+    report: Dict[str, Any] = {
+        "schema": "ringenv.grid/1", "machine": info, "date": datetime.date.today().isoformat(),
+        "envpool": _envpool_version(),
+        "settings": {"seconds": args.seconds, "warmup": args.warmup, "num_envs": args.num_envs,
+                     "workers": args.workers, "costs_us": args.costs, "observations": args.observations,
+                     "infos": args.infos, "cartpole_envs": args.cartpole_envs, "quick": q,
+                     "dict_bytes": space_bytes(dict_space()), "warmup_min_steps": WARMUP_MIN_STEPS,
+                     "python": platform.python_version()},
+        "conditions": [],
+    }
+    for name in names:
+        cond = run_condition(name, args)
+        cond["targets"] = evaluate(cond, args.cores)
+        report["conditions"].append(cond)
+    lines = section(report)
+    print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+        print(f"wrote {args.json}", file=sys.stderr)
+    if output:
+        path = Path(output)
+        text = path.read_text() if path.exists() else "# Benchmark results\n"
+        path.write_text(replace_section(text, lines))
+        print(f"wrote the grid section of {output}", file=sys.stderr)
+    return 0
+
+
+def _envpool_version() -> Optional[str]:
+    if not envpool_installed():
+        return None
+    import envpool
+
+    return str(envpool.__version__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
