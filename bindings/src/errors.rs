@@ -78,15 +78,15 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
 
 /// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
 /// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
-pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::staging::StagingError) -> PyErr {
+pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::StagingError) -> PyErr {
     match build_staging(py, &e) {
         Ok(err) => err,
         Err(err) => err,
     }
 }
 
-fn build_staging(py: Python<'_>, e: &ringenv_runtime::staging::StagingError) -> PyResult<PyErr> {
-    use ringenv_runtime::staging::StagingError;
+fn build_staging(py: Python<'_>, e: &ringenv_runtime::StagingError) -> PyResult<PyErr> {
+    use ringenv_runtime::StagingError;
     let fields = PyDict::new(py);
     let kind = match e {
         StagingError::NoDriver => {

@@ -3,15 +3,15 @@
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ringenv_runtime::advert::{self, PoolEntry};
-use ringenv_runtime::monitor::Monitor;
+use ringenv_runtime::{list_pools, PoolEntry};
+use ringenv_runtime::Monitor;
 
 /// The live pools of this user: a list of `{"pid", "fd"}` dicts (the main process and its segment
 /// descriptor).
 #[pyfunction]
 pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
-    for e in advert::list() {
+    for e in list_pools() {
         let d = PyDict::new(py);
         d.set_item("pid", e.pid)?;
         d.set_item("fd", e.fd)?;

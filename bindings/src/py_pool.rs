@@ -291,11 +291,11 @@ impl PyPool {
         if let Some(mask) = mask {
             for w in 0..self.pool.layout().num_workers {
                 let envs = self.pool.layout().worker_envs(w);
-                let mut view = self.pool.segment().slot(self.pool.next_slot_of(w));
-                for (flag, &keep) in view.rows_mut(Array::SeedFlags, envs.clone()).iter_mut().zip(&mask[envs]) {
-                    if !keep {
-                        *flag |= 2;
-                    }
+                let slot = self.pool.next_slot_of(w);
+                let mut view = self.pool.batch_mut(slot);
+                for env in envs.filter(|&env| !mask[env]) {
+                    let flags = view.seed_flags(env).with_skip_reset();
+                    view.set_seed_flags(env, flags);
                 }
             }
         }

@@ -18,7 +18,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ringenv_runtime::{Array, RemoteError, SlotView, WorkerEndpoint};
-use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost, SKIP_RESET};
+use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -301,7 +301,7 @@ impl<'py> EnvHost for PyEnvs<'py> {
         let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            if view.rows(Array::SeedFlags, id..id + 1)[0] & SKIP_RESET != 0 {
+            if view.seed_flags(id).skips_reset() {
                 // Not in the reset mask: the env keeps its state; the main process keeps its
                 // last observation.
                 pickled.push(py.None().into_bound(py));

@@ -84,7 +84,11 @@ impl std::fmt::Display for WorkerFailure {
         Ok(())
     }
 }
-impl std::error::Error for WorkerFailure {}
+impl std::error::Error for WorkerFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last_error.as_deref().map(|e| e as _)
+    }
+}
 
 /// An error of a [`crate::Pool`] operation.
 #[derive(Debug)]
@@ -128,6 +132,16 @@ pub enum PoolError {
         /// Workers that had not completed.
         waiting_for: Vec<usize>,
     },
+    /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
+    /// stamps, a completion naming another worker or a command not in flight, ...): what was
+    /// found. The worker was killed (its status is in `failure`) and, as for a death, restarted
+    /// ([`crate::FailurePolicy::Restart`]) or the pool is closed.
+    Corrupt {
+        /// What was found, with the values read.
+        what: String,
+        /// The worker, killed.
+        failure: WorkerFailure,
+    },
     /// A worker broke the control protocol.
     Control {
         /// The worker index.
@@ -162,6 +176,11 @@ impl std::fmt::Display for PoolError {
             PoolError::Timeout { seconds, waiting_for } => {
                 write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }
+            PoolError::Corrupt { what, failure } => write!(
+                f,
+                "worker {} (pid {}, envs {:?}) corrupted the shared memory segment ({what}); it was killed",
+                failure.worker, failure.pid, failure.env_ids
+            ),
             PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
             PoolError::NoPendingCall => {
                 write!(f, "no command is pending: call submit (step_async / reset_async) first")
@@ -172,4 +191,41 @@ impl std::fmt::Display for PoolError {
         }
     }
 }
-impl std::error::Error for PoolError {}
+impl std::error::Error for PoolError {
+    /// The wrapped error, so the chain down to the system call or the remote exception is never
+    /// cut: the layout or segment error, the `io::Error` of a spawn, the worker's remote error, the
+    /// failure of a death (whose own source is its last error), the control error.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::Layout(e) => Some(e),
+            PoolError::Segment(e) => Some(e),
+            PoolError::Spawn { source, .. } => Some(source),
+            PoolError::Startup { error, .. } => Some(error.as_ref()),
+            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
+                Some(f)
+            }
+            PoolError::Control { error, .. } => Some(error),
+            PoolError::Timeout { .. }
+            | PoolError::NoPendingCall
+            | PoolError::AlreadyPending
+            | PoolError::Closed
+            | PoolError::InvalidArgument(_) => None,
+        }
+    }
+}
+
+impl PoolError {
+    /// The worker this error names, if any (a spawn, a start-up, a death, a corruption, a
+    /// protocol error).
+    pub fn worker(&self) -> Option<usize> {
+        match self {
+            PoolError::Spawn { worker, .. } | PoolError::Startup { worker, .. } | PoolError::Control { worker, .. } => {
+                Some(*worker)
+            }
+            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
+                Some(f.worker)
+            }
+            _ => None,
+        }
+    }
+}

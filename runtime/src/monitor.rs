@@ -1,10 +1,10 @@
 //! Reading a running pool's metrics from another process, without touching the run: the segment
 //! is mapped read-only through `/proc/<pid>/fd/<fd>` of the pool's main process (found with
-//! [`crate::advert::list`]) and only atomics are loaded from it.
+//! [`crate::list_pools`]) and only atomics are loaded from it.
 //!
 //! ```no_run
-//! use ringenv_runtime::{advert, monitor::Monitor};
-//! for entry in advert::list() {
+//! use ringenv_runtime::{list_pools, Monitor};
+//! for entry in list_pools() {
 //!     let m = Monitor::open(&entry).unwrap();
 //!     let s = m.snapshot();
 //!     println!("pool of pid {}: {} envs, {} commands", entry.pid, s.num_envs, s.pool.commands);
@@ -13,11 +13,11 @@
 
 use crate::advert::PoolEntry;
 use crate::metrics::{PoolSnapshot, WorkerSnapshot};
-use crate::{Segment, SegmentError};
+use crate::{ReadOnlySegment, Segment, SegmentError};
 
 /// A read-only view of a running pool.
 pub struct Monitor {
-    segment: Segment,
+    segment: ReadOnlySegment,
 }
 
 /// A worker's counters and its futex sleeps.
@@ -61,16 +61,16 @@ impl Monitor {
             .map(|w| {
                 let r = l.worker_envs(w);
                 WorkerView {
-                    metrics: self.segment.worker_metrics(w).snapshot(),
+                    metrics: self.segment.worker_metrics(w).unwrap_or_default(),
                     env_ids: (r.start, r.end),
-                    sleeps: self.segment.command_wakeup(w).sleeps(),
+                    sleeps: self.segment.command_sleeps(w).unwrap_or_default(),
                 }
             })
             .collect();
         PoolView {
             num_envs: l.num_envs,
-            pool: self.segment.pool_metrics().snapshot(),
-            main_sleeps: self.segment.completion_wakeup().sleeps(),
+            pool: self.segment.pool_metrics(),
+            main_sleeps: self.segment.completion_sleeps(),
             workers,
         }
     }

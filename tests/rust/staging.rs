@@ -30,8 +30,8 @@ fn without_the_feature_no_cuda_symbol_is_built_in() {
 mod cuda {
     use super::binary_mentions_cuda;
     use cudarc::driver::{CudaContext, DevicePtr};
-    use ringenv_runtime::memory::{HeapMemory, Memory};
-    use ringenv_runtime::staging::{device_count, driver_present, CudaStaging, HostToDevice, PinMode, StagingError};
+    use ringenv_runtime::{HeapMemory, Memory};
+    use ringenv_runtime::{cuda_device_count as device_count, cuda_driver_present as driver_present, CudaStaging, HostToDevice, PinMode, StagingError};
     use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
 
     #[test]
