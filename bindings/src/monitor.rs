@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ringenv_runtime::{list_pools, PoolEntry};
+use ringenv_runtime::PoolEntry;
 use ringenv_runtime::Monitor;
 
 /// The live pools of this user: a list of `{"pid", "fd"}` dicts (the main process and its segment
@@ -11,7 +11,7 @@ use ringenv_runtime::Monitor;
 #[pyfunction]
 pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
-    for e in list_pools() {
+    for e in ringenv_runtime::list_pools() {
         let d = PyDict::new(py);
         d.set_item("pid", e.pid)?;
         d.set_item("fd", e.fd)?;

@@ -1,6 +1,6 @@
 //! `ringenv._native.Pool`: the runtime's pool for Python, with the GIL released while it waits.
 
-use crate::errors::{remote_to_dict, to_pyerr};
+use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -52,7 +52,8 @@ fn wait_in_slices<T: Send>(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-        match py.detach(|| wait(slice)) {
+        // A panic in the runtime becomes `InternalError`, never `PanicException`.
+        match py.detach(|| catch(|| wait(slice))).map_err(|message| internal_error(py, message))? {
             Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
             Err(PoolError::Timeout { waiting_for, .. }) => {
                 let seconds = timeout.unwrap_or_default().as_secs_f64();
@@ -159,7 +160,8 @@ impl PyPool {
             },
             on_failure,
         };
-        let pool = py.detach(|| Pool::spawn(config)).map_err(|e| to_pyerr(py, e))?;
+        let spawned = py.detach(|| catch(|| Pool::spawn(config))).map_err(|message| internal_error(py, message))?;
+        let pool = spawned.map_err(|e| to_pyerr(py, e))?;
         Ok(PyPool { pool })
     }
 
@@ -250,7 +252,7 @@ impl PyPool {
             "reset" => CommandKind::Reset,
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
-        self.pool.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        guard(py, || self.pool.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e)))
     }
 
     /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
@@ -282,12 +284,15 @@ impl PyPool {
     /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
     /// (`None`: reset every env; else envs whose entry is false are not reset).
     #[pyo3(signature = (seeds, mask=None))]
-    fn write_seeds(&mut self, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
+    fn write_seeds(&mut self, py: Python<'_>, seeds: Vec<Option<u64>>, mask: Option<Vec<bool>>) -> PyResult<()> {
         let n = self.pool.layout().num_envs;
         if seeds.len() != n || mask.as_ref().is_some_and(|m| m.len() != n) {
             return Err(PyValueError::new_err(format!("one seed and one mask entry per env ({n}) are needed")));
         }
-        self.pool.write_seeds(&seeds);
+        guard(py, || {
+            self.pool.write_seeds(&seeds);
+            Ok(())
+        })?;
         if let Some(mask) = mask {
             for w in 0..self.pool.layout().num_workers {
                 let envs = self.pool.layout().worker_envs(w);
@@ -311,7 +316,7 @@ impl PyPool {
             "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
-        self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        guard(py, || self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e)))
     }
 
     /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns
@@ -347,8 +352,7 @@ impl PyPool {
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
         let pool = &mut self.pool;
-        py.detach(|| pool.close(t));
-        Ok(())
+        py.detach(|| catch(|| pool.close(t))).map_err(|message| internal_error(py, message))
     }
 
     fn __repr__(&self) -> String {
@@ -368,6 +372,11 @@ impl PyPool {
         d.set_item("num_workers", l.num_workers)?;
         d.set_item("depth", l.depth)?;
         d.set_item("total_size", l.total_size())?;
+        // Byte offsets of each worker's command and completion rings (for tests that corrupt them).
+        let rings: Vec<(usize, usize)> =
+            (0..l.num_workers).map(|w| (l.command_ring_offset(w), l.completion_ring_offset(w))).collect();
+        d.set_item("ring_offsets", rings)?;
+        d.set_item("ring_bytes", l.completion_ring_offset(0) - l.command_ring_offset(0))?;
         Ok(d)
     }
 }

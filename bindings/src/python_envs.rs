@@ -97,7 +97,7 @@ fn build_with<'py>(
     let base = endpoint.segment().memory().as_ptr() as usize;
     let offsets = PyList::empty(py);
     for s in 0..layout.depth {
-        let v = endpoint.slot(s);
+        let v = endpoint.segment().slot(s);
         let obs: Vec<usize> = (0..layout.obs.len()).map(|k| v.address(Array::Obs(k)) - base).collect();
         let act: Vec<usize> = (0..layout.action.len()).map(|k| v.address(Array::Action(k)) - base).collect();
         offsets.append((obs, act))?;
