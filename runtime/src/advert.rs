@@ -10,11 +10,11 @@
 //! name.
 //!
 //! ```
-//! use ringenv_runtime::advert;
-//! let ad = advert::Advert::publish(7).unwrap();
-//! assert!(advert::list().iter().any(|p| p.pid == std::process::id() && p.fd == 7));
+//! use ringenv_runtime::{list_pools, Advert};
+//! let ad = Advert::publish(7).unwrap();
+//! assert!(list_pools().iter().any(|p| p.pid == std::process::id() && p.fd == 7));
 //! drop(ad); // closing the pool removes its name at once
-//! assert!(advert::list().iter().all(|p| p.pid != std::process::id() || p.fd != 7));
+//! assert!(list_pools().iter().all(|p| p.pid != std::process::id() || p.fd != 7));
 //! ```
 
 use std::os::linux::net::SocketAddrExt;
