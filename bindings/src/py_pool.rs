@@ -65,7 +65,7 @@ fn wait_in_slices<T: Send>(
 }
 
 /// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
-/// `status`).
+/// `status`, `last_error`: a dict or None).
 fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("worker", w)?;
@@ -74,6 +74,8 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
     d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
     d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
     d.set_item("status", f.status.to_string())?;
+    // Why it was replaced when it did not simply die (a protocol error, a corrupt segment).
+    d.set_item("last_error", f.last_error.as_deref().map(|e| remote_to_dict(py, e)).transpose()?)?;
     Ok(d)
 }
 
