@@ -109,6 +109,14 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
     catch(f).unwrap_or_else(|message| Err(internal_error(py, message)))
 }
 
+/// `_native._panic_for_tests(message)`: panics with `message` inside [`guard`], as a bug in any
+/// method would, so the tests can prove a native panic reaches Python as
+/// `ringenv.errors.InternalError`, never as `PanicException`.
+#[pyfunction(name = "_panic_for_tests")]
+pub fn panic_for_tests(py: Python<'_>, message: &str) -> PyResult<()> {
+    guard(py, || panic!("{message}"))
+}
+
 /// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
 /// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
 pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::StagingError) -> PyErr {

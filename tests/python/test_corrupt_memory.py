@@ -137,7 +137,7 @@ def test_under_restart_a_worker_corrupting_its_completion_ring_fails_only_its_ca
     assert obs[:, 0].tolist() == [1.0] * 4 and rewards.tolist() == [1.0] * 4
 
 
-def test_a_native_panic_would_be_an_internal_error_not_a_panic_exception():
-    err = ringenv.errors._from_native("internal", "internal error in ringenv's native code: boom", {})
-    assert isinstance(err, InternalError) and isinstance(err, RingenvError) and isinstance(err, RuntimeError)
-    assert "boom" in str(err)
+def test_a_native_panic_is_an_internal_error_not_a_panic_exception():
+    with pytest.raises(InternalError, match="internal error in ringenv's native code.*boom") as caught:
+        ringenv._native._panic_for_tests("boom")
+    assert isinstance(caught.value, RingenvError) and isinstance(caught.value, RuntimeError)
