@@ -229,3 +229,58 @@ impl PoolError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The chain of `e` from the top, as `Display` strings.
+    fn chain(e: &(dyn Error + 'static)) -> Vec<String> {
+        let mut links = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(cause) = next {
+            links.push(cause.to_string());
+            next = cause.source();
+        }
+        links
+    }
+
+    #[test]
+    fn every_wrapping_error_returns_its_cause_from_source() {
+        let io = || std::io::Error::from_raw_os_error(12);
+        let segment = PoolError::Segment(SegmentError::Os("mmap", io()));
+        let links = chain(&segment);
+        assert_eq!(links.len(), 3, "{links:?}");
+        assert!(segment.source().unwrap().source().unwrap().downcast_ref::<std::io::Error>().is_some());
+
+        let header = SegmentError::Header(crate::HeaderError::Layout(LayoutError::TooLarge));
+        assert_eq!(chain(&PoolError::Segment(header)).len(), 4);
+
+        let spawn = PoolError::Spawn { worker: 2, source: io() };
+        assert_eq!(spawn.source().unwrap().downcast_ref::<std::io::Error>().unwrap().raw_os_error(), Some(12));
+        assert_eq!(spawn.worker(), Some(2));
+
+        let control = PoolError::Control { worker: 1, error: ControlError::Io(io()) };
+        assert_eq!(chain(&control).len(), 3);
+
+        let remote = RemoteError { kind: "ValueError".into(), message: "bad".into(), ..Default::default() };
+        let failure = WorkerFailure {
+            worker: 0,
+            pid: 1,
+            env_ids: 0..2,
+            status: ExitStatus::Signaled(9),
+            last_error: Some(Box::new(remote.clone())),
+        };
+        let died = PoolError::WorkerDied(failure.clone());
+        assert_eq!(chain(&died).len(), 3);
+        let corrupt = PoolError::Corrupt { what: "ring".into(), failure: failure.clone() };
+        assert!(chain(&corrupt)[2].contains("bad"));
+        let crash = PoolError::CrashLoop { failures: 3, window_s: 1.0, last: failure };
+        assert_eq!(chain(&crash).len(), 3);
+        let startup = PoolError::Startup { worker: 0, env_ids: 0..1, error: Box::new(remote) };
+        assert_eq!(chain(&startup).len(), 2);
+        assert!(PoolError::Layout(LayoutError::TooLarge).source().is_some());
+        assert!(PoolError::Closed.source().is_none());
+    }
+}
