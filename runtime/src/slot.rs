@@ -80,7 +80,7 @@ impl SeedFlags {
 
     /// Flags for an env that has a seed (`seeded`) and is or is not left out of the reset.
     pub const fn new(seeded: bool, skip_reset: bool) -> SeedFlags {
-        SeedFlags((seeded as u8) * Self::HAS_SEED | (skip_reset as u8) * Self::SKIP_RESET)
+        SeedFlags(((seeded as u8) * Self::HAS_SEED) | ((skip_reset as u8) * Self::SKIP_RESET))
     }
     /// The flags of a byte read from a slot; unknown bits are dropped.
     pub const fn from_bits(bits: u8) -> SeedFlags {
