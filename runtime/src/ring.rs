@@ -209,6 +209,17 @@ impl<T: Pod> Ring<T> {
         (recorded == 0 || recorded == capacity as u64).then_some(ring)
     }
 
+    /// A handle to the ring at `offset` of `capacity`, reading nothing from the region (so nothing
+    /// a peer wrote there can refuse it); `None` when it does not fit in `mem`, is not 128-byte
+    /// aligned, or `capacity` is not a power of two. The main process uses this for rings it
+    /// initialised itself; [`Ring::attach`] also checks the recorded capacity.
+    ///
+    /// # Safety
+    /// As [`Ring::attach`].
+    pub(crate) unsafe fn view(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
+        Self::place(mem, offset, capacity)
+    }
+
     /// A handle to the region at `offset`, reading nothing from it; `None` when it does not fit
     /// in `mem`, is not 128-byte aligned, or `capacity` is not a power of two.
     fn place(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {

@@ -236,8 +236,9 @@ impl Segment {
     /// When `worker >= num_workers`.
     pub fn completion_ring(&self, worker: usize) -> Ring<Completion> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
-        // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY) }
+        // SAFETY: initialised by `create` at the layout's offset with this capacity. `view` reads
+        // nothing from the ring, so the `expect` depends on the validated layout alone.
+        unsafe { Ring::view(self.memory(), self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("completion ring fits the validated layout")
     }
     /// Worker `worker`'s command ring (main -> worker).
@@ -246,8 +247,9 @@ impl Segment {
     /// When `worker >= num_workers`.
     pub fn command_ring(&self, worker: usize) -> Ring<Command> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
-        // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
+        // SAFETY: initialised by `create` at the layout's offset with this capacity. `view` reads
+        // nothing from the ring, so the `expect` depends on the validated layout alone.
+        unsafe { Ring::view(self.memory(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("command ring fits the validated layout")
     }
 
