@@ -254,7 +254,10 @@ impl PyPool {
             "reset" => CommandKind::Reset,
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
-        guard(py, || self.pool.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e)))
+        // GIL released: a worker whose command ring is corrupt is restarted here.
+        let pool = &mut self.pool;
+        let sent = py.detach(|| catch(|| pool.send(&workers, kind, payload.as_deref())));
+        sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
@@ -318,7 +321,10 @@ impl PyPool {
             "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
-        guard(py, || self.pool.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e)))
+        // GIL released: a worker whose command ring is corrupt is restarted here.
+        let pool = &mut self.pool;
+        let sent = py.detach(|| catch(|| pool.submit(kind, payload.as_deref())));
+        sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns

@@ -631,13 +631,12 @@ impl Pool {
     fn failure_of(&mut self, w: usize, cause: &Cause) -> WorkerFailure {
         let last_error = last_error_of(cause).map(Box::new);
         let worker = &mut self.workers[w];
-        let status = match cause {
-            // Do not wait for a worker that is alive and broken: it may never exit.
-            Cause::Corrupt(_) | Cause::Protocol(_) => match worker.try_status(Duration::ZERO) {
-                Some(s) => s,
-                None => worker.kill(),
-            },
-            Cause::Died => worker.try_status(Duration::from_millis(100)).unwrap_or(ExitStatus::Unknown),
+        // A worker that corrupted the segment is alive and broken: do not wait for it to exit.
+        let grace = if matches!(cause, Cause::Corrupt(_)) { Duration::ZERO } else { Duration::from_millis(100) };
+        let status = match worker.try_status(grace) {
+            Some(s) => s,
+            None if !matches!(cause, Cause::Died) => worker.kill(),
+            None => ExitStatus::Unknown,
         };
         WorkerFailure { worker: w, pid: worker.pid(), env_ids: worker.env_ids.clone(), status, last_error }
     }
