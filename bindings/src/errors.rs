@@ -48,6 +48,11 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
             failure_fields(py, &fields, f)?;
             "worker_died"
         }
+        PoolError::Corrupt { what, failure } => {
+            failure_fields(py, &fields, failure)?;
+            fields.set_item("what", what)?;
+            "corrupt"
+        }
         PoolError::CrashLoop { failures, window_s, last } => {
             fields.set_item("failures", failures)?;
             fields.set_item("window_s", window_s)?;
@@ -81,17 +86,53 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
     Ok(PyErr::from_value(exc))
 }
 
+/// Runs `f`, returning the text (and location, which the panic hook printed) of a panic instead
+/// of unwinding: no panic may reach Python as `pyo3_runtime.PanicException`, which is not an
+/// `Exception`. Usable with the GIL released (inside `py.detach`).
+pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let text = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with a non-text payload".into());
+        format!("internal error in ringenv's native code (please report it): {text}")
+    })
+}
+
+/// `ringenv.errors.InternalError(message)` (a `RingenvError`, so a `RuntimeError`).
+pub fn internal_error(py: Python<'_>, message: String) -> PyErr {
+    let built = py
+        .import("ringenv.errors")
+        .and_then(|m| m.getattr("_from_native")?.call1(("internal", message.clone(), PyDict::new(py))))
+        .map(PyErr::from_value);
+    built.unwrap_or_else(|_| pyo3::exceptions::PyRuntimeError::new_err(message))
+}
+
+/// Runs a method body `f`, raising [`internal_error`] for a panic inside it.
+pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    catch(f).unwrap_or_else(|message| Err(internal_error(py, message)))
+}
+
+/// `_native._panic_for_tests(message)`: panics with `message` inside [`guard`], as a bug in any
+/// method would, so the tests can prove a native panic reaches Python as
+/// `ringenv.errors.InternalError`, never as `PanicException`.
+#[pyfunction(name = "_panic_for_tests")]
+pub fn panic_for_tests(py: Python<'_>, message: &str) -> PyResult<()> {
+    guard(py, || panic!("{message}"))
+}
+
 /// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
 /// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
-pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::staging::StagingError) -> PyErr {
+pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::StagingError) -> PyErr {
     match build_staging(py, &e) {
         Ok(err) => err,
         Err(err) => err,
     }
 }
 
-fn build_staging(py: Python<'_>, e: &ringenv_runtime::staging::StagingError) -> PyResult<PyErr> {
-    use ringenv_runtime::staging::StagingError;
+fn build_staging(py: Python<'_>, e: &ringenv_runtime::StagingError) -> PyResult<PyErr> {
+    use ringenv_runtime::StagingError;
     let fields = PyDict::new(py);
     let kind = match e {
         StagingError::NoDriver => {

@@ -26,7 +26,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workers::builtin_env_ids, m)?)?;
     m.add_function(wrap_pyfunction!(workers::builtin_spaces, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::list_pools, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::pool_snapshot, m)?)?;
-    m.add("LAYOUT_VERSION", ringenv_runtime::header::LAYOUT_VERSION)?;
+    m.add("LAYOUT_VERSION", ringenv_runtime::LAYOUT_VERSION)?;
     Ok(())
 }

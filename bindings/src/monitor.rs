@@ -1,13 +1,12 @@
 //! `ringenv top`'s native side: list the advertised pools and snapshot one, read-only, after
-//! checking that the advertisement is a pool of this user (`ringenv_runtime::advert::connect`).
+//! checking that the advertisement is a pool of this user (`ringenv_runtime::connect_to_pool`).
 
 use pyo3::exceptions::{
     PyConnectionRefusedError, PyFileNotFoundError, PyOSError, PyPermissionError, PyTimeoutError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ringenv_runtime::advert::{self, AdvertError, PoolEntry};
-use ringenv_runtime::monitor::{Monitor, MonitorError, PoolView};
+use ringenv_runtime::{list_pools as list_advertised, AdvertError, Monitor, MonitorError, PoolEntry, PoolView};
 use std::time::Duration;
 
 /// The pools advertised under this user's prefix: a list of `{"pid", "fd", "name"}` dicts (the main
@@ -16,7 +15,7 @@ use std::time::Duration;
 #[pyfunction]
 pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let list = PyList::empty(py);
-    for e in advert::list() {
+    for e in list_advertised() {
         let d = PyDict::new(py);
         d.set_item("pid", e.pid)?;
         d.set_item("fd", e.fd)?;
@@ -66,7 +65,7 @@ pub fn pool_snapshot<'py>(
     let timeout = Duration::try_from_secs_f64(timeout).map_err(|_| {
         PyValueError::new_err(format!("timeout must be a non-negative number of seconds, got {timeout}"))
     })?;
-    let candidates: Vec<PoolEntry> = advert::list()
+    let candidates: Vec<PoolEntry> = list_advertised()
         .into_iter()
         .filter(|e| e.pid == pid && e.fd == fd && name.as_ref().is_none_or(|n| *n == e.name))
         .collect();

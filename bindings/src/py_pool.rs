@@ -1,6 +1,6 @@
 //! `ringenv._native.Pool`: the runtime's pool for Python, with the GIL released while it waits.
 
-use crate::errors::{remote_to_dict, to_pyerr};
+use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -52,7 +52,8 @@ fn wait_in_slices<T: Send>(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-        let result = py.detach(|| wait(slice));
+        // A panic in the runtime becomes `InternalError`, never `PanicException`.
+        let result = py.detach(|| catch(|| wait(slice))).map_err(|message| internal_error(py, message))?;
         if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
             return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
         }
@@ -68,7 +69,7 @@ fn wait_in_slices<T: Send>(
 }
 
 /// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
-/// `status`).
+/// `status`, `last_error`: a dict or None).
 fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("worker", w)?;
@@ -77,6 +78,8 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
     d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
     d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
     d.set_item("status", f.status.to_string())?;
+    // Why it was replaced when it did not simply die (a protocol error, a corrupt segment).
+    d.set_item("last_error", f.last_error.as_deref().map(|e| remote_to_dict(py, e)).transpose()?)?;
     Ok(d)
 }
 
@@ -255,7 +258,7 @@ impl PyPool {
         };
         let layout = config.layout.clone();
         SIGNAL_RAISED.with(|s| s.borrow_mut().take());
-        let spawned = py.detach(|| Pool::spawn(config));
+        let spawned = py.detach(|| catch(|| Pool::spawn(config))).map_err(|message| internal_error(py, message))?;
         if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
             return Err(e); // Ctrl-C during start-up: the workers were stopped
         }
@@ -397,7 +400,10 @@ impl PyPool {
             "reset" => CommandKind::Reset,
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
-        self.open_mut(py)?.send(&workers, kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        // GIL released: a worker whose command ring is corrupt is restarted here.
+        let pool = self.open_mut(py)?;
+        let sent = py.detach(|| catch(|| pool.send(&workers, kind, payload.as_deref())));
+        sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
@@ -435,15 +441,18 @@ impl PyPool {
         if seeds.len() != n || mask.as_ref().is_some_and(|m| m.len() != n) {
             return Err(PyValueError::new_err(format!("one seed and one mask entry per env ({n}) are needed")));
         }
-        pool.write_seeds(&seeds);
+        guard(py, || {
+            pool.write_seeds(&seeds);
+            Ok(())
+        })?;
         if let Some(mask) = mask {
             for w in 0..pool.layout().num_workers {
                 let envs = pool.layout().worker_envs(w);
-                let mut view = pool.segment().slot(pool.next_slot_of(w));
-                for (flag, &keep) in view.rows_mut(Array::SeedFlags, envs.clone()).iter_mut().zip(&mask[envs]) {
-                    if !keep {
-                        *flag |= 2;
-                    }
+                let slot = pool.next_slot_of(w);
+                let mut view = pool.batch_mut(slot);
+                for env in envs.filter(|&env| !mask[env]) {
+                    let flags = view.seed_flags(env).with_skip_reset();
+                    view.set_seed_flags(env, flags);
                 }
             }
         }
@@ -459,7 +468,10 @@ impl PyPool {
             "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
-        self.open_mut(py)?.submit(kind, payload.as_deref()).map_err(|e| to_pyerr(py, e))
+        // GIL released: a worker whose command ring is corrupt is restarted here.
+        let pool = self.open_mut(py)?;
+        let sent = py.detach(|| catch(|| pool.submit(kind, payload.as_deref())));
+        sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
     }
 
     /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns
@@ -507,10 +519,12 @@ impl PyPool {
         }
         self.last_pids = pool.worker_pids();
         py.detach(|| {
-            pool.close(t);
-            drop(pool);
-        });
-        Ok(())
+            catch(move || {
+                pool.close(t);
+                drop(pool);
+            })
+        })
+        .map_err(|message| internal_error(py, message))
     }
 
     fn __repr__(&self) -> String {
@@ -535,6 +549,11 @@ impl PyPool {
         d.set_item("info_arena_bytes", l.info_arena_bytes())?;
         let arenas: Vec<usize> = (0..l.num_workers).map(|w| l.info_arena_offset(w)).collect();
         d.set_item("info_arena_offsets", arenas)?;
+        // Byte offsets of each worker's command and completion rings (for tests that corrupt them).
+        let rings: Vec<(usize, usize)> =
+            (0..l.num_workers).map(|w| (l.command_ring_offset(w), l.completion_ring_offset(w))).collect();
+        d.set_item("ring_offsets", rings)?;
+        d.set_item("ring_bytes", l.completion_ring_offset(0) - l.command_ring_offset(0))?;
         Ok(d)
     }
 }

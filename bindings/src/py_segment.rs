@@ -5,7 +5,7 @@
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use ringenv_runtime::memory::Memory;
+use ringenv_runtime::Memory;
 use std::os::raw::c_int;
 use std::sync::Arc;
 

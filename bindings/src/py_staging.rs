@@ -11,7 +11,7 @@ use crate::errors::staging_to_pyerr;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use ringenv_runtime::staging::{self, CudaStaging, HostToDevice, PinMode};
+use ringenv_runtime::{CudaStaging, HostToDevice, PinMode, StagingError};
 
 /// Host→device copies of a pool's slots on the caller's CUDA stream, one event per slot.
 ///
@@ -39,7 +39,7 @@ impl PyCudaStaging {
         }
         let (ptr, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
         let staging = py
-            .detach(|| -> Result<CudaStaging, staging::StagingError> {
+            .detach(|| -> Result<CudaStaging, StagingError> {
                 let mut staging = CudaStaging::new(ordinal, slots)?;
                 // SAFETY: `[ptr, ptr + len)` is the buffer held in `_segment`, released only
                 // after `staging` is dropped (field order).
@@ -134,5 +134,5 @@ impl PyCudaStaging {
 /// when the driver library cannot be loaded.
 #[pyfunction]
 pub fn cuda_device_count(py: Python<'_>) -> PyResult<usize> {
-    py.detach(staging::device_count).map_err(|e| staging_to_pyerr(py, e))
+    py.detach(ringenv_runtime::cuda_device_count).map_err(|e| staging_to_pyerr(py, e))
 }

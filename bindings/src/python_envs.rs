@@ -20,7 +20,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ringenv_runtime::{Array, RemoteError, SlotView, WorkerEndpoint};
-use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost, SKIP_RESET};
+use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -99,7 +99,7 @@ fn build_with<'py>(
     let base = endpoint.segment().memory().as_ptr() as usize;
     let offsets = PyList::empty(py);
     for s in 0..layout.depth {
-        let v = endpoint.slot(s);
+        let v = endpoint.segment().slot(s);
         let obs: Vec<usize> = (0..layout.obs.len()).map(|k| v.address(Array::Obs(k)) - base).collect();
         let act: Vec<usize> = (0..layout.action.len()).map(|k| v.address(Array::Action(k)) - base).collect();
         offsets.append((obs, act))?;
@@ -303,7 +303,7 @@ impl<'py> EnvHost for PyEnvs<'py> {
         let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            if view.rows(Array::SeedFlags, id..id + 1)[0] & SKIP_RESET != 0 {
+            if view.seed_flags(id).skips_reset() {
                 // Not in the reset mask: the env keeps its state; the main process keeps its
                 // last observation.
                 pickled.push(py.None().into_bound(py));

@@ -1,5 +1,5 @@
 //! Fuzz target `header`: arbitrary segment headers, raw or mutated from a valid one, through
-//! `ringenv_runtime::header::read`, which must return a layout that fits or an error, never
+//! `ringenv_runtime::read_header`, which must return a layout that fits or an error, never
 //! panic. The property is `properties::header` (shared with `tests/rust/proptest_parsing.rs`).
 //!
 //! ```text

@@ -20,9 +20,9 @@
 //! ```
 #![allow(dead_code)]
 
-use ringenv_runtime::layout::HEADER_REGION;
+use ringenv_runtime::HEADER_REGION;
 use ringenv_runtime::{
-    header, ArraySpec, Command, CommandKind, Completion, ControlChannel, ControlError, ControlMessage, DType,
+    read_header, write_header, ArraySpec, Command, CommandKind, Completion, ControlChannel, ControlError, ControlMessage, DType,
     HeaderError, InfoArena, Layout,
 };
 use std::io::Write;
@@ -71,7 +71,7 @@ fn layout(bytes: &mut Bytes<'_>) -> Option<Layout> {
 
 /// Reads `page` as a header of a `mapped`-byte segment and checks what comes back.
 fn read_and_check(page: &[u8], mapped: usize) {
-    match header::read(page, mapped) {
+    match read_header(page, mapped) {
         Ok(layout) => {
             let total = layout.total_size();
             assert!(total <= mapped, "accepted a {total}-byte layout in a {mapped}-byte mapping");
@@ -81,8 +81,8 @@ fn read_and_check(page: &[u8], mapped: usize) {
             let last_command = layout.command_offset(layout.num_workers - 1) + layout.command_stride();
             assert!(last_command <= layout.slots_offset(), "command regions overlap the slots");
             let mut again = vec![0u8; HEADER_REGION];
-            header::write(&mut again, &layout);
-            assert_eq!(header::read(&again, mapped), Ok(layout), "a re-encoded header reads back differently");
+            write_header(&mut again, &layout);
+            assert_eq!(read_header(&again, mapped), Ok(layout), "a re-encoded header reads back differently");
         }
         Err(e) => {
             // Every error renders (the worker sends the text to the main process).
@@ -110,7 +110,7 @@ pub fn header(data: &[u8]) {
         page[..n].copy_from_slice(&raw[..n]);
     } else {
         let Some(layout) = layout(&mut bytes) else { return };
-        header::write(&mut page, &layout);
+        write_header(&mut page, &layout);
         mapped = match bytes.u8() % 4 {
             0 => layout.total_size() - 1,
             1 => layout.total_size() + usize::from(bytes.u8()),

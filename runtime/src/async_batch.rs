@@ -111,7 +111,7 @@ impl Pool {
         let message = message.map(<[u8]>::to_vec);
         for &w in workers {
             let seq = self.next_seq();
-            self.launch(w, kind, seq, message.clone());
+            self.launch(w, kind, seq, message.clone())?;
         }
         Ok(())
     }

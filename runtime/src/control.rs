@@ -91,7 +91,14 @@ impl std::fmt::Display for ControlError {
         }
     }
 }
-impl std::error::Error for ControlError {}
+impl std::error::Error for ControlError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ControlError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<std::io::Error> for ControlError {
     fn from(e: std::io::Error) -> Self {

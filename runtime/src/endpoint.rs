@@ -90,7 +90,14 @@ impl std::fmt::Display for ConnectError {
         }
     }
 }
-impl std::error::Error for ConnectError {}
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Segment(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// A connected worker.
 pub struct WorkerEndpoint {
@@ -190,8 +197,8 @@ impl WorkerEndpoint {
         &self.segment
     }
     /// A view of data slot `slot`; write only the rows of [`WorkerEndpoint::env_ids`].
-    pub fn slot(&self, slot: usize) -> SlotView<'_> {
-        self.segment.slot(slot)
+    pub fn slot(&mut self, slot: usize) -> SlotView<'_> {
+        self.segment.slot_mut(slot)
     }
     /// The learned spin state of this worker's command waits (it follows the wait settings the
     /// main process recorded in the segment header).
@@ -240,7 +247,7 @@ impl WorkerEndpoint {
                 return c;
             }
             let ring = self.commands.ring();
-            let wakeup = self.segment.command_wakeup(self.worker);
+            let wakeup = self.segment.command_wakeup(self.worker).expect("connect checked the worker index");
             if !self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK) && !self.parent_alive() {
                 end_worker();
             }
@@ -292,7 +299,7 @@ impl WorkerEndpoint {
         let mut c = completion;
         // Each worker has at most one completion outstanding in its own ring, so it is never full;
         // yield defensively all the same.
-        while let Err(crate::Full(back)) = self.completions.push(c) {
+        while let Err(crate::PushError::Full(back)) = self.completions.push(c) {
             c = back;
             std::thread::yield_now();
         }

@@ -84,7 +84,11 @@ impl std::fmt::Display for WorkerFailure {
         Ok(())
     }
 }
-impl std::error::Error for WorkerFailure {}
+impl std::error::Error for WorkerFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last_error.as_deref().map(|e| e as _)
+    }
+}
 
 /// An error of a [`crate::Pool`] operation.
 #[derive(Debug)]
@@ -128,6 +132,16 @@ pub enum PoolError {
         /// Workers that had not completed.
         waiting_for: Vec<usize>,
     },
+    /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
+    /// stamps, a completion naming another worker or a command not in flight, ...): what was
+    /// found. The worker was killed (its status is in `failure`) and, as for a death, restarted
+    /// ([`crate::FailurePolicy::Restart`]) or the pool is closed.
+    Corrupt {
+        /// What was found, with the values read.
+        what: String,
+        /// The worker, killed.
+        failure: WorkerFailure,
+    },
     /// A worker broke the control protocol.
     Control {
         /// The worker index.
@@ -170,6 +184,11 @@ impl std::fmt::Display for PoolError {
             PoolError::Timeout { seconds, waiting_for } => {
                 write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }
+            PoolError::Corrupt { what, failure } => write!(
+                f,
+                "worker {} (pid {}, envs {:?}) corrupted the shared memory segment ({what}); it was killed",
+                failure.worker, failure.pid, failure.env_ids
+            ),
             PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
             PoolError::NoPendingCall => {
                 write!(f, "no command is pending: call submit (step_async / reset_async) first")
@@ -184,4 +203,97 @@ impl std::fmt::Display for PoolError {
         }
     }
 }
-impl std::error::Error for PoolError {}
+impl std::error::Error for PoolError {
+    /// The wrapped error, so the chain down to the system call or the remote exception is never
+    /// cut: the layout or segment error, the `io::Error` of a spawn, the worker's remote error, the
+    /// failure of a death (whose own source is its last error), the control error.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PoolError::Layout(e) => Some(e),
+            PoolError::Segment(e) => Some(e),
+            PoolError::Spawn { source, .. } => Some(source),
+            PoolError::Startup { error, .. } => Some(error.as_ref()),
+            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
+                Some(f)
+            }
+            PoolError::Control { error, .. } => Some(error),
+            PoolError::Timeout { .. }
+            | PoolError::ForkedChild { .. }
+            | PoolError::NoPendingCall
+            | PoolError::AlreadyPending
+            | PoolError::Closed
+            | PoolError::InvalidArgument(_) => None,
+        }
+    }
+}
+
+impl PoolError {
+    /// The worker this error names, if any (a spawn, a start-up, a death, a corruption, a
+    /// protocol error).
+    pub fn worker(&self) -> Option<usize> {
+        match self {
+            PoolError::Spawn { worker, .. } | PoolError::Startup { worker, .. } | PoolError::Control { worker, .. } => {
+                Some(*worker)
+            }
+            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
+                Some(f.worker)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The chain of `e` from the top, as `Display` strings.
+    fn chain(e: &(dyn Error + 'static)) -> Vec<String> {
+        let mut links = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(cause) = next {
+            links.push(cause.to_string());
+            next = cause.source();
+        }
+        links
+    }
+
+    #[test]
+    fn every_wrapping_error_returns_its_cause_from_source() {
+        let io = || std::io::Error::from_raw_os_error(12);
+        let segment = PoolError::Segment(SegmentError::Os("mmap", io()));
+        let links = chain(&segment);
+        assert_eq!(links.len(), 3, "{links:?}");
+        assert!(segment.source().unwrap().source().unwrap().downcast_ref::<std::io::Error>().is_some());
+
+        let header = SegmentError::Header(crate::HeaderError::Layout(LayoutError::TooLarge));
+        assert_eq!(chain(&PoolError::Segment(header)).len(), 4);
+
+        let spawn = PoolError::Spawn { worker: 2, source: io() };
+        assert_eq!(spawn.source().unwrap().downcast_ref::<std::io::Error>().unwrap().raw_os_error(), Some(12));
+        assert_eq!(spawn.worker(), Some(2));
+
+        let control = PoolError::Control { worker: 1, error: ControlError::Io(io()) };
+        assert_eq!(chain(&control).len(), 3);
+
+        let remote = RemoteError { kind: "ValueError".into(), message: "bad".into(), ..Default::default() };
+        let failure = WorkerFailure {
+            worker: 0,
+            pid: 1,
+            env_ids: 0..2,
+            status: ExitStatus::Signaled(9),
+            last_error: Some(Box::new(remote.clone())),
+        };
+        let died = PoolError::WorkerDied(failure.clone());
+        assert_eq!(chain(&died).len(), 3);
+        let corrupt = PoolError::Corrupt { what: "ring".into(), failure: failure.clone() };
+        assert!(chain(&corrupt)[2].contains("bad"));
+        let crash = PoolError::CrashLoop { failures: 3, window_s: 1.0, last: failure };
+        assert_eq!(chain(&crash).len(), 3);
+        let startup = PoolError::Startup { worker: 0, env_ids: 0..1, error: Box::new(remote) };
+        assert_eq!(chain(&startup).len(), 2);
+        assert!(PoolError::Layout(LayoutError::TooLarge).source().is_some());
+        assert!(PoolError::Closed.source().is_none());
+    }
+}

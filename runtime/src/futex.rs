@@ -16,7 +16,7 @@
 //! Concurrency: any number of waiters and wakers, on any number of words.
 //!
 //! ```
-//! use ringenv_runtime::futex::{Futex, LocalFutex, SharedFutex};
+//! use ringenv_runtime::{Futex, LocalFutex, SharedFutex};
 //! use std::sync::atomic::AtomicU32;
 //! use std::time::Duration;
 //! let word = AtomicU32::new(1);

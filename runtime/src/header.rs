@@ -8,19 +8,19 @@
 //! garbage.
 //!
 //! ```
-//! use ringenv_runtime::{header, ArraySpec, DType, Layout};
+//! use ringenv_runtime::{read_header, write_header, write_header_with, read_header_settings, ArraySpec, DType, Layout};
 //! let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
 //!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let mut bytes = vec![0u8; 4096];
-//! header::write(&mut bytes, &layout);
-//! assert_eq!(header::read(&bytes, layout.total_size()).unwrap(), layout);
+//! write_header(&mut bytes, &layout);
+//! assert_eq!(read_header(&bytes, layout.total_size()).unwrap(), layout);
 //! bytes[0] = b'X';
-//! assert!(header::read(&bytes, layout.total_size()).is_err());
+//! assert!(read_header(&bytes, layout.total_size()).is_err());
 //!
 //! use ringenv_runtime::{Probe, SpinPolicy, SpinSettings};
 //! let settings = SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield };
-//! header::write_with(&mut bytes, &layout, &settings);
-//! assert_eq!(header::read_settings(&bytes).unwrap(), settings);
+//! write_header_with(&mut bytes, &layout, &settings);
+//! assert_eq!(read_header_settings(&bytes).unwrap(), settings);
 //! ```
 
 use crate::layout::{ArraySpec, Layout, LayoutError, HEADER_REGION, MAX_LEAVES, MAX_NDIM};
@@ -199,7 +199,14 @@ impl std::fmt::Display for HeaderError {
         }
     }
 }
-impl std::error::Error for HeaderError {}
+impl std::error::Error for HeaderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HeaderError::Layout(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Writes the header of `layout`, with the default wait settings, into the first bytes of
 /// `region`.

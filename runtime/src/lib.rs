@@ -1,54 +1,74 @@
 //! ringenv's runtime: the shared-memory segment, its layout, the lock-free rings, the futex
 //! wake-up protocol, worker supervision, and the pool API.
 //!
-//! This crate knows nothing of Python. Read it bottom-up: [`dtype`] and [`layout`] (where
-//! everything lives), [`header`] and [`segment`] (the memfd and its validation), [`ring`],
-//! [`futex`], [`wakeup`] and [`spin`] (the lock-free data path), [`descriptor`] and [`control`] (what
-//! travels), [`supervisor`] (processes), then [`pool`] (main side) and [`endpoint`] (worker side).
+//! This crate knows nothing of Python. Its modules are private; this file only declares them and
+//! re-exports their public API (as crossbeam's `lib.rs` does), so a caller names
+//! `ringenv_runtime::Pool`, never a module path, and the modules can be rearranged freely. Read
+//! the sources bottom-up: `dtype.rs` and `layout.rs` (where everything lives), `header.rs` and
+//! `segment.rs` (the memfd and its validation), `ring.rs`, `futex.rs`, `wakeup.rs` and `spin.rs`
+//! (the lock-free data path), `descriptor.rs` and `control.rs` (what travels), `supervisor.rs`
+//! (processes), then `pool.rs` (main side) and `endpoint.rs` (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
-pub mod advert;
-pub mod async_batch;
-pub mod control;
-pub mod descriptor;
-pub mod dtype;
-pub mod endpoint;
-pub mod error;
-pub mod futex;
-pub mod header;
-pub mod info_arena;
-pub mod layout;
-pub mod memory;
-pub mod metrics;
-pub mod monitor;
-pub mod pool;
-pub mod restart;
-pub mod ring;
-pub mod segment;
-pub mod slot;
-pub mod spin;
+mod advert;
+mod async_batch;
+mod control;
+mod descriptor;
+mod dtype;
+mod endpoint;
+mod error;
+mod futex;
+mod header;
+mod info_arena;
+mod layout;
+mod memory;
+mod metrics;
+mod monitor;
+mod pool;
+mod restart;
+mod ring;
+mod segment;
+mod slot;
+mod spin;
 #[cfg(feature = "cuda")]
-pub mod staging;
-pub mod supervisor;
+mod staging;
+mod supervisor;
 mod sync;
-pub mod wakeup;
+mod wakeup;
 
+pub use advert::{
+    check_peer, check_segment_fd, connect as connect_to_pool, list as list_pools, Advert, AdvertError, Peer, PoolEntry,
+    MAX_SEGMENT_BYTES,
+};
 pub use async_batch::{RecvOrder, WorkerOutcome};
-pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError};
+pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX_FRAME};
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
 pub use dtype::{DType, Element};
 pub use endpoint::{ConnectError, EndpointArgs, WorkerEndpoint};
 pub use error::{ExitStatus, PoolError, WorkerFailure};
-pub use header::HeaderError;
-pub use info_arena::{InfoArena, InfoArenaError};
-pub use layout::{ArraySpec, Layout, LayoutError, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA};
+pub use futex::{DefaultFutex, Futex, LocalFutex, SharedFutex};
+pub use header::{
+    read as read_header, read_settings as read_header_settings, write as write_header,
+    write_with as write_header_with, HeaderError, LAYOUT_VERSION, MAGIC,
+};
+pub use info_arena::{InfoArena, InfoArenaError, HEADER as INFO_ARENA_HEADER};
+pub use layout::{
+    ArraySpec, Layout, LayoutError, SlotOffsets, ARRAY_ALIGN, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA, HEADER_REGION, MAX_LEAVES,
+    MAX_NDIM,
+};
+pub use memory::{HeapMemory, Memory};
+pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
+pub use monitor::{Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS};
 pub use pool::{Outcome, Pool, PoolConfig};
-pub use restart::{FailurePolicy, RestartPolicy};
-pub use ring::{Consumer, Full, Ring};
-pub use segment::{Segment, SegmentError};
-pub use slot::{Array, SlotView};
-pub use spin::{Probe, SpinPolicy, SpinSettings, Spinner};
+pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
+pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};
+pub use segment::{ReadOnlySegment, Segment, SegmentError};
+pub use slot::{Array, SeedFlags, SlotRef, SlotView};
+pub use spin::{Probe, SpinPolicy, SpinSettings, Spinner, YIELD_EVERY};
 #[cfg(feature = "cuda")]
-pub use staging::{CudaStaging, HostToDevice, PinMode, StagingError};
+pub use staging::{
+    device_count as cuda_device_count, driver_present as cuda_driver_present, CudaStaging, HostToDevice, PinMode,
+    StagingError,
+};
 pub use supervisor::WorkerCommand;
 pub use wakeup::Wakeup;

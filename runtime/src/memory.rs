@@ -5,7 +5,7 @@
 //! mapping outlives every handle.
 //!
 //! ```
-//! use ringenv_runtime::memory::{HeapMemory, Memory};
+//! use ringenv_runtime::{HeapMemory, Memory};
 //! let m = HeapMemory::new(8192);
 //! assert_eq!(m.len(), 8192);
 //! assert_eq!(m.as_ptr() as usize % 4096, 0);

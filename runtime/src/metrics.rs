@@ -9,7 +9,7 @@
 //! ([`crate::Wakeup::sleeps`]).
 //!
 //! ```
-//! use ringenv_runtime::metrics::WorkerMetrics;
+//! use ringenv_runtime::WorkerMetrics;
 //! let m = WorkerMetrics::default();
 //! m.record_command(4, 1_000, 250);
 //! m.set_last_error("ValueError: boom");

@@ -19,7 +19,7 @@
 
 use crate::advert::{AdvertError, PoolEntry};
 use crate::metrics::{PoolSnapshot, WorkerSnapshot};
-use crate::{Segment, SegmentError};
+use crate::{ReadOnlySegment, Segment, SegmentError};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A read-only view of a running pool.
 pub struct Monitor {
-    segment: Segment,
+    segment: ReadOnlySegment,
 }
 
 /// Why a pool could not be monitored.
@@ -132,16 +132,16 @@ impl Monitor {
             .map(|w| {
                 let r = l.worker_envs(w);
                 WorkerView {
-                    metrics: self.segment.worker_metrics(w).snapshot(),
+                    metrics: self.segment.worker_metrics(w).unwrap_or_default(),
                     env_ids: (r.start, r.end),
-                    sleeps: self.segment.command_wakeup(w).sleeps(),
+                    sleeps: self.segment.command_sleeps(w).unwrap_or(0),
                 }
             })
             .collect();
         PoolView {
             num_envs: l.num_envs,
-            pool: self.segment.pool_metrics().snapshot(),
-            main_sleeps: self.segment.completion_wakeup().sleeps(),
+            pool: self.segment.pool_metrics(),
+            main_sleeps: self.segment.completion_sleeps(),
             workers,
         }
     }

@@ -17,6 +17,11 @@
 //! descriptors and mapping; it sends no command, no signal, and waits for no worker, so the
 //! creator's pool runs on untouched ([`Pool::is_owner`]).
 //!
+//! Nothing a worker writes into the segment can hang or crash this side: every ring operation is
+//! bounded and checked ([`crate::ring`]), every completion is validated against the command in
+//! flight, and an impossible state is a [`PoolError::Corrupt`] naming the worker, which is then
+//! killed and handled as a death (restarted, or the pool is closed).
+//!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
 //! use ringenv_runtime::{ArraySpec, DType, Layout, Pool, PoolConfig, WorkerCommand};
@@ -35,7 +40,8 @@ use crate::restart::{CrashLoopGuard, FailurePolicy};
 use crate::supervisor::{stop_all, WorkerProcess};
 use crate::{
     Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Layout, PoolError,
-    RemoteError, Ring, Segment, SlotView, SpinPolicy, SpinSettings, Spinner, WorkerCommand, WorkerFailure,
+    PushError, RemoteError, Ring, SeedFlags, Segment, SlotRef, SlotView, SpinPolicy, SpinSettings, Spinner,
+    WorkerCommand, WorkerFailure,
 };
 use std::time::{Duration, Instant};
 
@@ -150,9 +156,38 @@ pub struct Pool {
     creator_pid: u32,
 }
 
+/// Why a worker is being replaced (or the pool ended).
+enum Cause {
+    /// It died.
+    Died,
+    /// It broke the control protocol (it is killed).
+    Protocol(ControlError),
+    /// It left the segment in an impossible state: what was found (it is killed).
+    Corrupt(String),
+}
+
+/// The remote error a [`WorkerFailure`] records for a cause, if any.
+fn last_error_of(cause: &Cause) -> Option<RemoteError> {
+    let (kind, message) = match cause {
+        Cause::Died => return None,
+        Cause::Protocol(e) => ("ProtocolError", e.to_string()),
+        Cause::Corrupt(what) => ("SharedMemoryCorrupt", what.clone()),
+    };
+    Some(RemoteError { kind: kind.into(), message, ..Default::default() })
+}
+
+/// Why a command could not be handed to a worker.
+enum SendFault {
+    /// Its command ring is corrupt: what was found.
+    Corrupt(String),
+    /// The control socket failed (the worker is probably dead: the waits notice).
+    Control(ControlError),
+}
+
 fn clone_error(e: &PoolError) -> PoolError {
     match e {
         PoolError::WorkerDied(f) => PoolError::WorkerDied(f.clone()),
+        PoolError::Corrupt { what, failure } => PoolError::Corrupt { what: what.clone(), failure: failure.clone() },
         PoolError::CrashLoop { failures, window_s, last } => {
             PoolError::CrashLoop { failures: *failures, window_s: *window_s, last: last.clone() }
         }
@@ -179,7 +214,7 @@ impl Pool {
         let spin = SpinSettings::for_pool(config.spin, n);
         let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
         let completions = (0..n)
-            .map(|w| segment.completion_ring(w).acquire_consumer().expect("a fresh ring has no consumer"))
+            .map(|w| segment.completion_ring(w).acquire_consumer().expect("a fresh ring of this process has no consumer"))
             .collect();
         let commands = (0..n).map(|w| segment.command_ring(w)).collect();
         let crash_guard = match config.on_failure {
@@ -233,7 +268,7 @@ impl Pool {
         let init = self.config.init_of(w);
         match self.workers[w].control.send(&ControlMessage::Init(init)) {
             Ok(()) => Ok(()),
-            Err(ControlError::Closed) => Err(PoolError::WorkerDied(self.failure_of(w, None))),
+            Err(ControlError::Closed) => Err(PoolError::WorkerDied(self.failure_of(w, &Cause::Died))),
             Err(error) => Err(PoolError::Control { worker: w, error }),
         }
     }
@@ -263,7 +298,7 @@ impl Pool {
                     }
                 }
                 Err(ControlError::Timeout | ControlError::Closed) => {
-                    return Err(PoolError::WorkerDied(self.failure_of(w, None)));
+                    return Err(PoolError::WorkerDied(self.failure_of(w, &Cause::Died)));
                 }
                 Err(error) => return Err(PoolError::Control { worker: w, error }),
             }
@@ -300,9 +335,20 @@ impl Pool {
         self.worker_slot[0]
     }
 
-    /// A view of slot `slot` (read results, or write the next command's inputs).
-    pub fn batch(&self, slot: usize) -> SlotView<'_> {
+    /// A read-only view of slot `slot` (read results).
+    ///
+    /// # Panics
+    /// When `slot >= depth`.
+    pub fn batch(&self, slot: usize) -> SlotRef<'_> {
         self.segment.slot(slot)
+    }
+
+    /// A writable view of slot `slot` (write the next command's inputs: actions, seeds).
+    ///
+    /// # Panics
+    /// When `slot >= depth`.
+    pub fn batch_mut(&mut self, slot: usize) -> SlotView<'_> {
+        self.segment.slot_mut(slot)
     }
 
     /// Whether a command of [`Pool::submit`] is pending.
@@ -349,7 +395,9 @@ impl Pool {
     ///
     /// # Errors
     /// [`PoolError::AlreadyPending`], [`PoolError::Closed`], [`PoolError::WorkerDied`],
-    /// [`PoolError::InvalidArgument`] for `Close` (use [`Pool::close`]).
+    /// [`PoolError::Corrupt`] (a worker's command ring is corrupt, under
+    /// [`FailurePolicy::Raise`]), [`PoolError::CrashLoop`], [`PoolError::InvalidArgument`] for
+    /// `Close` (use [`Pool::close`]).
     pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, PoolError> {
         self.usable()?;
         if self.sync.is_some() || self.in_flight() > 0 {
@@ -364,13 +412,20 @@ impl Pool {
         self.sync = Some(kind);
         for w in 0..self.workers.len() {
             self.worker_slot[w] = slot;
-            self.launch(w, kind, seq, message.clone());
+            self.launch(w, kind, seq, message.clone())?;
         }
         Ok(slot)
     }
 
-    /// Starts command `kind` on worker `w`'s next slot: records the flight, then pushes it.
-    pub(crate) fn launch(&mut self, w: usize, kind: CommandKind, seq: u64, message: Option<Vec<u8>>) {
+    /// Starts command `kind` on worker `w`'s next slot: records the flight, then pushes it. A
+    /// corrupt command ring is handled as the worker's death (restart, or the pool's end).
+    pub(crate) fn launch(
+        &mut self,
+        w: usize,
+        kind: CommandKind,
+        seq: u64,
+        message: Option<Vec<u8>>,
+    ) -> Result<(), PoolError> {
         self.sends += 1;
         let slot = self.worker_slot[w];
         self.flights[w] = Some(Flight {
@@ -384,8 +439,12 @@ impl Pool {
             error: None,
             restarted: None,
         });
-        // A worker that died here is noticed (and restarted or reported) by the waits.
-        let _ = self.send_command(w, kind);
+        match self.send_command(w, kind) {
+            Ok(()) => Ok(()),
+            Err(SendFault::Corrupt(what)) => self.on_death(w, Cause::Corrupt(what)),
+            // A worker that died here is noticed (and restarted or reported) by the waits.
+            Err(SendFault::Control(_)) => Ok(()),
+        }
     }
 
     /// The next command sequence number.
@@ -395,13 +454,23 @@ impl Pool {
     }
 
     /// Pushes worker `w`'s flight (as `kind`) to it, then its message if any.
-    fn send_command(&mut self, w: usize, kind: CommandKind) -> Result<(), ControlError> {
+    fn send_command(&mut self, w: usize, kind: CommandKind) -> Result<(), SendFault> {
         let f = self.flights[w].as_ref().expect("a command is in flight");
         let command = Command::new(kind, f.slot as u32, f.seq, f.message.is_some());
-        self.commands[w].push(command).expect("at most one command per worker is outstanding");
-        self.segment.command_wakeup(w).notify();
+        match self.commands[w].push(command) {
+            Ok(()) => {}
+            // At most one command per worker is outstanding (and a Close at the end): a full ring
+            // holds stamps the worker wrote.
+            Err(PushError::Full(_)) => {
+                return Err(SendFault::Corrupt("its command ring reads full with no command outstanding".into()))
+            }
+            Err(PushError::Corrupt(_, c)) => return Err(SendFault::Corrupt(format!("its command ring: {c}"))),
+        }
+        if let Some(wakeup) = self.segment.command_wakeup(w) {
+            wakeup.notify();
+        }
         match &f.message {
-            Some(bytes) => self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())),
+            Some(bytes) => self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())).map_err(SendFault::Control),
             None => Ok(()),
         }
     }
@@ -469,7 +538,11 @@ impl Pool {
             let ready = || completions.iter().any(|c| c.ring().has_ready());
             if !self.spinner.wait(self.segment.completion_wakeup(), ready, chunk) {
                 if let Some(dead) = self.workers.iter().position(WorkerProcess::has_exited) {
-                    self.on_death(dead, None)?;
+                    self.on_death(dead, Cause::Died)?;
+                } else if let Some((w, c)) =
+                    self.completions.iter().enumerate().find_map(|(w, c)| c.check().err().map(|e| (w, e)))
+                {
+                    self.on_death(w, Cause::Corrupt(format!("its completion ring: {c}")))?;
                 }
             }
         }
@@ -482,7 +555,7 @@ impl Pool {
         self.worker_slot[w] = (f.slot + 1) % self.segment.layout().depth;
         if f.kind == CommandKind::Step && f.restarted.is_some() {
             let envs = self.segment.layout().worker_envs(w);
-            let mut view = self.segment.slot(f.slot);
+            let mut view = self.segment.slot_mut(f.slot);
             view.rows_mut(Array::Truncated, envs.clone()).fill(1);
             view.rows_mut(Array::Terminated, envs.clone()).fill(0);
             view.rows_mut(Array::Reward, envs).fill(0);
@@ -493,16 +566,16 @@ impl Pool {
     fn on_completion(&mut self, w: usize, c: Completion) -> Result<(), PoolError> {
         let expected = self.flights[w].as_ref().filter(|f| f.arrived.is_none()).map(|f| f.seq);
         if c.worker as usize != w || expected != Some(c.seq) {
-            let error = ControlError::Protocol(format!("unexpected completion {c:?} (in flight: seq {expected:?})"));
-            return self.on_death(w, Some(error));
+            let what = format!("unexpected completion {c:?} in its completion ring (in flight: seq {expected:?})");
+            return self.on_death(w, Cause::Corrupt(what));
         }
         if c.is_error() && !c.has_message() {
-            let error = ControlError::Protocol(format!("error completion {c:?} without its error message"));
-            return self.on_death(w, Some(error));
+            let what = format!("error completion {c:?} without its error message");
+            return self.on_death(w, Cause::Corrupt(what));
         }
         if c.is_in_arena() && c.has_message() {
-            let error = ControlError::Protocol(format!("completion {c:?} claims both the info arena and a message"));
-            return self.on_death(w, Some(error));
+            let what = format!("completion {c:?} claims both the info arena and a message");
+            return self.on_death(w, Cause::Corrupt(what));
         }
         if c.is_in_arena() {
             // SYNC POINT: the Acquire pop of `c` pairs with the worker's Release push after it
@@ -510,7 +583,7 @@ impl Pool {
             // gets its next command.
             match self.segment.info_arena(w).read(c.seq) {
                 Ok(bytes) => self.flight(w).reply = Some(bytes),
-                Err(e) => return self.on_death(w, Some(ControlError::Protocol(e.to_string()))),
+                Err(e) => return self.on_death(w, Cause::Corrupt(e.to_string())),
             }
         } else if c.has_message() {
             // The worker sends the message right after the completion; a signal may interrupt the
@@ -527,10 +600,10 @@ impl Pool {
                 Ok(ControlMessage::Error(e)) if c.is_error() => self.flight(w).error = Some(e),
                 Ok(other) => {
                     let error = ControlError::Protocol(format!("unexpected message {other:?} for {c:?}"));
-                    return self.on_death(w, Some(error));
+                    return self.on_death(w, Cause::Protocol(error));
                 }
-                Err(ControlError::Closed) => return self.on_death(w, None),
-                Err(error) => return self.on_death(w, Some(error)),
+                Err(ControlError::Closed) => return self.on_death(w, Cause::Died),
+                Err(error) => return self.on_death(w, Cause::Protocol(error)),
             }
         }
         self.arrivals += 1;
@@ -542,11 +615,16 @@ impl Pool {
         self.flights[w].as_mut().expect("a command is in flight")
     }
 
-    /// Worker `w` died (or broke the protocol, `protocol`): restart it or end the pool.
-    fn on_death(&mut self, w: usize, protocol: Option<ControlError>) -> Result<(), PoolError> {
-        let failure = self.failure_of(w, protocol);
+    /// Worker `w` died, broke the protocol or corrupted the segment (`cause`): restart it or end
+    /// the pool.
+    fn on_death(&mut self, w: usize, cause: Cause) -> Result<(), PoolError> {
+        let failure = self.failure_of(w, &cause);
         let Some(guard) = self.crash_guard.as_mut() else {
-            return Err(self.fail(PoolError::WorkerDied(failure)));
+            let error = match cause {
+                Cause::Corrupt(what) => PoolError::Corrupt { what, failure },
+                _ => PoolError::WorkerDied(failure),
+            };
+            return Err(self.fail(error));
         };
         if !guard.allow(Instant::now()) {
             let (failures, window_s) = (guard.recent(), guard.policy().window.as_secs_f64());
@@ -567,13 +645,20 @@ impl Pool {
                     // The restarted worker resets its envs without seeds: they continue fresh
                     // random streams, as an autoreset would.
                     let envs = self.segment.layout().worker_envs(w);
-                    self.segment.slot(flight.slot).rows_mut(Array::SeedFlags, envs).fill(0);
                     flight.message = None;
+                    let slot = flight.slot;
+                    let fresh = SeedFlags::default().bits();
+                    self.segment.slot_mut(slot).rows_mut(Array::SeedFlags, envs).fill(fresh);
                 }
                 // A Reset re-runs as it was (same seeds, same options message); a Step becomes a
                 // reset of the new worker's envs.
-                if let Err(error) = self.send_command(w, CommandKind::Reset) {
-                    return Err(self.fail(PoolError::Control { worker: w, error }));
+                match self.send_command(w, CommandKind::Reset) {
+                    Ok(()) => {}
+                    Err(SendFault::Control(error)) => return Err(self.fail(PoolError::Control { worker: w, error })),
+                    Err(SendFault::Corrupt(what)) => {
+                        let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
+                        return Err(self.fail(PoolError::Corrupt { what, failure }));
+                    }
                 }
             }
             _ => {
@@ -594,7 +679,15 @@ impl Pool {
         // other user of its rings and wake-up word.
         unsafe { self.segment.init_worker_rings(w) };
         self.commands[w] = self.segment.command_ring(w);
-        self.completions[w] = self.segment.completion_ring(w).acquire_consumer().expect("rings were just reset");
+        self.completions[w] = match self.segment.completion_ring(w).acquire_consumer() {
+            Some(consumer) => consumer,
+            // Something still mapping the segment (a process the dead worker left) claimed it.
+            None => {
+                let what = "its completion ring was claimed again right after its reset".to_string();
+                let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
+                return Err(PoolError::Corrupt { what, failure });
+            }
+        };
         self.segment.worker_metrics(w).add_restart();
         let env_ids = self.segment.layout().worker_envs(w);
         self.workers[w] = WorkerProcess::spawn(&self.config.command, self.segment.fd(), w, env_ids)
@@ -604,17 +697,17 @@ impl Pool {
     }
 
     /// How worker `w` ended (waiting up to 100 ms for the status; a live worker that broke the
-    /// protocol is killed first).
-    fn failure_of(&mut self, w: usize, protocol: Option<ControlError>) -> WorkerFailure {
+    /// protocol or corrupted the segment is killed first).
+    fn failure_of(&mut self, w: usize, cause: &Cause) -> WorkerFailure {
+        let last_error = last_error_of(cause).map(Box::new);
         let worker = &mut self.workers[w];
-        let status = match worker.try_status(Duration::from_millis(100)) {
+        // A worker that corrupted the segment is alive and broken: do not wait for it to exit.
+        let grace = if matches!(cause, Cause::Corrupt(_)) { Duration::ZERO } else { Duration::from_millis(100) };
+        let status = match worker.try_status(grace) {
             Some(s) => s,
-            None if protocol.is_some() => worker.kill(),
+            None if !matches!(cause, Cause::Died) => worker.kill(),
             None => ExitStatus::Unknown,
         };
-        let last_error = protocol.map(|e| {
-            Box::new(RemoteError { kind: "ProtocolError".into(), message: e.to_string(), ..Default::default() })
-        });
         WorkerFailure { worker: w, pid: worker.pid(), env_ids: worker.env_ids.clone(), status, last_error }
     }
 
@@ -651,8 +744,8 @@ impl Pool {
             )));
         }
         self.usable()?;
-        let n = layout.num_envs;
-        self.segment.slot(self.next_slot()).rows_mut(Array::Action(0), 0..n).copy_from_slice(actions);
+        let (n, slot) = (layout.num_envs, self.next_slot());
+        self.segment.slot_mut(slot).rows_mut(Array::Action(0), 0..n).copy_from_slice(actions);
         self.submit(CommandKind::Step, None)?;
         self.wait(None)
     }
@@ -691,11 +784,10 @@ impl Pool {
         }
         for w in 0..self.workers.len() {
             let envs = self.segment.layout().worker_envs(w);
-            let mut slot = self.segment.slot(self.worker_slot[w]);
-            let values: Vec<u64> = seeds[envs.clone()].iter().map(|s| s.unwrap_or(0)).collect();
-            slot.rows_mut(Array::Seed, envs.clone()).copy_from_slice(bytemuck::cast_slice(&values));
-            let flags: Vec<u8> = seeds[envs.clone()].iter().map(|s| u8::from(s.is_some())).collect();
-            slot.rows_mut(Array::SeedFlags, envs).copy_from_slice(&flags);
+            let mut slot = self.segment.slot_mut(self.worker_slot[w]);
+            for env in envs {
+                slot.set_seed(env, seeds[env]);
+            }
         }
     }
 
@@ -711,8 +803,12 @@ impl Pool {
         if !self.closed {
             let slot = self.worker_slot[0] as u32;
             for w in 0..self.workers.len() {
+                // Bounded whatever the worker wrote into its ring; a worker that cannot be told
+                // to close is killed after `grace`.
                 let _ = self.commands[w].push(Command::new(CommandKind::Close, slot, 0, false));
-                self.segment.command_wakeup(w).notify();
+                if let Some(wakeup) = self.segment.command_wakeup(w) {
+                    wakeup.notify();
+                }
             }
         }
         stop_all(&mut self.workers, grace);

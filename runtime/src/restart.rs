@@ -6,7 +6,7 @@
 //! pool stops with [`crate::PoolError::CrashLoop`].
 //!
 //! ```
-//! use ringenv_runtime::restart::{CrashLoopGuard, RestartPolicy};
+//! use ringenv_runtime::{CrashLoopGuard, RestartPolicy};
 //! use std::time::{Duration, Instant};
 //! let mut guard = CrashLoopGuard::new(RestartPolicy { max_failures: 2, window: Duration::from_secs(60) });
 //! let t = Instant::now();

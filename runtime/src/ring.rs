@@ -22,7 +22,7 @@
 //! `docs/RELIABILITY.md`).
 //!
 //! ```
-//! use ringenv_runtime::{memory::HeapMemory, Ring};
+//! use ringenv_runtime::{HeapMemory, Ring};
 //! use std::sync::Arc;
 //! let mem = Arc::new(HeapMemory::new(Ring::<u64>::mem_size(4)));
 //! // SAFETY: the block is zeroed, large enough, and kept alive by the ring.
@@ -32,7 +32,16 @@
 //! ring.push(7).unwrap();
 //! assert_eq!(consumer.pop(), Some(7));
 //! assert_eq!(consumer.pop(), None);
+//! assert!(consumer.check().is_ok());
 //! ```
+//!
+//! # A corrupt peer
+//! The ring lives in memory another process can write. Nothing it writes there may make this
+//! side hang, panic or touch memory outside the ring: positions are compared and advanced with
+//! wrapping arithmetic, a cell index is always masked, [`Ring::push`] retries a bounded number of
+//! times and tells an impossible state ([`PushError::Corrupt`]) from a full ring, and
+//! [`Consumer::check`] validates the indices the consumer reads (`head <= tail <= head +
+//! capacity`). `tests/rust/corrupt.rs` writes random bytes over a ring and checks both sides.
 
 use crate::memory::Memory;
 use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -58,9 +67,85 @@ struct Cell<T> {
     value: UnsafeCell<T>,
 }
 
-/// A full ring: the value that could not be pushed.
+/// Why [`Ring::push`] could not push: the value comes back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Full<T>(pub T);
+pub enum PushError<T> {
+    /// Every cell holds an unpopped descriptor.
+    Full(T),
+    /// The ring's shared state is impossible (a peer wrote over it): what was found.
+    Corrupt(T, Corruption),
+}
+
+/// An impossible state found in a ring's shared memory (a peer process wrote over it): what
+/// was found, with the values read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Corruption {
+    /// `tail - head` (wrapping) is outside `0..=capacity`, as the consumer reads them.
+    Indices {
+        /// The consumer's position read.
+        head: u64,
+        /// The producers' position read.
+        tail: u64,
+        /// The ring's capacity.
+        capacity: u64,
+    },
+    /// A cell's stamp says it was claimed at a position `tail` has not reached.
+    Stamp {
+        /// The position the push tried.
+        pos: u64,
+        /// The stamp read there.
+        stamp: u64,
+    },
+    /// A push lost [`MAX_PUSH_RETRIES`] races in a row (no real contention does).
+    Retries,
+}
+
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Corruption::Indices { head, tail, capacity } => {
+                write!(f, "ring indices are impossible: head {head}, tail {tail}, capacity {capacity}")
+            }
+            Corruption::Stamp { pos, stamp } => {
+                write!(f, "ring cell stamp {stamp} at position {pos} is ahead of the ring's tail")
+            }
+            Corruption::Retries => write!(f, "a ring push retried {MAX_PUSH_RETRIES} times without progress"),
+        }
+    }
+}
+impl std::error::Error for Corruption {}
+
+impl<T> PushError<T> {
+    /// The value that was not pushed.
+    pub fn into_inner(self) -> T {
+        match self {
+            PushError::Full(v) | PushError::Corrupt(v, _) => v,
+        }
+    }
+}
+
+impl<T> std::fmt::Display for PushError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushError::Full(_) => write!(f, "the ring is full"),
+            PushError::Corrupt(_, c) => write!(f, "{c}"),
+        }
+    }
+}
+impl<T: std::fmt::Debug> std::error::Error for PushError<T> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PushError::Full(_) => None,
+            PushError::Corrupt(_, c) => Some(c),
+        }
+    }
+}
+
+/// How many times [`Ring::push`] retries after losing a race before it reports
+/// [`Corruption::Retries`]. Every retry means another producer pushed (the push checks that
+/// `tail` moved), so only a peer rewriting `tail` without end reaches it; ringenv's rings have one
+/// producer each and never retry at all.
+pub const MAX_PUSH_RETRIES: u32 = 1 << 20;
 
 /// A handle to a ring living in a [`Memory`] block at some offset.
 pub struct Ring<T: Pod> {
@@ -122,6 +207,17 @@ impl<T: Pod> Ring<T> {
         let ring = Self::place(mem, offset, capacity)?;
         let recorded = ring.header().meta.0.load(Ordering::Relaxed);
         (recorded == 0 || recorded == capacity as u64).then_some(ring)
+    }
+
+    /// A handle to the ring at `offset` of `capacity`, reading nothing from the region (so nothing
+    /// a peer wrote there can refuse it); `None` when it does not fit in `mem`, is not 128-byte
+    /// aligned, or `capacity` is not a power of two. The main process uses this for rings it
+    /// initialised itself; [`Ring::attach`] also checks the recorded capacity.
+    ///
+    /// # Safety
+    /// As [`Ring::attach`].
+    pub(crate) unsafe fn view(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
+        Self::place(mem, offset, capacity)
     }
 
     /// A handle to the region at `offset`, reading nothing from it; `None` when it does not fit
@@ -193,53 +289,68 @@ impl<T: Pod> Ring<T> {
             .map(|_| Consumer { ring: self.clone() })
     }
 
-    /// Pushes `value`; lock-free, safe from any number of producers at once.
+    /// Pushes `value`; lock-free, safe from any number of producers at once. Terminates whatever
+    /// the ring's memory holds (see the module docs on a corrupt peer).
     ///
     /// # Errors
-    /// [`Full`] with the value when every cell holds an unpopped descriptor.
-    pub fn push(&self, value: T) -> Result<(), Full<T>> {
-        let tail = &self.header().tail;
-        let mut pos = tail.load(Ordering::Relaxed);
-        loop {
+    /// [`PushError::Full`] with the value when every cell holds an unpopped descriptor (or a
+    /// peer wrote old stamps over them);
+    /// [`PushError::Corrupt`] when the ring's shared state is impossible.
+    pub fn push(&self, value: T) -> Result<(), PushError<T>> {
+        let header = self.header();
+        let mut pos = header.tail.load(Ordering::Relaxed);
+        for _ in 0..MAX_PUSH_RETRIES {
             let cell = self.cell(pos);
             // SYNC POINT: pairs with the Release stamp store in `Consumer::pop`: the cell is free.
             let stamp = cell.stamp.load(Ordering::Acquire);
             if stamp == pos {
-                match tail.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                match header.tail.compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed)
+                {
                     Ok(_) => {
                         // SAFETY: the CAS gave this producer exclusive ownership of the cell until
-                        // it publishes the stamp below.
+                        // it publishes the stamp below (a corrupt peer writing the cell at the
+                        // same time can only garble the `Pod` bytes, never their validity).
                         unsafe { cell.value.write(value) };
                         // SYNC POINT: slot contents visible to pop (Acquire stamp load there).
-                        cell.stamp.store(pos + 1, Ordering::Release);
+                        cell.stamp.store(pos.wrapping_add(1), Ordering::Release);
                         return Ok(());
                     }
                     Err(current) => pos = current,
                 }
-            } else if stamp < pos {
-                // The cell still holds the value of the previous lap: the ring is full.
-                return Err(Full(value));
+            } else if (stamp as i64).wrapping_sub(pos as i64) < 0 {
+                // The cell still holds the value of the previous lap: the ring is full (or a peer
+                // wrote an old stamp there; a caller that knows how many descriptors it has
+                // outstanding can tell).
+                return Err(PushError::Full(value));
             } else {
-                pos = tail.load(Ordering::Relaxed);
+                // Another producer claimed `pos`: its CAS happens-before its stamp store, which
+                // we saw (Acquire), so `tail` has moved on. If it has not, the stamp is garbage.
+                let tail = header.tail.load(Ordering::Relaxed);
+                if tail == pos {
+                    return Err(PushError::Corrupt(value, Corruption::Stamp { pos, stamp }));
+                }
+                pos = tail;
             }
             spin_loop();
         }
+        Err(PushError::Corrupt(value, Corruption::Retries))
     }
 
     /// Whether a descriptor is ready to pop (a snapshot; any process may call it).
     pub fn has_ready(&self) -> bool {
         let pos = self.header().head.load(Ordering::Relaxed);
         // SYNC POINT: pairs with the Release stamp store in `push`.
-        self.cell(pos).stamp.load(Ordering::Acquire) == pos + 1
+        self.cell(pos).stamp.load(Ordering::Acquire) == pos.wrapping_add(1)
     }
 
-    /// Number of descriptors pushed and not yet popped (a snapshot).
+    /// Number of descriptors pushed and not yet popped (a snapshot, at most the capacity even
+    /// when a peer wrote garbage over the indices).
     pub fn len(&self) -> usize {
         // SYNC POINT: `head` pairs with the Release head store in `Consumer::pop`; `tail` is
         // CAS'd Relaxed, so the difference is a snapshot, never used to touch a cell.
         let tail = self.header().tail.load(Ordering::Acquire);
         let head = self.header().head.load(Ordering::Acquire);
-        tail.saturating_sub(head) as usize
+        tail.saturating_sub(head).min(self.capacity() as u64) as usize
     }
 
     /// Whether the ring holds nothing (a snapshot).
@@ -260,17 +371,36 @@ impl<T: Pod> Consumer<T> {
         let pos = header.head.load(Ordering::Relaxed);
         let cell = self.ring.cell(pos);
         // SYNC POINT: slot contents visible to pop (pairs with the Release store in `push`).
-        if cell.stamp.load(Ordering::Acquire) != pos + 1 {
+        if cell.stamp.load(Ordering::Acquire) != pos.wrapping_add(1) {
             return None;
         }
         // SAFETY: stamp == pos + 1 means a producer finished writing the cell, and only this
         // consumer reads it until the stamp below hands it back.
         let value = unsafe { cell.value.read() };
         // SYNC POINT: cell free for the next lap (pairs with the Acquire stamp load in `push`).
-        cell.stamp.store(pos + self.ring.capacity() as u64, Ordering::Release);
+        cell.stamp.store(pos.wrapping_add(self.ring.capacity() as u64), Ordering::Release);
         // SYNC POINT: pairs with the Acquire head load in `Ring::len` (a monitoring snapshot).
-        header.head.store(pos + 1, Ordering::Release);
+        header.head.store(pos.wrapping_add(1), Ordering::Release);
         Some(value)
+    }
+
+    /// Checks the indices this consumer reads: `head <= tail <= head + capacity` (wrapping), which
+    /// always holds here while every producer follows the protocol (this consumer writes `head`
+    /// itself; a producer claims position `p` only after `p - capacity` was popped).
+    ///
+    /// # Errors
+    /// [`Corruption::Indices`] with the values read when a peer wrote over them.
+    pub fn check(&self) -> Result<(), Corruption> {
+        let header = self.ring.header();
+        let head = header.head.load(Ordering::Relaxed);
+        // SYNC POINT: none needed: a producer's tail only grows; any value it published lies in
+        // `head..=head + capacity` (the stamp protocol), whichever we read.
+        let tail = header.tail.load(Ordering::Relaxed);
+        let capacity = self.ring.capacity() as u64;
+        if tail.wrapping_sub(head) > capacity {
+            return Err(Corruption::Indices { head, tail, capacity });
+        }
+        Ok(())
     }
 
     /// The ring this consumer pops from.
@@ -305,7 +435,7 @@ mod tests {
         for i in 0..4 {
             r.push(i).unwrap();
         }
-        assert_eq!(r.push(99), Err(Full(99)));
+        assert_eq!(r.push(99), Err(PushError::Full(99)));
         assert_eq!(r.len(), 4);
         assert_eq!(c.pop(), Some(0));
         r.push(4).unwrap();
@@ -352,7 +482,7 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..N {
                         let mut v = p << 32 | i;
-                        while let Err(Full(back)) = r.push(v) {
+                        while let Err(PushError::Full(back)) = r.push(v) {
                             v = back;
                             std::thread::yield_now();
                         }

@@ -21,7 +21,8 @@ use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::metrics::{PoolMetrics, WorkerMetrics};
 use crate::ring::Ring;
-use crate::slot::SlotView;
+use crate::metrics::{PoolSnapshot, WorkerSnapshot};
+use crate::slot::{SlotRef, SlotView};
 use crate::wakeup::Wakeup;
 use crate::{header, Command, Completion, HeaderError, SpinSettings, COMMAND_RING_CAPACITY};
 use rustix::fs::{MemfdFlags, SealFlags};
@@ -46,7 +47,14 @@ impl std::fmt::Display for SegmentError {
         }
     }
 }
-impl std::error::Error for SegmentError {}
+impl std::error::Error for SegmentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SegmentError::Os(_, e) => Some(e),
+            SegmentError::Header(e) => Some(e),
+        }
+    }
+}
 
 fn os(call: &'static str) -> impl FnOnce(rustix::io::Errno) -> SegmentError {
     move |e| SegmentError::Os(call, e.into())
@@ -137,16 +145,16 @@ impl Segment {
     }
 
     /// Maps the segment behind `path` (for example `/proc/<pid>/fd/<fd>` of a pool's main
-    /// process) read-only, for monitoring: nothing in the pool can be changed through it. Use only
-    /// the read accessors (metrics, wake-up counters, [`Segment::layout`]).
+    /// process) read-only, for monitoring: the [`ReadOnlySegment`] it returns has no method that
+    /// writes.
     ///
     /// # Errors
     /// As [`Segment::attach`], with [`SegmentError::Os`] naming `open` when the path cannot be
     /// opened (no such pool, or another user's).
-    pub fn open_read_only(path: &std::path::Path) -> Result<Segment, SegmentError> {
+    pub fn open_read_only(path: &std::path::Path) -> Result<ReadOnlySegment, SegmentError> {
         let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC;
         let fd = rustix::fs::open(path, flags, rustix::fs::Mode::empty()).map_err(os("open"))?;
-        Self::attach_with(fd, ProtFlags::READ)
+        ReadOnlySegment::from_fd(fd)
     }
 
     fn attach_with(fd: OwnedFd, prot: ProtFlags) -> Result<Segment, SegmentError> {
@@ -189,14 +197,26 @@ impl Segment {
     pub fn completion_wakeup(&self) -> &Wakeup {
         self.wakeup_at(self.layout.completion_wakeup_offset())
     }
-    /// Worker `worker`'s wake-up word (waited on for commands).
-    pub fn command_wakeup(&self, worker: usize) -> &Wakeup {
-        self.wakeup_at(self.layout.command_offset(worker))
+    /// Worker `worker`'s wake-up word (waited on for commands); `None` when `worker >=
+    /// num_workers`.
+    pub fn command_wakeup(&self, worker: usize) -> Option<&Wakeup> {
+        (worker < self.layout.num_workers).then(|| self.wakeup_at(self.layout.command_offset(worker)))
     }
+    /// The `T` the layout places at `offset`.
+    ///
+    /// # Panics
+    /// When a `T` at `offset` would not lie inside the mapping or be aligned (a bug in the layout
+    /// arithmetic, never a value read from the segment): checked in every build.
     fn at<T>(&self, offset: usize) -> &T {
-        debug_assert!(offset + std::mem::size_of::<T>() <= self.mem.len && offset % std::mem::align_of::<T>() == 0);
-        // SAFETY: the layout places a `T` (all atomics, valid when zeroed) at this aligned offset
-        // inside the mapping, which lives as long as `self`.
+        let fits = offset.checked_add(std::mem::size_of::<T>()).is_some_and(|end| end <= self.mem.len);
+        assert!(
+            fits && (self.mem.ptr as usize + offset) % std::mem::align_of::<T>() == 0,
+            "{} at offset {offset} does not fit the {}-byte mapping",
+            std::any::type_name::<T>(),
+            self.mem.len
+        );
+        // SAFETY: in bounds and aligned (checked above); the layout places a `T` (all atomics,
+        // valid for any bit pattern) there, inside the mapping, which lives as long as `self`.
         unsafe { &*(self.mem.ptr.add(offset) as *const T) }
     }
     /// The main process's metrics.
@@ -217,8 +237,9 @@ impl Segment {
     /// When `worker >= num_workers`.
     pub fn completion_ring(&self, worker: usize) -> Ring<Completion> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
-        // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY) }
+        // SAFETY: initialised by `create` at the layout's offset with this capacity. `view` reads
+        // nothing from the ring, so the `expect` depends on the validated layout alone.
+        unsafe { Ring::view(self.memory(), self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("completion ring fits the validated layout")
     }
     /// Worker `worker`'s command ring (main -> worker).
@@ -227,8 +248,9 @@ impl Segment {
     /// When `worker >= num_workers`.
     pub fn command_ring(&self, worker: usize) -> Ring<Command> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
-        // SAFETY: initialised by `create` at the layout's offset with this capacity.
-        unsafe { Ring::attach(self.memory(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
+        // SAFETY: initialised by `create` at the layout's offset with this capacity. `view` reads
+        // nothing from the ring, so the `expect` depends on the validated layout alone.
+        unsafe { Ring::view(self.memory(), self.layout.command_ring_offset(worker), COMMAND_RING_CAPACITY) }
             .expect("command ring fits the validated layout")
     }
 
@@ -257,7 +279,7 @@ impl Segment {
     ///
     /// # Panics
     /// When `worker >= num_workers`.
-    pub fn info_arena(&self, worker: usize) -> InfoArena<'_> {
+    pub fn info_arena(&mut self, worker: usize) -> InfoArena<'_> {
         assert!(worker < self.layout.num_workers, "worker {worker} out of range");
         let (at, len) = (self.layout.info_arena_offset(worker), self.layout.info_arena_bytes());
         debug_assert!(at + len <= self.mem.len);
@@ -267,15 +289,94 @@ impl Segment {
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.mem.ptr.add(at), len) };
         InfoArena::new(bytes, worker)
     }
-    /// A view of data slot `slot`.
+    /// A read-only view of data slot `slot`.
     ///
     /// # Panics
     /// When `slot >= depth`.
-    pub fn slot(&self, slot: usize) -> SlotView<'_> {
+    pub fn slot(&self, slot: usize) -> SlotRef<'_> {
         assert!(slot < self.layout.depth, "slot {slot} out of range (depth {})", self.layout.depth);
         // SAFETY: the slot lies inside the mapping (the layout's total size was checked against
-        // the mapping length), which lives as long as the returned view borrows `self`.
+        // the mapping length), which lives as long as the view borrows `self`; writable views
+        // need `&mut self`, so none exists while this one does.
+        unsafe { SlotRef::new(self.mem.ptr.add(self.layout.slot_offset(slot)), &self.layout) }
+    }
+
+    /// A writable view of data slot `slot`. It borrows the segment exclusively, so two views can
+    /// never hand out aliasing `&mut [u8]` (see [`crate::slot`]'s `compile_fail` example).
+    ///
+    /// # Panics
+    /// When `slot >= depth`.
+    pub fn slot_mut(&mut self, slot: usize) -> SlotView<'_> {
+        assert!(slot < self.layout.depth, "slot {slot} out of range (depth {})", self.layout.depth);
+        // SAFETY: as in `slot`, and `&mut self` excludes every other view for the view's life.
         unsafe { SlotView::new(self.mem.ptr.add(self.layout.slot_offset(slot)), &self.layout) }
+    }
+}
+
+/// A segment mapped read-only (`PROT_READ`), for monitoring another process's pool
+/// ([`Segment::open_read_only`]): every accessor loads and copies, none writes (a write would be
+/// a `SIGSEGV`), and worker-indexed ones return `None` out of range.
+///
+/// ```
+/// use ringenv_runtime::{ArraySpec, DType, Layout, Segment};
+/// let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+///                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+/// let segment = Segment::create(layout.clone()).unwrap();
+/// segment.pool_metrics().init(42);
+/// let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&segment.fd()));
+/// let view = Segment::open_read_only(path.as_ref()).unwrap();
+/// assert_eq!(view.layout(), &layout);
+/// assert_eq!(view.pool_metrics().main_pid, 42);
+/// assert!(view.worker_metrics(1).is_some() && view.worker_metrics(2).is_none());
+/// assert_eq!(view.command_sleeps(0), Some(0));
+/// ```
+///
+/// It has no writing method, so a write cannot even be written:
+/// ```compile_fail,E0599
+/// # use ringenv_runtime::{ArraySpec, DType, Layout, Segment};
+/// # let layout = Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[4]),
+/// #                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
+/// # let segment = Segment::create(layout).unwrap();
+/// # let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&segment.fd()));
+/// let mut view = Segment::open_read_only(path.as_ref()).unwrap();
+/// view.slot_mut(0); // no such method on a read-only segment
+/// ```
+pub struct ReadOnlySegment {
+    /// Mapped `PROT_READ`: only its loading accessors are called.
+    segment: Segment,
+}
+
+impl ReadOnlySegment {
+    fn from_fd(fd: OwnedFd) -> Result<ReadOnlySegment, SegmentError> {
+        Segment::attach_with(fd, ProtFlags::READ).map(|segment| ReadOnlySegment { segment })
+    }
+    /// The layout recorded in the header.
+    pub fn layout(&self) -> &Layout {
+        self.segment.layout()
+    }
+    /// The pool's wait settings recorded in the header.
+    pub fn spin_settings(&self) -> SpinSettings {
+        self.segment.spin_settings()
+    }
+    /// The main process's counters now.
+    pub fn pool_metrics(&self) -> PoolSnapshot {
+        self.segment.pool_metrics().snapshot()
+    }
+    /// Worker `worker`'s counters now; `None` when `worker >= num_workers`.
+    pub fn worker_metrics(&self, worker: usize) -> Option<WorkerSnapshot> {
+        (worker < self.layout().num_workers).then(|| self.segment.worker_metrics(worker).snapshot())
+    }
+    /// How many times the main process slept waiting for completions (wraps at 2^32).
+    pub fn completion_sleeps(&self) -> u32 {
+        self.segment.completion_wakeup().sleeps()
+    }
+    /// How many times worker `worker` slept waiting for commands; `None` out of range.
+    pub fn command_sleeps(&self, worker: usize) -> Option<u32> {
+        self.segment.command_wakeup(worker).map(Wakeup::sleeps)
+    }
+    /// A read-only view of data slot `slot`; `None` when `slot >= depth`.
+    pub fn slot(&self, slot: usize) -> Option<SlotRef<'_>> {
+        (slot < self.layout().depth).then(|| self.segment.slot(slot))
     }
 }
 
@@ -305,6 +406,44 @@ mod tests {
         let attached = Segment::attach(s.fd().try_clone_to_owned().unwrap()).unwrap();
         assert_eq!(attached.spin_settings(), settings);
         assert_ne!(settings, SpinSettings::default());
+    }
+
+    #[test]
+    fn command_wakeup_is_bounds_checked_in_every_build() {
+        let layout =
+            Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+                .unwrap();
+        let s = Segment::create(layout).unwrap();
+        assert!(s.command_wakeup(1).is_some());
+        assert!(s.command_wakeup(2).is_none());
+        assert!(s.command_wakeup(usize::MAX).is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn a_region_outside_the_mapping_panics_instead_of_reading_past_it() {
+        let layout =
+            Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+                .unwrap();
+        let s = Segment::create(layout).unwrap();
+        let _: &Wakeup = s.at(s.mem.len - 8);
+    }
+
+    #[test]
+    fn a_read_only_segment_reads_what_the_pool_writes() {
+        let layout =
+            Layout::single(4, 2, 2, ArraySpec::new(DType::F32, &[2]), ArraySpec::new(DType::I64, &[]), DType::F32)
+                .unwrap();
+        let mut s = Segment::create(layout).unwrap();
+        s.worker_metrics(1).add_restart();
+        s.slot_mut(1).set_seed(3, Some(99));
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&s.fd()));
+        let ro = Segment::open_read_only(path.as_ref()).unwrap();
+        assert_eq!(ro.worker_metrics(1).unwrap().restarts, 1);
+        assert_eq!(ro.worker_metrics(2), None);
+        assert_eq!(ro.slot(1).unwrap().seed(3), Some(99));
+        assert!(ro.slot(2).is_none());
+        assert_eq!(ro.command_sleeps(2), None);
     }
 
     #[test]

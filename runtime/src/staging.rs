@@ -24,11 +24,11 @@
 //! enqueues work); the driver objects it holds may move between threads.
 //!
 //! ```
-//! use ringenv_runtime::staging::{CudaStaging, StagingError};
+//! use ringenv_runtime::{CudaStaging, StagingError};
 //! match CudaStaging::new(0, 2) {
 //!     Ok(staging) => assert_eq!(staging.slots(), 2),
 //!     // A machine without the NVIDIA driver (as in CI): a typed error that says what to do.
-//!     Err(StagingError::NoDriver) => assert!(!ringenv_runtime::staging::driver_present()),
+//!     Err(StagingError::NoDriver) => assert!(!ringenv_runtime::cuda_driver_present()),
 //!     Err(e) => println!("no CUDA device 0: {e}"),
 //! }
 //! ```

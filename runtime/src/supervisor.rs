@@ -75,8 +75,6 @@ impl WorkerCommand {
 /// for the process (std's `Child` does neither on drop), so a forked copy of a pool may drop it.
 #[derive(Debug)]
 pub struct WorkerProcess {
-    /// The worker index.
-    pub index: usize,
     /// The env ids it steps.
     pub env_ids: Range<usize>,
     /// The main process's end of its control socket.
@@ -139,7 +137,7 @@ impl WorkerProcess {
         drop(theirs);
         let pid = Pid::from_raw(child.id() as i32).expect("a child pid is positive");
         let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
-        Ok(WorkerProcess { index, env_ids, control: ControlChannel::new(ours), child, pidfd, status: None })
+        Ok(WorkerProcess { env_ids, control: ControlChannel::new(ours), child, pidfd, status: None })
     }
 
     /// The process id.

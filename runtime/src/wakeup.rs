@@ -11,7 +11,7 @@
 //! writes the ring then reads `sleepers`; a sequentially consistent fence on each side means at
 //! least one sees the other, so a wake is never lost. `seq` is read *before* announcing, so a
 //! wake that lands between the re-check and `FUTEX_WAIT` changes the word and the wait returns.
-//! `tests/rust/loom_wakeup.rs` model-checks this handshake (with [`crate::futex::LocalFutex`]):
+//! `tests/rust/loom_wakeup.rs` model-checks this handshake (with [`crate::LocalFutex`]):
 //! under every interleaving the waiter is woken, and a variant that reads `seq` too late is
 //! shown to lose a wake-up.
 //!

@@ -50,7 +50,8 @@ fn run(order: RecvOrder, per_recv: usize, rounds: usize) -> Vec<usize> {
             returned.push(b.worker);
             results_per_worker[b.worker] += 1;
             // Actions for this worker's envs, then the in-process reference steps the same.
-            let mut slot = pool.batch(pool.next_slot_of(b.worker));
+            let next = pool.next_slot_of(b.worker);
+            let mut slot = pool.batch_mut(next);
             let actions: Vec<i64> = envs.clone().map(|i| ((round * 5 + i * 3) % 2) as i64).collect();
             slot.rows_mut(Array::Action(0), envs.clone()).copy_from_slice(bytemuck::cast_slice(&actions));
             for (k, i) in envs.clone().enumerate() {

@@ -41,7 +41,7 @@ fn futex_wakes_a_sleeping_process() {
         // Give the child time to fall asleep, so each push must wake it through the futex.
         std::thread::sleep(Duration::from_millis(5));
         commands.push(ringenv_runtime::Command::new(ringenv_runtime::CommandKind::Step, 0, seq, false)).unwrap();
-        assert!(segment.command_wakeup(0).notify(), "the child announced its sleep, so notify must wake it");
+        assert!(segment.command_wakeup(0).unwrap().notify(), "the child announced its sleep, so notify must wake it");
         let ring = completions.ring();
         let zero = SpinPolicy { spin: Duration::ZERO };
         assert!(segment.completion_wakeup().wait(|| ring.has_ready(), zero, Duration::from_secs(10)));

@@ -25,7 +25,7 @@
 mod support;
 
 use loom::thread;
-use ringenv_runtime::{Command, CommandKind, Completion, Full};
+use ringenv_runtime::{Command, CommandKind, Completion, PushError};
 use support::*;
 
 fn command(seq: u64) -> Command {
@@ -109,10 +109,11 @@ fn full_ring_two_producers_race_for_the_one_freed_cell() {
                 let ring = ring.clone();
                 thread::spawn(move || match ring.push(command(seq)) {
                     Ok(()) => Some(seq),
-                    Err(Full(back)) => {
+                    Err(PushError::Full(back)) => {
                         assert_eq!(back, command(seq), "the refused value comes back");
                         None
                     }
+                    Err(e @ PushError::Corrupt(..)) => panic!("a sound ring reported {e}"),
                 })
             })
             .collect();

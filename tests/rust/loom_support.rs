@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use bytemuck::Pod;
-use ringenv_runtime::memory::{HeapMemory, Memory};
+use ringenv_runtime::{HeapMemory, Memory};
 use ringenv_runtime::Ring;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,7 +55,7 @@ pub fn ring_in<T: Pod>(capacity: usize) -> (Ring<T>, Arc<dyn Memory>) {
 
 /// Pushes `value`, yielding to the other modelled threads while the ring is full.
 pub fn push_blocking<T: Pod>(ring: &Ring<T>, mut value: T) {
-    while let Err(ringenv_runtime::Full(back)) = ring.push(value) {
+    while let Err(ringenv_runtime::PushError::Full(back)) = ring.push(value) {
         value = back;
         loom::thread::yield_now();
     }

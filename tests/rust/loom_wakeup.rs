@@ -25,7 +25,7 @@ mod support;
 use loom::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use ringenv_runtime::futex::{Futex, LocalFutex};
+use ringenv_runtime::{Futex, LocalFutex};
 use ringenv_runtime::{Command, CommandKind, Completion, Probe, SpinPolicy, SpinSettings, Spinner, Wakeup};
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;

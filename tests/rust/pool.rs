@@ -138,14 +138,14 @@ fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
 
 #[test]
 fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
-    use ringenv_runtime::{advert, monitor::Monitor};
+    use ringenv_runtime::{list_pools, Monitor};
     let mut pool = pool("BlocksWorld-v0", 7, 2).unwrap(); // 7 envs: no other test uses 7
     pool.reset(&[Some(3); 7]).unwrap();
     for t in 0..40i64 {
         pool.step(bytemuck::cast_slice(&[t % 20; 7])).unwrap();
     }
     let me = std::process::id();
-    let entries: Vec<_> = advert::list().into_iter().filter(|e| e.pid == me).collect();
+    let entries: Vec<_> = list_pools().into_iter().filter(|e| e.pid == me).collect();
     let entry = entries
         .iter()
         .find(|e| Monitor::open(e).map(|m| m.snapshot().num_envs == 7).unwrap_or(false))
@@ -162,5 +162,5 @@ fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
         assert!(w.metrics.busy_ns > 0 && w.metrics.last_error.is_empty());
     }
     pool.close(Duration::from_secs(5));
-    assert!(!advert::list().contains(&entry), "a closed pool leaves no entry behind");
+    assert!(!list_pools().contains(&entry), "a closed pool leaves no entry behind");
 }

@@ -224,7 +224,7 @@ fn reset_mask_leaves_an_env_alone() {
     let before = obs_rows(&p, p.next_slot() ^ 1, 1);
     p.write_seeds(&[Some(1), Some(9)]);
     let slot = p.next_slot();
-    p.batch(slot).rows_mut(Array::SeedFlags, 1..2)[0] |= ringenv_worker::host::SKIP_RESET;
+    p.batch_mut(slot).rows_mut(Array::SeedFlags, 1..2)[0] |= ringenv_runtime::SeedFlags::SKIP_RESET;
     p.submit(CommandKind::Reset, None).unwrap();
     let out = p.wait(Some(Duration::from_secs(30))).unwrap();
     assert_eq!(infos(&out).len(), 1, "only env 0 reset: {:?}", infos(&out));

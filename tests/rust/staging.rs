@@ -30,8 +30,8 @@ fn without_the_feature_no_cuda_symbol_is_built_in() {
 mod cuda {
     use super::binary_mentions_cuda;
     use cudarc::driver::{CudaContext, DevicePtr};
-    use ringenv_runtime::memory::{HeapMemory, Memory};
-    use ringenv_runtime::staging::{device_count, driver_present, CudaStaging, HostToDevice, PinMode, StagingError};
+    use ringenv_runtime::{HeapMemory, Memory};
+    use ringenv_runtime::{cuda_device_count as device_count, cuda_driver_present as driver_present, CudaStaging, HostToDevice, PinMode, StagingError};
     use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
 
     #[test]
@@ -70,7 +70,7 @@ mod cuda {
             DType::F32,
         )
         .unwrap();
-        let segment = Segment::create(layout).unwrap();
+        let mut segment = Segment::create(layout).unwrap();
         let memory = segment.memory();
         let mut staging = CudaStaging::new(ordinal, 2).unwrap();
         // SAFETY: `segment` (and `memory`) outlive `staging`, declared after them.
@@ -81,7 +81,7 @@ mod cuda {
         // Distinct bytes in both slots' observations.
         let bytes = num_envs * 8 * 4;
         for slot in 0..2 {
-            let mut view = segment.slot(slot);
+            let mut view = segment.slot_mut(slot);
             for (i, b) in view.rows_mut(Array::Obs(0), 0..num_envs).iter_mut().enumerate() {
                 *b = (i * 7 + slot * 13) as u8;
             }
@@ -105,7 +105,7 @@ mod cuda {
             assert!(staging.is_done(slot).unwrap());
             if mode == PinMode::Registered {
                 // The workers may rewrite the slot now; the device copy keeps the old values.
-                segment.slot(slot).rows_mut(Array::Obs(0), 0..num_envs).fill(0xAB);
+                segment.slot_mut(slot).rows_mut(Array::Obs(0), 0..num_envs).fill(0xAB);
             }
         }
         for (slot, target) in targets.iter().enumerate() {
@@ -181,7 +181,7 @@ mod cuda {
             DType::F64,
         )
         .unwrap();
-        let segment = Segment::create(layout).unwrap();
+        let mut segment = Segment::create(layout).unwrap();
         let memory = segment.memory();
         let mut staging = CudaStaging::new(0, 2).unwrap();
         // SAFETY: `segment` outlives `staging`, dropped explicitly below.
@@ -196,7 +196,7 @@ mod cuda {
         let row = 3 * 4;
         let mut device = [vec![0u8; 4 * row], vec![0u8; 4 * row]];
         for (slot, device) in device.iter_mut().enumerate() {
-            for (i, b) in segment.slot(slot).rows_mut(Array::Obs(0), 0..num_envs).iter_mut().enumerate() {
+            for (i, b) in segment.slot_mut(slot).rows_mut(Array::Obs(0), 0..num_envs).iter_mut().enumerate() {
                 *b = (i + 100 * slot) as u8;
             }
             let host = segment.slot(slot).address(Array::Obs(0)) + 3 * row;

@@ -15,7 +15,7 @@
 //! assert!(!a.take(0));  // and only that one
 //! ```
 
-use ringenv_runtime::{Array, DType, RemoteError, SlotView};
+use ringenv_runtime::{Array, DType, RemoteError, SeedFlags, SlotRef, SlotView};
 
 /// The envs of one worker, driven by the worker loop.
 pub trait EnvHost {
@@ -85,32 +85,32 @@ impl Autoreset {
     }
 }
 
-/// Bit 0 of a reset slot's seed flags: this env has a seed.
-pub const HAS_SEED: u8 = 1;
-/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`).
-pub const SKIP_RESET: u8 = 2;
+/// Bit 0 of a reset slot's seed flags: this env has a seed ([`SeedFlags::HAS_SEED`], the runtime
+/// owns the encoding).
+pub const HAS_SEED: u8 = SeedFlags::HAS_SEED;
+/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`;
+/// [`SeedFlags::SKIP_RESET`]).
+pub const SKIP_RESET: u8 = SeedFlags::SKIP_RESET;
 
 /// Whether env `env` is left out of this reset (the main process keeps its last observation).
 ///
 /// ```
-/// use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
-/// use ringenv_worker::host::{skips_reset, SKIP_RESET};
+/// use ringenv_runtime::{ArraySpec, DType, Layout, SeedFlags, Segment};
+/// use ringenv_worker::host::skips_reset;
 /// let (obs, act) = (ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]));
 /// let layout = Layout::single(2, 1, 2, obs, act, DType::F32).unwrap();
-/// let segment = Segment::create(layout).unwrap();
-/// let mut slot = segment.slot(0);
-/// slot.rows_mut(Array::SeedFlags, 1..2)[0] = SKIP_RESET;
+/// let mut segment = Segment::create(layout).unwrap();
+/// let mut slot = segment.slot_mut(0);
+/// slot.set_seed_flags(1, SeedFlags::new(false, true));
 /// assert!(!skips_reset(&slot, 0) && skips_reset(&slot, 1));
 /// ```
-pub fn skips_reset(view: &SlotView<'_>, env: usize) -> bool {
-    view.rows(Array::SeedFlags, env..env + 1)[0] & SKIP_RESET != 0
+pub fn skips_reset(view: &SlotRef<'_>, env: usize) -> bool {
+    view.seed_flags(env).skips_reset()
 }
 
 /// The seed of env `env` in a reset slot: `Some` when its flag is set.
-pub fn seed_of(view: &SlotView<'_>, env: usize) -> Option<u64> {
-    let flag = view.rows(Array::SeedFlags, env..env + 1)[0];
-    (flag & HAS_SEED != 0)
-        .then(|| u64::from_ne_bytes(view.rows(Array::Seed, env..env + 1).try_into().expect("8 bytes")))
+pub fn seed_of(view: &SlotRef<'_>, env: usize) -> Option<u64> {
+    view.seed(env)
 }
 
 /// Writes env `env`'s reward (in the segment's reward dtype), terminated and truncated.

@@ -66,9 +66,9 @@ impl OnPanic {
 /// let env = CartPole::new();
 /// let (obs, act) = (env.observation_space().leaves(), env.action_space().leaves());
 /// let layout = Layout::new(2, 1, 2, obs, act, ringenv_worker::DType::F32).unwrap();
-/// let segment = Segment::create(layout.clone()).unwrap();
+/// let mut segment = Segment::create(layout.clone()).unwrap();
 /// let mut host = RustEnvs::new(vec![env, CartPole::new()], 0..2, &layout).unwrap().on_panic(OnPanic::Report);
-/// let mut slot = segment.slot(0);
+/// let mut slot = segment.slot_mut(0);
 /// assert_eq!(host.reset(&mut slot, 0, None).unwrap(), None); // no infos: no message
 /// let obs: &[f32] = bytemuck::cast_slice(slot.rows(ringenv_runtime::Array::Obs(0), 0..2));
 /// assert!(obs.iter().all(|v| v.abs() <= 0.05));

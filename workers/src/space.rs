@@ -116,7 +116,7 @@ impl std::fmt::Display for InvalidSpace {
 impl std::error::Error for InvalidSpace {}
 
 /// The most dimensions a Box may have (the segment header's limit).
-const MAX_NDIM: usize = ringenv_runtime::layout::MAX_NDIM;
+const MAX_NDIM: usize = ringenv_runtime::MAX_NDIM;
 
 impl Space {
     /// A Box whose every element has the same bounds `[low, high]`.

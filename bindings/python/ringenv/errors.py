@@ -27,6 +27,8 @@ __all__ = [
     "RingenvError",
     "WorkerDiedError",
     "CrashLoopError",
+    "SharedMemoryCorruptError",
+    "InternalError",
     "WorkerStartupError",
     "RemoteEnvError",
     "RemoteTraceback",
@@ -75,6 +77,29 @@ class CrashLoopError(WorkerDiedError):
     def __init__(self, message: str, failures: int = 0, window_s: float = 0.0, **last):
         super().__init__(message, **last)
         self.failures, self.window_s = failures, window_s
+
+
+class SharedMemoryCorruptError(WorkerDiedError):
+    """A worker left the shared memory segment in an impossible state (ring indices or stamps
+    overwritten, a completion for a command it was not running, ...). The main process never
+    hangs or crashes on it: it kills the worker and handles it as a death, so under
+    ``on_worker_failure="restart"`` the worker is restarted (and reported in the ``restarted``
+    info) and this error is not raised; otherwise the pool stopped its other workers and is closed.
+
+    Attributes: those of :class:`WorkerDiedError` (``signal`` is 9: it was killed), plus
+        what (str): what was found, with the values read.
+    """
+
+    def __init__(self, message: str, what: str = "", **failure):
+        super().__init__(message, **failure)
+        self.what = what
+
+
+class InternalError(RingenvError):
+    """A bug in ringenv's native code (a Rust panic), caught at the boundary so it never reaches
+    Python as ``pyo3_runtime.PanicException``. The message holds the panic's text and location;
+    please report it. The env object may be unusable afterwards: close it.
+    """
 
 
 class WorkerStartupError(RingenvError):
@@ -184,6 +209,10 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return WorkerDiedError(message, **fields)
     if kind == "crash_loop":
         return CrashLoopError(message, **fields)
+    if kind == "corrupt":
+        return SharedMemoryCorruptError(message, **fields)
+    if kind == "internal":
+        return InternalError(message)
     if kind == "startup":
         remote = fields["remote"]
         err = WorkerStartupError(message, worker=fields["worker"], env_ids=fields["env_ids"],

@@ -56,7 +56,7 @@ pub fn run_echo_child() -> bool {
     let completions = segment.completion_ring(0);
     loop {
         let ring = commands.ring();
-        segment.command_wakeup(0).wait(|| ring.has_ready(), policy, Duration::from_secs(5));
+        segment.command_wakeup(0).unwrap().wait(|| ring.has_ready(), policy, Duration::from_secs(5));
         let Some(c) = commands.pop() else { continue };
         if c.kind() == Ok(CommandKind::Close) {
             return true;
@@ -75,7 +75,7 @@ pub fn round_trip(
     spin: SpinPolicy,
 ) -> u64 {
     commands.push(Command::new(CommandKind::Step, 0, seq, false)).unwrap();
-    segment.command_wakeup(0).notify();
+    segment.command_wakeup(0).unwrap().notify();
     loop {
         if let Some(c) = completions.pop() {
             return c.seq;
@@ -91,7 +91,7 @@ pub fn round_trip(
 /// Tells the echo child to exit and reaps it.
 pub fn close_echo(segment: &Segment, commands: &Ring<Command>, mut child: Child) {
     commands.push(Command::new(CommandKind::Close, 0, 0, false)).unwrap();
-    segment.command_wakeup(0).notify();
+    segment.command_wakeup(0).unwrap().notify();
     assert!(child.wait().unwrap().success());
 }
 
