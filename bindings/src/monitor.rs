@@ -21,8 +21,8 @@ pub fn list_pools(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 }
 
 /// A snapshot of the pool whose main process is `pid` and segment descriptor `fd`: a dict with
-/// `num_envs`, `main_pid`, `commands`, `wait_ns`, `created_unix_ns`, `main_sleeps` and `workers`,
-/// a list of dicts (`pid`, `env_ids`, `commands`, `env_steps`, `busy_ns`, `wait_ns`, `sleeps`,
+/// `num_envs`, `main_pid`, `commands`, `wait_ns`, `created_unix_ns`, `main_sleeps`, `main_spins` and `workers`,
+/// a list of dicts (`pid`, `env_ids`, `commands`, `env_steps`, `busy_ns`, `wait_ns`, `sleeps`, `spins`,
 /// `restarts`, `last_error`). Times are in nanoseconds.
 ///
 /// Raises `OSError` when the pool is gone or cannot be read.
@@ -37,6 +37,7 @@ pub fn pool_snapshot(py: Python<'_>, pid: u32, fd: i32) -> PyResult<Bound<'_, Py
     d.set_item("wait_ns", view.pool.wait_ns)?;
     d.set_item("created_unix_ns", view.pool.created_unix_ns)?;
     d.set_item("main_sleeps", view.main_sleeps)?;
+    d.set_item("main_spins", view.main_spins)?;
     let workers = PyList::empty(py);
     for w in &view.workers {
         let wd = PyDict::new(py);
@@ -47,6 +48,7 @@ pub fn pool_snapshot(py: Python<'_>, pid: u32, fd: i32) -> PyResult<Bound<'_, Py
         wd.set_item("busy_ns", w.metrics.busy_ns)?;
         wd.set_item("wait_ns", w.metrics.wait_ns)?;
         wd.set_item("sleeps", w.sleeps)?;
+        wd.set_item("spins", w.spins)?;
         wd.set_item("restarts", w.metrics.restarts)?;
         wd.set_item("last_error", &w.metrics.last_error)?;
         workers.append(wd)?;

@@ -29,6 +29,8 @@ pub struct WorkerView {
     pub env_ids: (usize, usize),
     /// Times it slept on its futex waiting for a command.
     pub sleeps: u32,
+    /// Waits for a command that had a spin phase (0 for ever under `SpinPolicy::NEVER`).
+    pub spins: u32,
 }
 
 /// A snapshot of a pool.
@@ -40,6 +42,8 @@ pub struct PoolView {
     pub pool: PoolSnapshot,
     /// Times the main process slept on its futex waiting for completions.
     pub main_sleeps: u32,
+    /// Waits of the main process for completions that had a spin phase.
+    pub main_spins: u32,
     /// One entry per worker.
     pub workers: Vec<WorkerView>,
 }
@@ -64,6 +68,7 @@ impl Monitor {
                     metrics: self.segment.worker_metrics(w).snapshot(),
                     env_ids: (r.start, r.end),
                     sleeps: self.segment.command_wakeup(w).sleeps(),
+                    spins: self.segment.command_wakeup(w).spins(),
                 }
             })
             .collect();
@@ -71,6 +76,7 @@ impl Monitor {
             num_envs: l.num_envs,
             pool: self.segment.pool_metrics().snapshot(),
             main_sleeps: self.segment.completion_wakeup().sleeps(),
+            main_spins: self.segment.completion_wakeup().spins(),
             workers,
         }
     }
