@@ -6,12 +6,14 @@
 //! weighted moving average of its recent **peer-ready times** (how long after the start of a wait
 //! its peer published what it waited for), and
 //!
-//! - spins for `2 * average + bound / 10` when that fits within the bound
+//! - spins for `2 * average + bound / 10` (under [`SpinPolicy::AUTO`], `2 * average +` one
+//!   wake-up latency, the competitive rule's spin) when that fits within the bound
 //!   ([`Spinner::bound`]), then sleeps if the wait is not over. This is glibc's adaptive mutex
 //!   (`PTHREAD_MUTEX_ADAPTIVE_NP`, nptl `pthread_mutex_lock.c`): spin at most
 //!   `min(MAX_ADAPTIVE_COUNT, 2 * spins + 10)` probes, then learn `spins += (cnt - spins) / 8`;
 //!   here the unit is time instead of probes;
-//! - sleeps at once when it does not fit (the average is above `0.45 * bound`): the waits are
+//! - sleeps at once when it does not fit (the average is above `0.45 * bound`; under AUTO ~3.5
+//!   wake-up latencies): the waits are
 //!   long, and spinning through their first part would cost CPU (in an oversubscribed pool, the
 //!   CPU of the peers doing the work) for no gain.
 //!
@@ -28,11 +30,11 @@
 //! **The bound follows the machine** ([`SpinPolicy::AUTO`], the default): `8 *` the waiter's
 //! average wake-up latency, within 200 µs..1 ms (400 µs when the pool's processes outnumber the
 //! cores), so it spins through peer-ready times of up to
-//! ~3.6 wake-ups. That threshold is above one wake-up on purpose: in a ping-pong where both sides
+//! ~3.5 wake-ups. That threshold is above one wake-up on purpose: in a ping-pong where both sides
 //! sleep, each side's peer-ready time holds the *peer's* wake-up plus its work, so a threshold of
 //! one wake-up (Karlin et al.'s competitive "spin as long as a block costs", SOSP 1991) would
-//! leave both asleep for ever; with ~3.6 wake-ups the pair leaves the sleeping state whenever the
-//! peer's work is below ~2.6 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
+//! leave both asleep for ever; with ~3.5 wake-ups the pair leaves the sleeping state whenever the
+//! peer's work is below ~2.5 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
 //! `spin` given) keeps the bound as given.
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
@@ -283,26 +285,38 @@ impl Spinner {
         Duration::from_nanos(self.wake_ns)
     }
 
-    /// The spin the average asks for: `2 * average + bound / 10`, in nanoseconds.
+    /// What a wait spins beyond twice the average: a tenth of the bound, and under
+    /// [`SpinPolicy::AUTO`] at least one wake-up latency (the competitive rule: a wait that ends
+    /// up asleep anyway has then spun no more than the sleep costs), in nanoseconds.
+    fn margin_ns(&self) -> u64 {
+        let bound = self.bound_ns();
+        if self.settings.policy.is_auto() {
+            (bound / 10).max(self.wake_ns.min(bound))
+        } else {
+            bound / 10
+        }
+    }
+
+    /// The spin the average asks for: `2 * average + margin`, in nanoseconds.
     fn wanted_ns(&self) -> u64 {
-        self.average_ns.saturating_mul(2).saturating_add(self.bound_ns() / 10)
+        self.average_ns.saturating_mul(2).saturating_add(self.margin_ns())
     }
 
     /// The largest average whose wanted spin fits within the bound.
     fn edge_ns(&self) -> u64 {
-        let bound = self.bound_ns();
-        (bound - bound / 10) / 2
+        (self.bound_ns() - self.margin_ns()) / 2
     }
 
     /// Whether the next wait sleeps at once: the spin the recent peer-ready times ask for does
-    /// not fit within the bound (their average is above `0.45 * bound`), or the bound is zero.
+    /// not fit within the bound (their average is above `0.45 * bound`; under AUTO
+    /// `(bound - wake-up latency) / 2`, ~3.5 wake-ups), or the bound is zero.
     pub fn sleeps_at_once(&self) -> bool {
         let bound = self.bound_ns();
         bound == 0 || self.wanted_ns() > bound
     }
 
-    /// How long the next wait spins at most: `2 * average + bound / 10` when that fits within the
-    /// bound, else zero.
+    /// How long the next wait spins at most: `2 * average + bound / 10` (under AUTO, plus at least
+    /// one wake-up latency) when that fits within the bound, else zero.
     pub fn budget(&self) -> Duration {
         if self.sleeps_at_once() {
             return Duration::ZERO;
