@@ -59,6 +59,10 @@ pub struct Wakeup {
 #[derive(Debug, Default)]
 struct SpinCount(AtomicU32);
 
+// The stamp and the counter fit in the block's 128 bytes: the segment layout did not change.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Wakeup>() == 128);
+
 impl Wakeup {
     /// Bytes this struct occupies in the segment.
     pub const MEM_SIZE: usize = std::mem::size_of::<Wakeup>();
