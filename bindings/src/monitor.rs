@@ -45,9 +45,10 @@ fn to_pyerr(failures: &[(PoolEntry, MonitorError)]) -> PyErr {
 /// The pool's listener must belong to this user and be process `pid`; it hands over its segment
 /// (waiting at most `timeout` seconds), which must be a sealed memfd of this user. Returns a dict
 /// with `name`, `pid`, `num_envs`, `main_pid`, `commands`, `wait_ns`, `created_unix_ns`,
-/// `main_sleeps` and `workers`, a list of dicts (`pid`, `env_ids`, `commands`, `env_steps`,
-/// `busy_ns`, `wait_ns`, `sleeps`, `restarts`, `last_error`). Times are in nanoseconds; the counters
-/// come from shared memory and are not trusted: `last_error` is raw text (print it without markup).
+/// `main_sleeps`, `main_spins` and `workers`, a list of dicts (`pid`, `env_ids`, `commands`,
+/// `env_steps`, `busy_ns`, `wait_ns`, `sleeps`, `spins`, `restarts`, `last_error`). Times are in
+/// nanoseconds; the counters come from shared memory and are not trusted: `last_error` is raw
+/// text (print it without markup).
 ///
 /// Raises `FileNotFoundError` when no such pool is advertised, `ConnectionRefusedError` when it
 /// ended, `PermissionError` when the advertisement belongs to another user or process,
@@ -99,6 +100,7 @@ fn to_dict<'py>(py: Python<'py>, entry: &PoolEntry, view: &PoolView) -> PyResult
     d.set_item("wait_ns", view.pool.wait_ns)?;
     d.set_item("created_unix_ns", view.pool.created_unix_ns)?;
     d.set_item("main_sleeps", view.main_sleeps)?;
+    d.set_item("main_spins", view.main_spins)?;
     let workers = PyList::empty(py);
     for w in &view.workers {
         let wd = PyDict::new(py);
@@ -109,6 +111,7 @@ fn to_dict<'py>(py: Python<'py>, entry: &PoolEntry, view: &PoolView) -> PyResult
         wd.set_item("busy_ns", w.metrics.busy_ns)?;
         wd.set_item("wait_ns", w.metrics.wait_ns)?;
         wd.set_item("sleeps", w.sleeps)?;
+        wd.set_item("spins", w.spins)?;
         wd.set_item("restarts", w.metrics.restarts)?;
         wd.set_item("last_error", &w.metrics.last_error)?;
         workers.append(wd)?;

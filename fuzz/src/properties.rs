@@ -22,8 +22,8 @@
 
 use ringenv_runtime::HEADER_REGION;
 use ringenv_runtime::{
-    read_header, write_header, ArraySpec, Command, CommandKind, Completion, ControlChannel, ControlError, ControlMessage, DType,
-    HeaderError, InfoArena, Layout,
+    read_header, write_header, ArraySpec, Command, CommandKind, Completion, ControlChannel, ControlError,
+    ControlMessage, DType, HeaderError, InfoArena, Layout,
 };
 use std::io::Write;
 use std::time::Duration;

@@ -48,17 +48,19 @@ pub use endpoint::{ConnectError, EndpointArgs, WorkerEndpoint};
 pub use error::{ExitStatus, PoolError, WorkerFailure};
 pub use futex::{DefaultFutex, Futex, LocalFutex, SharedFutex};
 pub use header::{
-    read as read_header, read_settings as read_header_settings, write as write_header,
-    write_with as write_header_with, HeaderError, LAYOUT_VERSION, MAGIC,
+    read as read_header, read_settings as read_header_settings, write as write_header, write_with as write_header_with,
+    HeaderError, LAYOUT_VERSION, MAGIC,
 };
 pub use info_arena::{InfoArena, InfoArenaError, HEADER as INFO_ARENA_HEADER};
 pub use layout::{
-    ArraySpec, Layout, LayoutError, SlotOffsets, ARRAY_ALIGN, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA, HEADER_REGION, MAX_LEAVES,
-    MAX_NDIM,
+    ArraySpec, Layout, LayoutError, SlotOffsets, ARRAY_ALIGN, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA, HEADER_REGION,
+    MAX_LEAVES, MAX_NDIM,
 };
 pub use memory::{HeapMemory, Memory};
 pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
-pub use monitor::{Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS};
+pub use monitor::{
+    Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
+};
 pub use pool::{Outcome, Pool, PoolConfig};
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};

@@ -80,6 +80,8 @@ pub struct WorkerView {
     pub env_ids: (usize, usize),
     /// Times it slept on its futex waiting for a command.
     pub sleeps: u32,
+    /// Waits for a command that had a spin phase (0 for ever under `SpinPolicy::NEVER`).
+    pub spins: u32,
 }
 
 /// A snapshot of a pool.
@@ -91,6 +93,8 @@ pub struct PoolView {
     pub pool: PoolSnapshot,
     /// Times the main process slept on its futex waiting for completions.
     pub main_sleeps: u32,
+    /// Waits of the main process for completions that had a spin phase.
+    pub main_spins: u32,
     /// One entry per worker (at most [`MAX_WORKERS`]).
     pub workers: Vec<WorkerView>,
 }
@@ -135,6 +139,7 @@ impl Monitor {
                     metrics: self.segment.worker_metrics(w).unwrap_or_default(),
                     env_ids: (r.start, r.end),
                     sleeps: self.segment.command_sleeps(w).unwrap_or(0),
+                    spins: self.segment.command_spins(w).unwrap_or(0),
                 }
             })
             .collect();
@@ -142,6 +147,7 @@ impl Monitor {
             num_envs: l.num_envs,
             pool: self.segment.pool_metrics(),
             main_sleeps: self.segment.completion_sleeps(),
+            main_spins: self.segment.completion_spins(),
             workers,
         }
     }

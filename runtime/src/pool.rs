@@ -214,7 +214,9 @@ impl Pool {
         let spin = SpinSettings::for_pool(config.spin, n);
         let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
         let completions = (0..n)
-            .map(|w| segment.completion_ring(w).acquire_consumer().expect("a fresh ring of this process has no consumer"))
+            .map(|w| {
+                segment.completion_ring(w).acquire_consumer().expect("a fresh ring of this process has no consumer")
+            })
             .collect();
         let commands = (0..n).map(|w| segment.command_ring(w)).collect();
         let crash_guard = match config.on_failure {
@@ -470,7 +472,9 @@ impl Pool {
             wakeup.notify();
         }
         match &f.message {
-            Some(bytes) => self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())).map_err(SendFault::Control),
+            Some(bytes) => {
+                self.workers[w].control.send(&ControlMessage::Payload(bytes.clone())).map_err(SendFault::Control)
+            }
             None => Ok(()),
         }
     }

@@ -20,8 +20,8 @@ use crate::info_arena::InfoArena;
 use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::metrics::{PoolMetrics, WorkerMetrics};
-use crate::ring::Ring;
 use crate::metrics::{PoolSnapshot, WorkerSnapshot};
+use crate::ring::Ring;
 use crate::slot::{SlotRef, SlotView};
 use crate::wakeup::Wakeup;
 use crate::{header, Command, Completion, HeaderError, SpinSettings, COMMAND_RING_CAPACITY};
@@ -373,6 +373,14 @@ impl ReadOnlySegment {
     /// How many times worker `worker` slept waiting for commands; `None` out of range.
     pub fn command_sleeps(&self, worker: usize) -> Option<u32> {
         self.segment.command_wakeup(worker).map(Wakeup::sleeps)
+    }
+    /// How many of the main process's waits for completions had a spin phase (wraps at 2^32).
+    pub fn completion_spins(&self) -> u32 {
+        self.segment.completion_wakeup().spins()
+    }
+    /// How many of worker `worker`'s waits for commands had a spin phase; `None` out of range.
+    pub fn command_spins(&self, worker: usize) -> Option<u32> {
+        self.segment.command_wakeup(worker).map(Wakeup::spins)
     }
     /// A read-only view of data slot `slot`; `None` when `slot >= depth`.
     pub fn slot(&self, slot: usize) -> Option<SlotRef<'_>> {

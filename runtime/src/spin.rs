@@ -1,32 +1,41 @@
 //! The spin phase of a wait: how long a waiter spins before it sleeps on its futex, learned from
-//! its own recent waits, and how it spins when processes outnumber cores.
+//! how long its peers took to become ready, and how it spins when processes outnumber cores.
 //!
 //! A [`Spinner`] is one waiter's private state (it lives in the waiting process, never in shared
 //! memory; no other process reads or writes it). Before each wait it looks at an exponentially
-//! weighted moving average of how long its recent waits took, and
+//! weighted moving average of its recent **peer-ready times** (how long after the start of a wait
+//! its peer published what it waited for), and
 //!
-//! - spins for `2 * average + bound / 10` when that fits within the bound
-//!   ([`SpinPolicy::spin`]), then sleeps if the wait is not over. This is glibc's adaptive mutex
+//! - spins for `2 * average + bound / 10` (under [`SpinPolicy::AUTO`], `2 * average +` one
+//!   wake-up latency, the competitive rule's spin) when that fits within the bound
+//!   ([`Spinner::bound`]), then sleeps if the wait is not over. This is glibc's adaptive mutex
 //!   (`PTHREAD_MUTEX_ADAPTIVE_NP`, nptl `pthread_mutex_lock.c`): spin at most
 //!   `min(MAX_ADAPTIVE_COUNT, 2 * spins + 10)` probes, then learn `spins += (cnt - spins) / 8`;
 //!   here the unit is time instead of probes;
-//! - sleeps at once when it does not fit: the waits are long, and spinning through their first
-//!   part would cost CPU (in an oversubscribed pool, the CPU of the peers doing the work) for no
-//!   gain. A wake-up of a sleeping process costs ~30-40 µs on a VM; a 750 µs wait is not made
-//!   shorter by spinning its first 200 µs.
+//! - sleeps at once when it does not fit (the average is above `0.45 * bound`; under AUTO ~3.5
+//!   wake-up latencies): the waits are
+//!   long, and spinning through their first part would cost CPU (in an oversubscribed pool, the
+//!   CPU of the peers doing the work) for no gain.
 //!
-//! The bound is a hard limit: a waiting main process or an idle worker never spins longer than
-//! [`SpinPolicy::spin`] per wait, whatever it learned. Each wait counts at most four bounds in the
-//! average, so after a long pause (a learner's update of seconds) about seventeen short waits bring
-//! a waiter back to spinning, and one wait of four bounds or more stops it spinning. A wait that
-//! slept counts its wake-up latency too; a waiter sleeping at once therefore resumes spinning when
-//! its waits plus that latency average less than `0.45 * bound` (90 µs by default: waits up to
-//! ~50 µs on a VM), and otherwise keeps sleeping, which is what such waits cost anyway.
+//! **No feedback from its own wake-up latency.** A wait that ends in a futex sleep lasts the
+//! peer-ready time *plus* the time the kernel took to run the woken waiter again (tens of µs on a
+//! VM, ~90 µs on some). Learning from that total traps a waiter: once asleep, its waits look long
+//! because it sleeps, so it keeps sleeping. Here a producer that wakes a sleeper stamps the time
+//! it did so in the [`Wakeup`] (`CLOCK_MONOTONIC`, shared by all processes), and the woken waiter
+//! learns the wait *minus* the time since that stamp, its own wake-up latency, which it also
+//! averages separately ([`Spinner::wake_latency`]). A sleep without a stamp (a timeout that found
+//! the condition true) subtracts that average instead. Either way a learned wait is never less
+//! than the time the waiter had already spun (a censored sample: the peer was not ready then).
 //!
-//! This is spin-then-block with a threshold learned from the waits' recent history, in the spirit
-//! of Karlin, Li, Manasse and Owicki, "Empirical studies of competitive spinning for a
-//! shared-memory multiprocessor" (SOSP 1991), whose adaptive strategies pick the spin threshold
-//! from observed waiting times instead of fixing it at the cost of a block.
+//! **The bound follows the machine** ([`SpinPolicy::AUTO`], the default): `8 *` the waiter's
+//! average wake-up latency, within 200 µs..1 ms (400 µs when the pool's processes outnumber the
+//! cores), so it spins through peer-ready times of up to
+//! ~3.5 wake-ups. That threshold is above one wake-up on purpose: in a ping-pong where both sides
+//! sleep, each side's peer-ready time holds the *peer's* wake-up plus its work, so a threshold of
+//! one wake-up (Karlin et al.'s competitive "spin as long as a block costs", SOSP 1991) would
+//! leave both asleep for ever; with ~3.5 wake-ups the pair leaves the sleeping state whenever the
+//! peer's work is below ~2.5 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
+//! `spin` given) keeps the bound as given.
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
@@ -46,7 +55,7 @@
 //!     s.spawn(|| { flag.store(true, Ordering::Release); wakeup.notify(); });
 //!     assert!(spinner.wait(&wakeup, || flag.load(Ordering::Acquire), Duration::from_secs(5)));
 //! });
-//! assert!(spinner.budget() <= SpinPolicy::default().spin);
+//! assert!(spinner.budget() <= spinner.bound());
 //! ```
 
 use crate::futex::{DefaultFutex, Futex};
@@ -57,35 +66,49 @@ use std::time::Duration;
 /// How long a waiter may spin before it sleeps on the futex.
 ///
 /// `spin` bounds the spin phase of every wait. A pool's waiters ([`Spinner`]) spin less, or not
-/// at all, when their recent waits were long; [`crate::Wakeup::wait`], which keeps no state,
-/// always spins the whole bound (ringenv's behaviour before the adaptive policy). `spin: ZERO`
-/// ([`SpinPolicy::NEVER`]) sleeps at once on every wait.
-///
-/// The default bound, 200 µs, lets a waiter spin through waits of up to 90 µs (a spinner spins
-/// twice its average wait): a worker then catches the main process's turnaround between two
-/// batches (the main process's own futex wake-up, ~30-40 µs on a VM, plus its Python code) without
-/// a wake-up of its own, while waits longer than that, a main process waiting for a batch of
-/// 750 µs envs, are slept through at once (docs/WAKEUP.md has the measurements on 2 cores and the
-/// reasoning for 16).
+/// at all, when their peers took long to become ready; [`crate::Wakeup::wait`], which keeps no
+/// state, always spins the whole bound ([`SpinPolicy::fixed_bound`]). `spin: ZERO`
+/// ([`SpinPolicy::NEVER`]) sleeps at once on every wait. [`SpinPolicy::AUTO`], the default, sets
+/// the bound from the wake-up latency each waiter measures (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpinPolicy {
-    /// Upper bound of one wait's spin phase. `Duration::ZERO` sleeps at once.
+    /// Upper bound of one wait's spin phase. `Duration::ZERO` sleeps at once; `u64::MAX`
+    /// nanoseconds or more ([`SpinPolicy::AUTO`]) is the machine-dependent bound.
     pub spin: Duration,
 }
 
 impl SpinPolicy {
-    /// The default bound of the spin phase: 200 µs.
+    /// The bound of a stateless [`crate::Wakeup::wait`] under [`SpinPolicy::AUTO`], and the
+    /// smallest bound AUTO picks: 200 µs.
     pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
+    /// The bound follows the machine: `8 *` each waiter's measured wake-up latency, within
+    /// [`SpinPolicy::DEFAULT_SPIN`] and 1 ms (400 µs for [`Probe::Yield`]). Stored in the segment header as `u64::MAX` ns.
+    pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
     /// Never spin: every wait announces itself and sleeps on the futex at once.
     pub const NEVER: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
-}
 
-impl Default for SpinPolicy {
-    fn default() -> Self {
-        SpinPolicy { spin: Self::DEFAULT_SPIN }
+    /// Whether this is [`SpinPolicy::AUTO`] (a bound of `u64::MAX` ns or more: the header stores
+    /// nanoseconds in a `u64`, so any longer bound reads back as AUTO in the workers too).
+    pub fn is_auto(self) -> bool {
+        self.spin.as_nanos() >= u128::from(u64::MAX)
+    }
+
+    /// The bound of a wait that keeps no state: `spin`, or [`SpinPolicy::DEFAULT_SPIN`] for AUTO.
+    pub fn fixed_bound(self) -> Duration {
+        if self.is_auto() {
+            Self::DEFAULT_SPIN
+        } else {
+            self.spin
+        }
     }
 }
 
+impl Default for SpinPolicy {
+    /// [`SpinPolicy::AUTO`].
+    fn default() -> Self {
+        Self::AUTO
+    }
+}
 /// What a spinning waiter does between two looks at its condition.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Probe {
@@ -160,7 +183,7 @@ impl SpinSettings {
     }
 }
 
-/// Weight of a new wait in the moving average: `1 / 2^EWMA_SHIFT`, glibc's 1/8.
+/// Weight of a new sample in the moving averages: `1 / 2^EWMA_SHIFT`, glibc's 1/8.
 const EWMA_SHIFT: u32 = 3;
 
 /// A wait is counted as at most this many bounds, so one very long wait (a learner's pause of
@@ -168,20 +191,65 @@ const EWMA_SHIFT: u32 = 3;
 /// the waiter back to spinning (`4 * (7/8)^17 < 0.45`).
 const SAMPLE_CAP_BOUNDS: u64 = 4;
 
+/// The wake-up latency a spinner assumes before it measured one: 50 µs (a futex wake-up on the
+/// KVM guests measured, docs/WAKEUP.md).
+const INITIAL_WAKE: Duration = Duration::from_micros(50);
+
+/// A wake-up latency sample counts as at most this much (a waiter kept off the CPU for a time
+/// slice is not the machine's wake-up cost).
+const MAX_WAKE_SAMPLE: Duration = Duration::from_millis(1);
+
+/// [`SpinPolicy::AUTO`]'s bound: this many wake-up latencies ...
+const AUTO_FACTOR: u64 = 8;
+/// ... within these limits ...
+const AUTO_MIN: Duration = SpinPolicy::DEFAULT_SPIN;
+const AUTO_MAX: Duration = Duration::from_millis(1);
+/// ... and at most this when the pool's processes outnumber the cores ([`Probe::Yield`]): a
+/// waiter spinning through a long wait there holds a core a peer needs for its work (a 40 µs env,
+/// 4 workers on 2 cores lost up to 18% with bounds above 300 µs, docs/WAKEUP.md).
+const AUTO_MAX_OVERSUBSCRIBED: Duration = Duration::from_micros(400);
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+/// `avg += (sample - avg) / 8`, in signed arithmetic (glibc: `spins += (cnt - spins) / 8`).
+fn ewma(average: u64, sample: u64) -> u64 {
+    let delta = (i128::from(sample) - i128::from(average)) >> EWMA_SHIFT;
+    (i128::from(average) + delta).max(0) as u64
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process of the machine, so a producer's
+/// stamp and a waiter's reading compare. Under loom a constant (no wall time in a model).
+pub(crate) fn monotonic_ns() -> u64 {
+    #[cfg(not(loom))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        (t.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec as u64)
+    }
+    #[cfg(loom)]
+    {
+        1
+    }
+}
+
 /// A waiter's learned spin state (see the module docs). One per waiter; not shared.
 #[derive(Clone, Debug)]
 pub struct Spinner {
     settings: SpinSettings,
-    /// The moving average of recent waits, in nanoseconds (each wait capped at
+    /// The moving average of recent peer-ready times, in nanoseconds (each capped at
     /// `SAMPLE_CAP_BOUNDS` bounds).
     average_ns: u64,
+    /// The moving average of this waiter's wake-up latencies (a producer's stamp to the woken
+    /// waiter running), in nanoseconds.
+    wake_ns: u64,
 }
 
 impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins (so
     /// its first wait spins the whole bound).
     pub fn new(settings: SpinSettings) -> Spinner {
-        let mut spinner = Spinner { settings, average_ns: 0 };
+        let mut spinner = Spinner { settings, average_ns: 0, wake_ns: nanos(INITIAL_WAKE) };
         spinner.average_ns = spinner.edge_ns();
         spinner
     }
@@ -192,34 +260,63 @@ impl Spinner {
     }
 
     fn bound_ns(&self) -> u64 {
-        self.settings.policy.spin.as_nanos().min(u128::from(u64::MAX)) as u64
+        let policy = self.settings.policy;
+        if policy.is_auto() {
+            let max = if self.settings.probe == Probe::Yield { AUTO_MAX_OVERSUBSCRIBED } else { AUTO_MAX };
+            self.wake_ns.saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max))
+        } else {
+            nanos(policy.spin)
+        }
     }
 
-    /// The moving average of recent waits.
+    /// The bound of the spin phase now: the policy's, or for [`SpinPolicy::AUTO`] eight times
+    /// [`Spinner::wake_latency`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]).
+    pub fn bound(&self) -> Duration {
+        Duration::from_nanos(self.bound_ns())
+    }
+
+    /// The moving average of recent peer-ready times.
     pub fn average(&self) -> Duration {
         Duration::from_nanos(self.average_ns)
     }
 
-    /// The spin the average asks for: `2 * average + bound / 10`, in nanoseconds.
+    /// The moving average of this waiter's measured wake-up latencies (50 µs until it slept).
+    pub fn wake_latency(&self) -> Duration {
+        Duration::from_nanos(self.wake_ns)
+    }
+
+    /// What a wait spins beyond twice the average: a tenth of the bound, and under
+    /// [`SpinPolicy::AUTO`] at least one wake-up latency (the competitive rule: a wait that ends
+    /// up asleep anyway has then spun no more than the sleep costs), in nanoseconds.
+    fn margin_ns(&self) -> u64 {
+        let bound = self.bound_ns();
+        if self.settings.policy.is_auto() {
+            (bound / 10).max(self.wake_ns.min(bound))
+        } else {
+            bound / 10
+        }
+    }
+
+    /// The spin the average asks for: `2 * average + margin`, in nanoseconds.
     fn wanted_ns(&self) -> u64 {
-        self.average_ns.saturating_mul(2).saturating_add(self.bound_ns() / 10)
+        self.average_ns.saturating_mul(2).saturating_add(self.margin_ns())
     }
 
     /// The largest average whose wanted spin fits within the bound.
     fn edge_ns(&self) -> u64 {
-        let bound = self.bound_ns();
-        (bound - bound / 10) / 2
+        (self.bound_ns() - self.margin_ns()) / 2
     }
 
-    /// Whether the next wait sleeps at once: the spin the recent waits ask for does not fit
-    /// within the bound (their average is above `0.45 * bound`), or the bound is zero.
+    /// Whether the next wait sleeps at once: the spin the recent peer-ready times ask for does
+    /// not fit within the bound (their average is above `0.45 * bound`; under AUTO
+    /// `(bound - wake-up latency) / 2`, ~3.5 wake-ups), or the bound is zero.
     pub fn sleeps_at_once(&self) -> bool {
         let bound = self.bound_ns();
         bound == 0 || self.wanted_ns() > bound
     }
 
-    /// How long the next wait spins at most: `2 * average + bound / 10` when that fits within the
-    /// bound, else zero.
+    /// How long the next wait spins at most: `2 * average + bound / 10` (under AUTO, plus at least
+    /// one wake-up latency) when that fits within the bound, else zero.
     pub fn budget(&self) -> Duration {
         if self.sleeps_at_once() {
             return Duration::ZERO;
@@ -227,22 +324,37 @@ impl Spinner {
         Duration::from_nanos(self.wanted_ns())
     }
 
-    /// Learns from one wait that took `waited` (from its start until `ready()` held or it timed
-    /// out, spin and sleep together).
-    pub fn record(&mut self, waited: Duration) {
+    /// Learns one peer-ready time: how long after the start of a wait the peer's publish came
+    /// (or, for a wait that timed out, the whole wait).
+    pub fn record(&mut self, ready_after: Duration) {
         let bound = self.bound_ns();
         if bound == 0 {
             return;
         }
-        let sample = (waited.as_nanos().min(u128::from(u64::MAX)) as u64).min(bound.saturating_mul(SAMPLE_CAP_BOUNDS));
-        // glibc: spins += (cnt - spins) / 8, in signed arithmetic.
-        let delta = (i128::from(sample) - i128::from(self.average_ns)) >> EWMA_SHIFT;
-        self.average_ns = (i128::from(self.average_ns) + delta).max(0) as u64;
+        let sample = nanos(ready_after).min(bound.saturating_mul(SAMPLE_CAP_BOUNDS));
+        self.average_ns = ewma(self.average_ns, sample);
+    }
+
+    /// Learns from a wait that slept on the futex and was woken: it lasted `waited` in all, of
+    /// which it spun `spun` first, and the producer stamped its wake `latency` before this
+    /// waiter ran again (`None`: no stamp; the average latency is assumed). Learns the latency,
+    /// and the peer-ready time `waited - latency`, never less than `spun`.
+    pub fn record_woken(&mut self, waited: Duration, spun: Duration, latency: Option<Duration>) {
+        let slept = waited.saturating_sub(spun);
+        let latency = match latency {
+            // A stamp older than the sleep is a late producer's of an earlier wait: unknown.
+            Some(d) if d <= slept => {
+                self.wake_ns = ewma(self.wake_ns, nanos(d.min(MAX_WAKE_SAMPLE)));
+                d
+            }
+            _ => self.wake_latency(),
+        };
+        self.record(waited.saturating_sub(latency).max(spun));
     }
 
     /// Waits on `wakeup` until `ready()` holds (`true`) or `timeout` passed (`false`): spins for
-    /// the learned budget, probing per the settings, then sleeps on the futex; then learns from
-    /// how long the wait took.
+    /// the learned budget, probing per the settings, then sleeps on the futex; then learns when
+    /// its peer became ready.
     pub fn wait(&mut self, wakeup: &Wakeup, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
         self.wait_with::<DefaultFutex>(wakeup, &mut ready, timeout)
     }
@@ -250,9 +362,28 @@ impl Spinner {
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
-        let spun = spin(ready, start + self.budget().min(timeout), self.settings.probe);
-        let woke = spun || wakeup.sleep_with::<F>(ready, start + timeout);
-        self.record(Instant::now() - start);
+        let budget = self.budget().min(timeout);
+        if budget > Duration::ZERO {
+            wakeup.count_spin();
+        }
+        if spin(ready, start + budget, self.settings.probe) {
+            self.record(Instant::now() - start);
+            return true;
+        }
+        let spun = Instant::now() - start;
+        let sleeps = wakeup.sleeps();
+        wakeup.take_ready_stamp(); // a late producer's stamp of an earlier wait
+        let woke = wakeup.sleep_with::<F>(ready, start + timeout);
+        let stamp = wakeup.take_ready_stamp();
+        let now_ns = if stamp == 0 { 0 } else { monotonic_ns() };
+        let waited = Instant::now() - start;
+        if woke && wakeup.sleeps() != sleeps {
+            let latency = (stamp != 0).then(|| Duration::from_nanos(now_ns.saturating_sub(stamp)));
+            self.record_woken(waited, spun, latency);
+        } else {
+            // Ready at the re-check before sleeping (no wake-up in it), or timed out.
+            self.record(waited);
+        }
         woke
     }
 }
@@ -289,9 +420,14 @@ mod tests {
     use super::*;
 
     const BOUND: Duration = Duration::from_micros(200);
+    const US: Duration = Duration::from_micros(1);
 
     fn spinner() -> Spinner {
         Spinner::new(SpinSettings { policy: SpinPolicy { spin: BOUND }, probe: Probe::Pause })
+    }
+
+    fn auto() -> Spinner {
+        Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause })
     }
 
     #[test]
@@ -299,20 +435,20 @@ mod tests {
         let mut s = spinner();
         assert_eq!(s.budget(), BOUND, "a fresh spinner spins the whole bound");
         for _ in 0..100 {
-            s.record(Duration::from_micros(2));
+            s.record(2 * US);
         }
         let short = s.budget();
-        assert!(s.average() < Duration::from_micros(3), "converged down: {:?}", s.average());
-        assert!(short > Duration::from_micros(20) && short < Duration::from_micros(30), "budget {short:?}");
-        s.record(Duration::from_micros(750));
+        assert!(s.average() < 3 * US, "converged down: {:?}", s.average());
+        assert!(short > 20 * US && short < 30 * US, "budget {short:?}");
+        s.record(750 * US);
         assert!(s.sleeps_at_once(), "one 750 us wait stops the spinning: average {:?}", s.average());
         assert_eq!(s.budget(), Duration::ZERO);
         for _ in 0..100 {
-            s.record(Duration::from_micros(60));
+            s.record(60 * US);
         }
         assert!(!s.sleeps_at_once(), "waits of 60 us are spun through: average {:?}", s.average());
         let long = s.budget();
-        assert!(long > Duration::from_micros(120) && long <= BOUND, "converged up: budget {long:?}");
+        assert!(long > 120 * US && long <= BOUND, "converged up: budget {long:?}");
     }
 
     #[test]
@@ -327,7 +463,7 @@ mod tests {
         assert!(below < Duration::from_nanos(8), "capped at four bounds (within the 1/8 rounding): {below:?}");
         let mut waits = 0;
         while s.sleeps_at_once() {
-            s.record(Duration::from_micros(5));
+            s.record(5 * US);
             waits += 1;
         }
         assert!(waits <= 18, "back to spinning after {waits} short waits");
@@ -338,18 +474,111 @@ mod tests {
         assert_eq!(s.budget(), BOUND / 10, "the floor of the budget is a tenth of the bound");
     }
 
+    /// The trap of issue 12: on a machine whose wake-up takes ~90 us, a waiter that learned from
+    /// the whole length of its slept waits (peer ready after 5 us, plus 90 us to run again) never
+    /// spun again. Learning the peer-ready time, it does after a few waits, whatever the bound.
     #[test]
-    fn slept_waits_with_a_wake_up_latency_still_resume_spinning_when_short() {
+    fn after_a_long_series_of_slept_waits_short_peer_ready_times_bring_spinning_back() {
+        let latency = 90 * US;
+        for mut s in [spinner(), auto()] {
+            for _ in 0..1000 {
+                s.record_woken(Duration::from_millis(1) + latency, Duration::ZERO, Some(latency));
+            }
+            assert!(s.sleeps_at_once(), "1 ms waits sleep at once: average {:?}", s.average());
+            let mut waits = 0;
+            while s.sleeps_at_once() {
+                s.record_woken(5 * US + latency, Duration::ZERO, Some(latency));
+                waits += 1;
+                assert!(
+                    waits <= 20,
+                    "still asleep after {waits} waits: average {:?}, bound {:?}",
+                    s.average(),
+                    s.bound()
+                );
+            }
+            for _ in 0..100 {
+                s.record(5 * US); // now spun through: no wake-up in them
+            }
+            assert!(s.average() < 6 * US && !s.sleeps_at_once(), "average {:?}", s.average());
+        }
+        // The learning this replaced: the same slept waits, taken whole, keep a 200 us bound asleep.
+        let mut old = spinner();
+        for _ in 0..1000 {
+            old.record(Duration::from_millis(1) + latency);
+        }
+        for _ in 0..1000 {
+            old.record(5 * US + latency);
+        }
+        assert!(old.sleeps_at_once(), "the trap: average {:?}", old.average());
+    }
+
+    #[test]
+    fn a_slept_wait_with_a_big_wake_up_latency_does_not_keep_the_average_high() {
+        for mut s in [spinner(), auto()] {
+            for _ in 0..200 {
+                // Peer ready after 2 us; the waiter ran again 500 us later (a loaded machine).
+                s.record_woken(502 * US, Duration::ZERO, Some(500 * US));
+            }
+            assert!(s.average() < 3 * US, "average {:?}", s.average());
+            assert!(!s.sleeps_at_once());
+            // Without a stamp (a timed-out sleep that found the condition true) the waiter
+            // subtracts the latency it learned.
+            assert!(s.wake_latency() > 400 * US, "learned latency {:?}", s.wake_latency());
+            for _ in 0..200 {
+                s.record_woken(s.wake_latency() + 2 * US, Duration::ZERO, None);
+            }
+            assert!(s.average() < 3 * US, "average {:?}", s.average());
+        }
+    }
+
+    #[test]
+    fn a_slept_wait_is_never_learned_shorter_than_its_spin() {
         let mut s = spinner();
-        for _ in 0..20 {
-            s.record(Duration::from_millis(1));
+        for _ in 0..1000 {
+            s.record(Duration::ZERO);
         }
-        assert!(s.sleeps_at_once());
-        // Waits of 10 us, each measured with a 40 us wake-up on top since the waiter slept.
-        for _ in 0..30 {
-            s.record(Duration::from_micros(10 + 40));
+        assert_eq!(s.average(), Duration::ZERO);
+        // Spun 150 us without the peer ready, slept, woken with a 100 us latency after 200 us:
+        // the peer was not ready before 150 us, whatever the latency says.
+        s.record_woken(200 * US, 150 * US, Some(100 * US));
+        assert_eq!(s.average(), 150 * US / 8);
+        // A stamp older than the sleep (a late producer's, from an earlier wait) is no latency.
+        let before = s.wake_latency();
+        s.record_woken(200 * US, 150 * US, Some(120 * US));
+        assert_eq!(s.wake_latency(), before);
+    }
+
+    #[test]
+    fn the_automatic_bound_follows_the_measured_wake_up_latency() {
+        let mut s = auto();
+        assert!(
+            SpinPolicy::default().is_auto() && !SpinPolicy::NEVER.is_auto() && !SpinPolicy { spin: BOUND }.is_auto()
+        );
+        assert_eq!(SpinPolicy::AUTO.fixed_bound(), SpinPolicy::DEFAULT_SPIN);
+        assert_eq!(s.bound(), 8 * INITIAL_WAKE, "eight wake-ups of the assumed 50 us");
+        assert_eq!(s.budget(), s.bound(), "a fresh spinner spins the whole bound");
+        for _ in 0..200 {
+            s.record_woken(100 * US, Duration::ZERO, Some(90 * US));
         }
-        assert!(!s.sleeps_at_once(), "average {:?}", s.average());
+        let b = s.bound();
+        assert!(b > 700 * US && b <= 720 * US, "90 us wake-ups: bound {b:?}");
+        for _ in 0..200 {
+            s.record_woken(20 * US, Duration::ZERO, Some(10 * US));
+        }
+        assert_eq!(s.bound(), AUTO_MIN, "fast wake-ups: the floor");
+        for _ in 0..200 {
+            s.record_woken(Duration::from_secs(1), Duration::ZERO, Some(Duration::from_millis(900)));
+        }
+        assert_eq!(s.bound(), AUTO_MAX, "slow wake-ups: the ceiling");
+        let mut y = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield });
+        for _ in 0..200 {
+            y.record_woken(Duration::from_secs(1), Duration::ZERO, Some(Duration::from_millis(900)));
+        }
+        assert_eq!(y.bound(), AUTO_MAX_OVERSUBSCRIBED, "oversubscribed: a lower ceiling");
+        // A fixed bound does not move.
+        let mut f = spinner();
+        f.record_woken(Duration::from_secs(1), Duration::ZERO, Some(Duration::from_millis(900)));
+        assert_eq!(f.bound(), BOUND);
     }
 
     #[test]
@@ -357,13 +586,15 @@ mod tests {
         let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield });
         for _ in 0..100 {
             assert_eq!(s.budget(), Duration::ZERO);
-            s.record(Duration::from_micros(1));
+            s.record(US);
+            s.record_woken(100 * US, Duration::ZERO, Some(90 * US));
         }
         assert!(s.sleeps_at_once());
         let w = Wakeup::default();
         assert!(s.wait(&w, || true, Duration::ZERO), "a ready condition is seen even with no time left");
         assert!(!s.wait(&w, || false, Duration::ZERO));
         assert_eq!(w.sleeps(), 0, "no time left: no sleep");
+        assert_eq!(w.spins(), 0, "never a spin phase");
     }
 
     #[test]
@@ -382,16 +613,16 @@ mod tests {
     fn spinners_of_either_probe_are_woken_by_a_publish() {
         use std::sync::atomic::{AtomicU32, Ordering};
         const ROUNDS: u32 = if cfg!(miri) { 5 } else { 200 };
-        for probe in [Probe::Pause, Probe::Yield] {
+        for (probe, policy) in [(Probe::Pause, SpinPolicy { spin: BOUND }), (Probe::Yield, SpinPolicy::AUTO)] {
             let w = Wakeup::default();
             let published = AtomicU32::new(0);
             std::thread::scope(|scope| {
                 scope.spawn(|| {
-                    let mut s = Spinner::new(SpinSettings { policy: SpinPolicy { spin: BOUND }, probe });
+                    let mut s = Spinner::new(SpinSettings { policy, probe });
                     for round in 1..=ROUNDS {
                         let ready = || published.load(Ordering::Acquire) >= round;
                         assert!(s.wait(&w, ready, Duration::from_secs(30)), "{probe:?} round {round}");
-                        assert!(s.budget() <= BOUND);
+                        assert!(s.budget() <= s.bound() && s.bound() <= AUTO_MAX);
                     }
                 });
                 for round in 0..ROUNDS {
@@ -402,6 +633,7 @@ mod tests {
                     w.notify();
                 }
             });
+            assert!(w.spins() >= 1, "the first wait of a fresh spinner has a spin phase");
         }
     }
 }

@@ -30,7 +30,7 @@
 //! ```
 
 use crate::futex::{DefaultFutex, Futex};
-use crate::sync::{fence, AtomicU32, Backoff, Instant, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU64, Backoff, Instant, Ordering};
 use std::time::Duration;
 
 pub use crate::spin::SpinPolicy;
@@ -45,7 +45,23 @@ pub struct Wakeup {
     sleepers: AtomicU32,
     /// How many times the waiter went to sleep on the futex (wrapping; for monitoring).
     sleeps: AtomicU32,
+    /// `CLOCK_MONOTONIC` ns at which a producer woke the sleeping waiter (0: none since the waiter
+    /// last took it); the first producer's stamp stays. Lets the waiter learn its peer's ready
+    /// time without its own wake-up latency (`spin.rs`).
+    ready_ns: AtomicU64,
+    /// Waits with a spin phase, on its own cache line: written by the waiter on its fast path,
+    /// which must not take the line producers read.
+    spins: SpinCount,
 }
+
+/// A counter alone on its cache line.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+struct SpinCount(AtomicU32);
+
+// The stamp and the counter fit in the block's 128 bytes: the segment layout did not change.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Wakeup>() == 128);
 
 impl Wakeup {
     /// Bytes this struct occupies in the segment.
@@ -66,6 +82,8 @@ impl Wakeup {
         if self.sleepers.load(Ordering::Relaxed) == 0 {
             return false;
         }
+        // A hint for the waiter's learning, not a sync point: any value is safe.
+        let _ = self.ready_ns.compare_exchange(0, crate::spin::monotonic_ns(), Ordering::Relaxed, Ordering::Relaxed);
         self.wake_all_with::<F>();
         true
     }
@@ -74,6 +92,22 @@ impl Wakeup {
     /// monitoring figure, read by any process mapping the segment.
     pub fn sleeps(&self) -> u32 {
         self.sleeps.load(Ordering::Relaxed)
+    }
+
+    /// How many waits of this word's waiter had a spin phase (wraps at 2^32); a monitoring
+    /// figure. Zero for ever under [`SpinPolicy::NEVER`].
+    pub fn spins(&self) -> u32 {
+        self.spins.0.load(Ordering::Relaxed)
+    }
+
+    /// Counts a wait with a spin phase (the waiter only).
+    pub(crate) fn count_spin(&self) {
+        self.spins.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes the stamp a producer left when it woke the waiter (`CLOCK_MONOTONIC` ns), 0 if none.
+    pub(crate) fn take_ready_stamp(&self) -> u64 {
+        self.ready_ns.swap(0, Ordering::Relaxed)
     }
 
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
@@ -90,7 +124,7 @@ impl Wakeup {
     }
 
     /// Waiter side: returns `true` as soon as `ready()` holds, `false` when `timeout` passed first.
-    /// Spins for `policy.spin` at most (crossbeam's `Backoff::snooze`: pause instructions, then
+    /// Spins for `policy.fixed_bound()` at most (crossbeam's `Backoff::snooze`: pause instructions, then
     /// `sched_yield` between probes), then sleeps on the futex. Keeps no state: a pool's waiters
     /// use a [`crate::Spinner`], which learns how long to spin.
     pub fn wait(&self, mut ready: impl FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
@@ -100,7 +134,11 @@ impl Wakeup {
     /// [`Wakeup::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
         let start = Instant::now();
-        let spin_until = start + policy.spin.min(timeout);
+        let bound = policy.fixed_bound();
+        if bound > Duration::ZERO {
+            self.count_spin();
+        }
+        let spin_until = start + bound.min(timeout);
         let backoff = Backoff::new();
         loop {
             if ready() {
@@ -179,6 +217,9 @@ mod tests {
             assert!(w.notify());
         });
         assert_eq!(w.sleeps(), 1, "the waiter slept exactly once");
+        assert_eq!(w.spins(), 0, "a bound of zero never spins");
+        assert_ne!(w.take_ready_stamp(), 0, "the producer stamped the wake of a sleeper");
+        assert_eq!(w.take_ready_stamp(), 0, "taken once");
     }
 
     #[test]

@@ -1,5 +1,9 @@
-"""``AsyncVectorEnv(spin_us=...)``: the wake-up policy's bound reaches the workers, ``0`` makes
-every wait sleep on the futex, and bad values are refused before any worker starts."""
+"""``AsyncVectorEnv(spin_us=...)``: the wake-up policy's bound reaches the workers, ``0`` means no
+wait ever spins, and bad values are refused before any worker starts.
+
+Nothing here depends on timing or scheduling: the counters asserted on (waits with a spin phase)
+are decided by the policy alone, never by how long a wait took (a wait may find its condition
+already true without sleeping, so sleep counts are not asserted)."""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ import ringenv
 from ringenv import _native
 
 
-def worker_sleeps(envs) -> list:
+def snapshot() -> dict:
     [entry] = [p for p in _native.list_pools() if p["pid"] == os.getpid()]
-    return [w["sleeps"] for w in _native.pool_snapshot(entry["pid"], entry["fd"])["workers"]]
+    return _native.pool_snapshot(entry["pid"], entry["fd"])
 
 
 def run(envs, steps=200):
@@ -25,16 +29,17 @@ def run(envs, steps=200):
     return out
 
 
-def test_spin_us_zero_makes_every_worker_wait_sleep_and_results_stay_the_same(closing):
-    never = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 1, "spin_us": 0}))
-    never.reset(seed=0)
-    before = worker_sleeps(never)[0]
+def test_spin_us_zero_never_spins_and_results_stay_the_same(closing):
+    never = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 2, "spin_us": 0}))
     ours = run(never)
-    # A worker that never spins sleeps in every wait for its next command: the next step can
-    # only be sent after the main process read this one's completion.
-    assert worker_sleeps(never)[0] - before >= 200
+    snap = snapshot()
+    # With a bound of zero no wait of any process has a spin phase, however the processes were
+    # scheduled; the counter is not touched on the sleep path.
+    assert snap["main_spins"] == 0
+    assert [w["spins"] for w in snap["workers"]] == [0, 0]
+    assert sum(w["commands"] for w in snap["workers"]) >= 2 * 201, "every step and the reset reached both workers"
     never.close()
-    ref = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 1}))
+    ref = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 2}))
     for x, y in zip(ours, run(ref)):
         np.testing.assert_array_equal(x, y)
 

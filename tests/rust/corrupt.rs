@@ -31,8 +31,15 @@ fn pool(num_workers: usize, on_failure: FailurePolicy) -> Pool {
     assert_eq!(Ring::<Command>::mem_size(CAPACITY), CELLS + CAPACITY * CELL, "the ring layout these tests write");
     let kwargs = serde_json::Value::Null;
     let (obs, act) = registry::spaces("CartPole-v1", &kwargs).unwrap();
-    let layout = Layout::single(2 * num_workers, num_workers, 2, obs.array_spec(), act.array_spec(),
-        ringenv_runtime::DType::F32).unwrap();
+    let layout = Layout::single(
+        2 * num_workers,
+        num_workers,
+        2,
+        obs.array_spec(),
+        act.array_spec(),
+        ringenv_runtime::DType::F32,
+    )
+    .unwrap();
     let init = serde_json::to_vec(&registry::RustInit { env_id: "CartPole-v1".into(), kwargs }).unwrap();
     let mut config = PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init);
     config.on_failure = on_failure;
@@ -202,7 +209,11 @@ enum Op {
     Pop,
     Check,
     /// Overwrite `len` bytes at `at` (modulo the region) with `byte`.
-    Scribble { at: usize, len: usize, byte: u8 },
+    Scribble {
+        at: usize,
+        len: usize,
+        byte: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use bytemuck::Pod;
-use ringenv_runtime::{HeapMemory, Memory};
 use ringenv_runtime::Ring;
+use ringenv_runtime::{HeapMemory, Memory};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

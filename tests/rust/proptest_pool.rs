@@ -310,7 +310,9 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                     pool.step(bytemuck::cast_slice(actions)).map_err(fail)?
                 } else {
                     let slot = pool.next_slot();
-                    pool.batch_mut(slot).rows_mut(Array::Action(0), 0..n).copy_from_slice(bytemuck::cast_slice(actions));
+                    pool.batch_mut(slot)
+                        .rows_mut(Array::Action(0), 0..n)
+                        .copy_from_slice(bytemuck::cast_slice(actions));
                     pool.submit(CommandKind::Step, None).map_err(fail)?;
                     let again = pool.submit(CommandKind::Step, None);
                     check!(matches!(again, Err(PoolError::AlreadyPending)), "second submit: {again:?}");

@@ -30,9 +30,12 @@ fn without_the_feature_no_cuda_symbol_is_built_in() {
 mod cuda {
     use super::binary_mentions_cuda;
     use cudarc::driver::{CudaContext, DevicePtr};
-    use ringenv_runtime::{HeapMemory, Memory};
-    use ringenv_runtime::{cuda_device_count as device_count, cuda_driver_present as driver_present, CudaStaging, HostToDevice, PinMode, StagingError};
+    use ringenv_runtime::{
+        cuda_device_count as device_count, cuda_driver_present as driver_present, CudaStaging, HostToDevice, PinMode,
+        StagingError,
+    };
     use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};
+    use ringenv_runtime::{HeapMemory, Memory};
 
     #[test]
     fn the_driver_is_loaded_by_name_at_run_time() {

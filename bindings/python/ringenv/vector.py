@@ -289,8 +289,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             Discrete, MultiDiscrete, MultiBinary). See docs/GPU.md.
         spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
             process waiting for results, a worker waiting for its next command) spins before it
-            sleeps on a futex. ``None`` (default): 200 µs, within which each waiter spins only as
-            long as its recent waits suggest and not at all once they outgrow the bound;
+            sleeps on a futex. ``None`` (default): a bound of 8 wake-up latencies measured by each
+            waiter (200 µs..1 ms), within which it spins only as long as its peers' recent ready
+            times suggest, and not at all once they outgrow the bound;
             ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM).
             Spinners yield the core between looks when the processes outnumber the cores. See
             docs/WAKEUP.md.

@@ -1,0 +1,179 @@
+"""The wake-up policy against fixed spin bounds, in one run (issue 12: the default ``spin_us=None``
+must come within 10% of the best fixed ``spin_us``). A benchmark, not a test.
+
+For one env and each worker count, it measures steps/s of a ringenv vector env with every
+``spin_us`` of ``--spins`` (default ``none,0,20,50,100,200,500,2000``; ``none`` is the default
+policy), interleaved: ``--repeats`` rounds, each measuring every setting once in a rotated order,
+so drift of the machine during the run falls on all settings alike. Each setting's figure is the
+median of its rounds, with the spread (min..max) beside it. Then the same again with a busy
+neighbour: a process running ``while True: pass`` (``--neighbour both``, the default; ``off`` or
+``on`` for one of the two).
+
+Envs (``--env``):
+
+- ``cartpole``: ringenv's Rust CartPole (``ringenv.make_vec("CartPole-v1", n)``): waits of
+  ~1-20 µs, where spinning decides everything;
+- ``py:C``: a Python env whose ``step`` busy-waits ``C`` µs on ``time.perf_counter`` (``C = 0``:
+  returns a preallocated ``(4,)`` float32 observation and does nothing else), through
+  ``ringenv.AsyncVectorEnv``.
+
+Every measurement goes through :func:`ringenv.cli._measure.measure` (the one measurement loop):
+reset with a seed, warm-up, then ``--seconds`` of stepping with pre-generated actions, CPU of the
+process tree read from ``/proc``. Each row prints steps/s (median and spread), the tree's CPU in
+cores busy, and for the default its ratio to the best fixed bound's median, with ``ok`` when it
+is at least 0.90.
+
+Usage::
+
+    python benches/wakeup_policy.py --env cartpole --num-envs 16 --workers 1,2
+    python benches/wakeup_policy.py --env py:40 --num-envs 16 --workers 1,2,4 --seconds 2
+    python benches/wakeup_policy.py --env cartpole --spins none,0,2000 --repeats 3 --seconds 0.5 \\
+        --neighbour off --json /tmp/wakeup.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import gymnasium as gym
+import numpy as np
+
+import ringenv
+from ringenv.cli._measure import measure
+
+OBS_SHAPE = (4,)
+DEFAULT_SPINS = "none,0,20,50,100,200,500,2000"
+
+
+class NullEnv(gym.Env):
+    """Returns a preallocated observation (float32, shape ``(4,)``); reward 0, never ends."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, OBS_SHAPE, np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, cost_s: float = 0.0):
+        self.obs = np.zeros(OBS_SHAPE, np.float32)
+        self.cost_s = cost_s
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.obs, {}
+
+    def step(self, action):
+        if self.cost_s:
+            end = time.perf_counter() + self.cost_s
+            while time.perf_counter() < end:
+                pass
+        return self.obs, 0.0, False, False, {}
+
+
+def maker(env: str, num_envs: int, workers: int, spin_us: Optional[float]) -> Callable[[], Any]:
+    """A function building the vector env of ``env`` (``cartpole`` or ``py:C``)."""
+    if env == "cartpole":
+        kwargs = {"num_workers": workers, "spin_us": spin_us}
+        return lambda: ringenv.make_vec("CartPole-v1", num_envs, vector_kwargs=kwargs)
+    if env.startswith("py:"):
+        cost_s = float(env[3:]) * 1e-6
+        fns = [lambda: NullEnv(cost_s)] * num_envs
+        return lambda: ringenv.AsyncVectorEnv(fns, num_workers=workers, spin_us=spin_us)
+    raise SystemExit(f"--env must be cartpole or py:MICROSECONDS, got {env!r}")
+
+
+def parse_spins(text: str) -> List[Optional[float]]:
+    out: List[Optional[float]] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        out.append(None if part in ("none", "default") else float(part))
+    if None not in out:
+        raise SystemExit("--spins must include none (the default policy) to compare it")
+    return out
+
+
+def name(spin: Optional[float]) -> str:
+    return "None (default)" if spin is None else f"{spin:g}"
+
+
+def start_neighbour() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def run_grid(env: str, num_envs: int, workers: int, spins: List[Optional[float]], repeats: int,
+             seconds: float) -> Dict[str, Any]:
+    """Every setting ``repeats`` times, interleaved with a rotated order; figures per setting."""
+    runs: Dict[str, List[Dict[str, float]]] = {name(s): [] for s in spins}
+    for r in range(repeats):
+        order = spins[r % len(spins):] + spins[:r % len(spins)]
+        for spin in order:
+            m = measure(maker(env, num_envs, workers, spin), num_envs=num_envs, seconds=seconds, seed=r)
+            f = m.figures()
+            runs[name(spin)].append({"steps_per_s": f["steps_per_s"], "tree_cores": f["cpu"]["tree_cores"],
+                                     "p50_ms": f["batch_latency_ms"]["p50"]})
+    rows = {}
+    for key, rs in runs.items():
+        sps = [x["steps_per_s"] for x in rs]
+        rows[key] = {"median": statistics.median(sps), "min": min(sps), "max": max(sps),
+                     "tree_cores": statistics.median(x["tree_cores"] for x in rs),
+                     "p50_ms": statistics.median(x["p50_ms"] for x in rs), "runs": sps}
+    fixed = {k: v for k, v in rows.items() if k != name(None)}
+    best = max(fixed, key=lambda k: fixed[k]["median"]) if fixed else name(None)
+    ratio = rows[name(None)]["median"] / rows[best]["median"]
+    return {"env": env, "num_envs": num_envs, "workers": workers, "rows": rows, "best_fixed": best,
+            "default_over_best": ratio, "within_10pct": ratio >= 0.90}
+
+
+def markdown(grid: Dict[str, Any], neighbour: bool) -> str:
+    head = (f"{grid['env']}, {grid['num_envs']} envs, {grid['workers']} worker(s), "
+            f"{'with a busy neighbour' if neighbour else 'quiet'}: default / best fixed "
+            f"({grid['best_fixed']}) = {grid['default_over_best']:.2f}"
+            f" {'ok' if grid['within_10pct'] else 'BELOW 0.90'}")
+    lines = [head, "", "| spin_us | steps/s median | spread | tree cores | p50 ms |", "|---|---|---|---|---|"]
+    for key, r in grid["rows"].items():
+        lines.append(f"| {key} | {r['median']:,.0f} | {r['min']:,.0f}..{r['max']:,.0f} | "
+                     f"{r['tree_cores']:.2f} | {r['p50_ms']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--env", default="cartpole", help="cartpole, or py:MICROSECONDS per step")
+    p.add_argument("--num-envs", type=int, default=16)
+    p.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    p.add_argument("--spins", default=DEFAULT_SPINS, help="comma-separated spin_us values; none = default")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
+    p.add_argument("--neighbour", choices=["off", "on", "both"], default="both")
+    p.add_argument("--json", help="write every figure to this file")
+    a = p.parse_args(argv)
+    spins = parse_spins(a.spins)
+    workers = [int(w) for w in a.workers.split(",")]
+    phases = {"off": [False], "on": [True], "both": [False, True]}[a.neighbour]
+    report: Dict[str, Any] = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
+                                          "cpus": len(__import__("os").sched_getaffinity(0))},
+                              "args": vars(a), "grids": []}
+    for neighbour in phases:
+        proc = start_neighbour() if neighbour else None
+        try:
+            for w in workers:
+                grid = run_grid(a.env, a.num_envs, w, spins, a.repeats, a.seconds)
+                grid["neighbour"] = neighbour
+                report["grids"].append(grid)
+                print(markdown(grid, neighbour), end="\n\n", flush=True)
+        finally:
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
