@@ -11,7 +11,7 @@
 //! `cargo bench -p ringenv-runtime --bench wakeup_trap -- [LATENCY_US] [WORK_US]` (default 90 and
 //! 5): prints one line per `spin_us` in none (the default), 0, 200, 2000.
 
-use ringenv_runtime::futex::{Futex, SharedFutex};
+use ringenv_runtime::{Futex, SharedFutex};
 use ringenv_runtime::{Probe, SpinPolicy, SpinSettings, Spinner, Wakeup};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

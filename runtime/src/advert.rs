@@ -28,18 +28,18 @@
 //! where that thread does not exist, dropping only closes the child's copies of the descriptors.
 //!
 //! ```
-//! use ringenv_runtime::{advert, ArraySpec, DType, Layout, Segment};
+//! use ringenv_runtime::{connect_to_pool, list_pools, Advert, ArraySpec, DType, Layout, Segment};
 //! use std::os::fd::AsRawFd;
 //! let layout = Layout::single(2, 1, 2, ArraySpec::new(DType::F32, &[3]),
 //!                             ArraySpec::new(DType::I64, &[]), DType::F32).unwrap();
 //! let segment = Segment::create(layout).unwrap();
-//! let ad = advert::Advert::publish(segment.fd().as_raw_fd()).unwrap();
-//! let entry = advert::list().into_iter().find(|e| e.name == ad.name()).unwrap();
+//! let ad = Advert::publish(segment.fd().as_raw_fd()).unwrap();
+//! let entry = list_pools().into_iter().find(|e| e.name == ad.name()).unwrap();
 //! assert_eq!((entry.pid, entry.fd), (std::process::id(), segment.fd().as_raw_fd()));
 //! // The verified, read-only segment descriptor, as `ringenv top` receives it.
-//! let fd = advert::connect(&entry, std::time::Duration::from_secs(10)).unwrap();
+//! let fd = connect_to_pool(&entry, std::time::Duration::from_secs(10)).unwrap();
 //! drop(ad); // closing the pool removes its name at once
-//! assert!(advert::list().iter().all(|e| e.name != entry.name));
+//! assert!(list_pools().iter().all(|e| e.name != entry.name));
 //! ```
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};

@@ -21,7 +21,7 @@
 //! control socket, as before.
 //!
 //! ```
-//! use ringenv_runtime::info_arena::{InfoArena, InfoArenaError};
+//! use ringenv_runtime::{InfoArena, InfoArenaError};
 //! let mut bytes = vec![0u8; 64];
 //! let mut arena = InfoArena::new(&mut bytes, 0);
 //! assert_eq!(arena.capacity(), 48);

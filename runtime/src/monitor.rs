@@ -9,8 +9,8 @@
 //! numbers, never a hang, a panic or an access out of the mapping.
 //!
 //! ```no_run
-//! use ringenv_runtime::{advert, monitor::Monitor};
-//! for entry in advert::list() {
+//! use ringenv_runtime::{list_pools, Monitor};
+//! for entry in list_pools() {
 //!     let Ok(m) = Monitor::open(&entry) else { continue }; // not a verified pool of this user
 //!     let s = m.snapshot();
 //!     println!("pool of pid {}: {} envs, {} commands", entry.pid, s.num_envs, s.pool.commands);

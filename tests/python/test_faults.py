@@ -22,7 +22,7 @@ import pytest
 import ringenv
 from helper_envs import FaultEnv, exiting_factory
 from ringenv.errors import CrashLoopError, WorkerDiedError
-from vec_asserts import wait_pids_gone
+from vec_asserts import child_pids, wait_pids_gone
 
 
 def _faulty(closing, n=4, workers=2, faults=None, **kwargs):
@@ -86,11 +86,10 @@ def test_a_hung_worker_times_out_and_terminate_kills_it(closing):
     start = time.monotonic()
     with pytest.raises(multiprocessing.TimeoutError):
         envs.step_wait(timeout=0.3)
-    assert 0.25 <= time.monotonic() - start < 2.0
-    start = time.monotonic()
+    # The timeout is never cut short; the worker hangs for ever, so any return at all is the point.
+    assert 0.25 <= time.monotonic() - start < 30.0
     envs.close(terminate=True)
-    assert time.monotonic() - start < 2.0
-    assert wait_pids_gone(pids) == []
+    assert wait_pids_gone(pids, timeout=30.0) == []
 
 
 def test_a_stopped_worker_times_out_and_close_kills_it(closing):
@@ -106,12 +105,12 @@ def test_a_stopped_worker_times_out_and_close_kills_it(closing):
 
 
 def test_a_worker_dying_before_its_handshake_is_reported(tmp_path):
-    before = set(os.listdir("/proc"))
+    # Only this process's own children count: other programs on the machine start processes too.
+    before = child_pids()
     with pytest.raises(WorkerDiedError) as info:
         ringenv.AsyncVectorEnv([FaultEnv, functools.partial(exiting_factory, 7)], num_workers=2)
     assert (info.value.worker, info.value.exitcode) == (1, 7)
-    leftover = [p for p in set(os.listdir("/proc")) - before if p.isdigit()]
-    assert wait_pids_gone([int(p) for p in leftover]) == []
+    assert wait_pids_gone(child_pids() - before, timeout=30.0) == []
 
 
 @pytest.mark.parametrize("kind", ["python", "rust"])
@@ -128,19 +127,22 @@ def test_killing_the_main_process_ends_every_worker_and_leaves_no_file(tmp_path,
             envs.step(np.ones(4, dtype=np.int64))
     """))
     shm_before = set(glob.glob("/dev/shm/*"))
-    tmp_before = set(glob.glob("/tmp/*"))
-    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    # A private TMPDIR: other programs on the machine write to /tmp as they please.
+    private_tmp = tmp_path / "tmpdir"
+    private_tmp.mkdir()
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(private_tmp)})
     try:
         workers = [int(p) for p in owner.stdout.readline().split()]
         assert len(workers) == 2
         time.sleep(0.2)
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
-        start = time.monotonic()
-        assert wait_pids_gone(workers, timeout=1.0) == [], "every worker exits within a second"
-        assert time.monotonic() - start < 1.0
+        # Each worker's watcher thread is woken by the kernel when the main process ends; the bound
+        # only catches a hang, not a latency (see benches for that).
+        assert wait_pids_gone(workers, timeout=30.0) == [], "every worker exits with the main process"
         assert set(glob.glob("/dev/shm/*")) - shm_before == set()
-        assert set(glob.glob("/tmp/*")) - tmp_before == set()
+        assert set(os.listdir(private_tmp)) == set(), "nothing left in the owner's TMPDIR"
         assert [p for p in ringenv._native.list_pools() if p["pid"] == owner.pid] == []
     finally:
         if owner.poll() is None:

@@ -120,7 +120,14 @@ def test_an_arena_of_zero_bytes_sends_every_payload_on_the_socket(monkeypatch):
     from ringenv import _native
 
     real = _native.Pool
-    monkeypatch.setattr(_native, "Pool", lambda *a, **k: real(*a, info_arena_bytes=0, **k))
+
+    class ZeroArenaPool:  # the native Pool, built with an arena of zero bytes
+        segment_size = staticmethod(real.segment_size)
+
+        def __new__(cls, *a, **k):
+            return real(*a, info_arena_bytes=0, **k)
+
+    monkeypatch.setattr(_native, "Pool", ZeroArenaPool)
     ours, ref = make_ours(_fns()), make_ref(_fns())
     try:
         assert ours._pool.layout()["info_arena_bytes"] == 0

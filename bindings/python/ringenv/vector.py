@@ -245,12 +245,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         shared_memory: if ``True`` (default), observations of spaces with a fixed layout (Box,
             Discrete, MultiDiscrete, MultiBinary, Text, Dict and Tuple of those) cross through
             shared memory; others (Graph, Sequence, custom spaces), and all with ``False``,
-            travel pickled on the worker's control socket. Results are identical either way.
+            travel pickled through the worker's info arena in the segment (the control socket when
+            they do not fit). Results are identical either way.
         copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns;
             if ``False`` they may be views of the shared slot, valid until the step after next.
         context: accepted for compatibility and ignored: workers always start with fork+exec.
-        daemon: accepted for compatibility; workers always die with the main process (parent
-            death signal) whatever its value.
+        daemon: accepted for compatibility; workers always die with the main process (each
+            watches it through a pidfd) whatever its value.
         worker: must be ``None``: ringenv's worker loop replaces Gymnasium's; a custom worker
             function raises ``ValueError``.
         observation_mode: ``"same"``, ``"different"`` (sub-envs may differ in bounds, not in
