@@ -29,7 +29,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Type
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import cloudpickle
 import gymnasium as gym
@@ -60,6 +60,11 @@ class _EnvInfoAsyncVectorEnv(AsyncVectorEnv):
     def _absorb(self, messages) -> Dict[str, Any]:
         self.env_infos = {}
         super()._absorb(messages)
+        return {}
+
+    def _vectorise_infos(self, env_infos: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
+        for env_num, env_info in env_infos:
+            self._add_info({}, env_info, env_num)
         return {}
 
     def _add_info(self, vector_infos: Dict[str, Any], env_info: Dict[str, Any], env_num: int) -> Dict[str, Any]:

@@ -31,6 +31,7 @@ from gymnasium.vector.utils import (
 from ringenv import _layout, _native
 from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
 from ringenv._device import DeviceBatches, host_actions
+from ringenv._infos import add_infos
 from ringenv._staging import parse_device
 from ringenv._worker import worker_argv
 from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
@@ -853,7 +854,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
     def _absorb(self, messages) -> Dict[str, Any]:
         """Vectorises the infos of a reset or step (in env order, as Gymnasium adds them) and,
         on the pickled path, takes in the observations."""
-        infos: Dict[str, Any] = {}
+        all_infos: List[Tuple[int, Dict[str, Any]]] = []
         for worker, payload in sorted(messages, key=lambda m: m[0]):
             observations, env_infos = cloudpickle.loads(payload)
             if observations is not None:
@@ -861,12 +862,17 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 for k, obs in enumerate(observations):
                     if obs is not None:  # None: not reset (reset mask)
                         self._env_obs[start + k] = obs
-            for env_id, info in env_infos:
-                infos = self._add_info(infos, info, env_id)
+            all_infos.extend(env_infos)
+        infos = self._vectorise_infos(all_infos)
         for r in self._restarted:
             for env_id in range(*r["env_ids"]):
                 infos = self._add_info(infos, {"worker_restarted": True}, env_id)
         return infos
+
+    def _vectorise_infos(self, env_infos: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
+        """The vector infos of ``env_infos`` (``(env_id, info)`` pairs in env order): column by
+        column, exactly as Gymnasium's env-by-env ``_add_info`` would (``ringenv/_infos.py``)."""
+        return add_infos({}, env_infos, self.num_envs, self._add_info)
 
     def _observations(self, slot: int):
         if self._device is not None:

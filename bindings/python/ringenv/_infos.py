@@ -1,0 +1,71 @@
+"""Vectorising a batch of per-env infos the way Gymnasium's ``VectorEnv._add_info`` does, a column
+at a time instead of an env at a time.
+
+Gymnasium builds a vector env's infos by calling ``_add_info(infos, info, env_id)`` once per env:
+for every key it creates (on the key's first appearance) an array of ``num_envs`` entries whose
+dtype is the type of that first value, assigns the env's entry, and keeps a boolean mask
+``infos["_" + key]``. With a few scalar infos per env that is a ``np.zeros`` and two item
+assignments per key per env, which on a Python env that returns in microseconds costs as much as
+the step itself.
+
+:func:`add_infos` gives the same dict, key for key (same insertion order, dtypes, values and
+masks), building each column with one ``np.zeros`` and one fancy assignment when every value of
+that key is a number of one type (``int``, ``float``, ``bool`` or a NumPy number type: then
+``np.array(values, dtype=T)`` holds exactly what item-by-item assignment would). Every other key
+(nested dicts, arrays, ``final_obs``, objects, or values of mixed types) goes through Gymnasium's
+own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+AddInfo = Callable[[Dict[str, Any], Dict[str, Any], int], Dict[str, Any]]
+
+
+def _scalar_type(values: Sequence[Any]) -> Any:
+    """The one number type of ``values`` (``int``, ``float``, ``bool`` or a NumPy number type),
+    or ``None`` when they are not all numbers of one such type."""
+    t = type(values[0])
+    if not (t in (int, float, bool) or issubclass(t, np.number)):
+        return None
+    for v in values:
+        if type(v) is not t:
+            return None
+    return t
+
+
+def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, Any]]], num_envs: int,
+              add_info: AddInfo) -> Dict[str, Any]:
+    """Adds ``env_infos`` (``(env_id, info)`` pairs in env order) to ``infos`` as calling
+    ``add_info(infos, info, env_id)`` for each pair in turn would (Gymnasium's
+    ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict.
+
+    Each numeric column is an array of shape ``(num_envs,)`` of the first value's type (``int`` ->
+    ``int64``, ``float`` -> ``float64``, ``bool`` -> ``bool``) with its mask ``"_" + key``, a bool
+    array of shape ``(num_envs,)``. Raises what ``add_info`` raises for the other keys.
+    """
+    columns: Dict[str, List[Tuple[int, Any]]] = {}
+    for env_id, info in env_infos:
+        for key, value in info.items():
+            column = columns.get(key)
+            if column is None:
+                columns[key] = [(env_id, value)]
+            else:
+                column.append((env_id, value))
+    for key, pairs in columns.items():
+        values = [v for _, v in pairs]
+        t = None if key == "final_obs" or key in infos else _scalar_type(values)
+        if t is None:
+            for env_id, value in pairs:
+                infos = add_info(infos, {key: value}, env_id)
+            continue
+        ids = [env_id for env_id, _ in pairs]
+        array = np.zeros(num_envs, dtype=t)
+        array[ids] = np.array(values, dtype=array.dtype)
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        mask[ids] = True
+        infos[key], infos[f"_{key}"] = array, mask
+    return infos

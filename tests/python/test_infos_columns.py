@@ -1,0 +1,118 @@
+"""`ringenv._infos.add_infos` builds exactly the dict Gymnasium's env-by-env `_add_info` builds:
+same keys in the same order, same dtypes, values and masks, for numeric columns (the fast path)
+and everything else (nested dicts, arrays, objects, `final_obs`, mixed types: Gymnasium's own
+function)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from gymnasium.vector import SyncVectorEnv
+import gymnasium as gym
+
+from ringenv._infos import add_infos
+
+NUM_ENVS = 6
+
+
+def _reference_env():
+    return SyncVectorEnv([lambda: gym.make("CartPole-v1")] * NUM_ENVS)
+
+
+def _value(rng: random.Random, depth: int = 0):
+    kind = rng.choice(["int", "float", "bool", "np.float32", "np.int8", "np.bool_", "str", "array", "dict", "none"])
+    if kind == "int":
+        return rng.randint(-10**6, 10**6)
+    if kind == "float":
+        return rng.uniform(-1e3, 1e3)
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "np.float32":
+        return np.float32(rng.uniform(-5, 5))
+    if kind == "np.int8":
+        return np.int8(rng.randint(-100, 100))
+    if kind == "np.bool_":
+        return np.bool_(rng.random() < 0.5)
+    if kind == "str":
+        return rng.choice(["a", "bb", ""])
+    if kind == "array":
+        return np.arange(3, dtype=rng.choice([np.int16, np.float64])) * rng.randint(1, 4)
+    if kind == "dict" and depth < 2:
+        return {k: _value(rng, depth + 1) for k in rng.sample(["x", "y", "z"], rng.randint(1, 3))}
+    return None
+
+
+def _batch(rng: random.Random):
+    keys = ["step", "score", "flag", "deep", "final_obs", "name", "cost"]
+    # One type per key for most batches (the fast path), mixed types now and then.
+    kinds = {k: _value(rng) for k in keys}
+    batch = []
+    for env_id in sorted(rng.sample(range(NUM_ENVS), rng.randint(0, NUM_ENVS))):
+        info = {}
+        for k in rng.sample(keys, rng.randint(0, len(keys))):
+            same = rng.random() < 0.8
+            v = kinds[k] if same else _value(rng)
+            if same and isinstance(v, (int, float)) and not isinstance(v, bool):
+                v = type(v)(v + env_id)  # same type, another value
+            info[k] = v
+        batch.append((env_id, info))
+    return batch
+
+
+def _assert_same(ours, ref, path="infos"):
+    assert list(ours) == list(ref), f"{path}: key order {list(ours)} != {list(ref)}"
+    for key in ref:
+        a, b = ours[key], ref[key]
+        if isinstance(b, dict):
+            _assert_same(a, b, f"{path}[{key!r}]")
+            continue
+        assert type(a) is type(b), f"{path}[{key!r}]: {type(a)} != {type(b)}"
+        if not isinstance(b, np.ndarray):  # Gymnasium stores some mixes as they come
+            assert a == b, f"{path}[{key!r}]: {a!r} != {b!r}"
+            continue
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{path}[{key!r}]: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        if a.dtype == object:
+            assert all((x is y) or (isinstance(x, np.ndarray) and np.array_equal(x, y)) or x == y
+                       for x, y in zip(a, b)), f"{path}[{key!r}]"
+        else:
+            assert a.tobytes() == b.tobytes(), f"{path}[{key!r}]: {a} != {b}"
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_column_by_column_equals_gymnasiums_env_by_env(seed):
+    rng = random.Random(seed)
+    batch = _batch(rng)
+    env = _reference_env()
+    try:
+        ref: dict = {}
+        ref_error = None
+        try:
+            for env_id, info in batch:
+                ref = env._add_info(ref, info, env_id)
+        except Exception as e:  # Gymnasium's own error for this batch (e.g. a value that does not fit)
+            ref_error = type(e)
+        if ref_error is not None:
+            # A batch Gymnasium refuses is refused too; which of its bad values is met first (and
+            # so the error's type) may differ, since the columns are built key by key.
+            with pytest.raises(Exception):
+                add_infos({}, batch, NUM_ENVS, env._add_info)
+            return
+        ours = add_infos({}, batch, NUM_ENVS, env._add_info)
+        _assert_same(ours, ref)
+    finally:
+        env.close()
+
+
+def test_numeric_columns_take_the_first_values_type_and_mask_the_envs_that_have_it():
+    env = _reference_env()
+    try:
+        infos = add_infos({}, [(1, {"n": 3, "x": 0.5}), (4, {"n": 7, "x": 1.5, "ok": True})], NUM_ENVS, env._add_info)
+    finally:
+        env.close()
+    assert list(infos) == ["n", "_n", "x", "_x", "ok", "_ok"]
+    assert infos["n"].dtype == np.int64 and infos["n"].tolist() == [0, 3, 0, 0, 7, 0]
+    assert infos["_n"].tolist() == [False, True, False, False, True, False]
+    assert infos["x"].dtype == np.float64 and infos["ok"].dtype == np.bool_
+    assert infos["_ok"].tolist() == [False, False, False, False, True, False]
