@@ -35,6 +35,36 @@ fn specs(what: &str, leaves: &[(String, Vec<usize>)]) -> PyResult<Vec<ArraySpec>
     leaves.iter().map(|(d, shape)| Ok(ArraySpec::new(dtype(what, d)?, shape))).collect()
 }
 
+/// The observation and action leaves (`(numpy dtype name, shape)` each) and the reward dtype of a
+/// pool, as Python passes them.
+struct Leaves<'a> {
+    obs: &'a [(String, Vec<usize>)],
+    action: &'a [(String, Vec<usize>)],
+    reward: &'a str,
+}
+
+/// The layout of a pool (what `Pool(...)` maps and `Pool.segment_size(...)` reports), with info
+/// arenas of `info_arena_bytes` per worker (`None`: the default, 64 KiB).
+fn layout_of(
+    py: Python<'_>,
+    num_envs: usize,
+    num_workers: usize,
+    depth: usize,
+    leaves: &Leaves<'_>,
+    info_arena_bytes: Option<usize>,
+) -> PyResult<Layout> {
+    Layout::new(
+        num_envs,
+        num_workers,
+        depth,
+        specs("observation", leaves.obs)?,
+        specs("action", leaves.action)?,
+        dtype("reward", leaves.reward)?,
+    )
+    .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
+    .map_err(|e| to_pyerr(py, PoolError::Layout(e)))
+}
+
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
@@ -223,16 +253,8 @@ impl PyPool {
                 )))
             }
         };
-        let layout = Layout::new(
-            num_envs,
-            num_workers,
-            depth,
-            specs("observation", &obs_leaves)?,
-            specs("action", &action_leaves)?,
-            dtype("reward", reward_dtype)?,
-        )
-        .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
-        .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
+        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves, reward: reward_dtype };
+        let layout = layout_of(py, num_envs, num_workers, depth, &leaves, info_arena_bytes)?;
         let (program, args) =
             argv.split_first().ok_or_else(|| PyValueError::new_err("argv must name the worker program"))?;
         let mut command = WorkerCommand::new(program);
@@ -282,17 +304,8 @@ impl PyPool {
         reward_dtype: &str,
         depth: usize,
     ) -> PyResult<usize> {
-        let layout = Layout::new(
-            num_envs,
-            num_workers,
-            depth,
-            specs("observation", &obs_leaves)?,
-            specs("action", &action_leaves)?,
-            dtype("reward", reward_dtype)?,
-        )
-        .and_then(|l| l.with_info_arena(DEFAULT_INFO_ARENA))
-        .map_err(|e| to_pyerr(py, PoolError::Layout(e)))?;
-        Ok(layout.total_size())
+        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves, reward: reward_dtype };
+        Ok(layout_of(py, num_envs, num_workers, depth, &leaves, None)?.total_size())
     }
 
     /// The segment, as a buffer for `numpy.frombuffer`.
