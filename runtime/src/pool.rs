@@ -151,6 +151,8 @@ pub struct Pool {
     advert: Option<crate::advert::Advert>,
     /// The learned spin state of the completion waits.
     spinner: Spinner,
+    /// Scratch for the order in which a wait scans the workers' completion rings.
+    scan_order: Vec<usize>,
     /// The process that created the pool: the only one that may command, signal or reap its
     /// workers.
     creator_pid: u32,
@@ -240,6 +242,7 @@ impl Pool {
             crash_guard,
             advert: None,
             spinner: Spinner::new(spin),
+            scan_order: Vec::new(),
             creator_pid: std::process::id(),
         };
         pool.segment.pool_metrics().init(std::process::id());
@@ -519,11 +522,22 @@ impl Pool {
     ) -> Result<(), PoolError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            for w in 0..self.workers.len() {
+            // Completions found in one scan arrive in the order their commands were sent (then by
+            // worker), not by worker index alone: otherwise, when several workers finished between
+            // two scans, low-index workers would always arrive first and `recv` with
+            // `RecvOrder::Arrival` could starve the others.
+            let mut order = std::mem::take(&mut self.scan_order);
+            order.clear();
+            order.extend(0..self.workers.len());
+            order.sort_by_key(|&w| (self.flights[w].as_ref().map_or(u64::MAX, |f| f.sent), w));
+            let drained = order.iter().try_for_each(|&w| {
                 while let Some(c) = self.completions[w].pop() {
                     self.on_completion(w, c)?;
                 }
-            }
+                Ok(())
+            });
+            self.scan_order = order;
+            drained?;
             if done(&self.flights) {
                 return Ok(());
             }

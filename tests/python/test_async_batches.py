@@ -125,16 +125,24 @@ def test_same_step_autoreset_reports_final_observations_per_batch(closing):
     assert finals > 3
 
 
-def test_rust_env_batches_are_whole_workers(closing):
-    env = closing(make_vec("CartPole-v1", num_envs=12, vector_kwargs={"batch_size": 6, "num_workers": 4}))
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_rust_env_batches_are_whole_workers(closing, deterministic):
+    env = closing(make_vec("CartPole-v1", num_envs=12,
+                           vector_kwargs={"batch_size": 6, "num_workers": 4, "deterministic": deterministic}))
     env.async_reset(seed=0)
     seen = np.zeros(12, int)
     for _ in range(40):
         obs, rewards, terminated, truncated, infos = env.recv(timeout=30)
         assert obs.shape == (6, 4) and obs.dtype == np.float32
+        ids = np.sort(infos["env_id"])
+        # Two whole workers' blocks of 3 envs each.
+        assert ids[0] % 3 == 0 and ids[3] % 3 == 0 and (ids[:3] == ids[0] + np.arange(3)).all()
+        assert (ids[3:] == ids[3] + np.arange(3)).all() and ids[0] != ids[3]
         seen[infos["env_id"]] += 1
         env.send(np.zeros(6, np.int64), infos["env_id"])
-    assert seen.sum() == 240 and (seen > 0).all()
+    assert seen.sum() == 240
+    if deterministic:  # strict rotation: every worker in turn, whatever the scheduling
+        assert (seen == 20).all(), seen
 
 
 def test_misuse_is_refused_with_a_clear_error_before_anything_is_sent(closing):
