@@ -66,7 +66,7 @@ if [ ! -d "$SRC/tests/vector" ]; then
     found=""
     if [ -n "$SOURCE" ]; then
         [ -d "$SOURCE/tests/vector" ] || { echo "$SOURCE has no tests/vector" >&2; exit 2; }
-        found="$SOURCE" origin="$SOURCE$(git -C "$SOURCE" rev-parse HEAD 2>/dev/null | sed 's/^/, commit /')"
+        found="$SOURCE" origin="$SOURCE$( (git -C "$SOURCE" rev-parse HEAD 2>/dev/null || true) | sed 's/^/, commit /')"
     fi
     if [ -z "$found" ]; then
         echo "fetching the sdist of gymnasium==$VERSION from the package registry ..."
@@ -126,7 +126,7 @@ printf '[pytest]\nfilterwarnings =\n    ignore::DeprecationWarning:gymnasium.*:\
 cd "$SRC"
 echo "Gymnasium's tests/vector from $(cat ORIGIN 2>/dev/null || echo '?'), gymnasium $installed, AsyncVectorEnv = $CLASS"
 set +e
-GYMNASIUM_SUITE_CLASS="$CLASS" "$PYTHON" -m pytest tests/vector -q -p no:cacheprovider -rf "${PYTEST_ARGS[@]}"
+GYMNASIUM_SUITE_CLASS="$CLASS" "$PYTHON" -m pytest tests/vector -q -p no:cacheprovider --disable-warnings -rf "${PYTEST_ARGS[@]}"
 status=$?
 set -e
 exit $status
