@@ -83,7 +83,7 @@ if [ ! -d "$SRC/tests/vector" ]; then
     fi
     if [ -z "$found" ]; then
         echo "cloning $REPO_URL at $TAG ..."
-        if git clone --quiet --depth 1 --branch "$TAG" "$REPO_URL" "$tmp/repo" 2>/dev/null; then
+        if GIT_TERMINAL_PROMPT=0 git clone --quiet --depth 1 --branch "$TAG" "$REPO_URL" "$tmp/repo" 2>/dev/null; then
             found="$tmp/repo" origin="$REPO_URL at $TAG, commit $(git -C "$tmp/repo" rev-parse HEAD)"
         else
             echo "cannot reach $REPO_URL: give a checkout of Gymnasium $TAG with --source DIR (or GYMNASIUM_SRC)" >&2
