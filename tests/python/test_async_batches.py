@@ -154,7 +154,7 @@ def test_misuse_is_refused_with_a_clear_error_before_anything_is_sent(closing):
         AsyncVectorEnv([JitterEnv] * N, batch_size=4, autoreset_mode=AutoresetMode.DISABLED)
     with pytest.raises(ValueError, match="batch_size must be an integer from 1 to num_envs"):
         AsyncVectorEnv([JitterEnv] * N, batch_size=9)
-    env = jitter(closing)
+    env = jitter(closing, check_actions=True)
     with pytest.raises(ValueError, match="recv waits for 2 workers but 0"):
         env.recv()
     env.async_reset(seed=0)

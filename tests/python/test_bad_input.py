@@ -124,7 +124,9 @@ def test_box_actions_that_are_not_numbers_are_refused_naming_the_env(pendulums, 
     assert np.isfinite(obs).all() and np.isfinite(rewards).all()
 
 
-def test_an_object_array_of_numbers_is_checked_like_numbers(pendulums):
+def test_an_object_array_of_numbers_is_checked_like_numbers(closing):
+    pendulums = closing(ringenv.AsyncVectorEnv([functools.partial(gym.make, "Pendulum-v1")] * 2, num_workers=2,
+                                               check_actions=True))
     pendulums.reset(seed=0)
     with pytest.raises(ValueError, match="contains NaN"):
         pendulums.step(np.array([[np.nan], [0.5]], dtype=object))

@@ -150,14 +150,14 @@ def test_killing_the_main_process_ends_every_worker_and_leaves_no_file(tmp_path,
 
 
 def test_out_of_range_and_nan_actions_are_refused_before_anything_is_sent(closing):
-    envs = _faulty(closing)
+    envs = _faulty(closing, check_actions=True)
     envs.reset(seed=0)
     for bad, word in [([0, 1, 3, 0], "env 2"), ([-1, 0, 0, 0], "env 0")]:
         with pytest.raises(ValueError, match=word):
             envs.step(np.array(bad))
     obs, *_ = envs.step(ONES)  # still usable, and the refused steps never ran
     assert obs[:, 0].tolist() == [1.0] * 4
-    box = closing(ringenv.AsyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2, num_workers=1))
+    box = closing(ringenv.AsyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2, num_workers=1, check_actions=True))
     box.reset(seed=0)
     with pytest.raises(ValueError, match="NaN"):
         box.step(np.array([[0.0], [np.nan]], dtype=np.float32))

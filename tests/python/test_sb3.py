@@ -170,6 +170,8 @@ def test_bad_indices_are_refused_before_anything_is_sent(closing, indices, error
 
 def test_bad_actions_are_refused_before_anything_is_sent(closing):
     ours, ref = _pair(closing, _cartpole)
+    ours.close()
+    ours = closing(SubprocVecEnv([_cartpole] * N, num_workers=2, check_actions=True))  # range checks: opt-in
     ours.seed(0)
     ref.seed(0)
     ours.reset()

@@ -128,9 +128,10 @@ class BatchesMixin:
                 but they must make up whole workers' blocks of envs (``None``: every env).
 
         Raises:
+            TypeError: a scalar instead of a batch of actions.
             ValueError: an env id out of range or repeated, env ids that do not make up whole
                 workers, envs whose last results were not received yet, actions of the wrong
-                shape, dtype or range (nothing is sent).
+                shape or dtype, or with ``check_actions=True`` out of range (nothing is sent).
             AlreadyPendingCallError: a synchronous call is pending; ClosedEnvironmentError.
         """
         self._assert_open("send")  # type: ignore[attr-defined]

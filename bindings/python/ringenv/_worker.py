@@ -22,6 +22,7 @@ from typing import Any, List, Optional, Tuple
 
 import cloudpickle
 import numpy as np
+from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
@@ -48,17 +49,40 @@ RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
 
 
 def _check_spaces(env_id: int, env, obs_space, act_space, observation_mode: str) -> None:
-    same_obs = (env.observation_space == obs_space if observation_mode == "same"
-                else is_space_dtype_shape_equiv(obs_space, env.observation_space))
-    if not same_obs:
+    """Raises ``ValueError`` with Gymnasium's text (what its ``AsyncVectorEnv`` raises, as a
+    ``RuntimeError``, for the same spaces) and the env's id and spaces, when env ``env_id``'s
+    spaces cannot be batched with env 0's."""
+    if observation_mode == "same" and env.observation_space != obs_space:
         raise ValueError(
-            f"env {env_id} has observation space {env.observation_space!r}, which does not match "
-            f"{obs_space!r} (observation_mode={observation_mode!r}); every sub-env of a vector env "
-            "must have the same observation space")
+            "AsyncVectorEnv(..., observation_mode='same') however some of the sub-environments observation spaces "
+            f"are not equivalent. env {env_id} has observation space {env.observation_space!r}, env 0 has "
+            f"{obs_space!r}. If this is intentional, use `observation_mode='different'` instead.")
+    if observation_mode != "same" and not is_space_dtype_shape_equiv(obs_space, env.observation_space):
+        raise ValueError(
+            "AsyncVectorEnv(..., observation_mode='different' or custom space) however the sub-environment's "
+            f"observation spaces do not share a common shape and dtype: env {env_id} has observation space "
+            f"{env.observation_space!r}, the vector env's single observation space is {obs_space!r}.")
     if env.action_space != act_space:
         raise ValueError(
-            f"env {env_id} has action space {env.action_space!r}, but env 0 has {act_space!r}; "
-            "every sub-env of a vector env must have the same action space")
+            f"Some environments have an action space different from `{act_space}`. In order to batch actions, the "
+            f"action spaces from all environments must be equal: env {env_id} has action space "
+            f"{env.action_space!r}, env 0 has {act_space!r}.")
+
+
+class _Float64Scalars:
+    """The actions of a float Box of shape ``()`` as ``numpy.float64`` scalars (exactly the
+    slot's value), indexed like the slot's view (``actions[k]``). The slot holds the space's
+    dtype; a ``numpy.float32`` is not a Python ``float``, so ``time.sleep(action)`` and other
+    APIs taking a float would refuse it, while Gymnasium hands the env the element of the
+    caller's array (``numpy.float64`` for an array of Python floats)."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view: np.ndarray):
+        self.view = view
+
+    def __getitem__(self, k: int) -> np.float64:
+        return np.float64(self.view[k])
 
 
 def _build(init: bytes, info: dict):
@@ -67,7 +91,8 @@ def _build(init: bytes, info: dict):
     Returns ``(envs, obs_targets, obs_fast, action_views, copy_action, autoreset_mode)``:
     ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or a callable writing its
     observation, or ``obs_targets`` is ``None`` when observations travel pickled;
-    ``action_views[slot]`` holds this worker's action rows, or is ``None`` when actions travel
+    ``action_views[slot]`` holds this worker's action rows (read as ``numpy.float64`` for a
+    float Box of shape ``()``: :class:`_Float64Scalars`), or is ``None`` when actions travel
     pickled.
     """
     outer = pickle.loads(init)
@@ -97,12 +122,21 @@ def _build(init: bytes, info: dict):
         mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
         obs_targets = [[_obs_writer.writer(obs_space, start + k, mem) for k in range(count)] for mem in mems]
         obs_fast = False
+    action_views: Optional[List[Any]]
     if act_leaves:
         action_views = [_layout.flat_view(act_space, n, seg, act_offs[0])[start:stop] for _, act_offs in offsets]
+        if _float_scalar(act_space):
+            action_views = [_Float64Scalars(v) for v in action_views]
     else:
         action_views = None
     copy_action = action_views is not None and len(act_space.shape or ()) > 0
     return envs, obs_targets, obs_fast, action_views, copy_action, cfg["autoreset_mode"]
+
+
+def _float_scalar(space) -> bool:
+    """Whether ``space`` is a Box of shape ``()`` with a float dtype narrower than ``float64``."""
+    return (isinstance(space, spaces.Box) and tuple(space.shape) == () and space.dtype.kind == "f"
+            and space.dtype.itemsize < 8)
 
 
 def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):

@@ -207,7 +207,21 @@ def _check_action_values(actions: np.ndarray, bounds, space: spaces.Space) -> No
     bad = (actions < low) | (actions > high)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"action {actions[index]!r} of env {index[0]} is outside {space!r}")
+        raise ValueError(f"action {actions[index].item()!r} of env {index[0]} is outside {space!r}")
+
+
+def _check_fits(actions: np.ndarray, dtype: np.dtype) -> None:
+    """Raises ``ValueError`` naming the env and the value when an integer action does not fit
+    the integer ``dtype`` of the action slot (it would wrap around: 300 into ``uint8`` reaching
+    the env as 44). Costs nothing when ``actions``' dtype casts safely to ``dtype``."""
+    if dtype.kind not in "iu" or actions.dtype.kind not in "iu" or np.can_cast(actions.dtype, dtype):
+        return
+    info = np.iinfo(dtype)
+    bad = (actions < info.min) | (actions > info.max)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"action {actions[index].item()!r} of env {index[0]} does not fit the action space's dtype "
+                         f"{dtype} ([{info.min}, {info.max}])")
 
 
 def _split(n: int, k: int):
@@ -272,9 +286,16 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (one thread per worker: the
             workers are the parallelism) and ``CUDA_VISIBLE_DEVICES=""`` (CPU envs must not
             grab a GPU); a value of ``None`` keeps the parent's value instead of the default.
-        check_actions: if ``True`` (default), ``step_async`` rejects out-of-range Discrete,
-            MultiDiscrete and MultiBinary actions and NaN Box actions before anything is sent
-            (a few µs per step; ``False`` skips the checks).
+        check_actions: if ``True``, ``step_async`` and ``send`` also check action values and
+            raise ``ValueError`` naming the env and the value, before anything is sent, for
+            out-of-range Discrete, MultiDiscrete and MultiBinary actions and NaN in a float Box
+            (a few µs per step). ``False`` (default) passes values to the envs unchecked, as
+            Gymnasium does (an env may take an action outside its space on purpose). Shape and
+            dtype are checked either way, since they decide what fits the shared slot: a scalar
+            where a batch is expected is a ``TypeError``, a wrong shape, non-numbers, floats for
+            an integer space or integers that do not fit the space's dtype a ``ValueError``.
+            Built-in Rust envs (``ringenv.make_vec``) check by default: they panic on an
+            out-of-range action.
         batch_size: envs per :meth:`recv` (EnvPool's asynchronous batches: ``async_reset`` /
             ``send`` / ``recv``); default ``num_envs``. Below ``num_envs`` a batch is whole
             workers' blocks, so ``num_envs`` must split into equal blocks that make up
@@ -335,7 +356,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         max_restarts: int = 3,
         restart_window: float = 60.0,
         worker_env: Optional[Mapping[str, Optional[str]]] = None,
-        check_actions: bool = True,
+        check_actions: bool = False,
         batch_size: Optional[int] = None,
         deterministic: bool = False,
         device: Any = None,
@@ -589,7 +610,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         ``num_envs`` entries, ``None`` where not sent).
 
         Raises:
-            ValueError: wrong shape, count, dtype or value, naming the env; nothing is written.
+            TypeError: a scalar instead of a batch.
+            ValueError: wrong shape, count or dtype, or (``check_actions=True``) value, naming
+                the env; nothing is written.
         """
         count = self.num_envs if ids is None else len(ids)
         actions = host_actions(actions, self._device)
@@ -606,6 +629,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             return cloudpickle.dumps(full)
         actions = np.asarray(actions)
         shape = (count, *self._action_shape[1:])
+        if actions.ndim == 0:  # Gymnasium's iterate raises TypeError for a scalar too
+            raise TypeError(f"actions must be a batch of {count} actions (an array of shape {shape}), "
+                            f"got the scalar {actions!r}")
         if actions.shape != shape:
             raise ValueError(f"actions have shape {actions.shape}, expected {shape} "
                              f"({count} envs, action shape {self.single_action_space.shape})")
@@ -613,6 +639,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if self._integer_actions and actions.dtype.kind not in "iub":
             raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
                              f"got dtype {actions.dtype}")
+        _check_fits(actions, self._action[0].dtype)
         if self._action_bounds is not None:
             _check_action_values(actions, self._action_bounds, self.single_action_space)
         if ids is None:
@@ -699,12 +726,17 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         integers of shape ``(num_envs,)``). Actions of flat spaces are written into shared memory;
         others travel pickled.
 
+        Values are passed to the envs unchecked, as Gymnasium passes them, unless the env was
+        made with ``check_actions=True``.
+
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
+            TypeError: a scalar instead of a batch of actions (``step(0)``), as Gymnasium.
             ValueError: actions of the wrong shape or count, actions that are not numbers (an
-                object array holding ``None``, strings; naming the env), or non-integer actions
-                for a Discrete, MultiDiscrete or MultiBinary space (checked before anything is
-                sent).
+                object array holding ``None``, strings; naming the env), non-integer actions for
+                a Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the
+                space's dtype, and with ``check_actions=True`` out-of-range or NaN values
+                (naming the env; checked before anything is sent).
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         self._assert_default("step_async")
@@ -893,8 +925,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         holds (an observation returned with ``copy=False``) dies, so such arrays stay valid.
 
         A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
-        takes) unless ``terminate``; then the workers are asked to close their envs and given
-        ``timeout`` seconds (default 1) to exit, or with ``terminate=True`` killed at once.
+        takes) unless ``terminate``; either way Gymnasium's warning ("Calling `close` while
+        waiting for a pending call to `step` to complete.") names it. Then the workers are asked
+        to close their envs and given ``timeout`` seconds (default 1) to exit, or with
+        ``terminate=True`` killed at once.
 
         In a process other than the one that created the env (a fork), it only lets go of this
         process's inherited copy: the creator's workers are neither messaged nor stopped.
@@ -906,14 +940,16 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             self._device = None  # CUDA state does not survive a fork: nothing to wait for here
             self._release(0.0)
             return
-        if self._state != AsyncState.DEFAULT and not terminate:
+        if self._state != AsyncState.DEFAULT:
+            # Gymnasium warns with terminate=True too (then waits 0 s; here: not at all).
             logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
-            try:
-                self._wait(self._state.value, self._state, timeout)
-            except multiprocessing.TimeoutError:
-                terminate = True
-            except Exception:  # the pending call failed; the envs close all the same
-                pass
+            if not terminate:
+                try:
+                    self._wait(self._state.value, self._state, timeout)
+                except multiprocessing.TimeoutError:
+                    terminate = True
+                except Exception:  # the pending call failed; the envs close all the same
+                    pass
         self._release(0.0 if terminate else (1.0 if timeout is None else timeout))
 
     def _release(self, timeout: float) -> None:
