@@ -81,8 +81,8 @@ def check_view_outlives_close() -> str:
     # The segment is exported through NumPy's array interface (no buffer protocol in the 3.10
     # stable ABI): the view holds the mapping through its bases, down to a Segment.
     base = obs
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.obj if isinstance(base, memoryview) else base.base
     assert type(base).__name__ == "Segment", f"the view's last base is {type(base)!r}"
     assert obs.tolist() == before, "a view read different values after close"
     del obs, base
