@@ -82,10 +82,11 @@ impl HostBytes {
     /// Borrows `obj`'s bytes. Raises `ValueError` naming `what` when `obj` exports no
     /// C-contiguous buffer (a strided NumPy view, an object without the buffer protocol).
     pub fn get(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<HostBytes> {
-        let numpy = obj.py().import("numpy")?;
-        let array = numpy
-            .call_method1("frombuffer", (obj, numpy.getattr("uint8")?))
-            .map_err(|e| PyValueError::new_err(format!("{what} must be a writable, C-contiguous buffer: {e}")))?;
+        let py = obj.py();
+        let numpy = py.import("numpy")?;
+        let array = numpy.call_method1("frombuffer", (obj, numpy.getattr("uint8")?)).map_err(|e| {
+            PyValueError::new_err(format!("{what} must be a writable, C-contiguous buffer: {}", e.value(py)))
+        })?;
         let (ptr, read_only): (usize, bool) = array.getattr("__array_interface__")?.get_item("data")?.extract()?;
         let len = array.len()?;
         Ok(HostBytes { _array: array.unbind(), ptr, len, writable: !read_only })
