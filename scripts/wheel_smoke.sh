@@ -24,8 +24,8 @@ if [ "${#wheels[@]}" -ne 1 ]; then
     exit 1
 fi
 WHEEL="$ROOT/${wheels[0]}"
-python3 -m zipfile -l "$WHEEL" | grep -q "ringenv/_native.abi3.so" \
-    || { echo "$WHEEL holds no ringenv/_native.abi3.so" >&2; exit 1; }
+python3 -c "import sys, zipfile; sys.exit('ringenv/_native.abi3.so' not in zipfile.ZipFile(sys.argv[1]).namelist())" \
+    "$WHEEL" || { echo "$WHEEL holds no ringenv/_native.abi3.so" >&2; exit 1; }
 echo "wheel: ${wheels[0]} (ringenv/_native.abi3.so)"
 
 # PATH without cargo, rustc and rustup.
