@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Set-up shared by scripts/demo.sh and scripts/test.sh, from nothing on a fresh machine:
-# creates the virtualenv (RINGENV_VENV, default .venv) and installs ringenv into it with
-# `pip install .[EXTRAS]` (RINGENV_EXTRAS, default `test`; scripts/bench.sh adds `bench`), which
-# builds the Rust crates in release mode through maturin and installs numpy, gymnasium,
-# cloudpickle, pytest, torch, torchrl and stable-baselines3 from the package registry.
+# creates the virtualenv (RINGENV_VENV, default .venv), builds ringenv's wheel once with
+# `pip wheel .` (maturin builds the Rust crates in release mode; one abi3 wheel for CPython 3.10
+# and later, left in target/wheels for scripts/wheel_smoke.sh), and installs it with its extras
+# (RINGENV_EXTRAS, default `test`; scripts/bench.sh adds `bench`): numpy, gymnasium, cloudpickle,
+# pytest, torch, torchrl and stable-baselines3 from the package registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating virtualenv $VENV"
     "$PYTHON" -m venv "$VENV"
 fi
-echo "== installing ringenv (release build) and its dependencies into $VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check ".[${RINGENV_EXTRAS:-test}]"
+echo "== building ringenv's wheel (release) into target/wheels"
+rm -f target/wheels/ringenv-*.whl
+"${PIP[@]}" wheel --quiet --no-deps --wheel-dir target/wheels .
+WHEEL=$(ls target/wheels/ringenv-*.whl)
+echo "== installing $WHEEL and its dependencies into $VENV"
+"${PIP[@]}" install --quiet --force-reinstall --no-deps "$WHEEL"
+"${PIP[@]}" install --quiet "$WHEEL[${RINGENV_EXTRAS:-test}]"

@@ -159,8 +159,8 @@ fn let_go_in_child(pool: Pool) {
 ///
 /// `close()` stops the workers and releases every OS resource the pool holds in this process at
 /// once: the segment's descriptor, the control sockets, the pidfds and the pool's advertisement.
-/// The mapping itself stays while `Segment` buffers exported from it (NumPy arrays) are alive,
-/// so such arrays never point at unmapped memory; it is unmapped when the last one dies.
+/// The mapping itself stays while NumPy arrays over it (made from `segment()`) are alive, so such
+/// arrays never point at unmapped memory; it is unmapped when the last one dies.
 ///
 /// Only the creating process may use the pool. In another process (a fork) every call raises
 /// `ringenv.errors.ForkedProcessError`, and `close()` or garbage collection lets go of the
@@ -308,9 +308,10 @@ impl PyPool {
         Ok(layout_of(py, num_envs, num_workers, depth, &leaves, None)?.total_size())
     }
 
-    /// The segment, as a buffer for `numpy.frombuffer`.
-    fn segment(&self, py: Python<'_>) -> PyResult<PySegment> {
-        Ok(PySegment::new(self.open(py)?.segment().memory()))
+    /// The segment as a writable `uint8` NumPy array of shape `(segment_size,)` over the mapping
+    /// (no copy; its `.base` is a `Segment`), for `numpy.frombuffer(array, dtype, count, offset)`.
+    fn segment<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        PySegment::array(py, self.open(py)?.segment().memory())
     }
 
     /// Byte offset of `array` (`"obs"`, `"reward"`, `"terminated"`, `"truncated"`, `"action"`,
@@ -518,7 +519,7 @@ impl PyPool {
     /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),
     /// then releases every OS resource of the pool in this process: the segment's descriptor,
     /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
-    /// `Segment` buffer exported from it. Idempotent.
+    /// NumPy array over it. Idempotent.
     ///
     /// In a process other than the creator (a fork) it only lets go of this process's handle:
     /// the creator's workers are neither messaged nor stopped.

@@ -3,12 +3,12 @@
 //!
 //! Python hands over raw integers: device pointers (`tensor.data_ptr()`) and stream handles
 //! (`torch.cuda.current_stream(device).cuda_stream`), so this crate never imports torch. Host
-//! memory comes in as buffer objects (the pool's `Segment`, a NumPy array), never as bare
-//! addresses: the segment stays alive while the staging holds it, and every host range a copy
-//! reads is checked to lie inside it.
+//! memory comes in as buffer objects (the pool's segment array, a NumPy array, an `mmap`, read
+//! through [`HostBytes`]), never as bare addresses: the segment stays alive while the staging
+//! holds it, and every host range a copy reads is checked to lie inside it.
 
 use crate::errors::staging_to_pyerr;
-use pyo3::buffer::PyUntypedBuffer;
+use crate::py_segment::HostBytes;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use ringenv_runtime::{CudaStaging, HostToDevice, PinMode, StagingError};
@@ -21,23 +21,23 @@ pub struct PyCudaStaging {
     // Field order is drop order: the staging unregisters the memory before the buffer that keeps
     // the segment mapped is released.
     staging: CudaStaging,
-    _segment: PyUntypedBuffer,
+    _segment: HostBytes,
 }
 
 #[pymethods]
 impl PyCudaStaging {
     /// Opens CUDA device `ordinal` with `slots` events and page-locks the whole of `segment` (a
-    /// writable, contiguous buffer: the pool's `Segment`).
+    /// writable, contiguous buffer: the pool's segment array).
     #[new]
     #[pyo3(signature = (ordinal, segment, slots=2))]
     fn new(py: Python<'_>, ordinal: usize, segment: &Bound<'_, PyAny>, slots: usize) -> PyResult<PyCudaStaging> {
-        let buffer = PyUntypedBuffer::get(segment)?;
-        if buffer.readonly() || !buffer.is_c_contiguous() || buffer.len_bytes() == 0 {
+        let buffer = HostBytes::get(segment, "segment")?;
+        if !buffer.writable || buffer.len == 0 {
             return Err(PyValueError::new_err(
-                "segment must be a non-empty, writable, contiguous buffer (the pool's Segment)",
+                "segment must be a non-empty, writable, contiguous buffer (the pool's segment array)",
             ));
         }
-        let (ptr, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
+        let (ptr, len) = (buffer.ptr, buffer.len);
         let staging = py
             .detach(|| -> Result<CudaStaging, StagingError> {
                 let mut staging = CudaStaging::new(ordinal, slots)?;
@@ -116,11 +116,11 @@ impl PyCudaStaging {
     /// Copies `len(dest)` bytes from device pointer `device_ptr` into `dest` (a writable,
     /// contiguous buffer) on stream `stream`, and waits for that stream (without the GIL).
     fn copy_to_host(&self, py: Python<'_>, device_ptr: u64, dest: &Bound<'_, PyAny>, stream: u64) -> PyResult<()> {
-        let buffer = PyUntypedBuffer::get(dest)?;
-        if buffer.readonly() || !buffer.is_c_contiguous() {
+        let buffer = HostBytes::get(dest, "dest")?;
+        if !buffer.writable {
             return Err(PyValueError::new_err("dest must be a writable, C-contiguous buffer"));
         }
-        let (host, bytes) = (buffer.buf_ptr() as usize, buffer.len_bytes());
+        let (host, bytes) = (buffer.ptr, buffer.len);
         let staging = &self.staging;
         // SAFETY: `[host, host + bytes)` is `dest`'s memory, kept alive by `buffer` for the call;
         // the device pointer (a CUDA tensor's `data_ptr()`, at least `bytes` long) and the stream

@@ -93,7 +93,7 @@ fn build_with<'py>(
     let info = PyDict::new(py);
     info.set_item("env_ids", (env_ids.start, env_ids.end))?;
     info.set_item("num_envs", layout.num_envs)?;
-    info.set_item("segment", crate::py_segment::PySegment::new(endpoint.segment().memory()))?;
+    info.set_item("segment", crate::py_segment::PySegment::array(py, endpoint.segment().memory())?)?;
     info.set_item("obs_leaves", leaves(py, &layout.obs)?)?;
     info.set_item("action_leaves", leaves(py, &layout.action)?)?;
     let base = endpoint.segment().memory().as_ptr() as usize;

@@ -4,7 +4,10 @@ Checked against the built module by ``python -m mypy.stubtest ringenv._native`` 
 scripts/test.sh.
 """
 
-from typing import Any, List, Optional, Sequence, Tuple, final
+from typing import Any, Dict, List, Optional, Sequence, Tuple, final
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CudaStaging", "Pool", "Segment", "builtin_env_ids", "builtin_spaces",
            "cuda_device_count", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker"]
@@ -13,15 +16,18 @@ LAYOUT_VERSION: int
 
 @final
 class Segment:
-    """A pool's shared memory, exposed through the buffer protocol (for numpy.frombuffer)."""
+    """The owner of a pool's shared mapping, exported through NumPy's array interface: the
+    ``.base`` of the ``uint8`` array ``Pool.segment()`` returns."""
     def __len__(self) -> int: ...
+    @property
+    def __array_interface__(self) -> Dict[str, Any]: ...
 
 @final
 class Pool:
     """Worker processes over one shared memory segment.
 
     ``close()`` stops the workers and releases the pool's descriptors at once; the mapping stays
-    while a ``Segment`` buffer (a NumPy array over it) lives. Only the creating process may use
+    while a NumPy array over it (made from ``segment()``) lives. Only the creating process may use
     the pool: elsewhere (a fork) calls raise ``ringenv.errors.ForkedProcessError`` and ``close()``
     or garbage collection let go of the inherited copy without touching the workers.
 
@@ -76,7 +82,7 @@ class Pool:
         restart_window: float = 60.0,
         info_arena_bytes: Optional[int] = None,
     ) -> "Pool": ...
-    def segment(self) -> Segment: ...
+    def segment(self) -> npt.NDArray[np.uint8]: ...
     def offset(self, slot: int, array_name: str, leaf: int = 0) -> int: ...
     def env_ids(self, worker: int) -> Tuple[int, int]: ...
     def worker_pids(self) -> List[int]: ...
@@ -108,7 +114,7 @@ class CudaStaging:
     def fallback_reason(self) -> Optional[str]: ...
     @property
     def host_range(self) -> Tuple[int, int]: ...
-    def __new__(cls, ordinal: int, segment: Segment, slots: int = 2) -> "CudaStaging": ...
+    def __new__(cls, ordinal: int, segment: Any, slots: int = 2) -> "CudaStaging": ...
     def copy_to_device(self, slot: int, copies: Sequence[Tuple[int, int, int]], stream: int) -> None: ...
     def wait_slot(self, slot: int) -> None: ...
     def is_done(self, slot: int) -> bool: ...

@@ -1,0 +1,140 @@
+"""Smoke test of an installed ringenv wheel, run by scripts/test.sh under each CPython from 3.10
+to 3.13 (scripts/wheel_smoke.sh installs the one abi3 wheel into a fresh virtualenv per
+interpreter).
+
+Run from outside the source tree, so that the installed package is imported, not
+``bindings/python``. Prints one line per check (``ok`` or ``FAIL`` and why) and exits 1 if any
+check failed. Each check is bounded by a 120 s alarm, only to turn a hang into a failure.
+
+    python scripts/smoke.py
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import signal
+import sys
+import traceback
+from typing import Callable, List
+
+import gymnasium as gym
+import numpy as np
+
+import ringenv
+from ringenv import _native
+from ringenv.errors import WorkerDiedError
+
+HANG_S = 120
+
+
+def _cartpole() -> gym.Env:
+    return gym.make("CartPole-v1")
+
+
+def check_import() -> str:
+    so = os.path.basename(_native.__file__ or "")
+    assert so == "_native.abi3.so", f"ringenv._native is {so!r}, not the abi3 build _native.abi3.so"
+    site = os.path.dirname(os.path.dirname(ringenv.__file__))
+    assert "site-packages" in site, f"ringenv imported from {site}, not from the installed wheel"
+    importlib.import_module("ringenv.cli")  # the CLI's modules import on this interpreter too
+    return f"ringenv {ringenv.__version__} from {so}"
+
+
+def check_rust_env() -> str:
+    env = ringenv.make_vec("CartPole-v1", 4)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (4, 4) and obs.dtype == np.float32, (obs.shape, obs.dtype)
+        for _ in range(20):
+            obs, reward, terminated, truncated, _ = env.step(np.ones(4, dtype=np.int64))
+        assert reward.shape == (4,) and reward.dtype == np.float64, (reward.shape, reward.dtype)
+        assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
+    finally:
+        env.close()
+    return "make_vec('CartPole-v1', 4): reset, 20 steps, close (Rust worker)"
+
+
+def check_python_envs() -> str:
+    env = ringenv.AsyncVectorEnv([_cartpole] * 4, num_workers=2)
+    try:
+        obs, _ = env.reset(seed=0)
+        reference = gym.vector.SyncVectorEnv([_cartpole] * 4)
+        expected, _ = reference.reset(seed=0)
+        assert np.array_equal(obs, expected), "reset observations differ from SyncVectorEnv's"
+        actions = np.array([0, 1, 0, 1])
+        obs, reward, *_ = env.step(actions)
+        expected, expected_reward, *_ = reference.step(actions)
+        reference.close()
+        assert np.array_equal(obs, expected) and np.array_equal(reward, expected_reward)
+    finally:
+        env.close()
+    return "AsyncVectorEnv of 4 gym.make('CartPole-v1'): reset, step equal SyncVectorEnv's, close"
+
+
+def check_view_outlives_close() -> str:
+    env = ringenv.AsyncVectorEnv([_cartpole] * 2, num_workers=1, copy=False)
+    env.reset(seed=0)
+    obs, *_ = env.step(np.zeros(2, dtype=np.int64))
+    before = obs.tolist()
+    env.close()
+    # The segment is exported through NumPy's array interface (no buffer protocol in the 3.10
+    # stable ABI): the view holds the mapping through its bases, down to a Segment.
+    base = obs
+    while isinstance(base, (np.ndarray, memoryview)):
+        base = base.obj if isinstance(base, memoryview) else base.base
+    assert type(base).__name__ == "Segment", f"the view's last base is {type(base)!r}"
+    assert obs.tolist() == before, "a view read different values after close"
+    del obs, base
+    gc.collect()
+    return "a copy=False observation outlives close() and holds the mapping (its base is a Segment)"
+
+
+def check_worker_death() -> str:
+    env = ringenv.AsyncVectorEnv([_cartpole] * 4, num_workers=2)
+    try:
+        env.reset(seed=0)
+        pid = env._pool.worker_pids()[1]
+        os.kill(pid, signal.SIGKILL)
+        try:
+            env.step(np.zeros(4, dtype=np.int64))
+        except WorkerDiedError as e:
+            message = str(e)
+        else:
+            raise AssertionError("step after SIGKILL of a worker did not raise WorkerDiedError")
+    finally:
+        env.close()
+    assert env.closed
+    return f"SIGKILL of worker pid {pid}, then step: WorkerDiedError ({message.splitlines()[0][:60]}...); close"
+
+
+def _on_alarm(signum, frame):
+    raise TimeoutError(f"check still running after {HANG_S} s")
+
+
+def main() -> int:
+    checks: List[Callable[[], str]] = [check_import, check_rust_env, check_python_envs,
+                                       check_view_outlives_close, check_worker_death]
+    version = ".".join(map(str, sys.version_info[:3]))
+    failed = 0
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for check in checks:
+        signal.alarm(HANG_S)
+        try:
+            what = check()
+        except Exception as e:  # noqa: BLE001  (every failure is reported, then counted)
+            failed += 1
+            print(f"python {version}: FAIL {check.__name__}: {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc()
+        else:
+            print(f"python {version}: ok   {what}", flush=True)
+        finally:
+            signal.alarm(0)
+    summary = f"{failed} of {len(checks)} checks FAILED" if failed else f"all {len(checks)} checks ok"
+    print(f"python {version}: {summary}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

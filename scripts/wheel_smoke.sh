@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One wheel for every CPython from 3.10 on: installs the abi3 wheel that scripts/setup.sh built
+# (target/wheels/ringenv-*-cp310-abi3-*.whl) into a fresh virtualenv under CPython 3.10, 3.11,
+# 3.12 and 3.13 (target/smoke-venv-3.X) and runs scripts/smoke.py there: reset, step, a worker's
+# death, close, with built-in Rust and Python envs. Run by scripts/test.sh.
+#
+# - The install sees no Rust toolchain (directories holding cargo or rustc are dropped from PATH)
+#   and builds nothing (--only-binary=:all:); the dependencies come from the package registry
+#   (pip's cache makes a second run quick).
+# - An interpreter is python3.X on PATH, else the newest ${PYENV_ROOT:-~/.pyenv}/versions/3.X.*.
+#   A missing one fails the step ("python3.X not found"), since the machines this project runs on
+#   have all four; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead ("python3.X not found: skipped").
+# - RINGENV_SMOKE_PYTHONS picks the versions (default "3.10 3.11 3.12 3.13").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+VERSIONS="${RINGENV_SMOKE_PYTHONS:-3.10 3.11 3.12 3.13}"
+
+shopt -s nullglob
+wheels=(target/wheels/ringenv-*-abi3-*.whl)
+shopt -u nullglob
+if [ "${#wheels[@]}" -ne 1 ]; then
+    echo "expected one abi3 wheel in target/wheels (built by scripts/setup.sh), found ${#wheels[@]}: ${wheels[*]:-none}" >&2
+    exit 1
+fi
+WHEEL="$ROOT/${wheels[0]}"
+python3 -c "import sys, zipfile; sys.exit('ringenv/_native.abi3.so' not in zipfile.ZipFile(sys.argv[1]).namelist())" \
+    "$WHEEL" || { echo "$WHEEL holds no ringenv/_native.abi3.so" >&2; exit 1; }
+echo "wheel: ${wheels[0]} (ringenv/_native.abi3.so)"
+
+# PATH without cargo, rustc and rustup.
+NO_RUST_PATH=""
+IFS=: read -r -a path_dirs <<< "$PATH"
+for d in "${path_dirs[@]}"; do
+    [ -n "$d" ] || continue
+    if [ -e "$d/cargo" ] || [ -e "$d/rustc" ] || [ -e "$d/rustup" ]; then continue; fi
+    NO_RUST_PATH="${NO_RUST_PATH:+$NO_RUST_PATH:}$d"
+done
+
+find_python() {  # prints a working CPython $1 (3.X), or nothing
+    local v=$1 p
+    local candidates=("$(command -v "python$v" 2>/dev/null || true)")
+    candidates+=($(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/"python$v" 2>/dev/null | sort -V -r))
+    for p in "${candidates[@]}"; do
+        [ -n "$p" ] && [ -x "$p" ] || continue
+        # A pyenv shim exists for every version but runs only the selected ones.
+        if "$p" -c "import sys; sys.exit(sys.implementation.name != 'cpython' or '%d.%d' % sys.version_info[:2] != '$v')" \
+            >/dev/null 2>&1; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+start_all=$(date +%s)
+failed=()
+for v in $VERSIONS; do
+    py=$(find_python "$v")
+    if [ -z "$py" ]; then
+        if [ "${RINGENV_SMOKE_ALLOW_MISSING:-0}" = 1 ]; then
+            echo "python$v not found: skipped"
+            continue
+        fi
+        echo "python$v not found (set RINGENV_SMOKE_ALLOW_MISSING=1 to skip it)" >&2
+        failed+=("$v")
+        continue
+    fi
+    venv="$ROOT/target/smoke-venv-$v"
+    echo "-- python$v ($py): fresh virtualenv target/smoke-venv-$v"
+    start=$(date +%s)
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    if ! PATH="$NO_RUST_PATH" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --only-binary=:all: "$WHEEL"; then
+        echo "python$v: pip install of the wheel failed" >&2
+        failed+=("$v")
+        continue
+    fi
+    installed=$(date +%s)
+    # From the virtualenv's directory, so that only the installed package can be imported.
+    if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 600 "$venv/bin/python" "$ROOT/scripts/smoke.py"); then
+        echo "-- python$v: install $((installed - start)) s, smoke $(($(date +%s) - installed)) s"
+    else
+        failed+=("$v")
+    fi
+done
+echo "wheel smoke step: $(($(date +%s) - start_all)) s in all"
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "wheel smoke step FAILED under python ${failed[*]}" >&2
+    exit 1
+fi

@@ -1,0 +1,49 @@
+"""One wheel for every CPython from 3.10 on: ``ringenv._native`` is built against the stable ABI
+of 3.10 (PyO3 ``abi3-py310``), which has no buffer protocol, so memory crosses through NumPy
+(``bindings/src/py_segment.rs``). scripts/wheel_smoke.sh installs the wheel under 3.10 to 3.13;
+these tests check the memory path in the build under test.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import pytest
+
+import ringenv
+from ringenv import _native
+from helper_envs import CounterEnv
+
+
+def test_the_native_module_is_the_stable_abi_build():
+    assert os.path.basename(_native.__file__) == "_native.abi3.so"
+
+
+def test_the_segment_is_a_writable_uint8_array_over_the_mapping_owned_by_a_segment(closing):
+    env = closing(ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(2)], num_workers=1))
+    env.reset(seed=0)
+    seg = env._pool.segment()
+    assert isinstance(seg, np.ndarray) and seg.dtype == np.uint8 and seg.ndim == 1
+    assert seg.flags.writeable and seg.flags.c_contiguous
+    assert isinstance(seg.base, _native.Segment) and len(seg.base) == seg.size
+    # Another call maps nothing new: the same bytes, seen through numpy.frombuffer as vector.py does.
+    other = env._pool.segment()
+    assert other.ctypes.data == seg.ctypes.data and other.base is not seg.base
+    offset = env._pool.offset(0, "reward")
+    reward = np.frombuffer(other, np.float64, 2, offset)
+    seg[offset:offset + 8] = np.frombuffer(np.float64(2.5).tobytes(), np.uint8)
+    assert reward[0] == 2.5
+
+
+def test_host_buffers_that_are_not_writable_contiguous_memory_are_refused_before_cuda():
+    # Checked before the driver is opened, so on any machine.
+    with pytest.raises(ValueError, match="segment must be a writable, C-contiguous buffer"):
+        _native.CudaStaging(0, object())
+    with pytest.raises(ValueError, match="segment must be a writable, C-contiguous buffer: ndarray is not C-contiguous"):
+        _native.CudaStaging(0, np.zeros(64, np.uint8)[::2])
+    with pytest.raises(ValueError, match="segment must be a non-empty, writable"):
+        _native.CudaStaging(0, b"read-only bytes")
+    with pytest.raises(ValueError, match="segment must be a non-empty, writable"):
+        _native.CudaStaging(0, bytearray())
