@@ -432,7 +432,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
         self.render_mode = None
         on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
-        init = json.dumps({"env_id": env_id, "kwargs": kwargs, "on_panic": on_panic}).encode()
+        init = json.dumps({"id": env_id, "kwargs": kwargs, "on_panic": on_panic}).encode()
         single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
         if not _layout.is_flat(single_act):
             raise ValueError(f"{env_id}: the action space {single_act!r} of a Rust env must be flat "
