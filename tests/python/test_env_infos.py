@@ -6,11 +6,18 @@ from __future__ import annotations
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from helper_envs import InfoEnv
-from vec_asserts import assert_tree_identical
+from vec_asserts import assert_tree_identical as _assert_tree_identical
 
 import ringenv
 
 N = 4
+
+
+def assert_tree_identical(actual, expected, what):
+    """Lists of info dicts, element by element."""
+    assert isinstance(actual, list) and len(actual) == len(expected), what
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        _assert_tree_identical(a, e, f"{what}[{i}]")
 
 
 def test_env_infos_are_each_envs_own_dicts_and_vector_infos_false_skips_vectorising(closing):

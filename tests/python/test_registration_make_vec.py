@@ -9,6 +9,7 @@ from __future__ import annotations
 import doctest
 import subprocess
 import sys
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -52,7 +53,9 @@ def test_builtins_are_registered_on_import_without_an_entry_point_or_a_process()
             "print(sorted(i for i in gym.registry if i.startswith('ringenv/')), len(psutil.Process().children()))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["['ringenv/BlocksWorld-v0',", "'ringenv/CartPole-v1']", "0"], done.stdout
-    ringenv.registration.register_builtins()  # again: nothing changes, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Gymnasium warns when an id is registered over
+        ringenv.registration.register_builtins()  # again: nothing changes
     assert gym.spec("ringenv/CartPole-v1").vector_entry_point == VectorEntryPoint("ringenv/CartPole-v1", "CartPole-v1")
 
 
