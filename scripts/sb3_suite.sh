@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-${RINGENV_VENV:-.venv}/bin/python}"
+[[ "$PY" == */* ]] && PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"  # the suite runs elsewhere
 OWN=0
 if [[ "${1:-}" == "--own" ]]; then OWN=1; shift; fi
 VERSION="$("$PY" -c 'import stable_baselines3; print(stable_baselines3.__version__)')"
