@@ -98,12 +98,10 @@ pub fn run_cli(registry: &Registry, args: &[String], out: &mut dyn Write) -> i32
         }
     };
     let (text, status) = match command {
-        Command::Describe { id, kwargs } => {
-            match parse_kwargs(&kwargs).and_then(|k| registry.describe(&id, &k)) {
-                Ok(d) => (d.to_string(), 0),
-                Err(e) => (error_json(&e).to_string(), 1),
-            }
-        }
+        Command::Describe { id, kwargs } => match parse_kwargs(&kwargs).and_then(|k| registry.describe(&id, &k)) {
+            Ok(d) => (d.to_string(), 0),
+            Err(e) => (error_json(&e).to_string(), 1),
+        },
         Command::List => {
             let envs: Vec<Value> = registry
                 .ids()

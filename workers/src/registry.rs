@@ -123,15 +123,9 @@ where
         // A struct takes the mapping; any other argument type takes the value itself (so that
         // `|n: usize| ...` reads `json!(3)`, for Rust callers).
         let args: A = match (kwargs::fields_of::<A>(), kwargs) {
-            (None, v) if !v.is_object() && !v.is_null() => {
-                serde_json::from_value(v.clone()).map_err(|e| KwargsError::Invalid {
-                    id: id.into(),
-                    name: None,
-                    value: None,
-                    reason: e.to_string(),
-                    accepted: vec![],
-                })?
-            }
+            (None, v) if !v.is_object() && !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| {
+                KwargsError::Invalid { id: id.into(), name: None, value: None, reason: e.to_string(), accepted: vec![] }
+            })?,
             _ => kwargs::parse(id, kwargs)?,
         };
         self(args).into_env().map_err(|reason| KwargsError::Refused { id: id.into(), reason })
