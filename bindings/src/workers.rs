@@ -3,7 +3,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringenv_worker::{registry, worker_loop, WorkerCli};
+use ringenv_worker::{registration, worker_loop, WorkerCli};
 
 fn parse(argv: Vec<String>) -> PyResult<WorkerCli> {
     use clap::Parser;
@@ -24,13 +24,13 @@ pub fn run_python_worker(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
 #[pyfunction]
 pub fn run_builtin_worker(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
     let args = parse(argv)?.endpoint_args();
-    Ok(py.detach(|| worker_loop::run(&args, registry::build_host)))
+    Ok(py.detach(|| worker_loop::run(&args, registration::build_host)))
 }
 
 /// The ids of the built-in Rust envs.
 #[pyfunction]
 pub fn builtin_env_ids() -> Vec<&'static str> {
-    registry::ids().to_vec()
+    registration::ids().to_vec()
 }
 
 fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyDict>> {
@@ -38,7 +38,7 @@ fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound
     Ok(loads.call1((value.to_string(),))?.cast_into::<PyDict>()?)
 }
 
-/// The `(observation_space, action_space)` of built-in env `env_id` with `kwargs_json`, as
+/// The `(observation_space, action_space)` of built-in env `id` with `kwargs_json`, as
 /// dicts in `ringenv_worker::Space::to_json` form (`{"kind": "box", "dtype", "shape", "low",
 /// "high"}`, `{"kind": "discrete", "n", "start"}`, ...; read by `ringenv._layout.from_dict`), the
 /// same form a worker binary's `describe` prints.
@@ -47,11 +47,11 @@ fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound
 #[pyfunction]
 pub fn builtin_spaces<'py>(
     py: Python<'py>,
-    env_id: &str,
+    id: &str,
     kwargs_json: &str,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let kwargs: serde_json::Value =
         serde_json::from_str(kwargs_json).map_err(|e| PyValueError::new_err(format!("kwargs are not JSON: {e}")))?;
-    let (obs, act) = registry::spaces(env_id, &kwargs).map_err(|e| PyValueError::new_err(e.message))?;
+    let (obs, act) = registration::spaces(id, &kwargs).map_err(|e| PyValueError::new_err(e.message))?;
     Ok((json_to_py(py, &obs.to_json())?, json_to_py(py, &act.to_json())?))
 }

@@ -175,6 +175,24 @@ def test_spaces_equal_the_rust_declaration(closing, worker):
     assert obs in envs.observation_space
 
 
+def test_a_registered_worker_binary_id_through_gymnasium_make_vec(closing, worker):
+    """``ringenv.register(id, worker=PATH)``: ``gymnasium.make_vec`` gives the same vector env as
+    ``ringenv.make_vec(..., worker=PATH)``, env arguments and vector options by name."""
+    ringenv.register("custom_env/Sokoban-v0", worker=worker)
+    try:
+        ours = closing(gym.make_vec("custom_env/Sokoban-v0", 4, num_workers=2, level=0))
+    finally:
+        del gym.registry["custom_env/Sokoban-v0"]
+    ref = _make(closing, worker, level=0)
+    assert ours.num_workers == 2 and ours.single_observation_space == ref.single_observation_space
+    obs, ref_obs = ours.reset(seed=0)[0], ref.reset(seed=0)[0]
+    for t in range(20):
+        for key in ("grid", "facts"):
+            assert_identical(obs[key], ref_obs[key], f"step {t} {key}")
+        actions = np.array([(t + i) % 4 for i in range(4)])
+        obs, ref_obs = ours.step(actions)[0], ref.step(actions)[0]
+
+
 def test_seeds_are_seed_plus_index_and_episodes_follow_them(closing, worker):
     envs = _make(closing, worker, num_envs=6, num_workers=3)  # a random level per episode
     first, _ = envs.reset(seed=11)

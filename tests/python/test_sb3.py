@@ -49,6 +49,10 @@ _dict_env = functools.partial(
     spaces.Box(-1, 1, (2,), np.float32))
 _tuple_env = functools.partial(
     SpaceEnv, spaces.Tuple((spaces.Box(0, 9, (3,), np.int16), spaces.Discrete(4))), spaces.MultiDiscrete([3, 2]))
+# The space of SB3's own tests/test_vec_envs.py::test_vecenv_tuple_spaces, for observations and actions.
+_SB3_TUPLE = spaces.Tuple((spaces.Discrete(2), spaces.MultiDiscrete([2, 3]), spaces.MultiBinary(3),
+                           spaces.Box(low=np.zeros(2), high=np.ones(2))))
+_tuple_everything = functools.partial(SpaceEnv, _SB3_TUPLE, _SB3_TUPLE)
 
 
 def _pair(closing, factory):
@@ -91,6 +95,42 @@ def test_steps_are_identical_to_dummy_vec_env(closing, factory):
             truncated += info["TimeLimit.truncated"]
             assert ("terminal_observation" in info) == done
     assert terminated > 10 and truncated > 10, "the run should cross many episode ends of both kinds"
+
+
+def test_tuple_observations_and_a_list_of_tuple_actions_as_sb3s_own_suite_steps_them(closing):
+    """SB3's test_vecenv_tuple_spaces: a Tuple space for observations and actions, the actions a
+    list of ``num_envs`` tuples of arrays of different shapes (no NumPy array can hold them).
+    Observations come back as a tuple of ``(num_envs, ...)`` arrays; everything equals
+    DummyVecEnv."""
+    ours, ref = _pair(closing, _tuple_everything)
+    ref.action_space.seed(3)
+    ours.seed(5), ref.seed(5)
+    obs = ours.reset()
+    assert isinstance(obs, tuple) and len(obs) == 4
+    assert_tree_identical(obs, ref.reset(), "reset obs")
+    ends = 0
+    for t in range(30):
+        actions = [ref.action_space.sample() for _ in range(N)]
+        dones, infos = _assert_steps_identical(ours, ref, actions, f"step {t}")
+        ends += int(dones.sum())
+    assert ends > 5
+    obs, *_ = ours.step([ref.action_space.sample() for _ in range(N)])
+    for values, space in zip(obs, _SB3_TUPLE.spaces):
+        assert values.shape[0] == N and all(space.contains(v) for v in values)
+
+
+def test_start_method_must_be_one_multiprocessing_knows(closing):
+    """As SB3's test_subproc_start_method: an unknown start method raises multiprocessing's own
+    ValueError, before any worker starts; known ones (and None) are accepted."""
+    import multiprocessing
+
+    before = child_pids()
+    with pytest.raises(ValueError, match="cannot find context for 'illegal_method'"):
+        SubprocVecEnv([CallEnv], start_method="illegal_method")
+    assert not wait_new_children_gone(before, timeout=5.0)
+    for method in [None, *multiprocessing.get_all_start_methods()]:
+        ours = closing(SubprocVecEnv([CallEnv, CallEnv], start_method=method, num_workers=1))
+        assert ours.reset().shape[0] == 2
 
 
 def test_seed_is_used_once_and_options_reach_the_envs(closing):
@@ -243,7 +283,7 @@ def test_a_restarted_worker_reports_its_envs_truncated(closing):
 def test_constructor_errors():
     with pytest.raises(ValueError, match="env_fns is empty"):
         SubprocVecEnv([])
-    with pytest.raises(ValueError, match="start_method 'threads' is not one of"):
+    with pytest.raises(ValueError, match="cannot find context for 'threads'"):
         SubprocVecEnv([CallEnv], start_method="threads")
     with pytest.raises(TypeError, match="no autoreset_mode"):
         SubprocVecEnv([CallEnv], autoreset_mode="next_step")

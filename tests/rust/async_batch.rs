@@ -5,16 +5,16 @@
 
 use ringenv_runtime::{Array, CommandKind, Layout, Pool, PoolConfig, PoolError, RecvOrder, WorkerCommand};
 use ringenv_worker::envs::CartPole;
-use ringenv_worker::registry;
+use ringenv_worker::registration;
 use std::time::Duration;
 
 fn pool(num_envs: usize, num_workers: usize) -> Pool {
     let kwargs = serde_json::Value::Null;
-    let (obs, act) = registry::spaces("CartPole-v1", &kwargs).unwrap();
+    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
     let layout =
         Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
             .unwrap();
-    let init = serde_json::to_vec(&registry::RustInit { env_id: "CartPole-v1".into(), kwargs }).unwrap();
+    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
     Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init)).unwrap()
 }
 

@@ -13,7 +13,7 @@ use ringenv_runtime::{
     Command, CommandKind, Completion, FailurePolicy, HeapMemory, Layout, Memory, Pool, PoolConfig, PoolError,
     PushError, RestartPolicy, Ring, WorkerCommand,
 };
-use ringenv_worker::registry;
+use ringenv_worker::registration;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 fn pool(num_workers: usize, on_failure: FailurePolicy) -> Pool {
     assert_eq!(Ring::<Command>::mem_size(CAPACITY), CELLS + CAPACITY * CELL, "the ring layout these tests write");
     let kwargs = serde_json::Value::Null;
-    let (obs, act) = registry::spaces("CartPole-v1", &kwargs).unwrap();
+    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
     let layout = Layout::single(
         2 * num_workers,
         num_workers,
@@ -40,7 +40,7 @@ fn pool(num_workers: usize, on_failure: FailurePolicy) -> Pool {
         ringenv_runtime::DType::F32,
     )
     .unwrap();
-    let init = serde_json::to_vec(&registry::RustInit { env_id: "CartPole-v1".into(), kwargs }).unwrap();
+    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
     let mut config = PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init);
     config.on_failure = on_failure;
     let mut pool = Pool::spawn(config).unwrap();

@@ -3,16 +3,16 @@
 
 use ringenv_runtime::{Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::envs::CartPole;
-use ringenv_worker::registry;
+use ringenv_worker::registration;
 use std::time::{Duration, Instant};
 
-fn pool(env_id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
+fn pool(id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
     let kwargs = serde_json::Value::Null;
-    let (obs, act) = registry::spaces(env_id, &kwargs).unwrap();
+    let (obs, act) = registration::spaces(id, &kwargs).unwrap();
     let layout =
         Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
             .unwrap();
-    let init = serde_json::to_vec(&registry::RustInit { env_id: env_id.into(), kwargs }).unwrap();
+    let init = serde_json::to_vec(&registration::RustInit { id: id.into(), kwargs }).unwrap();
     Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init))
 }
 
@@ -98,9 +98,9 @@ fn killed_worker_is_a_typed_error_naming_worker_envs_and_signal() {
 }
 
 #[test]
-fn unknown_env_id_fails_start_up_with_the_id_and_the_known_ids() {
+fn unknown_id_fails_start_up_with_the_id_and_the_known_ids() {
     let layout = cartpole_shaped_layout(2);
-    let init = br#"{"env_id": "Nope-v9"}"#.to_vec();
+    let init = br#"{"id": "Nope-v9"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     match Pool::spawn(PoolConfig::new(layout, cmd, init)) {
         Err(PoolError::Startup { worker: 0, env_ids, error }) => {
@@ -116,7 +116,7 @@ fn unknown_env_id_fails_start_up_with_the_id_and_the_known_ids() {
 fn worker_refuses_a_layout_its_env_does_not_fit() {
     // BlocksWorld observations are uint8; a float32 segment must be refused, naming both.
     let layout = cartpole_shaped_layout(2);
-    let init = br#"{"env_id": "BlocksWorld-v0"}"#.to_vec();
+    let init = br#"{"id": "BlocksWorld-v0"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     let err = Pool::spawn(PoolConfig::new(layout, cmd, init)).err().expect("a mismatch error");
     let text = err.to_string();

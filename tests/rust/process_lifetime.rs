@@ -13,18 +13,18 @@
 //! threads, and a fork child of a multi-threaded process may only make async-signal-safe calls).
 
 use ringenv_runtime::{FailurePolicy, Layout, Pool, PoolConfig, PoolError, RestartPolicy, WorkerCommand};
-use ringenv_worker::registry;
+use ringenv_worker::registration;
 use std::time::Duration;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_ringenv-worker");
 
 fn config(num_envs: usize, num_workers: usize) -> PoolConfig {
     let kwargs = serde_json::Value::Null;
-    let (obs, act) = registry::spaces("CartPole-v1", &kwargs).unwrap();
+    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
     let layout =
         Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
             .unwrap();
-    let init = serde_json::to_vec(&registry::RustInit { env_id: "CartPole-v1".into(), kwargs }).unwrap();
+    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
     PoolConfig::new(layout, WorkerCommand::new(WORKER), init)
 }
 

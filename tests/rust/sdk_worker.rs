@@ -113,8 +113,8 @@ fn registry() -> Registry {
         .env("Panicky-v0", || Panicky { n: 0.0 })
 }
 
-fn pool(env_id: &str, init: Value, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
-    let (obs, act) = registry().spaces(env_id, &Value::Null).expect("spaces");
+fn pool(id: &str, init: Value, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
+    let (obs, act) = registry().spaces(id, &Value::Null).expect("spaces");
     let layout = Layout::new(num_envs, num_workers, 2, obs.leaves(), act.leaves(), DType::F32).expect("layout");
     let command = WorkerCommand::new(std::env::current_exe().expect("this test's path"));
     Pool::spawn(PoolConfig::new(layout, command, serde_json::to_vec(&init).expect("json")))
@@ -142,7 +142,7 @@ const OFFSET_1000: &[u8] = b"\x80\x05\x95\x0f\x00\x00\x00\x00\x00\x00\x00}\x94\x
 
 fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
     const N: usize = 5;
-    let mut p = pool("sdk-test:Zoo-v0", json!({"env_id": "Zoo-v0"}), N, 2).unwrap();
+    let mut p = pool("sdk-test:Zoo-v0", json!({"id": "Zoo-v0"}), N, 2).unwrap();
     let mut reference: Vec<LocalEnv<Zoo>> = (0..N).map(|_| LocalEnv::new(Zoo { c: 0 }).unwrap()).collect();
     let seeds: Vec<Option<u64>> = (0..N as u64).map(|i| Some(40 + i)).collect();
     p.write_seeds(&seeds);
@@ -218,7 +218,7 @@ fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
 }
 
 fn reset_mask_leaves_an_env_alone() {
-    let mut p = pool("Zoo-v0", json!({"env_id": "Zoo-v0", "kwargs": {"start": 7}}), 2, 1).unwrap();
+    let mut p = pool("Zoo-v0", json!({"id": "Zoo-v0", "kwargs": {"start": 7}}), 2, 1).unwrap();
     p.reset(&[Some(1), Some(2)]).unwrap();
     p.step(bytemuck::cast_slice(&[2i64, 0, 2, 0])).unwrap(); // c += 3 in both envs
     let before = obs_rows(&p, p.next_slot() ^ 1, 1);
@@ -236,7 +236,7 @@ fn reset_mask_leaves_an_env_alone() {
 }
 
 fn a_panic_is_reported_with_its_location_and_the_env_resets() {
-    let mut p = pool("Panicky-v0", json!({"env_id": "Panicky-v0"}), 3, 1).unwrap();
+    let mut p = pool("Panicky-v0", json!({"id": "Panicky-v0"}), 3, 1).unwrap();
     p.reset(&[Some(0); 3]).unwrap();
     p.step(bytemuck::cast_slice(&[0i64; 3])).unwrap();
     let out = p.step(bytemuck::cast_slice(&[0i64, 1, 0])).unwrap();
@@ -259,7 +259,7 @@ fn a_panic_is_reported_with_its_location_and_the_env_resets() {
 }
 
 fn on_panic_exit_makes_the_panic_a_worker_death() {
-    let mut p = pool("Panicky-v0", json!({"env_id": "Panicky-v0", "on_panic": "exit"}), 2, 1).unwrap();
+    let mut p = pool("Panicky-v0", json!({"id": "Panicky-v0", "on_panic": "exit"}), 2, 1).unwrap();
     p.reset(&[Some(0); 2]).unwrap();
     match p.step(bytemuck::cast_slice(&[1i64, 0])) {
         Err(PoolError::WorkerDied(f)) => assert_eq!(f.status, ExitStatus::Exited(101)),

@@ -3,17 +3,17 @@
 //!
 //! The program understands:
 //!
-//! - `PROGRAM describe ENV_ID [--kwargs JSON]`: prints one line of JSON,
-//!   `{"env_id", "observation_space", "action_space", "arguments"}` (see
+//! - `PROGRAM describe ID [--kwargs JSON]`: prints one line of JSON,
+//!   `{"id", "observation_space", "action_space", "arguments"}` (see
 //!   [`Registry::describe`]), or `{"error": {"kind", "message"}}` with exit status 1.
 //!   `ringenv.make_vec(..., worker=PROGRAM)` runs this before starting any worker.
 //! - `PROGRAM list`: prints `{"name", "envs": [{"id", "arguments"}, ...]}`.
-//! - `PROGRAM check ENV_ID [--kwargs JSON] [--steps N] [--seed S]`: runs
+//! - `PROGRAM check ID [--kwargs JSON] [--steps N] [--seed S]`: runs
 //!   [`check_env`](crate::check_env) and prints its report; exit status 0 when it passed, 1
 //!   when it found problems.
 //! - `PROGRAM --segment-fd N --control-fd N --worker K --parent-pid P`: the arguments a pool's
 //!   supervisor appends ([`WorkerCli`]); the program serves as worker `K` until the pool closes
-//!   it, building its envs from the JSON init payload `{"env_id", "kwargs"}`.
+//!   it, building its envs from the JSON init payload `{"id", "kwargs"}`.
 //!
 //! ```
 //! use ringenv_worker::{entry, envs::CartPole, Registry};
@@ -37,20 +37,20 @@ use std::io::Write;
 #[command(about = "A ringenv worker binary: serves Rust envs to ringenv pools (started by a pool with \
              --segment-fd, --control-fd, --worker and --parent-pid), and describes and checks them.")]
 enum Command {
-    /// Print the spaces of ENV_ID as JSON (what ringenv.make_vec reads).
+    /// Print the spaces of env ID as JSON (what ringenv.make_vec reads).
     Describe {
-        /// The env id (optionally NAME:ID).
-        env_id: String,
+        /// The env's registry id (optionally NAME:ID).
+        id: String,
         /// Keyword arguments of the env, a JSON object.
         #[arg(long, default_value = "{}")]
         kwargs: String,
     },
     /// Print the env ids and their arguments as JSON.
     List,
-    /// Run check_env on ENV_ID and print the report (exit status 1 when it finds problems).
+    /// Run check_env on env ID and print the report (exit status 1 when it finds problems).
     Check {
-        /// The env id (optionally NAME:ID).
-        env_id: String,
+        /// The env's registry id (optionally NAME:ID).
+        id: String,
         /// Keyword arguments of the env, a JSON object.
         #[arg(long, default_value = "{}")]
         kwargs: String,
@@ -98,12 +98,10 @@ pub fn run_cli(registry: &Registry, args: &[String], out: &mut dyn Write) -> i32
         }
     };
     let (text, status) = match command {
-        Command::Describe { env_id, kwargs } => {
-            match parse_kwargs(&kwargs).and_then(|k| registry.describe(&env_id, &k)) {
-                Ok(d) => (d.to_string(), 0),
-                Err(e) => (error_json(&e).to_string(), 1),
-            }
-        }
+        Command::Describe { id, kwargs } => match parse_kwargs(&kwargs).and_then(|k| registry.describe(&id, &k)) {
+            Ok(d) => (d.to_string(), 0),
+            Err(e) => (error_json(&e).to_string(), 1),
+        },
         Command::List => {
             let envs: Vec<Value> = registry
                 .ids()
@@ -112,11 +110,11 @@ pub fn run_cli(registry: &Registry, args: &[String], out: &mut dyn Write) -> i32
                 .collect();
             (json!({"name": registry.name(), "envs": envs}).to_string(), 0)
         }
-        Command::Check { env_id, kwargs, steps, seed } => {
+        Command::Check { id, kwargs, steps, seed } => {
             let options = CheckOptions { steps, seed };
-            match parse_kwargs(&kwargs).and_then(|k| registry.check(&env_id, &k, &options)) {
+            match parse_kwargs(&kwargs).and_then(|k| registry.check(&id, &k, &options)) {
                 Ok(report) => (report.to_string(), i32::from(!report.is_ok())),
-                Err(e) => (format!("check {env_id}: {e}"), 1),
+                Err(e) => (format!("check {id}: {e}"), 1),
             }
         }
     };

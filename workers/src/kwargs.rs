@@ -39,15 +39,15 @@ use serde_json::{Map, Value};
 pub enum KwargsError {
     /// `env_kwargs` is not a mapping.
     NotAMapping {
-        /// The env id.
-        env_id: String,
+        /// The env's registry id (as Gymnasium's `id`).
+        id: String,
         /// What was given, as JSON.
         got: String,
     },
     /// An argument the env does not take.
     Unknown {
-        /// The env id.
-        env_id: String,
+        /// The env's registry id (as Gymnasium's `id`).
+        id: String,
         /// The argument.
         name: String,
         /// The arguments the env takes.
@@ -55,8 +55,8 @@ pub enum KwargsError {
     },
     /// An argument whose value does not fit its type, or a missing required argument.
     Invalid {
-        /// The env id.
-        env_id: String,
+        /// The env's registry id (as Gymnasium's `id`).
+        id: String,
         /// The argument, when one is at fault.
         name: Option<String>,
         /// Its value as JSON, when one is at fault.
@@ -68,8 +68,8 @@ pub enum KwargsError {
     },
     /// The env's constructor refused the arguments (its error message).
     Refused {
-        /// The env id.
-        env_id: String,
+        /// The env's registry id (as Gymnasium's `id`).
+        id: String,
         /// The constructor's message.
         reason: String,
     },
@@ -78,24 +78,24 @@ pub enum KwargsError {
 impl std::fmt::Display for KwargsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            KwargsError::NotAMapping { env_id, got } => write!(f, "{env_id}: env_kwargs must be a mapping, got {got}"),
-            KwargsError::Unknown { env_id, name, accepted } if accepted.is_empty() => {
-                write!(f, "{env_id} takes no arguments, got {name:?}")
+            KwargsError::NotAMapping { id, got } => write!(f, "{id}: env_kwargs must be a mapping, got {got}"),
+            KwargsError::Unknown { id, name, accepted } if accepted.is_empty() => {
+                write!(f, "{id} takes no arguments, got {name:?}")
             }
-            KwargsError::Unknown { env_id, name, accepted } => {
-                write!(f, "{env_id} takes no argument {name:?}; it accepts {}", accepted.join(", "))
+            KwargsError::Unknown { id, name, accepted } => {
+                write!(f, "{id} takes no argument {name:?}; it accepts {}", accepted.join(", "))
             }
-            KwargsError::Invalid { env_id, name, value, reason, accepted } => {
+            KwargsError::Invalid { id, name, value, reason, accepted } => {
                 match (name, value) {
-                    (Some(n), Some(v)) => write!(f, "{env_id}: argument {n:?} = {v} does not fit: {reason}")?,
-                    _ => write!(f, "{env_id}: {reason}")?,
+                    (Some(n), Some(v)) => write!(f, "{id}: argument {n:?} = {v} does not fit: {reason}")?,
+                    _ => write!(f, "{id}: {reason}")?,
                 }
                 if !accepted.is_empty() {
-                    write!(f, " ({env_id} accepts {})", accepted.join(", "))?;
+                    write!(f, " ({id} accepts {})", accepted.join(", "))?;
                 }
                 Ok(())
             }
-            KwargsError::Refused { env_id, reason } => write!(f, "{env_id}: {reason}"),
+            KwargsError::Refused { id, reason } => write!(f, "{id}: {reason}"),
         }
     }
 }
@@ -152,7 +152,7 @@ pub fn fields_of<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
     fields
 }
 
-/// The arguments of env `env_id` from `kwargs` (a JSON object; `null` counts as `{}`).
+/// The arguments of env `id` from `kwargs` (a JSON object; `null` counts as `{}`).
 ///
 /// ```
 /// use ringenv_worker::envs::blocks_world::BlocksWorldArgs;
@@ -163,17 +163,17 @@ pub fn fields_of<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
 /// # Errors
 /// [`KwargsError`]: not a mapping, an argument `T` does not have (when `T` is a struct), or an
 /// argument that does not fit (naming it, its value and serde's reason).
-pub fn parse<T: DeserializeOwned>(env_id: &str, kwargs: &Value) -> Result<T, KwargsError> {
+pub fn parse<T: DeserializeOwned>(id: &str, kwargs: &Value) -> Result<T, KwargsError> {
     let map = match kwargs {
         Value::Null => Map::new(),
         Value::Object(m) => m.clone(),
-        other => return Err(KwargsError::NotAMapping { env_id: env_id.into(), got: other.to_string() }),
+        other => return Err(KwargsError::NotAMapping { id: id.into(), got: other.to_string() }),
     };
     let fields = fields_of::<T>();
     let accepted: Vec<String> = fields.unwrap_or(&[]).iter().map(|s| s.to_string()).collect();
     if let Some(fields) = fields {
         if let Some(bad) = map.keys().find(|k| !fields.contains(&k.as_str())) {
-            return Err(KwargsError::Unknown { env_id: env_id.into(), name: bad.clone(), accepted });
+            return Err(KwargsError::Unknown { id: id.into(), name: bad.clone(), accepted });
         }
     }
     // One argument per line, so that serde's line number names the argument at fault.
@@ -189,7 +189,7 @@ pub fn parse<T: DeserializeOwned>(env_id: &str, kwargs: &Value) -> Result<T, Kwa
         let reason = full.rfind(" at line ").map_or(full.as_str(), |at| &full[..at]).to_string();
         let at = e.line().checked_sub(2).and_then(|i| entries.get(i));
         KwargsError::Invalid {
-            env_id: env_id.into(),
+            id: id.into(),
             name: at.map(|(k, _)| (*k).clone()),
             value: at.map(|(_, v)| v.to_string()),
             reason,

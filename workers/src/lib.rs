@@ -64,14 +64,15 @@
 //! # Symbolic envs
 //!
 //! [`facts`] numbers ground facts and keeps them in a bitset with an observation encoding;
-//! [`rules`] derives facts by forward chaining. The built-in [`envs::BlocksWorld`] and the example
-//! crate's Sokoban use them.
+//! [`rules`] derives facts by forward chaining. The example crate's Sokoban
+//! (`examples/custom_env`) is built on them; the built-in [`envs::BlocksWorld`] predates them and
+//! keeps its own fixed-size bitset and rule list.
 //!
 //! # Inside a worker
 //!
 //! [`RustEnvs`] hosts a group of envs with Gymnasium's next-step autoreset ([`host`]);
-//! [`worker_loop`] joins a pool and serves its commands; [`registry`] holds the built-in envs
-//! (`CartPole-v1`, `BlocksWorld-v0`) served by the `ringenv-worker` binary. A panic in an env is
+//! [`worker_loop`] joins a pool and serves its commands; [`registration`] registers the built-in
+//! envs (`CartPole-v1`, `BlocksWorld-v0`) served by the `ringenv-worker` binary. A panic in an env is
 //! caught ([`mod@panic`]) and reported to Python with its message and location.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -105,7 +106,7 @@ pub use host::EnvHost;
 pub use info::{Info, InfoValue};
 pub use leaves::{Leaves, Scalar};
 pub use local::LocalEnv;
-pub use registration::{Constructor, IntoEnv, Registry};
+pub use registry::{Constructor, IntoEnv, Registry};
 pub use rust_envs::RustEnvs;
 pub use space::Space;
 

@@ -1,104 +1,403 @@
-//! The built-in Rust envs by id, and how a worker builds them from its init payload.
+//! A [`Registry`]: the env ids a worker binary serves, each with its typed constructor (the
+//! built-in envs are registered in [`crate::registration`]).
 //!
-//! The built-ins are a [`Registry`] named `ringenv` like any user's: `CartPole-v1` (no
-//! arguments) and `BlocksWorld-v0` (`num_blocks`, 2 to 8, default 4). The init payload of a Rust
-//! worker is JSON: `{"env_id": "CartPole-v1", "kwargs": {...}}`. Unknown ids and arguments are
-//! errors that name the id or argument and list what is accepted.
+//! A registry maps env ids to constructors. A constructor is a function or closure taking no
+//! argument or one argument of any `serde::Deserialize` type (the env's keyword arguments,
+//! parsed from Python's `env_kwargs` by [`kwargs::parse`], errors naming the
+//! argument), and returning the env or `Result<env, impl Display>` (an `Err` is reported to
+//! Python as a `ValueError` carrying its message). From a registry come the spaces of an id
+//! ([`Registry::spaces`]), the envs of a worker ([`Registry::build_host`]), a check
+//! ([`Registry::check`]) and a whole worker program ([`Registry::main`], see
+//! [`crate::entry`]).
+//!
+//! Ids may be asked for with the registry's name as a namespace: in a registry named
+//! `custom_env` (a crate name; `-` and `_` are the same), `custom_env:Sokoban-v0` and
+//! `Sokoban-v0` name the same env.
 //!
 //! ```
-//! use ringenv_worker::registry;
-//! assert!(registry::ids().contains(&"CartPole-v1"));
-//! let (obs, act) = registry::spaces("BlocksWorld-v0", &serde_json::json!({"num_blocks": 3})).unwrap();
-//! assert_eq!(obs.array_spec().shape, vec![2 * 3 * 4 + 3]);
-//! assert_eq!(act, ringenv_worker::Space::Discrete { n: 12, start: 0 });
-//! assert!(registry::spaces("Nope-v0", &serde_json::Value::Null).is_err());
+//! use ringenv_worker::{envs::{BlocksWorld, CartPole}, Registry};
+//! use serde_json::json;
+//! let registry = Registry::new("my-envs")
+//!     .env("CartPole-v1", CartPole::new)
+//!     .env("Blocks-v0", |n: usize| BlocksWorld::try_new(n));
+//! let (obs, _) = registry.spaces("my_envs:Blocks-v0", &json!(3)).unwrap();
+//! assert_eq!(obs.array_spec().shape, vec![27]);
+//! let err = registry.spaces("Blocks-v0", &json!(9)).unwrap_err();
+//! assert_eq!(err.message, "Blocks-v0: num_blocks must be an integer from 2 to 8, got 9");
+//! assert_eq!(registry.spaces("Nope-v0", &json!({})).unwrap_err().kind, "NameNotFound");
 //! ```
 
-use crate::envs::blocks_world::{BlocksWorld, BlocksWorldArgs};
-use crate::envs::CartPole;
+use crate::check::{check_env, CheckOptions, CheckReport};
 use crate::host::EnvHost;
-use crate::{Registry, Space};
+use crate::kwargs::{self, KwargsError};
+use crate::rust_envs::OnPanic;
+use crate::{env::declared_spaces, panic, Env, RustEnvs, Space};
 use ringenv_runtime::{Layout, RemoteError, WorkerEndpoint};
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::OnceLock;
 
-/// The ids of the built-in envs.
-pub fn ids() -> &'static [&'static str] {
-    &["CartPole-v1", "BlocksWorld-v0"]
+/// What a constructor returns: an env, or `Result<env, impl Display>`.
+///
+/// ```
+/// use ringenv_worker::{envs::BlocksWorld, IntoEnv};
+/// assert!(BlocksWorld::new(3).into_env().is_ok());
+/// let refused = BlocksWorld::try_new(1).into_env().err().unwrap();
+/// assert_eq!(refused, "num_blocks must be an integer from 2 to 8, got 1");
+/// ```
+pub trait IntoEnv {
+    /// The env type.
+    type Env: Env;
+    /// The env, or the constructor's error message.
+    ///
+    /// # Errors
+    /// The constructor's error, as text.
+    fn into_env(self) -> Result<Self::Env, String>;
 }
 
-/// The registry of the built-in envs (named `ringenv`).
-pub fn builtins() -> &'static Registry {
-    static BUILTINS: OnceLock<Registry> = OnceLock::new();
-    BUILTINS.get_or_init(|| {
-        Registry::new("ringenv")
-            .env("CartPole-v1", CartPole::new)
-            .env("BlocksWorld-v0", |a: BlocksWorldArgs| BlocksWorld::try_new(a.num_blocks))
-    })
+impl<E: Env> IntoEnv for E {
+    type Env = E;
+    fn into_env(self) -> Result<E, String> {
+        Ok(self)
+    }
 }
 
-/// A Rust worker's init payload, `{"env_id": ..., "kwargs": {...}}`. Workers also read an
-/// optional `"on_panic": "report" | "exit"` ([`crate::rust_envs::OnPanic`]; see
-/// [`Registry::build_host`]).
-#[derive(Debug, Deserialize, serde::Serialize, PartialEq)]
-pub struct RustInit {
-    /// The env id.
-    pub env_id: String,
-    /// Constructor arguments (a JSON object, or null).
+impl<E: Env, X: std::fmt::Display> IntoEnv for Result<E, X> {
+    type Env = E;
+    fn into_env(self) -> Result<E, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// A function building an env from its keyword arguments: `Fn() -> R` (`M = ()`: the env takes
+/// no arguments) or `Fn(A) -> R` with `A: Deserialize` (`M = (A,)`), where `R:` [`IntoEnv`].
+/// `M` only tells the two apart; it is inferred.
+///
+/// ```
+/// use ringenv_worker::{envs::CartPole, Constructor};
+/// use serde_json::json;
+/// let no_args = CartPole::new;
+/// assert!(no_args.construct("CartPole-v1", &json!({})).is_ok());
+/// let err = no_args.construct("CartPole-v1", &json!({"gravity": 9.8})).err().unwrap();
+/// assert_eq!(err.to_string(), "CartPole-v1 takes no arguments, got \"gravity\"");
+/// ```
+pub trait Constructor<M>: Send + Sync + 'static {
+    /// The env type built.
+    type Env: Env;
+    /// Builds env `id` from `kwargs` (a JSON object or null).
+    ///
+    /// # Errors
+    /// [`KwargsError`] when the arguments do not fit, or the constructor refused them.
+    fn construct(&self, id: &str, kwargs: &Value) -> Result<Self::Env, KwargsError>;
+    /// The argument names, when known (the fields of a struct argument).
+    fn arguments(&self) -> Vec<String>;
+}
+
+impl<F, R> Constructor<()> for F
+where
+    F: Fn() -> R + Send + Sync + 'static,
+    R: IntoEnv,
+{
+    type Env = R::Env;
+    fn construct(&self, id: &str, kwargs: &Value) -> Result<R::Env, KwargsError> {
+        let none: std::collections::BTreeMap<String, Value> = kwargs::parse(id, kwargs)?;
+        if let Some(name) = none.keys().next() {
+            return Err(KwargsError::Unknown { id: id.into(), name: name.clone(), accepted: Vec::new() });
+        }
+        self().into_env().map_err(|reason| KwargsError::Refused { id: id.into(), reason })
+    }
+    fn arguments(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<F, A, R> Constructor<(A,)> for F
+where
+    F: Fn(A) -> R + Send + Sync + 'static,
+    A: DeserializeOwned,
+    R: IntoEnv,
+{
+    type Env = R::Env;
+    fn construct(&self, id: &str, kwargs: &Value) -> Result<R::Env, KwargsError> {
+        // A struct takes the mapping; any other argument type takes the value itself (so that
+        // `|n: usize| ...` reads `json!(3)`, for Rust callers).
+        let args: A = match (kwargs::fields_of::<A>(), kwargs) {
+            (None, v) if !v.is_object() && !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| {
+                KwargsError::Invalid { id: id.into(), name: None, value: None, reason: e.to_string(), accepted: vec![] }
+            })?,
+            _ => kwargs::parse(id, kwargs)?,
+        };
+        self(args).into_env().map_err(|reason| KwargsError::Refused { id: id.into(), reason })
+    }
+    fn arguments(&self) -> Vec<String> {
+        kwargs::fields_of::<A>().unwrap_or(&[]).iter().map(|s| s.to_string()).collect()
+    }
+}
+
+/// The type-erased operations of one registered constructor.
+trait Erased: Send + Sync {
+    fn spaces(&self, id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError>;
+    fn host(
+        &self,
+        id: &str,
+        kwargs: &Value,
+        env_ids: Range<usize>,
+        layout: &Layout,
+        on_panic: OnPanic,
+    ) -> Result<Box<dyn EnvHost>, RemoteError>;
+    fn check(&self, id: &str, kwargs: &Value, options: &CheckOptions) -> Result<CheckReport, RemoteError>;
+    fn arguments(&self) -> Vec<String>;
+}
+
+struct Typed<M, C>(C, PhantomData<fn() -> M>);
+
+impl<M: 'static, C: Constructor<M>> Typed<M, C> {
+    fn make(&self, id: &str, kwargs: &Value) -> Result<C::Env, RemoteError> {
+        match panic::catch(|| self.0.construct(id, kwargs)) {
+            Ok(Ok(env)) => Ok(env),
+            Ok(Err(e)) => Err(RemoteError { kind: "ValueError".into(), message: e.to_string(), ..Default::default() }),
+            Err(p) => {
+                let error = crate::rust_envs::panic_error(0, p);
+                Err(RemoteError {
+                    env_id: None,
+                    message: format!("{id}: the constructor panicked: {}", error.message),
+                    ..error
+                })
+            }
+        }
+    }
+}
+
+impl<M: 'static, C: Constructor<M>> Erased for Typed<M, C> {
+    fn spaces(&self, id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError> {
+        let env = self.make(id, kwargs)?;
+        declared_spaces(&env).map_err(|e| RemoteError {
+            kind: "InvalidSpace".into(),
+            message: format!("{id}: {e}"),
+            ..Default::default()
+        })
+    }
+    fn host(
+        &self,
+        id: &str,
+        kwargs: &Value,
+        env_ids: Range<usize>,
+        layout: &Layout,
+        on_panic: OnPanic,
+    ) -> Result<Box<dyn EnvHost>, RemoteError> {
+        let envs = env_ids.clone().map(|_| self.make(id, kwargs)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(RustEnvs::new(envs, env_ids, layout)?.on_panic(on_panic)))
+    }
+    fn check(&self, id: &str, kwargs: &Value, options: &CheckOptions) -> Result<CheckReport, RemoteError> {
+        self.make(id, kwargs)?; // arguments errors are reported as such, not as a failed check
+        let make = || self.make(id, kwargs).unwrap_or_else(|e| panic!("{e}"));
+        Ok(check_env(make, options))
+    }
+    fn arguments(&self) -> Vec<String> {
+        self.0.arguments()
+    }
+}
+
+/// A Rust worker's init payload: `{"id": ..., "kwargs": {...}, "on_panic": "report"}`
+/// (`kwargs` and `on_panic` optional; see [`OnPanic`]); `id` is the env's registry id, also read
+/// from `"env_id"`, its old spelling.
+#[derive(Debug, serde::Deserialize)]
+struct WorkerInit {
+    #[serde(alias = "env_id")]
+    id: String,
     #[serde(default)]
-    pub kwargs: Value,
+    kwargs: Value,
+    #[serde(default)]
+    on_panic: OnPanic,
 }
 
-/// The observation and action spaces of built-in env `id` with `kwargs`.
+/// Env ids and their constructors (see the [module docs](self)).
 ///
-/// # Errors
-/// A [`RemoteError`] naming the unknown id or the bad argument.
-pub fn spaces(id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError> {
-    builtins().spaces(id, kwargs)
+/// ```
+/// use ringenv_worker::{envs::CartPole, Registry};
+/// let registry = Registry::new("demo").env("CartPole-v1", CartPole::new);
+/// assert_eq!((registry.name(), registry.ids()), ("demo", vec!["CartPole-v1"]));
+/// let description = registry.describe("demo:CartPole-v1", &serde_json::Value::Null).unwrap();
+/// assert_eq!(description["observation_space"]["dtype"], "float32");
+/// ```
+pub struct Registry {
+    name: String,
+    entries: Vec<(String, Box<dyn Erased>)>,
 }
 
-/// Builds the host of envs `env_ids` of built-in env `id`.
-///
-/// # Errors
-/// A [`RemoteError`] naming the unknown id, the bad argument, or the space mismatch.
-pub fn make_host(
-    id: &str,
-    kwargs: &Value,
-    env_ids: Range<usize>,
-    layout: &Layout,
-) -> Result<Box<dyn EnvHost>, RemoteError> {
-    builtins().make_host(id, kwargs, env_ids, layout)
+fn same_name(a: &str, b: &str) -> bool {
+    a.replace('-', "_") == b.replace('-', "_")
 }
 
-/// The [`crate::worker_loop::run`] builder for built-in envs: parses the JSON init payload.
-///
-/// # Errors
-/// A [`RemoteError`] for malformed JSON, an unknown id or bad arguments.
-pub fn build_host(init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
-    builtins().build_host(init, endpoint)
+impl Registry {
+    /// An empty registry named `name` (the namespace of its ids; [`crate::worker_main!`] uses
+    /// the crate's package name).
+    pub fn new(name: &str) -> Registry {
+        Registry { name: name.to_string(), entries: Vec::new() }
+    }
+
+    /// Registers env `id`, built by `make` (see [`Constructor`]).
+    ///
+    /// # Panics
+    /// When `id` is empty, contains `:` or is already registered.
+    pub fn env<M: 'static, C: Constructor<M>>(mut self, id: &str, make: C) -> Registry {
+        assert!(!id.is_empty() && !id.contains(':'), "env id {id:?} must be non-empty and contain no ':'");
+        assert!(self.entries.iter().all(|(i, _)| i != id), "env id {id:?} is registered twice");
+        self.entries.push((id.to_string(), Box::new(Typed(make, PhantomData))));
+        self
+    }
+
+    /// The registry's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The registered ids, in registration order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.entries.iter().map(|(id, _)| id.as_str()).collect()
+    }
+
+    /// The argument names of env `id` (empty when it takes none or they are not a struct's).
+    ///
+    /// # Errors
+    /// `NameNotFound` for an unknown id.
+    pub fn arguments(&self, id: &str) -> Result<Vec<String>, RemoteError> {
+        Ok(self.entry(id)?.1.arguments())
+    }
+
+    fn entry(&self, id: &str) -> Result<(&str, &dyn Erased), RemoteError> {
+        let bare = match id.split_once(':') {
+            Some((ns, rest)) if same_name(ns, &self.name) => rest,
+            _ => id,
+        };
+        match self.entries.iter().find(|(i, _)| i == bare) {
+            Some((i, e)) => Ok((i.as_str(), e.as_ref())),
+            None => Err(RemoteError {
+                kind: "NameNotFound".into(),
+                message: format!(
+                    "no env {id:?} in {}; its ids are {:?} (also spelled {}:ID)",
+                    self.name,
+                    self.ids(),
+                    self.name
+                ),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// The checked `(observation, action)` spaces of env `id` built with `kwargs`.
+    ///
+    /// # Errors
+    /// A [`RemoteError`]: `NameNotFound` (unknown id, listing the ids), `ValueError` (arguments
+    /// that do not fit, naming the argument, or refused by the constructor), `panic` (the
+    /// constructor panicked, with the location), `InvalidSpace` (see [`crate::SpaceError`]).
+    pub fn spaces(&self, id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError> {
+        let (id, entry) = self.entry(id)?;
+        entry.spaces(id, kwargs)
+    }
+
+    /// The description a worker binary prints for `describe`: `{"id", "observation_space",
+    /// "action_space", "arguments"}`, spaces in [`Space::to_json`] form.
+    ///
+    /// # Errors
+    /// As [`Registry::spaces`].
+    pub fn describe(&self, id: &str, kwargs: &Value) -> Result<Value, RemoteError> {
+        let (bare, entry) = self.entry(id)?;
+        let (obs, act) = entry.spaces(bare, kwargs)?;
+        Ok(serde_json::json!({
+            "id": bare,
+            "observation_space": obs.to_json(),
+            "action_space": act.to_json(),
+            "arguments": entry.arguments(),
+        }))
+    }
+
+    /// The host of envs `env_ids` of env `id` built with `kwargs`, for a segment with `layout`
+    /// (panics reported, [`OnPanic::Report`]).
+    ///
+    /// # Errors
+    /// As [`Registry::spaces`], and `SpaceMismatch` when the layout does not fit the spaces.
+    pub fn make_host(
+        &self,
+        id: &str,
+        kwargs: &Value,
+        env_ids: Range<usize>,
+        layout: &Layout,
+    ) -> Result<Box<dyn EnvHost>, RemoteError> {
+        let (id, entry) = self.entry(id)?;
+        entry.host(id, kwargs, env_ids, layout, OnPanic::Report)
+    }
+
+    /// The [`crate::worker_loop::run`] builder: parses the JSON init payload
+    /// `{"id": ..., "kwargs": {...}, "on_panic": "report" | "exit"}` (the last two optional)
+    /// and builds the worker's envs.
+    ///
+    /// # Errors
+    /// A `ValueError` for a malformed payload, else as [`Registry::make_host`].
+    pub fn build_host(&self, init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
+        let init: WorkerInit = serde_json::from_slice(init).map_err(|e| RemoteError {
+            kind: "ValueError".into(),
+            message: format!("malformed Rust worker init payload: {e}"),
+            ..Default::default()
+        })?;
+        let (id, entry) = self.entry(&init.id)?;
+        entry.host(id, &init.kwargs, endpoint.env_ids(), endpoint.segment().layout(), init.on_panic)
+    }
+
+    /// Runs [`check_env`] on env `id` built with `kwargs`.
+    ///
+    /// # Errors
+    /// As [`Registry::spaces`] when the env cannot be built at all (the check itself reports
+    /// every later problem).
+    pub fn check(&self, id: &str, kwargs: &Value, options: &CheckOptions) -> Result<CheckReport, RemoteError> {
+        let (id, entry) = self.entry(id)?;
+        entry.check(id, kwargs, options)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envs::CartPole;
     use serde_json::json;
 
+    fn registry() -> Registry {
+        Registry::new("custom-env").env("CartPole-v1", CartPole::new).env("Panicky-v0", || -> CartPole { panic!("no") })
+    }
+
     #[test]
-    fn ids_match_the_registry_and_arguments_are_checked() {
-        assert_eq!(builtins().ids(), ids());
-        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": 9})).unwrap_err();
-        assert_eq!(err.message, "BlocksWorld-v0: num_blocks must be an integer from 2 to 8, got 9");
-        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": "3"})).unwrap_err();
+    fn namespaces_resolve_with_dashes_or_underscores_and_others_are_refused() {
+        let r = registry();
+        for id in ["CartPole-v1", "custom-env:CartPole-v1", "custom_env:CartPole-v1"] {
+            assert_eq!(r.describe(id, &Value::Null).unwrap()["id"], "CartPole-v1", "{id}");
+        }
+        let err = r.spaces("other:CartPole-v1", &Value::Null).unwrap_err();
+        assert_eq!(err.kind, "NameNotFound");
+        assert!(err.message.contains("\"CartPole-v1\", \"Panicky-v0\"") && err.message.contains("custom-env:ID"));
+    }
+
+    #[test]
+    fn constructor_errors_name_the_argument_or_the_panic_location() {
+        let r = registry();
+        let err = r.spaces("CartPole-v1", &json!({"foo": 1})).unwrap_err();
+        assert_eq!(
+            (err.kind.as_str(), err.message.as_str()),
+            ("ValueError", "CartPole-v1 takes no arguments, got \"foo\"")
+        );
+        let err = r.spaces("Panicky-v0", &Value::Null).unwrap_err();
+        assert_eq!(err.kind, "panic");
         assert!(
-            err.message.starts_with("BlocksWorld-v0: argument \"num_blocks\" = \"3\" does not fit"),
+            err.message.starts_with("Panicky-v0: the constructor panicked: no (panicked at workers/src/"),
             "{}",
             err.message
         );
-        let err = spaces("BlocksWorld-v0", &json!({"colour": 2})).unwrap_err();
-        assert_eq!(err.message, "BlocksWorld-v0 takes no argument \"colour\"; it accepts num_blocks");
-        let err = spaces("Nope-v9", &Value::Null).unwrap_err();
-        assert!(err.message.contains("Nope-v9") && err.message.contains("CartPole-v1"), "{}", err.message);
+        assert!(r.check("Panicky-v0", &Value::Null, &CheckOptions::default()).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn duplicate_ids_panic() {
+        let _ = registry().env("CartPole-v1", CartPole::new);
     }
 }

@@ -6,10 +6,10 @@
 //! error; the loop goes on serving.
 //!
 //! ```no_run
-//! use ringenv_worker::{worker_loop, registry, WorkerCli};
+//! use ringenv_worker::{worker_loop, registration, WorkerCli};
 //! use clap::Parser;
 //! let cli = WorkerCli::parse();
-//! std::process::exit(worker_loop::run(&cli.endpoint_args(), registry::build_host));
+//! std::process::exit(worker_loop::run(&cli.endpoint_args(), registration::build_host));
 //! ```
 
 use crate::host::EnvHost;

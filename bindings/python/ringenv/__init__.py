@@ -9,11 +9,23 @@ shared memory, and a waiting side spins briefly, then sleeps on a futex.
 >>> obs.shape, obs.dtype.name
 ((4, 4), 'float32')
 >>> envs.close()
+
+The built-in envs are registered in Gymnasium's registry too, so ``gymnasium.make_vec`` (and
+RLlib, with ``gym_env_vectorize_mode="vector_entry_point"``) builds the same vector env:
+
+>>> import gymnasium as gym
+>>> envs = gym.make_vec("ringenv/CartPole-v1", 4, vectorization_mode="vector_entry_point", num_workers=2)
+>>> type(envs).__name__, envs.num_envs
+('AsyncVectorEnv', 4)
+>>> envs.close()
 """
 
 from ringenv import errors
-from ringenv.registration import builtin_env_ids, make_vec
+from ringenv.registration import VectorEntryPoint, builtin_env_ids, make_vec, register, register_builtins
 from ringenv.vector import AsyncVectorEnv
 
-__all__ = ["AsyncVectorEnv", "make_vec", "builtin_env_ids", "errors"]
+__all__ = ["AsyncVectorEnv", "make_vec", "register", "VectorEntryPoint", "builtin_env_ids", "errors"]
+
+# Gymnasium ids "ringenv/CartPole-v1", "ringenv/BlocksWorld-v0" for gymnasium.make_vec (no process starts).
+register_builtins()
 __version__ = "0.1.0"

@@ -227,7 +227,8 @@ class BatchesMixin:
         runs = [(pieces[0][0], pieces[0][1], pieces[-1][2])] if _contiguous(pieces) else pieces
         ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
         self._restarted = restarted
-        infos = _rows(self._absorb(messages), ids) if messages or restarted else {}  # type: ignore[attr-defined]
+        infos = self._absorb(messages)  # type: ignore[attr-defined]
+        infos = _rows(infos, ids) if infos else {}
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch])
         if self._device is not None:

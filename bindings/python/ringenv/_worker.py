@@ -44,6 +44,20 @@ def worker_argv(mode: str) -> List[str]:
     return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
 
 
+def pickle_main_by_value() -> None:
+    """Makes cloudpickle send the code of a multiprocessing-spawned child's main script by value.
+
+    cloudpickle sends what ``__main__`` defines by value, since no other process can import it.
+    In a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
+    runs again as module ``__mp_main__``: its functions and classes would be pickled by
+    reference to ``__mp_main__``, which a worker (a fresh interpreter) cannot import. Registering
+    the module with ``cloudpickle.register_pickle_by_value`` treats it as ``__main__`` is
+    treated. Called before env factories are pickled; does nothing outside such a child."""
+    main = sys.modules.get("__mp_main__")
+    if main is not None and getattr(main, "__name__", None) == "__mp_main__":
+        cloudpickle.register_pickle_by_value(main)
+
+
 #: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
 RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
 

@@ -1,24 +1,51 @@
 """``ringenv.make_vec``: the counterpart of ``gymnasium.make_vec``, for Python envs, ringenv's
-built-in Rust envs, and Rust envs served by a worker binary made with the ``ringenv-worker`` SDK.
+built-in Rust envs, and Rust envs served by a worker binary made with the ``ringenv-worker`` SDK;
+and ``ringenv.register``, which registers ids in Gymnasium's registry with a
+``vector_entry_point`` that builds a ringenv vector env, so that ``gymnasium.make_vec`` (and
+RLlib, through it) gives one:
+
+>>> import gymnasium as gym
+>>> import ringenv  # registers ringenv/CartPole-v1 and ringenv/BlocksWorld-v0
+>>> envs = gym.make_vec("ringenv/BlocksWorld-v0", 4, vectorization_mode="vector_entry_point",
+...                     num_blocks=3, num_workers=2)
+>>> type(envs).__name__, envs.num_workers, envs.single_observation_space.shape
+('AsyncVectorEnv', 2, (27,))
+>>> envs.close()
+
+Keyword arguments of ``gymnasium.make_vec`` (Gymnasium refuses ``vector_kwargs`` in this mode)
+are split by name: those of :class:`ringenv.AsyncVectorEnv` (``num_workers``, ``copy``,
+``on_worker_failure``, ``device``, ...; see :data:`VECTOR_OPTIONS`) configure the vector env, the
+others reach the env's constructor.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import os
 import shutil
 import subprocess
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union, overload
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from ringenv import _native
 from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv, check_count
 
-__all__ = ["make_vec", "builtin_env_ids", "describe_worker", "split_worker_id"]
+__all__ = ["make_vec", "register", "register_builtins", "VectorEntryPoint", "builtin_env_ids", "describe_worker",
+           "split_worker_id", "NAMESPACE", "VECTOR_OPTIONS"]
+
+#: The Gymnasium namespace of ringenv's built-in envs: ``"ringenv/CartPole-v1"``.
+NAMESPACE = "ringenv"
+
+#: The keyword arguments of :class:`ringenv.AsyncVectorEnv` (other than ``env_fns``): given to
+#: ``gymnasium.make_vec`` for an id registered by ringenv, they configure the vector env.
+VECTOR_OPTIONS: FrozenSet[str] = frozenset(
+    name for name in inspect.signature(AsyncVectorEnv.__init__).parameters if name not in ("self", "env_fns"))
 
 #: Seconds a worker binary may take to answer ``describe`` (it builds one env).
 DESCRIBE_TIMEOUT_S = 60.0
@@ -47,7 +74,7 @@ def _worker_path(worker: Union[str, "os.PathLike[str]"]) -> str:
 
 
 def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
-    """``(worker_path, env_id)`` when ``text`` is spelled ``PATH:ENV_ID`` with ``PATH`` an existing
+    """``(worker_path, id)`` when ``text`` is spelled ``PATH:ID`` with ``PATH`` an existing
     executable file (``target/release/my_envs:Sokoban-v0``, the spelling ``ringenv tune``
     accepts), else ``None``. The first ``:`` before which the text is such a file splits the two."""
     for i, ch in enumerate(text):
@@ -188,8 +215,129 @@ class _Repeated(Sequence):
         return self._item
 
 
-def _make_one(id: str, wrappers, kwargs):
+def _make_one(id: Union[str, EnvSpec], wrappers, kwargs):
     env = gym.make(id, **kwargs)
     for w in wrappers:
         env = w(env)
     return env
+
+
+# -- registration in Gymnasium's registry ---------------------------------------------------------
+
+
+class VectorEntryPoint:
+    """The ``vector_entry_point`` of an id registered by ringenv: called by ``gymnasium.make_vec``
+    as ``entry_point(num_envs=N, **kwargs)``, it returns a :class:`ringenv.AsyncVectorEnv` of
+    ``N`` copies of the env, splitting ``kwargs`` into vector options (:data:`VECTOR_OPTIONS`)
+    and env arguments. A plain object (picklable, comparable), so that specs holding it can be
+    copied and sent.
+
+    Args:
+        id: the Gymnasium id it is registered under.
+        rust_id: the id of a Rust env (a built-in, or one ``worker`` serves); ``None`` for a
+            Python env, made with ``gymnasium.make`` of the registered spec.
+        worker: the path of the worker binary serving ``rust_id`` (``None``: a built-in).
+    """
+
+    def __init__(self, id: str, rust_id: Optional[str] = None, worker: Optional[str] = None):
+        self.id, self.rust_id, self.worker = id, rust_id, worker
+
+    def __call__(self, num_envs: int = 1, **kwargs: Any) -> AsyncVectorEnv:
+        vector_kwargs = {k: v for k, v in kwargs.items() if k in VECTOR_OPTIONS}
+        env_kwargs = {k: v for k, v in kwargs.items() if k not in VECTOR_OPTIONS}
+        if self.rust_id is not None:
+            envs = make_vec(self.rust_id, num_envs, vector_kwargs=vector_kwargs, worker=self.worker, **env_kwargs)
+        else:
+            # The spec itself travels to the workers, so they need not have registered the id; its
+            # default kwargs are already in kwargs (gymnasium.make_vec merged them).
+            env_spec = copy.deepcopy(gym.spec(self.id))
+            env_spec.kwargs = {}
+            env_fn = functools.partial(_make_one, env_spec, (), env_kwargs)
+            envs = AsyncVectorEnv(_Repeated(env_fn, check_count("num_envs", num_envs)), **vector_kwargs)
+        return envs
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, VectorEntryPoint)
+                and (self.id, self.rust_id, self.worker) == (other.id, other.rust_id, other.worker))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.rust_id, self.worker))
+
+    def __repr__(self) -> str:
+        where = "python" if self.rust_id is None else (f"worker={self.worker!r}" if self.worker else "builtin")
+        return f"ringenv.VectorEntryPoint({self.id!r}, {where})"
+
+
+def register(id: str, entry_point: Union[str, Callable[..., gym.Env], None] = None, *,
+             worker: Optional[Union[str, "os.PathLike[str]"]] = None, rust_id: Optional[str] = None,
+             kwargs: Optional[Dict[str, Any]] = None, **spec_kwargs: Any) -> None:
+    """Registers env ``id`` in Gymnasium's registry with a ``vector_entry_point`` that builds a
+    :class:`ringenv.AsyncVectorEnv`, so that ``gymnasium.make_vec(id, num_envs)`` (whose default
+    mode is then ``"vector_entry_point"``) and RLlib's ``gym_env_vectorize_mode=
+    "vector_entry_point"`` step it in ringenv's workers.
+
+    - A Python env: ``entry_point`` (``"package.module:EnvClass"`` or a callable), registered as
+      its Gymnasium ``entry_point`` too, so ``gymnasium.make(id)`` and the ``"sync"`` and
+      ``"async"`` modes work as well. Each sub-env is ``gymnasium.make`` of the spec, which the
+      workers receive (they need not import the module that registered it).
+    - A Rust env: ``worker``, the path of a worker binary built with the ``ringenv-worker`` SDK,
+      serving ``rust_id`` (default: ``id`` without its namespace, ``"my_envs/Sokoban-v0"`` ->
+      ``"Sokoban-v0"``). Only the vector modes exist for it.
+
+    ``gymnasium.make_vec``'s keyword arguments (and ``kwargs``, the defaults registered with the
+    id) are split by name: :data:`VECTOR_OPTIONS` configure the vector env, the rest reach the
+    env's constructor. Registering an id again replaces it (Gymnasium warns).
+
+    >>> import gymnasium as gym, ringenv
+    >>> ringenv.register("demo/Pendulum-v1", "gymnasium.envs.classic_control:PendulumEnv",
+    ...                  max_episode_steps=200)
+    >>> envs = gym.make_vec("demo/Pendulum-v1", 2, num_workers=1, g=9.81)
+    >>> envs.reset(seed=0)[0].shape
+    (2, 3)
+    >>> envs.close()
+
+    Args:
+        id: the Gymnasium id (``"[namespace/]Name-vN"``).
+        entry_point: a Python env's entry point (exactly one of it and ``worker``).
+        worker: the path of a worker binary (checked now: it must be an executable file).
+        rust_id: the id ``worker`` serves.
+        kwargs: default keyword arguments (vector options and env arguments alike).
+        **spec_kwargs: other ``gymnasium.register`` arguments of a Python env
+            (``max_episode_steps``, ``reward_threshold``, ...).
+
+    Raises:
+        TypeError: ``id`` not a string, or neither or both of ``entry_point`` and ``worker``.
+        ValueError: ``rust_id`` without ``worker``, or ``spec_kwargs`` with ``worker`` (a Rust
+            env takes only its own arguments).
+        FileNotFoundError, PermissionError: ``worker`` is not an executable file.
+    """
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a string such as 'my_envs/MyEnv-v0', got {type(id).__name__} {id!r}")
+    if (entry_point is None) == (worker is None):
+        raise TypeError(f"register({id!r}) needs exactly one of entry_point (a Python env) and worker (the path "
+                        "of a worker binary serving a Rust env)")
+    if worker is None:
+        if rust_id is not None:
+            raise ValueError(f"register({id!r}): rust_id names the env a worker binary serves; give worker too")
+        gym.register(id, entry_point=entry_point, vector_entry_point=VectorEntryPoint(id), kwargs=kwargs or {},
+                     **spec_kwargs)
+        return
+    if spec_kwargs:
+        raise ValueError(f"register({id!r}) of a Rust env takes no {sorted(spec_kwargs)}: a Rust env ends its own "
+                         "episodes and takes only its own arguments (pass them in kwargs)")
+    path = _worker_path(worker)
+    served = rust_id if rust_id is not None else id.rsplit("/", 1)[-1]
+    gym.register(id, vector_entry_point=VectorEntryPoint(id, served, path), kwargs=kwargs or {})
+
+
+def register_builtins() -> None:
+    """Registers each built-in Rust env as ``"ringenv/<id>"`` (``"ringenv/CartPole-v1"``,
+    ``"ringenv/BlocksWorld-v0"``), with no single-env entry point: only
+    ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`` (the default for them)
+    makes them. Run by ``import ringenv``; starts no process; registering again does nothing."""
+    for rust_id in builtin_env_ids():
+        id = f"{NAMESPACE}/{rust_id}"
+        entry = VectorEntryPoint(id, rust_id)
+        existing = gym.registry.get(id)
+        if existing is None or existing.vector_entry_point != entry:
+            gym.register(id, vector_entry_point=entry)

@@ -49,30 +49,6 @@ __all__ = ["SubprocVecEnv"]
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-class _EnvInfoAsyncVectorEnv(AsyncVectorEnv):
-    """An :class:`~ringenv.AsyncVectorEnv` that keeps each sub-env's info dict as the env returned
-    it, in ``env_infos`` (env id -> dict, for the envs that sent a non-empty one during the last
-    reset or step), instead of vectorising them: SB3 wants one dict per env, with the env's own
-    Python types. Its ``reset``/``step`` return empty infos."""
-
-    env_infos: Dict[int, Dict[str, Any]]
-
-    def _absorb(self, messages) -> Dict[str, Any]:
-        self.env_infos = {}
-        super()._absorb(messages)
-        return {}
-
-    def _vectorise_infos(self, env_infos: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
-        for env_num, env_info in env_infos:
-            self._add_info({}, env_info, env_num)
-        return {}
-
-    def _add_info(self, vector_infos: Dict[str, Any], env_info: Dict[str, Any], env_num: int) -> Dict[str, Any]:
-        old = self.env_infos.get(env_num)
-        self.env_infos[env_num] = env_info if old is None else {**old, **env_info}
-        return vector_infos
-
-
 # -- functions run in the workers: closures, so cloudpickle sends them by value ---------------------
 
 
@@ -162,13 +138,16 @@ class SubprocVecEnv(VecEnv):
 
     Underneath is a :class:`ringenv.AsyncVectorEnv` in same-step autoreset mode: ``num_workers``
     processes (default: the number of cores, at most ``num_envs``), each stepping a contiguous
-    group of envs, instead of SB3's one process per env.
+    group of envs, instead of SB3's one process per env. SB3 wants each env's own info dict, which
+    it reads with :meth:`ringenv.AsyncVectorEnv.env_infos` (``vector_infos=False``: Gymnasium's
+    vectorised infos are never built).
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle;
             old ``gym`` envs are converted with SB3's ``_patch_env``).
-        start_method: accepted for compatibility and ignored (workers always start with
-            fork+exec); it must be ``None`` or one of ``multiprocessing.get_all_start_methods()``.
+        start_method: accepted for compatibility and otherwise ignored (workers always start
+            with fork+exec); it must be ``None`` or a name ``multiprocessing.get_context``
+            accepts, which raises its own ``ValueError`` otherwise, as with SB3.
         **kwargs: passed to :class:`ringenv.AsyncVectorEnv`: ``num_workers``,
             ``on_worker_failure``, ``worker_env``, ``startup_timeout``, ``copy``, ...; not
             ``autoreset_mode`` (SB3's semantics need same-step autoreset).
@@ -186,7 +165,8 @@ class SubprocVecEnv(VecEnv):
     ``reset()`` is collected and dropped (SB3's ``SubprocVecEnv`` would mix up its pipes).
 
     Raises:
-        ValueError: empty ``env_fns``, an unknown ``start_method``, a bad ``num_workers``.
+        ValueError: empty ``env_fns``, an unknown ``start_method`` (multiprocessing's "cannot find
+            context for ..."), a bad ``num_workers``.
         TypeError: ``autoreset_mode`` in ``kwargs``.
         NotImplementedError: a nested Dict or Tuple observation space (as SB3's ``DummyVecEnv``).
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ.
@@ -198,13 +178,12 @@ class SubprocVecEnv(VecEnv):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("env_fns is empty: give at least one env factory")
-        if start_method is not None and start_method not in multiprocessing.get_all_start_methods():
-            raise ValueError(f"start_method {start_method!r} is not one of {multiprocessing.get_all_start_methods()} "
-                             "(it is ignored by ringenv, whose workers start with fork+exec)")
+        if start_method is not None:
+            multiprocessing.get_context(start_method)  # its own ValueError for an unknown method, as SB3's
         if "autoreset_mode" in kwargs:
             raise TypeError("SubprocVecEnv takes no autoreset_mode: SB3's semantics need same-step autoreset")
-        self._vec = _EnvInfoAsyncVectorEnv([_make_env(fn) for fn in env_fns],
-                                           autoreset_mode=AutoresetMode.SAME_STEP, **kwargs)
+        self._vec = AsyncVectorEnv([_make_env(fn) for fn in env_fns], autoreset_mode=AutoresetMode.SAME_STEP,
+                                   vector_infos=False, **kwargs)
         self.closed = False
         try:
             check_for_nested_spaces(self._vec.single_observation_space)
@@ -246,8 +225,9 @@ class SubprocVecEnv(VecEnv):
                 mask[env_ids] = True
                 options = {**(options or {}), "reset_mask": mask}
             obs, _ = self._vec.reset(seed=seeds, options=options)
+            env_infos = self._vec.env_infos()
             for i in env_ids:
-                reset_infos[i] = self._vec.env_infos.get(i, {})
+                reset_infos[i] = env_infos[i]
         self.reset_infos = reset_infos
         self._reset_seeds()
         self._reset_options()
@@ -264,7 +244,14 @@ class SubprocVecEnv(VecEnv):
                 action space (checked before anything is sent).
         """
         self._assert_open("step_async")
-        count = len(actions) if np.ndim(actions) > 0 else 0
+        # Not np.ndim: a list of Tuple-space actions (tuples of arrays of different shapes) is no array.
+        if isinstance(actions, np.ndarray):
+            count = len(actions) if actions.ndim > 0 else 0
+        else:
+            try:
+                count = len(actions)
+            except TypeError:
+                count = 0
         if count != self.num_envs:
             raise ValueError(f"actions: got {count} actions for {self.num_envs} envs (one per env expected)")
         batch: Any
@@ -290,8 +277,7 @@ class SubprocVecEnv(VecEnv):
             self.waiting = False
         dones = terminated | truncated
         infos: List[Dict[str, Any]] = []
-        for i in range(self.num_envs):
-            info = self._vec.env_infos.get(i, {})
+        for i, info in enumerate(self._vec.env_infos()):
             if "final_obs" in info:  # the episode ended: the step's info and obs, then the reset's info
                 reset_info = info
                 final_obs = reset_info.pop("final_obs")

@@ -33,7 +33,7 @@ from ringenv._batches import BatchesMixin, check_batch_size, default_async_worke
 from ringenv._device import DeviceBatches, host_actions
 from ringenv._infos import add_infos
 from ringenv._staging import parse_device
-from ringenv._worker import worker_argv
+from ringenv._worker import pickle_main_by_value, worker_argv
 from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -322,6 +322,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             sent (first in, first out) instead of the order they finished, so the sequence of
             batches, and with seeded envs the whole run, is a function of the seeds and actions
             alone; the price is waiting for the earliest batch even when a later one is done.
+        vector_infos: if ``True`` (default), ``reset``, ``step`` and ``recv`` return infos
+            vectorised as Gymnasium does; if ``False``, they return an empty dict and skip that
+            work, and each env's own info dict is read with :meth:`env_infos` (which works either
+            way).
 
     Attributes:
         num_workers: the number of worker processes; batch_size, deterministic: as given.
@@ -361,6 +365,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         deterministic: bool = False,
         device: Any = None,
         spin_us: Optional[float] = None,
+        vector_infos: bool = True,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         if not isinstance(env_fns, SequenceABC):
@@ -410,6 +415,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         }
 
         def make_init(start: int, stop: int) -> bytes:
+            pickle_main_by_value()  # factories defined in a spawned child's main script (__mp_main__)
             for i in range(start, stop):
                 try:
                     cloudpickle.dumps(env_fns[i])
@@ -425,15 +431,15 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
             check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
-            spin_us=spin_us,
+            spin_us=spin_us, vector_infos=vector_infos,
         )
         self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
 
     @classmethod
-    def _from_rust(cls, argv: List[str], env_id: str, num_envs: int, kwargs: Dict[str, Any],
+    def _from_rust(cls, argv: List[str], id: str, num_envs: int, kwargs: Dict[str, Any],
                    spaces_json: Tuple[dict, dict], *, num_workers: Optional[int] = None, copy: bool = True,
                    startup_timeout: float = 60.0, **start_options: Any) -> "AsyncVectorEnv":
-        """A vector env of Rust env ``env_id`` served by the worker program ``argv`` (the pool
+        """A vector env of Rust env ``id`` served by the worker program ``argv`` (the pool
         appends its four arguments): ``ringenv._worker.worker_argv("--rust")`` for
         the built-ins, ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
         ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
@@ -454,10 +460,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
         self.render_mode = None
         on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
-        init = json.dumps({"env_id": env_id, "kwargs": kwargs, "on_panic": on_panic}).encode()
+        init = json.dumps({"id": id, "kwargs": kwargs, "on_panic": on_panic}).encode()
         single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
         if not _layout.is_flat(single_act):
-            raise ValueError(f"{env_id}: the action space {single_act!r} of a Rust env must be flat "
+            raise ValueError(f"{id}: the action space {single_act!r} of a Rust env must be flat "
                              "(Box, Discrete, MultiDiscrete or MultiBinary)")
         self._start(
             single_obs, single_act, None,
@@ -470,8 +476,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
                num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
                restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False,
-               device=None, spin_us=None):
+               device=None, spin_us=None, vector_infos=True):
         n = self.num_envs
+        self._vector_infos, self._env_infos = bool(vector_infos), {}
         self._device: Optional[DeviceBatches] = None
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
         if torch_device is not None and not (self.shared_memory and _layout.is_flat(single_obs)):
@@ -884,9 +891,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         return slot, messages
 
     def _absorb(self, messages) -> Dict[str, Any]:
-        """Vectorises the infos of a reset or step (in env order, as Gymnasium adds them) and,
-        on the pickled path, takes in the observations."""
-        all_infos: List[Tuple[int, Dict[str, Any]]] = []
+        """Keeps each env's info of a reset, step or recv for :meth:`env_infos`, vectorises them
+        (in env order, as Gymnasium adds them) unless ``vector_infos=False``, and, on the pickled
+        path, takes in the observations."""
+        raw: Dict[int, Dict[str, Any]] = {}
         for worker, payload in sorted(messages, key=lambda m: m[0]):
             observations, env_infos = cloudpickle.loads(payload)
             if observations is not None:
@@ -894,17 +902,26 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 for k, obs in enumerate(observations):
                     if obs is not None:  # None: not reset (reset mask)
                         self._env_obs[start + k] = obs
-            all_infos.extend(env_infos)
-        infos = self._vectorise_infos(all_infos)
+            raw.update(env_infos)
         for r in self._restarted:
             for env_id in range(*r["env_ids"]):
-                infos = self._add_info(infos, {"worker_restarted": True}, env_id)
-        return infos
+                raw[env_id] = {**raw.get(env_id, {}), "worker_restarted": True}
+        self._env_infos = raw
+        if not self._vector_infos:
+            return {}
+        # Column by column, exactly as Gymnasium's env-by-env `_add_info` would (ringenv/_infos.py).
+        return add_infos({}, sorted(raw.items()), self.num_envs, self._add_info)
 
-    def _vectorise_infos(self, env_infos: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, Any]:
-        """The vector infos of ``env_infos`` (``(env_id, info)`` pairs in env order): column by
-        column, exactly as Gymnasium's env-by-env ``_add_info`` would (``ringenv/_infos.py``)."""
-        return add_infos({}, env_infos, self.num_envs, self._add_info)
+    def env_infos(self) -> List[Dict[str, Any]]:
+        """Each env's own info dict from the last ``reset``, ``step`` or ``recv``, as the env
+        returned it (its own Python types, not vectorised; ``"worker_restarted": True`` added for
+        the envs of a restarted worker; in same-step autoreset mode, ``"final_obs"`` and
+        ``"final_info"`` for the envs that ended): a list of ``num_envs`` dicts in env order,
+        empty for envs that returned no info or were not part of that call. For adapters that
+        want one dict per env (Stable-Baselines3's); with ``vector_infos=False`` the vectorised
+        infos are skipped altogether."""
+        raw = self._env_infos
+        return [raw.get(i, {}) for i in range(self.num_envs)]
 
     def _observations(self, slot: int):
         if self._device is not None:

@@ -8,6 +8,6 @@ static ALLOCATOR: ringenv_worker::CountingAlloc = ringenv_worker::CountingAlloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let registry = ringenv_worker::registry::builtins();
+    let registry = ringenv_worker::registration::builtins();
     std::process::exit(ringenv_worker::entry::run_cli(registry, &args, &mut std::io::stdout().lock()));
 }

@@ -4,7 +4,9 @@
 //! `on(x, y)` (block `x` stands on block `y`) and `on_table(x)`; the derived facts `clear(x)`
 //! (nothing stands on `x`) and `above(x, y)` (the transitive closure of `on`) come from a tiny
 //! forward-chaining rule engine: facts are a bitset, rules are functions from the known facts to
-//! the facts they derive, and the rules are applied together until nothing new appears.
+//! the facts they derive, and the rules are applied together until nothing new appears. This
+//! engine is the env's own (a `Copy` bitset of three words, laid out for 8 blocks), not the
+//! SDK's general [`crate::facts`] / [`crate::rules`], which it predates.
 //!
 //! - Reset draws a random goal configuration and a different random initial configuration
 //!   (each made by shuffling the blocks and dropping them one by one on the table or on top of an

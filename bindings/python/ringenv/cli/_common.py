@@ -216,17 +216,17 @@ class EnvTarget:
         return ringenv.AsyncVectorEnv([factory] * num_envs, **options)
 
 
-def _gym_spec_or_none(env_id: str):
+def _gym_spec_or_none(id: str):
     import gymnasium as gym
 
     try:
-        return gym.spec(env_id)
+        return gym.spec(id)
     except gym.error.Error:
         return None
 
 
 def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_builtin: bool = True) -> EnvTarget:
-    """The env ``text`` names: a Rust env of a worker binary (``PATH:ENV_ID``, ``PATH`` an existing
+    """The env ``text`` names: a Rust env of a worker binary (``PATH:ID``, ``PATH`` an existing
     file, as ``ringenv.make_vec`` accepts it), a built-in id (preferred, as ``ringenv.make_vec``
     does), a ``module:callable`` factory, or a Gymnasium id (``module:Id-v0`` imports ``module``
     first).
@@ -243,12 +243,12 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
     kwargs = dict(kwargs or {})
     split = split_worker_id(text)
     if split is not None:
-        worker, env_id = split
+        worker, id = split
         try:
-            describe_worker(worker, env_id, kwargs)  # the binary's own error, before any measurement
+            describe_worker(worker, id, kwargs)  # the binary's own error, before any measurement
         except (OSError, ValueError, TypeError) as e:
             raise UsageError(f"argument ENV: {text!r}: {e}") from None
-        return EnvTarget(env_id, "builtin", kwargs, None, None, worker=worker)
+        return EnvTarget(id, "builtin", kwargs, None, None, worker=worker)
     if prefer_builtin and text in ringenv.builtin_env_ids():
         spec = _gym_spec_or_none(text)
         python_factory = functools.partial(gym.make, text, **kwargs) if spec is not None else None

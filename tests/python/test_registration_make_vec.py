@@ -1,0 +1,130 @@
+"""``gymnasium.make_vec`` of ids registered by ringenv: the built-ins (``ringenv/CartPole-v1``,
+``ringenv/BlocksWorld-v0``, registered by ``import ringenv``) and users' own ids
+(``ringenv.register``) give a ``ringenv.AsyncVectorEnv`` through their ``vector_entry_point``,
+equal bit for bit to ``ringenv.make_vec`` (or to Gymnasium's own vector env) for the same seeds;
+keyword arguments reach the vector env or the env by name; bad ones are clear errors."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from vec_asserts import assert_identical
+
+import ringenv
+import ringenv.registration
+from ringenv import AsyncVectorEnv, VectorEntryPoint
+
+
+def _assert_runs_identical(ours, ref, steps: int, seed: int = 0) -> None:
+    obs, infos = ours.reset(seed=seed)
+    ref_obs, ref_infos = ref.reset(seed=seed)
+    assert_identical(obs, ref_obs, "reset obs")
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        actions = rng.integers(0, ref.single_action_space.n, ref.num_envs)
+        got, want = ours.step(actions), ref.step(actions)
+        for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], want[:4]):
+            assert_identical(a, b, f"step {t} {name}")
+
+
+@pytest.mark.parametrize("rust_id, kwargs", [("CartPole-v1", {}), ("BlocksWorld-v0", {"num_blocks": 3})])
+def test_builtins_through_gymnasium_make_vec_equal_ringenv_make_vec(closing, rust_id, kwargs):
+    ours = closing(gym.make_vec(f"ringenv/{rust_id}", 6, vectorization_mode="vector_entry_point", num_workers=2,
+                                **kwargs))
+    ref = closing(ringenv.make_vec(rust_id, 6, vector_kwargs={"num_workers": 2}, **kwargs))
+    assert isinstance(ours, AsyncVectorEnv) and ours.num_workers == 2 and ours.num_envs == 6
+    assert ours.single_observation_space == ref.single_observation_space
+    assert ours.spec.id == f"ringenv/{rust_id}" and ours.spec.kwargs["num_workers"] == 2
+    _assert_runs_identical(ours, ref, steps=120)
+
+
+def test_builtins_are_registered_on_import_without_an_entry_point_or_a_process():
+    for rust_id in ringenv.builtin_env_ids():
+        spec = gym.spec(f"ringenv/{rust_id}")
+        assert spec.entry_point is None and spec.vector_entry_point == VectorEntryPoint(f"ringenv/{rust_id}", rust_id)
+    # In a fresh interpreter: importing registers the ids and starts no process.
+    code = ("import psutil, gymnasium as gym, ringenv; "
+            "print(sorted(i for i in gym.registry if i.startswith('ringenv/')), len(psutil.Process().children()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["['ringenv/BlocksWorld-v0',", "'ringenv/CartPole-v1']", "0"], done.stdout
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Gymnasium warns when an id is registered over
+        ringenv.registration.register_builtins()  # again: nothing changes
+    assert gym.spec("ringenv/CartPole-v1").vector_entry_point == VectorEntryPoint("ringenv/CartPole-v1", "CartPole-v1")
+
+
+def test_default_mode_of_a_ringenv_id_is_its_vector_entry_point(closing):
+    envs = closing(gym.make_vec("ringenv/CartPole-v1", 2, num_workers=1))
+    assert isinstance(envs, AsyncVectorEnv) and envs.spec.kwargs["vectorization_mode"] == "vector_entry_point"
+    with pytest.raises(gym.error.Error, match="doesn't have an entry point"):
+        gym.make_vec("ringenv/CartPole-v1", 2, vectorization_mode="sync")
+
+
+@pytest.fixture
+def pendulum_id():
+    id = "ringenv_test/Pendulum-v1"
+    ringenv.register(id, "gymnasium.envs.classic_control.pendulum:PendulumEnv", max_episode_steps=7,
+                     kwargs={"g": 3.0})
+    yield id
+    del gym.registry[id]
+
+
+def test_a_user_registered_python_id_equals_gymnasiums_own_vector_env(closing, pendulum_id):
+    ours = closing(gym.make_vec(pendulum_id, 3, num_workers=2, g=4.5, copy=False))
+    ref = closing(gym.make_vec(pendulum_id, 3, vectorization_mode="sync", g=4.5))
+    assert isinstance(ours, AsyncVectorEnv) and ours.num_workers == 2 and ours.copy is False
+    assert ours.get_attr("g") == (4.5, 4.5, 4.5)  # an env argument reached the env; copy reached ringenv
+    obs, _ = ours.reset(seed=3)
+    ref_obs, _ = ref.reset(seed=3)
+    assert_identical(obs, ref_obs, "reset obs")
+    for t in range(7):  # max_episode_steps=7 of the registration applies: the 7th step truncates
+        actions = np.full((3, 1), 0.5 - t / 7, dtype=np.float32)
+        got, want = ours.step(actions), ref.step(actions)
+        for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), got[:4], want[:4]):
+            assert_identical(a, b, f"step {t} {name}")
+    assert got[3].all()
+    # The registered default argument applies when the call gives none.
+    assert closing(gym.make_vec(pendulum_id, 2, num_workers=1)).get_attr("g") == (3.0, 3.0)
+
+
+def test_unknown_arguments_are_clear_errors(closing, pendulum_id):
+    with pytest.raises(ValueError, match='BlocksWorld-v0 takes no argument "colour"; it accepts num_blocks'):
+        gym.make_vec("ringenv/BlocksWorld-v0", 2, vectorization_mode="vector_entry_point", colour=3)
+    with pytest.raises(ValueError, match='CartPole-v1 takes no arguments, got "gravity"'):
+        gym.make_vec("ringenv/CartPole-v1", 2, gravity=9.8)
+    with pytest.raises(TypeError, match="colour"):
+        gym.make_vec(pendulum_id, 2, colour=3)
+    with pytest.raises(TypeError, match="num_workers must be an integer"):
+        gym.make_vec("ringenv/CartPole-v1", 2, num_workers="4")
+    # Gymnasium's own rule in this mode: options travel as keyword arguments, not vector_kwargs.
+    with pytest.raises(gym.error.Error, match="vector_kwargs"):
+        gym.make_vec("ringenv/CartPole-v1", 2, vectorization_mode="vector_entry_point",
+                     vector_kwargs={"num_workers": 1})
+
+
+def test_register_refuses_what_cannot_work(tmp_path):
+    with pytest.raises(TypeError, match="exactly one of entry_point"):
+        ringenv.register("ringenv_test/X-v0")
+    with pytest.raises(TypeError, match="exactly one of entry_point"):
+        ringenv.register("ringenv_test/X-v0", "a.b:C", worker="/bin/true")
+    with pytest.raises(ValueError, match="rust_id"):
+        ringenv.register("ringenv_test/X-v0", "a.b:C", rust_id="X-v0")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        ringenv.register("ringenv_test/X-v0", worker=str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        ringenv.register("ringenv_test/X-v0", worker="/bin/true", max_episode_steps=5)
+    assert "ringenv_test/X-v0" not in gym.registry
+
+
+def test_module_docstring_examples_run():
+    try:
+        result = doctest.testmod(ringenv.registration, verbose=False)
+    finally:
+        gym.registry.pop("demo/Pendulum-v1", None)
+    assert result.attempted >= 8 and result.failed == 0
