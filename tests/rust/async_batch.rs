@@ -3,19 +3,15 @@
 //! in-process reference, `RecvOrder::Sent` is first-in first-out, and misuse is refused before
 //! anything is sent.
 
-use ringenv_runtime::{Array, CommandKind, Layout, Pool, PoolConfig, PoolError, RecvOrder, WorkerCommand};
+use ringenv_runtime::{Array, CommandKind, Pool, PoolError, RecvOrder};
 use ringenv_worker::envs::CartPole;
-use ringenv_worker::registration;
 use std::time::Duration;
 
+#[path = "support/builtin_pool.rs"]
+mod builtin_pool;
+
 fn pool(num_envs: usize, num_workers: usize) -> Pool {
-    let kwargs = serde_json::Value::Null;
-    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
-    let layout =
-        Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
-            .unwrap();
-    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
-    Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init)).unwrap()
+    Pool::spawn(builtin_pool::builtin_config("CartPole-v1", num_envs, num_workers)).unwrap()
 }
 
 fn obs_rows(pool: &Pool, slot: usize, envs: std::ops::Range<usize>) -> Vec<f32> {

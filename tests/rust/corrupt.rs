@@ -10,12 +10,14 @@
 
 use proptest::prelude::*;
 use ringenv_runtime::{
-    Command, CommandKind, Completion, FailurePolicy, HeapMemory, Layout, Memory, Pool, PoolConfig, PoolError,
-    PushError, RestartPolicy, Ring, WorkerCommand,
+    Command, CommandKind, Completion, FailurePolicy, HeapMemory, Memory, Pool, PoolError, PushError, RestartPolicy,
+    Ring,
 };
-use ringenv_worker::registration;
 use std::sync::Arc;
 use std::time::Duration;
+
+#[path = "support/builtin_pool.rs"]
+mod builtin_pool;
 
 /// A ring's header: `head`, `tail`, then capacity and claim, each on its own 128-byte line
 /// (`CachePadded`); then the cells, each a `u64` stamp and a 16-byte descriptor.
@@ -29,19 +31,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 fn pool(num_workers: usize, on_failure: FailurePolicy) -> Pool {
     assert_eq!(Ring::<Command>::mem_size(CAPACITY), CELLS + CAPACITY * CELL, "the ring layout these tests write");
-    let kwargs = serde_json::Value::Null;
-    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
-    let layout = Layout::single(
-        2 * num_workers,
-        num_workers,
-        2,
-        obs.array_spec(),
-        act.array_spec(),
-        ringenv_runtime::DType::F32,
-    )
-    .unwrap();
-    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
-    let mut config = PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init);
+    let mut config = builtin_pool::builtin_config("CartPole-v1", 2 * num_workers, num_workers);
     config.on_failure = on_failure;
     let mut pool = Pool::spawn(config).unwrap();
     pool.reset(&vec![Some(1); 2 * num_workers]).unwrap();

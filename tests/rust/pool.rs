@@ -3,17 +3,13 @@
 
 use ringenv_runtime::{Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::envs::CartPole;
-use ringenv_worker::registration;
 use std::time::{Duration, Instant};
 
+#[path = "support/builtin_pool.rs"]
+mod builtin_pool;
+
 fn pool(id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
-    let kwargs = serde_json::Value::Null;
-    let (obs, act) = registration::spaces(id, &kwargs).unwrap();
-    let layout =
-        Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
-            .unwrap();
-    let init = serde_json::to_vec(&registration::RustInit { id: id.into(), kwargs }).unwrap();
-    Pool::spawn(PoolConfig::new(layout, WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker")), init))
+    Pool::spawn(builtin_pool::builtin_config(id, num_envs, num_workers))
 }
 
 /// A layout of `num_envs` envs with CartPole's arrays (float32[4] observations, int64 actions).

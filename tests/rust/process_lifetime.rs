@@ -12,20 +12,18 @@
 //! `harness = false`: the fork tests need a single-threaded process (libtest runs tests on
 //! threads, and a fork child of a multi-threaded process may only make async-signal-safe calls).
 
-use ringenv_runtime::{FailurePolicy, Layout, Pool, PoolConfig, PoolError, RestartPolicy, WorkerCommand};
-use ringenv_worker::registration;
+use ringenv_runtime::{FailurePolicy, Pool, PoolConfig, PoolError, RestartPolicy};
 use std::time::Duration;
+
+#[path = "support/builtin_pool.rs"]
+mod builtin_pool;
+#[path = "support/harness.rs"]
+mod harness;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_ringenv-worker");
 
 fn config(num_envs: usize, num_workers: usize) -> PoolConfig {
-    let kwargs = serde_json::Value::Null;
-    let (obs, act) = registration::spaces("CartPole-v1", &kwargs).unwrap();
-    let layout =
-        Layout::single(num_envs, num_workers, 2, obs.array_spec(), act.array_spec(), ringenv_runtime::DType::F32)
-            .unwrap();
-    let init = serde_json::to_vec(&registration::RustInit { id: "CartPole-v1".into(), kwargs }).unwrap();
-    PoolConfig::new(layout, WorkerCommand::new(WORKER), init)
+    builtin_pool::builtin_config("CartPole-v1", num_envs, num_workers)
 }
 
 fn steps(pool: &mut Pool, n: usize) -> Result<(), PoolError> {
@@ -232,23 +230,5 @@ fn main() {
         ("a_fork_child_writes_no_seed_into_the_parents_slots", a_fork_child_writes_no_seed_into_the_parents_slots),
         ("a_negative_descriptor_is_a_bad_fd_error_not_a_panic", a_negative_descriptor_is_a_bad_fd_error_not_a_panic),
     ];
-    let args: Vec<String> = std::env::args().collect();
-    let filter: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
-    let mut failed = Vec::new();
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        match std::panic::catch_unwind(test) {
-            Ok(()) => println!("test {name} ... ok"),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(name);
-            }
-        }
-    }
-    if !failed.is_empty() {
-        println!("failed: {failed:?}");
-        std::process::exit(1);
-    }
+    harness::run_tests(&tests);
 }

@@ -15,6 +15,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+#[path = "support/harness.rs"]
+mod harness;
+
 /// Every space kind in one Dict observation; a MultiDiscrete action.
 struct Zoo {
     c: u64,
@@ -304,22 +307,5 @@ fn main() {
         ("on_panic_exit_makes_the_panic_a_worker_death", on_panic_exit_makes_the_panic_a_worker_death),
         ("describe_prints_the_spaces_and_names_bad_arguments", describe_prints_the_spaces_and_names_bad_arguments),
     ];
-    let filter: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
-    let mut failed = Vec::new();
-    for (name, test) in tests {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        match std::panic::catch_unwind(test) {
-            Ok(()) => println!("test {name} ... ok"),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(name);
-            }
-        }
-    }
-    if !failed.is_empty() {
-        println!("failed: {failed:?}");
-        std::process::exit(1);
-    }
+    harness::run_tests(&tests);
 }
