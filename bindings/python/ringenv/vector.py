@@ -30,9 +30,8 @@ from gymnasium.vector.utils import (
 
 from ringenv import _layout, _native
 from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
-from ringenv._device import DeviceBatches, host_actions
 from ringenv._infos import add_infos
-from ringenv._staging import parse_device
+from ringenv._staging import DeviceBatches, host_actions, parse_device
 from ringenv._worker import pickle_main_by_value, worker_argv
 from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
 
