@@ -14,9 +14,17 @@ mod workers;
 
 use pyo3::prelude::*;
 
+/// This process's id, as `os.getpid()`, cached (`ringenv_runtime::current_pid`: no system call
+/// after the first; cleared in a fork child). The vector env's per-call "am I the creator" check.
+#[pyfunction]
+fn current_pid() -> u32 {
+    ringenv_runtime::current_pid()
+}
+
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(current_pid, m)?)?;
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<py_segment::PySegment>()?;
     m.add_class::<py_staging::PyCudaStaging>()?;

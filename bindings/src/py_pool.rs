@@ -6,8 +6,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError, RecvOrder,
-    RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
+    current_pid, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError,
+    RecvOrder, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
 };
 use std::time::{Duration, Instant};
 
@@ -181,7 +181,7 @@ impl PyPool {
     /// The open pool, or `ForkedProcessError` in a process other than its creator, or
     /// `ClosedEnvironmentError` once closed.
     fn open(&self, py: Python<'_>) -> PyResult<&Pool> {
-        let pid = std::process::id();
+        let pid = current_pid();
         if pid != self.creator_pid {
             return Err(forked_error(py, self.creator_pid, pid));
         }
@@ -190,7 +190,7 @@ impl PyPool {
 
     /// As [`PyPool::open`], mutably.
     fn open_mut(&mut self, py: Python<'_>) -> PyResult<&mut Pool> {
-        let pid = std::process::id();
+        let pid = current_pid();
         if pid != self.creator_pid {
             return Err(forked_error(py, self.creator_pid, pid));
         }
@@ -209,7 +209,7 @@ impl PyPool {
 impl Drop for PyPool {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            if std::process::id() == self.creator_pid {
+            if current_pid() == self.creator_pid {
                 drop(pool); // stops the workers, then releases everything
             } else {
                 let_go_in_child(pool);
@@ -285,7 +285,7 @@ impl PyPool {
             return Err(e); // Ctrl-C during start-up: the workers were stopped
         }
         let pool = spawned.map_err(|e| to_pyerr(py, e))?;
-        Ok(PyPool { pool: Some(pool), layout, creator_pid: std::process::id(), last_pids: Vec::new() })
+        Ok(PyPool { pool: Some(pool), layout, creator_pid: current_pid(), last_pids: Vec::new() })
     }
 
     /// Bytes of the segment a pool with these arguments would map (the layout's total size,
@@ -527,7 +527,7 @@ impl PyPool {
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
         let Some(mut pool) = self.pool.take() else { return Ok(()) };
-        if std::process::id() != self.creator_pid {
+        if current_pid() != self.creator_pid {
             let_go_in_child(pool);
             return Ok(());
         }

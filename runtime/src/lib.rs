@@ -25,6 +25,7 @@ mod memory;
 mod metrics;
 mod monitor;
 mod pool;
+mod process_id;
 mod restart;
 mod ring;
 mod segment;
@@ -62,6 +63,7 @@ pub use monitor::{
     Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
 pub use pool::{Outcome, Pool, PoolConfig};
+pub use process_id::current_pid;
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};
 pub use segment::{ReadOnlySegment, Segment, SegmentError};

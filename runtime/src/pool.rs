@@ -243,7 +243,7 @@ impl Pool {
             advert: None,
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
-            creator_pid: std::process::id(),
+            creator_pid: crate::current_pid(),
         };
         pool.segment.pool_metrics().init(std::process::id());
         for w in 0..n {
@@ -366,12 +366,12 @@ impl Pool {
         self.flights.iter().filter(|f| f.is_some()).count()
     }
 
-    /// Whether this process created the pool (a `getpid` call). In a `fork` child it is false:
+    /// Whether this process created the pool ([`crate::current_pid`]). In a `fork` child it is false:
     /// every operation there returns [`PoolError::ForkedChild`], and [`Pool::close`] or a drop
     /// only releases the child's own descriptors and mapping. (The views of [`Pool::batch`] are
     /// not checked: a forked child must not write through them, the memory is shared.)
     pub fn is_owner(&self) -> bool {
-        std::process::id() == self.creator_pid
+        crate::current_pid() == self.creator_pid
     }
 
     /// The id of the process that created the pool.
@@ -382,7 +382,7 @@ impl Pool {
     /// Every operation's first check: this is the creator process, the pool has not failed and
     /// is not closed.
     pub(crate) fn usable(&self) -> Result<(), PoolError> {
-        let pid = std::process::id();
+        let pid = crate::current_pid();
         if pid != self.creator_pid {
             return Err(PoolError::ForkedChild { creator_pid: self.creator_pid, pid });
         }

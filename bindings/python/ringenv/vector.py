@@ -568,7 +568,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
 
     def _assert_open(self, name: str):
         creator = self._creator_pid
-        if creator is not None and creator != os.getpid():
+        if creator is not None and creator != _native.current_pid():  # cached: no system call
             raise ForkedProcessError(
                 f"`{name}` was called in process {os.getpid()}, but this ringenv vector env belongs to process "
                 f"{creator}, which created it; this process is a fork of it (os.fork, multiprocessing's 'fork' "
@@ -952,7 +952,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
-        if self._creator_pid != os.getpid():
+        if self._creator_pid != _native.current_pid():
             self._device = None  # CUDA state does not survive a fork: nothing to wait for here
             self._release(0.0)
             return
