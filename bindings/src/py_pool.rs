@@ -1,4 +1,9 @@
 //! `ringenv._native.Pool`: the runtime's pool for Python, with the GIL released while it waits.
+//!
+//! With `inline="python"` or `"rust"`, the pool's last worker is this process
+//! ([`ringenv_runtime::PoolConfig::inline`]): its envs are built here by the same host a worker
+//! process runs (`crate::python_envs` or the built-in registry), and each `wait` or `recv` first
+//! runs that share's pending command, then waits for the worker processes.
 
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
@@ -7,8 +12,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     current_pid, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError,
-    RecvOrder, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
+    RecvOrder, RemoteError, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
 };
+use ringenv_worker::host::EnvHost;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often a blocking wait checks for signals such as Ctrl-C.
@@ -63,6 +70,11 @@ fn layout_of(
     )
     .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
     .map_err(|e| to_pyerr(py, PoolError::Layout(e)))
+}
+
+/// Worker `w`'s init payload: its own, or the one payload for all.
+fn config_init(init: &[Vec<u8>], w: usize) -> &[u8] {
+    init.get(w).unwrap_or(&init[0])
 }
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
@@ -175,6 +187,10 @@ pub struct PyPool {
     creator_pid: u32,
     /// The worker pids at close, what `worker_pids` reports afterwards.
     last_pids: Vec<u32>,
+    /// The envs of the inline worker (the layout's last), stepped in this process; `None` when
+    /// every worker is a process, or once closed. (In a mutex only because a pyclass must be
+    /// `Sync`; the pool's methods take `&mut self`, so it is never contended.)
+    inline: Option<Mutex<Box<dyn EnvHost>>>,
 }
 
 impl PyPool {
@@ -197,6 +213,62 @@ impl PyPool {
         self.pool.as_mut().ok_or_else(|| to_pyerr(py, PoolError::Closed))
     }
 
+    /// Runs the inline worker's pending command, if any, on the envs this process hosts and
+    /// completes it in the pool. An env's exception becomes that worker's error, as in a worker
+    /// process; a panic becomes `InternalError`.
+    fn run_inline(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.open(py)?;
+        let (Some(pool), Some(host)) = (self.pool.as_mut(), self.inline.as_mut()) else { return Ok(()) };
+        let host = host.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some((kind, slot, message)) = pool.inline_command() else { return Ok(()) };
+        let message = message.map(<[u8]>::to_vec);
+        let started = Instant::now();
+        let result = catch(|| match kind {
+            CommandKind::Step => host.step(&mut pool.batch_mut(slot), slot, message.as_deref()),
+            CommandKind::Reset => host.reset(&mut pool.batch_mut(slot), slot, message.as_deref()),
+            CommandKind::Call => host.call(message.as_deref().unwrap_or_default()),
+            other => Err(RemoteError {
+                kind: "ValueError".into(),
+                message: format!("the inline worker cannot run a {other:?} command"),
+                ..Default::default()
+            }),
+        })
+        .map_err(|message| internal_error(py, message))?;
+        pool.complete_inline(result, started.elapsed()).map_err(|e| to_pyerr(py, e))
+    }
+
+    /// Runs the inline worker's pending command ([`PyPool::run_inline`]), then returns what is left
+    /// of `timeout` seconds for the wait on the worker processes (`None`: no limit). The inline
+    /// share cannot be interrupted: a timeout shorter than it is noticed after it, and the
+    /// command stays pending with that share done.
+    ///
+    /// # Errors
+    /// The timeout error (`multiprocessing.TimeoutError`) when the inline share alone took
+    /// `timeout` or longer: the call did not finish in time, whatever the processes did, as
+    /// Gymnasium's `step_wait(timeout)` promises; the command stays pending, its inline share done.
+    fn run_inline_within(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<f64>> {
+        let start = Instant::now();
+        let ran = self.pool.as_ref().is_some_and(|p| p.inline_command().is_some());
+        self.run_inline(py)?;
+        let Some(t) = timeout else { return Ok(None) };
+        let left = t - start.elapsed().as_secs_f64();
+        if ran && left <= 0.0 {
+            let waiting_for = self.pool.as_ref().and_then(Pool::inline_worker).into_iter().collect();
+            return Err(to_pyerr(py, PoolError::Timeout { seconds: t.max(0.0), waiting_for }));
+        }
+        Ok(Some(left.max(0.0)))
+    }
+
+    /// Closes the inline envs (in the creator process only: a fork child's copy is let go).
+    fn close_inline(&mut self) {
+        if let Some(host) = self.inline.take() {
+            if current_pid() == self.creator_pid {
+                let mut host = host.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let _ = catch(move || host.close());
+            }
+        }
+    }
+
     fn check_worker(&self, worker: usize) -> PyResult<()> {
         let n = self.layout.num_workers;
         if worker >= n {
@@ -208,6 +280,7 @@ impl PyPool {
 
 impl Drop for PyPool {
     fn drop(&mut self) {
+        self.close_inline();
         if let Some(pool) = self.pool.take() {
             if current_pid() == self.creator_pid {
                 drop(pool); // stops the workers, then releases everything
@@ -221,7 +294,7 @@ impl Drop for PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None, inline=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -240,7 +313,16 @@ impl PyPool {
         max_restarts: u32,
         restart_window: f64,
         info_arena_bytes: Option<usize>,
+        inline: Option<&str>,
     ) -> PyResult<PyPool> {
+        let python_host = match inline {
+            None => None,
+            Some("python") => Some(true),
+            Some("rust") => Some(false),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!("inline must be None, 'python' or 'rust', got {other:?}")))
+            }
+        };
         let on_failure = match on_worker_failure {
             "raise" => FailurePolicy::Raise,
             "restart" => FailurePolicy::Restart(RestartPolicy {
@@ -260,6 +342,7 @@ impl PyPool {
         let mut command = WorkerCommand::new(program);
         command.args = args.iter().map(Into::into).collect();
         command.env = env.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let init_payloads = init.clone();
         let config = PoolConfig {
             layout,
             command,
@@ -277,6 +360,7 @@ impl PyPool {
             },
             on_failure,
             cancel: Some(start_interrupted),
+            inline: python_host.is_some(),
         };
         let layout = config.layout.clone();
         SIGNAL_RAISED.with(|s| s.borrow_mut().take());
@@ -284,8 +368,30 @@ impl PyPool {
         if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
             return Err(e); // Ctrl-C during start-up: the workers were stopped
         }
-        let pool = spawned.map_err(|e| to_pyerr(py, e))?;
-        Ok(PyPool { pool: Some(pool), layout, creator_pid: current_pid(), last_pids: Vec::new() })
+        let mut pool = spawned.map_err(|e| to_pyerr(py, e))?;
+        let host = match (python_host, pool.inline_worker()) {
+            (Some(python), Some(w)) => {
+                let init = config_init(&init_payloads, w);
+                let env_ids = layout.worker_envs(w);
+                let built = catch(|| {
+                    if python {
+                        crate::python_envs::build_for(py, init, pool.segment(), env_ids.clone())
+                    } else {
+                        ringenv_worker::registration::build_host_for(init, env_ids.clone(), &layout)
+                    }
+                })
+                .map_err(|message| internal_error(py, message))?;
+                match built {
+                    Ok(host) => Some(Mutex::new(host)),
+                    Err(error) => {
+                        pool.close(Duration::ZERO);
+                        return Err(to_pyerr(py, PoolError::Startup { worker: w, env_ids, error: Box::new(error) }));
+                    }
+                }
+            }
+            _ => None,
+        };
+        Ok(PyPool { pool: Some(pool), layout, creator_pid: current_pid(), last_pids: Vec::new(), inline: host })
     }
 
     /// Bytes of the segment a pool with these arguments would map (the layout's total size,
@@ -342,9 +448,17 @@ impl PyPool {
         self.layout.depth
     }
 
+    /// The layout's workers: the worker processes, and the inline worker if any.
     #[getter]
     fn num_workers(&self) -> usize {
         self.layout.num_workers
+    }
+
+    /// The index of the inline worker (the last; its envs are stepped in this process), or
+    /// `None` when every worker is a process.
+    #[getter]
+    fn inline_worker(&self) -> Option<usize> {
+        self.pool.as_ref().and_then(Pool::inline_worker)
     }
 
     /// Whether the pool was closed (its OS resources released in this process).
@@ -434,6 +548,10 @@ impl PyPool {
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
+        // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
+        // step its envs more often than those of the worker processes.
+        let due = self.open(py)?.inline_due(num_workers);
+        let timeout = if due { self.run_inline_within(py, timeout)? } else { timeout };
         let pool = self.open_mut(py)?;
         let out = wait_in_slices(py, timeout, |slice| pool.recv(num_workers, order, Some(slice)))?;
         let list = PyList::empty(py);
@@ -499,6 +617,7 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let timeout = self.run_inline_within(py, timeout)?;
         let pool = self.open_mut(py)?;
         let out = wait_in_slices(py, timeout, |slice| pool.wait(Some(slice)))?;
         let messages = PyList::empty(py);
@@ -526,6 +645,7 @@ impl PyPool {
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
+        self.close_inline();
         let Some(mut pool) = self.pool.take() else { return Ok(()) };
         if current_pid() != self.creator_pid {
             let_go_in_child(pool);

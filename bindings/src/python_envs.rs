@@ -1,4 +1,5 @@
-//! Hosting Python envs in a worker: the step loop is Rust, calling each env through PyO3 and
+//! Hosting Python envs in a worker (or in the main process, for a pool's inline share: the same
+//! host, built by [`build_for`]): the step loop is Rust, calling each env through PyO3 and
 //! writing its observation straight into the env's rows of the shared slot, its reward,
 //! terminated and truncated into theirs.
 //!
@@ -19,7 +20,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use ringenv_runtime::{Array, RemoteError, SlotView, WorkerEndpoint};
+use ringenv_runtime::{Array, RemoteError, Segment, SlotView, WorkerEndpoint};
 use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
 
@@ -31,47 +32,57 @@ enum Mode {
 }
 
 /// Where observations go.
-enum ObsTarget<'py> {
+enum ObsTarget {
     /// `rows[slot][k]`: env k's row, written by NumPy assignment once the observation's shape
     /// is checked against `shape` (assignment would broadcast a wrong shape silently).
-    Rows { rows: Vec<Vec<Bound<'py, PyAny>>>, shape: Bound<'py, PyAny> },
+    Rows { rows: Vec<Vec<Py<PyAny>>>, shape: Py<PyAny> },
     /// `writers[slot][k]`: a callable writing env k's observation.
-    Writers(Vec<Vec<Bound<'py, PyAny>>>),
+    Writers(Vec<Vec<Py<PyAny>>>),
     /// Pickled into the completion's message.
     Pickled,
 }
 
 /// What `ringenv._worker._build` returns.
-type Built<'py> =
-    (Vec<Bound<'py, PyAny>>, Option<Vec<Vec<Bound<'py, PyAny>>>>, bool, Option<Vec<Bound<'py, PyAny>>>, bool, String);
+type Built = (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<PyAny>>>, bool, String);
 
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
-/// The Python envs of one worker.
-pub struct PyEnvs<'py> {
-    helpers: Bound<'py, PyModule>,
-    envs: Vec<Bound<'py, PyAny>>,
+/// The Python envs of one worker (or of the main process's inline share). Holds its Python
+/// objects unbound, so it outlives any one GIL scope; each call binds them.
+pub struct PyEnvs {
+    helpers: Py<PyModule>,
+    envs: Vec<Py<PyAny>>,
     env_ids: Range<usize>,
     mode: Mode,
     autoreset: Autoreset,
-    obs: ObsTarget<'py>,
+    obs: ObsTarget,
     /// `actions[slot]`: this worker's action rows; `None` when actions travel pickled.
-    actions: Option<Vec<Bound<'py, PyAny>>>,
+    actions: Option<Vec<Py<PyAny>>>,
     /// Box actions are copied out of the segment before `env.step`, so an env that keeps its
     /// action never sees it change; Discrete actions arrive as NumPy scalars.
     copy_action: bool,
-    ellipsis: Bound<'py, PyAny>,
+    ellipsis: Py<PyAny>,
 }
 
-/// Builds the envs from the init payload by calling `ringenv._worker._build`.
-pub fn build<'py>(
-    py: Python<'py>,
+/// Builds a worker's envs from the init payload by calling `ringenv._worker._build`.
+pub fn build(py: Python<'_>, init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
+    build_for(py, init, endpoint.segment(), endpoint.env_ids())
+}
+
+/// Builds the envs `env_ids` of a pool over `segment` from the init payload, wherever they are
+/// hosted: a worker process ([`build`]) or the main process's inline share.
+///
+/// # Errors
+/// The factory's or the space check's exception, described as a [`RemoteError`].
+pub fn build_for(
+    py: Python<'_>,
     init: &[u8],
-    endpoint: &WorkerEndpoint,
-) -> Result<Box<dyn EnvHost + 'py>, RemoteError> {
+    segment: &Segment,
+    env_ids: Range<usize>,
+) -> Result<Box<dyn EnvHost>, RemoteError> {
     let helpers = py.import("ringenv._worker").map_err(|e| describe_without_helpers(py, e))?;
-    build_with(py, &helpers, init, endpoint).map_err(|e| describe(&helpers, e, None))
+    build_with(py, &helpers, init, segment, env_ids).map_err(|e| describe(&helpers, e, None))
 }
 
 fn leaves<'py>(py: Python<'py>, specs: &[ringenv_runtime::ArraySpec]) -> PyResult<Bound<'py, PyList>> {
@@ -82,31 +93,31 @@ fn leaves<'py>(py: Python<'py>, specs: &[ringenv_runtime::ArraySpec]) -> PyResul
     Ok(list)
 }
 
-fn build_with<'py>(
-    py: Python<'py>,
-    helpers: &Bound<'py, PyModule>,
+fn build_with(
+    py: Python<'_>,
+    helpers: &Bound<'_, PyModule>,
     init: &[u8],
-    endpoint: &WorkerEndpoint,
-) -> PyResult<Box<dyn EnvHost + 'py>> {
-    let layout = endpoint.segment().layout();
-    let env_ids = endpoint.env_ids();
+    segment: &Segment,
+    env_ids: Range<usize>,
+) -> PyResult<Box<dyn EnvHost>> {
+    let layout = segment.layout();
     let info = PyDict::new(py);
     info.set_item("env_ids", (env_ids.start, env_ids.end))?;
     info.set_item("num_envs", layout.num_envs)?;
-    info.set_item("segment", crate::py_segment::PySegment::array(py, endpoint.segment().memory())?)?;
+    info.set_item("segment", crate::py_segment::PySegment::array(py, segment.memory())?)?;
     info.set_item("obs_leaves", leaves(py, &layout.obs)?)?;
     info.set_item("action_leaves", leaves(py, &layout.action)?)?;
-    let base = endpoint.segment().memory().as_ptr() as usize;
+    let base = segment.memory().as_ptr() as usize;
     let offsets = PyList::empty(py);
     for s in 0..layout.depth {
-        let v = endpoint.segment().slot(s);
+        let v = segment.slot(s);
         let obs: Vec<usize> = (0..layout.obs.len()).map(|k| v.address(Array::Obs(k)) - base).collect();
         let act: Vec<usize> = (0..layout.action.len()).map(|k| v.address(Array::Action(k)) - base).collect();
         offsets.append((obs, act))?;
     }
     info.set_item("offsets", offsets)?;
     let built = helpers.getattr("_build")?.call1((PyBytes::new(py, init), info))?;
-    let (envs, targets, obs_fast, actions, copy_action, mode): Built<'py> = built.extract()?;
+    let (envs, targets, obs_fast, actions, copy_action, mode): Built = built.extract()?;
     let mode = match mode.as_str() {
         "next_step" => Mode::NextStep,
         "same_step" => Mode::SameStep,
@@ -116,13 +127,13 @@ fn build_with<'py>(
     let obs = match targets {
         None => ObsTarget::Pickled,
         Some(t) if obs_fast => {
-            let shape = t[0][0].getattr("shape")?;
+            let shape = t[0][0].bind(py).getattr("shape")?.unbind();
             ObsTarget::Rows { rows: t, shape }
         }
         Some(t) => ObsTarget::Writers(t),
     };
     Ok(Box::new(PyEnvs {
-        helpers: helpers.clone(),
+        helpers: helpers.clone().unbind(),
         autoreset: Autoreset::new(envs.len()),
         envs,
         env_ids,
@@ -130,7 +141,7 @@ fn build_with<'py>(
         obs,
         actions,
         copy_action,
-        ellipsis: py.Ellipsis().into_bound(py),
+        ellipsis: py.Ellipsis(),
     }))
 }
 
@@ -159,14 +170,24 @@ fn describe(helpers: &Bound<'_, PyModule>, e: PyErr, env_id: Option<usize>) -> R
     }
 }
 
-impl<'py> PyEnvs<'py> {
-    fn helper(&self, name: &str, args: impl pyo3::call::PyCallArgs<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.helpers.getattr(name)?.call1(args)
+impl PyEnvs {
+    fn helper<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        args: impl pyo3::call::PyCallArgs<'py>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.helpers.bind(py).getattr(name)?.call1(args)
+    }
+
+    fn describe(&self, py: Python<'_>, e: PyErr, env_id: Option<usize>) -> RemoteError {
+        describe(self.helpers.bind(py), e, env_id)
     }
 
     /// Writes env k's observation to its target, or keeps it for the pickled message.
-    fn put_obs(
+    fn put_obs<'py>(
         &self,
+        py: Python<'py>,
         k: usize,
         slot: usize,
         obs: Bound<'py, PyAny>,
@@ -174,16 +195,17 @@ impl<'py> PyEnvs<'py> {
     ) -> PyResult<()> {
         match &self.obs {
             ObsTarget::Rows { rows, shape } => {
-                let same = obs.getattr(pyo3::intern!(obs.py(), "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
+                let shape = shape.bind(py);
+                let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
                 let obs = if same {
                     obs
                 } else {
                     let id = self.env_ids.start + k;
-                    self.helper("_checked_obs", (obs, shape, id))?
+                    self.helper(py, "_checked_obs", (obs, shape, id))?
                 };
-                rows[slot][k].set_item(&self.ellipsis, obs)
+                rows[slot][k].bind(py).set_item(self.ellipsis.bind(py), obs)
             }
-            ObsTarget::Writers(writers) => writers[slot][k].call1((obs,)).map(drop),
+            ObsTarget::Writers(writers) => writers[slot][k].bind(py).call1((obs,)).map(drop),
             ObsTarget::Pickled => {
                 pickled.push(obs);
                 Ok(())
@@ -191,23 +213,29 @@ impl<'py> PyEnvs<'py> {
         }
     }
 
-    fn reset_env(
+    fn reset_env<'py>(
         &self,
+        py: Python<'py>,
         k: usize,
         seed: Option<u64>,
         options: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
-        let py = self.helpers.py();
         let kwargs = PyDict::new(py);
         kwargs.set_item("seed", seed)?;
         kwargs.set_item("options", options)?;
-        self.envs[k].call_method("reset", (), Some(&kwargs))?.extract()
+        self.envs[k].bind(py).call_method("reset", (), Some(&kwargs))?.extract()
     }
 
-    fn action(&self, k: usize, slot: usize, pickled: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn action<'py>(
+        &self,
+        py: Python<'py>,
+        k: usize,
+        slot: usize,
+        pickled: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match (&self.actions, pickled) {
             (Some(views), _) => {
-                let a = views[slot].get_item(k)?;
+                let a = views[slot].bind(py).get_item(k)?;
                 if self.copy_action {
                     a.call_method0("copy")
                 } else {
@@ -222,20 +250,20 @@ impl<'py> PyEnvs<'py> {
     }
 
     /// Steps env k (or autoresets it in next-step mode), writing its observation.
-    fn step_env(
+    fn step_env<'py>(
         &mut self,
+        py: Python<'py>,
         k: usize,
         slot: usize,
         actions: Option<&Bound<'py, PyAny>>,
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<StepResult<'py>> {
-        let py = self.helpers.py();
         if self.mode == Mode::NextStep && self.autoreset.take(k) {
-            let (obs, info) = self.reset_env(k, None, &py.None().into_bound(py))?;
-            self.put_obs(k, slot, obs, pickled)?;
+            let (obs, info) = self.reset_env(py, k, None, &py.None().into_bound(py))?;
+            self.put_obs(py, k, slot, obs, pickled)?;
             return Ok((0.0, false, false, info));
         }
-        let out = self.envs[k].call_method1("step", (self.action(k, slot, actions)?,))?;
+        let out = self.envs[k].bind(py).call_method1("step", (self.action(py, k, slot, actions)?,))?;
         let out = out.cast_into::<PyTuple>()?;
         if out.len() != 5 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -249,18 +277,19 @@ impl<'py> PyEnvs<'py> {
         let mut obs = out.get_item(0)?;
         let mut info = out.get_item(4)?.cast_into::<PyDict>()?;
         if self.mode == Mode::SameStep && (terminated || truncated) {
-            let (reset_obs, reset_info) = self.reset_env(k, None, &py.None().into_bound(py))?;
-            info = self.helper("_same_step_info", (info, obs, reset_info))?.cast_into::<PyDict>()?;
+            let (reset_obs, reset_info) = self.reset_env(py, k, None, &py.None().into_bound(py))?;
+            info = self.helper(py, "_same_step_info", (info, obs, reset_info))?.cast_into::<PyDict>()?;
             obs = reset_obs;
         }
-        self.put_obs(k, slot, obs, pickled)?;
+        self.put_obs(py, k, slot, obs, pickled)?;
         self.autoreset.record(k, terminated, truncated);
         Ok((reward, terminated, truncated, info))
     }
 
     /// The command's message: pickled observations (pickled path) and non-empty infos.
-    fn finish(
+    fn finish<'py>(
         &self,
+        py: Python<'py>,
         pickled: Vec<Bound<'py, PyAny>>,
         infos: Vec<(usize, Bound<'py, PyDict>)>,
         error: Option<RemoteError>,
@@ -272,34 +301,30 @@ impl<'py> PyEnvs<'py> {
         if infos.is_empty() && !has_obs {
             return Ok(None);
         }
-        let py = self.helpers.py();
         let obs = if has_obs { PyList::new(py, pickled).map(Bound::into_any) } else { Ok(py.None().into_bound(py)) };
-        obs.and_then(|o| self.helper("_pack", (o, infos)))
+        obs.and_then(|o| self.helper(py, "_pack", (o, infos)))
             .and_then(|b| b.extract::<Vec<u8>>())
             .map(Some)
-            .map_err(|e| describe(&self.helpers, e, None))
+            .map_err(|e| self.describe(py, e, None))
     }
 
-    fn unpack(&self, payload: Option<&[u8]>) -> Result<Bound<'py, PyAny>, RemoteError> {
-        let py = self.helpers.py();
+    fn unpack<'py>(&self, py: Python<'py>, payload: Option<&[u8]>) -> Result<Bound<'py, PyAny>, RemoteError> {
         match payload {
             None => Ok(py.None().into_bound(py)),
             Some(bytes) => {
-                self.helper("_unpack", (PyBytes::new(py, bytes),)).map_err(|e| describe(&self.helpers, e, None))
+                self.helper(py, "_unpack", (PyBytes::new(py, bytes),)).map_err(|e| self.describe(py, e, None))
             }
         }
     }
-}
 
-impl<'py> EnvHost for PyEnvs<'py> {
-    fn reset(
+    fn reset_in(
         &mut self,
+        py: Python<'_>,
         view: &mut SlotView<'_>,
         slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        let options = self.unpack(options)?;
-        let py = self.helpers.py();
+        let options = self.unpack(py, options)?;
         let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
@@ -309,21 +334,61 @@ impl<'py> EnvHost for PyEnvs<'py> {
                 pickled.push(py.None().into_bound(py));
                 continue;
             }
-            let result = self.reset_env(k, seed_of(view, id), &options).and_then(|(obs, info)| {
-                self.put_obs(k, slot, obs, &mut pickled)?;
+            let result = self.reset_env(py, k, seed_of(view, id), &options).and_then(|(obs, info)| {
+                self.put_obs(py, k, slot, obs, &mut pickled)?;
                 Ok(info)
             });
             match result {
                 Ok(info) if info.is_empty() => {}
                 Ok(info) => infos.push((id, info)),
                 Err(e) => {
-                    error.get_or_insert_with(|| describe(&self.helpers, e, Some(id)));
+                    error.get_or_insert_with(|| self.describe(py, e, Some(id)));
                 }
             }
             self.autoreset.record(k, false, false);
             write_step(view, id, 0.0, false, false);
         }
-        self.finish(pickled, infos, error)
+        self.finish(py, pickled, infos, error)
+    }
+
+    fn step_in(
+        &mut self,
+        py: Python<'_>,
+        view: &mut SlotView<'_>,
+        slot: usize,
+        actions: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        let actions = match actions {
+            Some(_) => Some(self.unpack(py, actions)?),
+            None => None,
+        };
+        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
+        for k in 0..self.envs.len() {
+            let id = self.env_ids.start + k;
+            match self.step_env(py, k, slot, actions.as_ref(), &mut pickled) {
+                Ok((reward, terminated, truncated, info)) => {
+                    write_step(view, id, reward, terminated, truncated);
+                    if !info.is_empty() {
+                        infos.push((id, info));
+                    }
+                }
+                Err(e) => {
+                    error.get_or_insert_with(|| self.describe(py, e, Some(id)));
+                }
+            }
+        }
+        self.finish(py, pickled, infos, error)
+    }
+}
+
+impl EnvHost for PyEnvs {
+    fn reset(
+        &mut self,
+        view: &mut SlotView<'_>,
+        slot: usize,
+        options: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        Python::attach(|py| self.reset_in(py, view, slot, options))
     }
 
     fn step(
@@ -332,40 +397,24 @@ impl<'py> EnvHost for PyEnvs<'py> {
         slot: usize,
         actions: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        let actions = match actions {
-            Some(_) => Some(self.unpack(actions)?),
-            None => None,
-        };
-        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
-        for k in 0..self.envs.len() {
-            let id = self.env_ids.start + k;
-            match self.step_env(k, slot, actions.as_ref(), &mut pickled) {
-                Ok((reward, terminated, truncated, info)) => {
-                    write_step(view, id, reward, terminated, truncated);
-                    if !info.is_empty() {
-                        infos.push((id, info));
-                    }
-                }
-                Err(e) => {
-                    error.get_or_insert_with(|| describe(&self.helpers, e, Some(id)));
-                }
-            }
-        }
-        self.finish(pickled, infos, error)
+        Python::attach(|py| self.step_in(py, view, slot, actions))
     }
 
     fn call(&mut self, request: &[u8]) -> Result<Option<Vec<u8>>, RemoteError> {
-        let py = self.helpers.py();
-        let envs = PyList::new(py, &self.envs).map_err(|e| describe(&self.helpers, e, None))?;
-        self.helper("_call", (envs, self.env_ids.start, PyBytes::new(py, request)))
-            .and_then(|b| b.extract::<Vec<u8>>())
-            .map(Some)
-            .map_err(|e| describe(&self.helpers, e, None))
+        Python::attach(|py| {
+            let envs = PyList::new(py, &self.envs).map_err(|e| self.describe(py, e, None))?;
+            self.helper(py, "_call", (envs, self.env_ids.start, PyBytes::new(py, request)))
+                .and_then(|b| b.extract::<Vec<u8>>())
+                .map(Some)
+                .map_err(|e| self.describe(py, e, None))
+        })
     }
 
     fn close(&mut self) {
-        for env in &self.envs {
-            let _ = env.call_method0("close");
-        }
+        Python::attach(|py| {
+            for env in &self.envs {
+                let _ = env.bind(py).call_method0("close");
+            }
+        })
     }
 }

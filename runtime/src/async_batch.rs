@@ -116,13 +116,26 @@ impl Pool {
         Ok(())
     }
 
+    /// Whether a [`Pool::recv`] of `num_workers` workers needs the inline worker's command to
+    /// have run first: it has not run yet, and fewer than `num_workers` other commands in flight
+    /// were sent before it. So the inline share takes its turn in send order, like a worker
+    /// process that is never early: it is not stepped again while older batches of the worker
+    /// processes are outstanding (which would step its envs more often than theirs).
+    pub fn inline_due(&self, num_workers: usize) -> bool {
+        let Some(inline) = self.inline_command().and(self.inline_worker()) else { return false };
+        let sent = self.flights[inline].as_ref().map_or(0, |f| f.sent);
+        let older = self.flights.iter().flatten().filter(|f| f.sent < sent).count();
+        older < num_workers
+    }
+
     /// Waits until `num_workers` workers finished commands sent with [`Pool::send`] and returns
     /// them (in `order`), at most `timeout` (`None`: forever, still noticing dead workers within
     /// ~10 ms). Their rows stay valid until they have run one more command.
     ///
     /// # Errors
     /// [`PoolError::InvalidArgument`] when fewer than `num_workers` (or zero) commands are in
-    /// flight; [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
+    /// flight, or the inline worker's command is due and has not run ([`Pool::inline_due`],
+    /// [`Pool::complete_inline`]); [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
     /// [`PoolError::Timeout`] (nothing is returned; the commands stay in flight);
     /// [`PoolError::WorkerDied`], [`PoolError::CrashLoop`], [`PoolError::Control`].
     pub fn recv(
@@ -135,6 +148,11 @@ impl Pool {
         if self.is_pending() {
             return Err(PoolError::AlreadyPending);
         }
+        if self.inline_due(num_workers) {
+            return Err(PoolError::InvalidArgument(
+                "the inline worker's command is due: run it and call complete_inline before recv".into(),
+            ));
+        }
         let in_flight = self.in_flight();
         if num_workers == 0 || num_workers > in_flight {
             return Err(PoolError::InvalidArgument(format!(
@@ -144,8 +162,13 @@ impl Pool {
         let start = Instant::now();
         self.pump(timeout, |flights| chosen(flights, num_workers, order).is_some())?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
+        Ok(self.take_chosen(num_workers, order))
+    }
+
+    /// Takes the flights `recv` returns once `chosen` found them all finished.
+    fn take_chosen(&mut self, num_workers: usize, order: RecvOrder) -> Vec<WorkerOutcome> {
         let workers = chosen(&self.flights, num_workers, order).expect("pump returned when enough finished");
-        Ok(workers
+        workers
             .into_iter()
             .map(|w| {
                 let f = self.take_flight(w);
@@ -158,15 +181,20 @@ impl Pool {
                     restarted: f.restarted,
                 }
             })
-            .collect())
+            .collect()
     }
 }
 
 /// The `k` workers `recv` returns once they all finished, or `None` while they have not.
 fn chosen(flights: &[Option<crate::pool::Flight>], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
-    let mut candidates: Vec<(u64, usize)> = match order {
-        RecvOrder::Arrival => flights.iter().enumerate().filter_map(|(w, f)| Some((f.as_ref()?.arrived?, w))).collect(),
-        RecvOrder::Sent => flights.iter().enumerate().filter_map(|(w, f)| Some((f.as_ref()?.sent, w))).collect(),
+    let mut candidates: Vec<((u64, u64), usize)> = match order {
+        // Ties (only the inline worker shares a stamp, see `Pool::complete_inline`): the earlier sent.
+        RecvOrder::Arrival => flights
+            .iter()
+            .enumerate()
+            .filter_map(|(w, f)| Some(((f.as_ref()?.arrived?, f.as_ref()?.sent), w)))
+            .collect(),
+        RecvOrder::Sent => flights.iter().enumerate().filter_map(|(w, f)| Some(((f.as_ref()?.sent, 0), w))).collect(),
     };
     candidates.sort_unstable();
     candidates.truncate(k);

@@ -22,6 +22,16 @@
 //! flight, and an impossible state is a [`PoolError::Corrupt`] naming the worker, which is then
 //! killed and handled as a death (restarted, or the pool is closed).
 //!
+//! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is no process: the
+//! caller serves it in this process, stepping that share of the envs itself while the worker
+//! processes step theirs (what an in-process vector env does with all of them), so the main
+//! process's core works instead of waiting. Its commands are recorded like any worker's;
+//! the caller takes one with [`Pool::inline_command`], runs it on the envs it hosts (writing their
+//! rows of the slot, [`Pool::batch_mut`]) and hands the result back with
+//! [`Pool::complete_inline`] before it waits ([`Pool::wait`] and [`Pool::recv`] refuse to wait
+//! while that command has not run). It never dies and is never restarted: an env it hosts that
+//! crashes the process takes the main process with it, which is the price of the share.
+//!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
 //! use ringenv_runtime::{ArraySpec, DType, Layout, Pool, PoolConfig, WorkerCommand};
@@ -70,6 +80,9 @@ pub struct PoolConfig {
     /// restart): `true` abandons the start-up as a [`PoolError::Timeout`], with the started
     /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
     pub cancel: Option<fn() -> bool>,
+    /// Whether the layout's last worker is served inline by the caller, in this process (see the
+    /// [module docs](self)); the others are processes. `false`: every worker is a process.
+    pub inline: bool,
 }
 
 impl PoolConfig {
@@ -84,6 +97,7 @@ impl PoolConfig {
             spin: SpinPolicy::default(),
             on_failure: FailurePolicy::Raise,
             cancel: None,
+            inline: false,
         }
     }
 
@@ -119,7 +133,8 @@ pub(crate) struct Flight {
     /// When the command was sent, in the pool's send order (the deterministic order of
     /// [`crate::RecvOrder::Sent`]).
     pub(crate) sent: u64,
-    /// When its completion arrived, in the pool's arrival order; `None` while running.
+    /// When its completion arrived, in the pool's arrival order; `None` while running (for the
+    /// inline worker: until [`Pool::complete_inline`]).
     pub(crate) arrived: Option<u64>,
     pub(crate) reply: Option<Vec<u8>>,
     pub(crate) error: Option<RemoteError>,
@@ -130,6 +145,8 @@ pub(crate) struct Flight {
 pub struct Pool {
     pub(crate) segment: Segment,
     config: PoolConfig,
+    /// The worker processes: workers `0..workers.len()` of the layout (all of them, or all but
+    /// the last when it is served inline).
     workers: Vec<WorkerProcess>,
     commands: Vec<Ring<Command>>,
     completions: Vec<Consumer<Completion>>,
@@ -213,7 +230,14 @@ impl Pool {
                 config.init.len()
             )));
         }
-        let spin = SpinSettings::for_pool(config.spin, n);
+        // The worker processes; the inline worker (the last), if any, is this process.
+        let processes = n - usize::from(config.inline);
+        if processes == 0 {
+            return Err(PoolError::InvalidArgument(
+                "an inline worker needs at least one worker process beside it (num_workers >= 2)".into(),
+            ));
+        }
+        let spin = SpinSettings::for_pool(config.spin, processes);
         let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
         let completions = (0..n)
             .map(|w| {
@@ -246,7 +270,10 @@ impl Pool {
             creator_pid: crate::current_pid(),
         };
         pool.segment.pool_metrics().init(std::process::id());
-        for w in 0..n {
+        if pool.config.inline {
+            pool.segment.worker_metrics(n - 1).set_pid(std::process::id()); // `ringenv top` shows who steps it
+        }
+        for w in 0..processes {
             let env_ids = pool.segment.layout().worker_envs(w);
             match WorkerProcess::spawn(&pool.config.command, pool.segment.fd(), w, env_ids) {
                 Ok(p) => pool.workers.push(p),
@@ -257,9 +284,9 @@ impl Pool {
             }
         }
         let deadline = Instant::now() + pool.config.startup_timeout;
-        let started = (0..n)
+        let started = (0..processes)
             .try_for_each(|w| pool.send_init(w))
-            .and_then(|()| (0..n).try_for_each(|w| pool.await_ready(w, deadline)));
+            .and_then(|()| (0..processes).try_for_each(|w| pool.await_ready(w, deadline)));
         if let Err(e) = started {
             pool.shutdown(Duration::ZERO);
             return Err(e);
@@ -319,10 +346,79 @@ impl Pool {
     /// since the worker (or its latest restart) started: the handshake, reset options, errors,
     /// call requests and payloads too large for the worker's info arena.
     ///
+    /// `(0, 0)` for the inline worker, which has no socket.
+    ///
     /// # Panics
     /// When `worker >= num_workers`.
     pub fn control_message_counts(&self, worker: usize) -> (u64, u64) {
-        self.workers[worker].control.message_counts()
+        assert!(worker < self.flights.len(), "no worker {worker}");
+        self.workers.get(worker).map_or((0, 0), |w| w.control.message_counts())
+    }
+
+    /// The index of the inline worker (the layout's last), or `None` when every worker is a
+    /// process ([`PoolConfig::inline`]).
+    pub fn inline_worker(&self) -> Option<usize> {
+        self.config.inline.then(|| self.flights.len() - 1)
+    }
+
+    /// The inline worker's command that has not run yet: `(kind, slot, message)`. The caller runs
+    /// it on the envs it hosts (their rows of slot `slot`) and reports with
+    /// [`Pool::complete_inline`]. `None` when there is no inline worker or nothing for it to run.
+    pub fn inline_command(&self) -> Option<(CommandKind, usize, Option<&[u8]>)> {
+        let f = self.flights[self.inline_worker()?].as_ref().filter(|f| f.arrived.is_none())?;
+        Some((f.kind, f.slot, f.message.as_deref()))
+    }
+
+    /// Completes the inline worker's command with what running it gave: an optional payload
+    /// message, or the env error it raised; `busy` is how long it ran (for the worker's metrics,
+    /// which `ringenv top` shows, as a worker process records its own).
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidArgument`] when the inline worker has no command waiting to run;
+    /// [`PoolError::ForkedChild`], [`PoolError::Closed`].
+    pub fn complete_inline(
+        &mut self,
+        result: Result<Option<Vec<u8>>, RemoteError>,
+        busy: Duration,
+    ) -> Result<(), PoolError> {
+        self.usable()?;
+        let Some((kind, _, _)) = self.inline_command() else {
+            return Err(PoolError::InvalidArgument("the inline worker has no command waiting to run".into()));
+        };
+        let w = self.flights.len() - 1;
+        let metrics = self.segment.worker_metrics(w);
+        let envs = if kind == CommandKind::Step { self.segment.layout().worker_envs(w).len() as u64 } else { 0 };
+        metrics.record_command(envs, busy.as_nanos() as u64, 0);
+        if let Err(e) = &result {
+            metrics.set_last_error(&format!("{}: {}", e.kind, e.message));
+        }
+        // It counts as finished no later than any command sent after it that finished already (it
+        // ran on its turn, when it became due: `Pool::inline_due`), so `RecvOrder::Arrival`
+        // returns it before them and its envs step as often as the worker processes' envs.
+        let sent = self.flights[w].as_ref().map_or(0, |f| f.sent);
+        let later = self.flights.iter().flatten().filter(|f| f.sent > sent).filter_map(|f| f.arrived).min();
+        let arrived = later.unwrap_or_else(|| {
+            self.arrivals += 1;
+            self.arrivals
+        });
+        let f = self.flight(w);
+        match result {
+            Ok(reply) => f.reply = reply,
+            Err(e) => f.error = Some(e),
+        }
+        f.arrived = Some(arrived);
+        Ok(())
+    }
+
+    /// `InvalidArgument` while the inline worker's command has not run: a wait could not end.
+    pub(crate) fn inline_done(&self) -> Result<(), PoolError> {
+        match self.inline_command() {
+            Some((kind, slot, _)) => Err(PoolError::InvalidArgument(format!(
+                "the inline worker's {kind:?} command on slot {slot} has not run: run it and call complete_inline \
+                 before waiting"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The segment (for zero-copy views of its arrays).
@@ -415,7 +511,7 @@ impl Pool {
         self.seq += 1;
         let (seq, message) = (self.seq, message.map(<[u8]>::to_vec));
         self.sync = Some(kind);
-        for w in 0..self.workers.len() {
+        for w in 0..self.flights.len() {
             self.worker_slot[w] = slot;
             self.launch(w, kind, seq, message.clone())?;
         }
@@ -444,6 +540,9 @@ impl Pool {
             error: None,
             restarted: None,
         });
+        if w >= self.workers.len() {
+            return Ok(()); // the inline worker: the caller runs it (Pool::inline_command)
+        }
         match self.send_command(w, kind) {
             Ok(()) => Ok(()),
             Err(SendFault::Corrupt(what)) => self.on_death(w, Cause::Corrupt(what)),
@@ -494,12 +593,13 @@ impl Pool {
         let Some(kind) = self.sync else {
             return Err(PoolError::NoPendingCall);
         };
+        self.inline_done()?;
         let start = Instant::now();
         self.pump(timeout, |flights| flights.iter().all(|f| f.as_ref().is_some_and(|f| f.arrived.is_some())))?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
         self.sync = None;
         let mut out = Outcome { slot: self.worker_slot[0], kind, messages: vec![], errors: vec![], restarted: vec![] };
-        for w in 0..self.workers.len() {
+        for w in 0..self.flights.len() {
             let f = self.take_flight(w);
             out.slot = f.slot;
             out.messages.extend(f.reply.map(|r| (w, r)));
@@ -526,6 +626,8 @@ impl Pool {
             // worker), not by worker index alone: otherwise, when several workers finished between
             // two scans, low-index workers would always arrive first and `recv` with
             // `RecvOrder::Arrival` could starve the others.
+            // Only the processes' rings: nothing but a worker process completes through one (the
+            // inline worker's ring is never used; what sits in it is ignored).
             let mut order = std::mem::take(&mut self.scan_order);
             order.clear();
             order.extend(0..self.workers.len());
@@ -552,13 +654,15 @@ impl Pool {
                 }
             }
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
-            let completions = &self.completions;
+            let completions = &self.completions[..self.workers.len()];
             let ready = || completions.iter().any(|c| c.ring().has_ready());
             if !self.spinner.wait(self.segment.completion_wakeup(), ready, chunk) {
                 if let Some(dead) = self.workers.iter().position(WorkerProcess::has_exited) {
                     self.on_death(dead, Cause::Died)?;
-                } else if let Some((w, c)) =
-                    self.completions.iter().enumerate().find_map(|(w, c)| c.check().err().map(|e| (w, e)))
+                } else if let Some((w, c)) = self.completions[..self.workers.len()]
+                    .iter()
+                    .enumerate()
+                    .find_map(|(w, c)| c.check().err().map(|e| (w, e)))
                 {
                     self.on_death(w, Cause::Corrupt(format!("its completion ring: {c}")))?;
                 }
@@ -800,7 +904,7 @@ impl Pool {
         if !self.is_owner() {
             return;
         }
-        for w in 0..self.workers.len() {
+        for w in 0..self.flights.len() {
             let envs = self.segment.layout().worker_envs(w);
             let mut slot = self.segment.slot_mut(self.worker_slot[w]);
             for env in envs {

@@ -199,7 +199,7 @@ def _fake_advertiser(kind: str = "", content: bytes = b"", uid=None, claim_pid=N
 
 def _real_segment_bytes(closing) -> bytes:
     """The bytes of a real pool's segment (a valid header for this build)."""
-    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1}))
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1, "inline": False}))
     envs.reset(seed=0)
     [entry] = _my_pools()
     with open(f"/proc/self/fd/{entry['fd']}", "rb") as f:
@@ -311,7 +311,8 @@ def test_a_taken_name_does_not_stop_a_pool_from_publishing_and_top_finds_it(clos
         assert snap["name"] == suffixed[0]["name"] and snap["num_envs"] == 2
         out = _top_once()
         assert out.returncode == 0, out.stderr
-        assert f"pool of pid {os.getpid()}: 2 envs, 1 workers" in out.stdout, out.stdout
+        share = " + inline share" if envs.inline else ""
+        assert f"pool of pid {os.getpid()}: 2 envs, 1 workers{share}" in out.stdout, out.stdout
         assert "ignored advertisement" in out.stdout and "but the listener is process" in out.stdout
 
 

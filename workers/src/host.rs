@@ -17,8 +17,9 @@
 
 use ringenv_runtime::{Array, DType, RemoteError, SeedFlags, SlotRef, SlotView};
 
-/// The envs of one worker, driven by the worker loop.
-pub trait EnvHost {
+/// The envs of one worker, driven by the worker loop (or, for a pool's inline share, by the main
+/// process; `Send` so that the main process's pool object may move between threads).
+pub trait EnvHost: Send {
     /// Resets every hosted env, env `i` with the seed in row `i` of the slot's seed arrays and the
     /// options payload, if any; writes observations (reward 0, flags 0). Returns an optional
     /// payload for the main process (for example non-empty infos).

@@ -82,6 +82,15 @@ pub fn build_host(init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvH
     builtins().build_host(init, endpoint)
 }
 
+/// As [`build_host`], for the envs `env_ids` of a pool of layout `layout` hosted anywhere (the
+/// main process's inline share of a pool, [`ringenv_runtime::PoolConfig::inline`]).
+///
+/// # Errors
+/// As [`build_host`].
+pub fn build_host_for(init: &[u8], env_ids: Range<usize>, layout: &Layout) -> Result<Box<dyn EnvHost>, RemoteError> {
+    builtins().build_host_for(init, env_ids, layout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -336,13 +336,27 @@ impl Registry {
     /// # Errors
     /// A `ValueError` for a malformed payload, else as [`Registry::make_host`].
     pub fn build_host(&self, init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
+        self.build_host_for(init, endpoint.env_ids(), endpoint.segment().layout())
+    }
+
+    /// As [`Registry::build_host`], for the envs `env_ids` of a pool of layout `layout` hosted
+    /// anywhere (a worker process, or the main process's inline share).
+    ///
+    /// # Errors
+    /// As [`Registry::build_host`].
+    pub fn build_host_for(
+        &self,
+        init: &[u8],
+        env_ids: Range<usize>,
+        layout: &Layout,
+    ) -> Result<Box<dyn EnvHost>, RemoteError> {
         let init: WorkerInit = serde_json::from_slice(init).map_err(|e| RemoteError {
             kind: "ValueError".into(),
             message: format!("malformed Rust worker init payload: {e}"),
             ..Default::default()
         })?;
         let (id, entry) = self.entry(&init.id)?;
-        entry.host(id, &init.kwargs, endpoint.env_ids(), endpoint.segment().layout(), init.on_panic)
+        entry.host(id, &init.kwargs, env_ids, layout, init.on_panic)
     }
 
     /// Runs [`check_env`] on env `id` built with `kwargs`.

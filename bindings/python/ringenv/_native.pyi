@@ -42,6 +42,11 @@ class Pool:
     ``info_arena_bytes``: size of each worker's info arena in the segment (``None``: 65536). A
     step's or reset's non-empty infos (pickled, all envs of the worker) that fit go through it
     with no control-socket message; larger ones travel on the socket. ``0``: always the socket.
+
+    ``inline``: ``"python"`` or ``"rust"``: the last of the ``num_workers`` workers is this
+    process (``inline_worker``), its envs built here from its init payload by the host a worker
+    process of that kind runs; ``wait`` and ``recv`` run its pending command (on its turn in send
+    order) before waiting for the worker processes. ``None``: every worker is a process.
     """
     @property
     def depth(self) -> int: ...
@@ -55,6 +60,8 @@ class Pool:
     def in_flight(self) -> int: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def inline_worker(self) -> Optional[int]: ...
     @staticmethod
     def segment_size(
         num_envs: int,
@@ -81,6 +88,7 @@ class Pool:
         max_restarts: int = 3,
         restart_window: float = 60.0,
         info_arena_bytes: Optional[int] = None,
+        inline: Optional[str] = None,
     ) -> "Pool": ...
     def segment(self) -> npt.NDArray[np.uint8]: ...
     def offset(self, slot: int, array_name: str, leaf: int = 0) -> int: ...

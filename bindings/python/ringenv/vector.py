@@ -29,8 +29,9 @@ from gymnasium.vector.utils import (
 )
 
 from ringenv import _layout, _native
-from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
+from ringenv._batches import BatchesMixin, check_batch_size
 from ringenv._infos import add_infos
+from ringenv._plan import plan_workers
 from ringenv._staging import DeviceBatches, host_actions, parse_device
 from ringenv._worker import pickle_main_by_value, worker_argv
 from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
@@ -45,11 +46,6 @@ class AsyncState(Enum):
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
     WAITING_CALL = "call"
-
-
-def _default_num_workers(num_envs: int, max_concurrency: Optional[int]) -> int:
-    cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
-    return max(1, min(cap, os.cpu_count() or 1))
 
 
 def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None, high_name: str = "") -> int:
@@ -272,7 +268,21 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             dtype or shape), or a ``(batched_space, single_space)`` tuple, as Gymnasium.
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
         max_concurrency: at most this many envs step at once: caps ``num_workers``.
-        num_workers: worker processes (default: the number of cores, at most ``num_envs``).
+        num_workers: worker processes (default: one per usable core, less the one this process
+            takes when it steps a share inline; at most ``num_envs``).
+        inline: whether this process steps one share of the envs itself (the last block of
+            ``num_envs / (num_workers + 1)`` envs), as an in-process ``SyncVectorEnv`` steps all of
+            them, while the worker processes step theirs: its core works on envs instead of
+            waiting, and a step never waits for a process to wake up for that share. ``None``
+            (default): yes when ``num_workers`` is not given (the processes are then the usable
+            cores less one, at least one) and the envs are Python or built-in Rust envs; an
+            explicit ``num_workers`` means that many processes stepping every env. ``False``: every
+            env runs in a worker process (full crash isolation: an env that segfaults or calls
+            ``os._exit`` then cannot take this process down). Inline envs are
+            built by the same factories, stepped by the same host code and write the same shared
+            rows, so results are identical either way; they run with this process's environment
+            (not ``worker_env``), their exceptions are raised as a worker's are, and a ``timeout``
+            of ``step_wait``/``recv`` is checked after their share, which cannot be interrupted.
         startup_timeout: seconds to wait for workers to build their envs.
         on_worker_failure: ``"raise"`` (default): a worker that dies raises
             :class:`ringenv.errors.WorkerDiedError` and closes the vector env. ``"restart"``: the
@@ -327,7 +337,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             way).
 
     Attributes:
-        num_workers: the number of worker processes; batch_size, deterministic: as given.
+        num_workers: the number of worker processes; inline: whether this process steps a share
+            (the last block of envs); batch_size, deterministic: as given.
 
     Raises:
         TypeError: a count (``num_workers``, ``batch_size``, ``max_concurrency``,
@@ -365,6 +376,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         device: Any = None,
         spin_us: Optional[float] = None,
         vector_infos: bool = True,
+        inline: Optional[bool] = None,
     ):
         self.closed = True  # until the pool exists, close() has nothing to do
         if not isinstance(env_fns, SequenceABC):
@@ -413,7 +425,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             "autoreset_mode": self.autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
         }
 
-        def make_init(start: int, stop: int) -> bytes:
+        def make_init(start: int, stop: int, inline: bool = False) -> bytes:
             pickle_main_by_value()  # factories defined in a spawned child's main script (__mp_main__)
             for i in range(start, stop):
                 try:
@@ -430,7 +442,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
             check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
-            spin_us=spin_us, vector_infos=vector_infos,
+            spin_us=spin_us, vector_infos=vector_infos, inline=inline, host="python",
         )
         self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
 
@@ -460,22 +472,25 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.render_mode = None
         on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
         init = json.dumps({"id": id, "kwargs": kwargs, "on_panic": on_panic}).encode()
+        # A panic of an env stepped inline is always reported: exiting would end this process.
+        inline_init = json.dumps({"id": id, "kwargs": kwargs, "on_panic": "report"}).encode()
+        builtin = list(argv) == worker_argv("--rust")
         single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
         if not _layout.is_flat(single_act):
             raise ValueError(f"{id}: the action space {single_act!r} of a Rust env must be flat "
                              "(Box, Discrete, MultiDiscrete or MultiBinary)")
         self._start(
             single_obs, single_act, None,
-            argv=list(argv), make_init=lambda start, stop: init,
+            argv=list(argv), make_init=lambda start, stop, inline=False: inline_init if inline else init,
             reward_dtype="float32", num_workers=num_workers, max_concurrency=None,
-            startup_timeout=startup_timeout, copy=copy, **start_options,
+            startup_timeout=startup_timeout, copy=copy, host="rust" if builtin else None, **start_options,
         )
         return self
 
     def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
                num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
                restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False,
-               device=None, spin_us=None, vector_infos=True):
+               device=None, spin_us=None, vector_infos=True, inline=None, host=None):
         n = self.num_envs
         self._vector_infos, self._env_infos = bool(vector_infos), {}
         self._device: Optional[DeviceBatches] = None
@@ -488,10 +503,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
             raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
                              "DISABLED an env that ended could never be reset between batches")
-        if num_workers is None:
-            num_workers = (_default_num_workers(n, max_concurrency) if batch_size == n
-                           else default_async_workers(n, int(batch_size), os.cpu_count() or 1))
-        num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
+        if inline is not None and not isinstance(inline, (bool, np.bool_)):
+            raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
+        if num_workers is not None:
+            num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
+        num_processes, use_inline = plan_workers(n, num_workers, inline, host, int(batch_size), max_concurrency)
+        # The pool's workers: the processes, then the inline share (the last block), if any.
+        num_workers = num_processes + int(use_inline)
         if batch_size < n:
             check_batch_size(n, int(num_workers), int(batch_size))
         obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
@@ -503,7 +521,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if observation_space is None:
             observation_space = batch_space(single_obs, n)
         self.batch_size = int(batch_size)
-        self.num_workers = int(num_workers)
+        self.num_workers = int(num_processes)
+        self.inline = bool(use_inline)
         self.deterministic = bool(deterministic)
         self._ranges = list(_split(n, int(num_workers)))
         self._worker_of = np.repeat(np.arange(int(num_workers)), [b - a for a, b in self._ranges])
@@ -514,12 +533,14 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         self.single_action_space = single_act
         self.observation_space = observation_space
         self.action_space = batch_space(single_act, n)
-        inits = [make_init(a, b) for a, b in _split(n, int(num_workers))]
+        inits = [make_init(a, b, use_inline and w == num_workers - 1)
+                 for w, (a, b) in enumerate(_split(n, int(num_workers)))]
         self._creator_pid = os.getpid()
         self._pool = _native.Pool(
             n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv, inits,
             env=_worker_env(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
+            inline=host if use_inline else None,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT

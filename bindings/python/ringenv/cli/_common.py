@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from ringenv._plan import usable_cores
+
 # -- errors -----------------------------------------------------------------------------------------
 
 
@@ -93,13 +95,6 @@ def json_object(text: str) -> Dict[str, Any]:
         raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"num_blocks\": 5}}', got {text!r}")
     return value
 
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), which is what worker processes share."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def auto_workers(cores: int, num_envs: int) -> List[int]:

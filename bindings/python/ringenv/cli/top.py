@@ -92,7 +92,10 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
     for key, snap in sorted(current.items()):
         old = previous.get(key)
         up = time.time() - snap["created_unix_ns"] / 1e9
-        title = Text(f"pool of pid {snap['pid']}: {snap['num_envs']} envs, {len(snap['workers'])} workers, "
+        # A worker whose pid is the main process's is the inline share (AsyncVectorEnv's `inline`).
+        inline = sum(1 for ws in snap["workers"] if ws["pid"] == snap["pid"])
+        workers = f"{len(snap['workers']) - inline} workers" + (" + inline share" if inline else "")
+        title = Text(f"pool of pid {snap['pid']}: {snap['num_envs']} envs, {workers}, "
                      f"up {up:,.0f} s, {snap['commands']:,} commands, main process slept {snap['main_sleeps']:,} times")
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
         for name in ("worker", "pid", "env ids", "env steps", "steps/s", "busy %", "wait %", "sleeps/s", "restarts",
@@ -105,7 +108,7 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
             wait = _rate(ws["wait_ns"] / 1e9, ow and ow["wait_ns"] / 1e9, seconds)
             sleeps = _rate(ws["sleeps"], ow and ow["sleeps"], seconds)
             fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-            cells = [str(w), str(ws["pid"]), f"{ws['env_ids'][0]}..{ws['env_ids'][1]}", f"{ws['env_steps']:,}",
+            cells = [str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), str(ws["pid"]), f"{ws['env_ids'][0]}..{ws['env_ids'][1]}", f"{ws['env_steps']:,}",
                      fmt(steps_s, ",.0f"), fmt(None if busy is None else 100 * busy, ".0f"),
                      fmt(None if wait is None else 100 * wait, ".0f"), fmt(sleeps, ",.0f"), str(ws["restarts"]),
                      _printable(ws["last_error"])]

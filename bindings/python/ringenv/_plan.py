@@ -1,0 +1,64 @@
+"""How a vector env's envs are spread: how many worker processes, and whether the main process
+steps a share of the envs itself (the *inline* share; see ``ringenv.AsyncVectorEnv``'s
+``inline``). One rule, used by the vector env and by the benchmarks that label their rows.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+from ringenv._batches import default_async_workers
+
+__all__ = ["usable_cores", "plan_workers"]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_blocks(num_envs: int, max_concurrency: Optional[int]) -> int:
+    """The default number of blocks of envs stepping at once: one per usable core, capped by
+    ``num_envs`` and ``max_concurrency``."""
+    cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
+    return max(1, min(cap, usable_cores()))
+
+
+def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[bool], host: Optional[str],
+                 batch_size: int, max_concurrency: Optional[int]) -> Tuple[int, bool]:
+    """``(worker processes, whether this process steps a share inline)`` for a vector env.
+
+    The envs split into contiguous blocks (``numpy.array_split``'s rule), one per worker process,
+    plus with the inline share one last block that this process steps itself while the processes
+    step theirs. ``inline=None`` (auto) takes the share only with the default worker count
+    (``num_workers=None``), when ``host`` (the kind of envs: ``"python"`` or ``"rust"``; ``None``:
+    envs only a worker program can run) allows it and at least one worker process remains beside
+    it: then the processes are one fewer than the default block count (one per usable core,
+    capped by ``num_envs`` and ``max_concurrency``; for ``batch_size < num_envs`` the smallest
+    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). An explicit
+    ``num_workers`` means that many processes stepping every env, as before the share existed,
+    unless ``inline=True``.
+
+    Raises:
+        ValueError: ``inline=True`` where it cannot be (no Python or built-in Rust envs; no env
+            left for a worker process: ``num_workers + 1 > num_envs``), naming the numbers.
+    """
+    n, cores = num_envs, usable_cores()
+    if inline and host is None:
+        raise ValueError("inline=True needs envs this process can step (Python envs or built-in Rust envs); the "
+                         "envs of a worker binary run only in its worker processes")
+    if num_workers is None:
+        blocks = (default_blocks(n, max_concurrency) if batch_size == n
+                  else default_async_workers(n, batch_size, cores))
+        if inline and blocks < 2:
+            blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)
+        use = host is not None and inline is not False and blocks >= 2 and blocks <= n
+        return (blocks - 1 if use else blocks), use
+    if inline and num_workers + 1 > n:
+        raise ValueError(f"inline=True steps one share of the envs in this process beside num_workers "
+                         f"({num_workers}) worker processes: that needs num_envs >= {num_workers + 1}, got {n}")
+    return num_workers, bool(inline)

@@ -1,0 +1,204 @@
+"""The inline share: the main process steps the last block of envs itself, beside the worker
+processes (``AsyncVectorEnv(..., inline=...)``, ``ringenv._plan.plan_workers``).
+
+Results equal Gymnasium's and ringenv's all-process results; the share's envs are built,
+closed and reported like a worker's; a timeout shorter than the share raises and keeps the call
+pending; a forked child never touches the creator's inline envs; bad ``inline`` values are
+refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import ringenv
+from ringenv._plan import plan_workers, usable_cores
+from vec_asserts import assert_step_identical
+from vec_compare import assert_vec_reset_identical
+from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, RaisingEnv, SlowEnv, StepError
+
+
+def _info_fns(n):
+    return [InfoEnv for _ in range(n)]
+
+
+def _run(env, actions_seed: int, steps: int):
+    """Reset with seed 11, then ``steps`` steps of seeded random actions: every result, infos too."""
+    out = [env.reset(seed=11)]
+    rng = np.random.default_rng(actions_seed)
+    for _ in range(steps):
+        out.append(env.step(rng.integers(0, 3, env.num_envs)))
+    return out
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    assert_vec_reset_identical(a[0], b[0])
+    for t, (x, y) in enumerate(zip(a[1:], b[1:])):
+        assert_step_identical(x, y, what=f"step {t}")
+
+
+@pytest.mark.parametrize("autoreset_mode", ["NextStep", "SameStep"])
+def test_an_inline_share_gives_gymnasiums_results(closing, autoreset_mode):
+    mode = gym.vector.AutoresetMode.NEXT_STEP if autoreset_mode == "NextStep" else gym.vector.AutoresetMode.SAME_STEP
+    inline = closing(ringenv.AsyncVectorEnv(_info_fns(5), num_workers=2, inline=True, autoreset_mode=mode))
+    assert (inline.num_workers, inline.inline) == (2, True)
+    assert len(inline._pool.worker_pids()) == 2, "two processes; the third block is this process's"
+    assert inline._pool.inline_worker == 2
+    sync = closing(gym.vector.SyncVectorEnv(_info_fns(5), autoreset_mode=mode))
+    _assert_same(_run(inline, 4, 60), _run(sync, 4, 60))
+
+
+def test_inline_and_all_process_pools_give_the_same_results(closing):
+    inline = closing(ringenv.AsyncVectorEnv(_info_fns(4), num_workers=1, inline=True))
+    processes = closing(ringenv.AsyncVectorEnv(_info_fns(4), num_workers=2, inline=False))
+    assert (processes.num_workers, processes.inline) == (2, False)
+    _assert_same(_run(inline, 9, 50), _run(processes, 9, 50))
+
+
+def test_builtin_rust_envs_step_inline_as_in_worker_processes(closing):
+    inline = closing(ringenv.make_vec("CartPole-v1", 6, vector_kwargs={"num_workers": 1, "inline": True}))
+    processes = closing(ringenv.make_vec("CartPole-v1", 6, vector_kwargs={"num_workers": 2, "inline": False}))
+    assert inline.inline and not processes.inline
+    a, b = inline.reset(seed=5), processes.reset(seed=5)
+    np.testing.assert_array_equal(a[0], b[0])
+    rng = np.random.default_rng(0)
+    for t in range(300):
+        actions = rng.integers(0, 2, 6)
+        for u, v in zip(inline.step(actions)[:4], processes.step(actions)[:4]):
+            np.testing.assert_array_equal(u, v, err_msg=f"step {t}")
+
+
+def test_async_batches_with_an_inline_share_return_every_env_once_per_round(closing):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(6)], num_workers=2,
+                                          inline=True, batch_size=2, deterministic=True))
+    envs.async_reset(seed=0)
+    counts = np.zeros(6, int)
+    for round_ in range(30):
+        seen = []
+        for _ in range(3):
+            obs, rewards, terminated, truncated, infos = envs.recv()
+            ids = infos["env_id"]
+            np.testing.assert_array_equal(obs[:, 0], ids)  # each row is its own env's
+            np.testing.assert_array_equal(obs[:, 1], counts[ids])
+            seen.extend(ids.tolist())
+            counts[ids] += 1
+            envs.send(np.ones(len(ids), np.int64), ids)
+        assert seen == list(range(6)), f"round {round_}: first in, first out"
+    assert set(counts) == {30}
+
+
+def test_in_arrival_order_the_inline_share_never_runs_ahead_of_the_worker_processes(closing):
+    # The share is stepped only on its turn in send order, however fast it is: between two of its
+    # batches every worker process's block came back once (it is never more than one batch ahead).
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(6)], num_workers=2,
+                                          inline=True, batch_size=2))
+    envs.async_reset(seed=0)
+    counts = np.zeros(6, int)
+    for _ in range(90):
+        obs, rewards, terminated, truncated, infos = envs.recv()
+        ids = infos["env_id"]
+        np.testing.assert_array_equal(obs[:, 1], counts[ids])
+        counts[ids] += 1
+        assert counts[4] <= counts[:4].min() + 1, counts
+        envs.send(np.ones(len(ids), np.int64), ids)
+    assert counts[4] == counts[5] and counts[4] >= counts[:4].min() - 1, counts
+
+
+def test_an_inline_envs_exception_is_raised_as_a_workers_and_the_env_goes_on(closing):
+    # env 3 is in the inline share (the last block of 4 envs over 1 process + this one)
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(RaisingEnv, i, 3, 2) for i in range(4)],
+                                          num_workers=1, inline=True))
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, np.int64))
+    with pytest.raises(StepError, match="boom in env 3 at step 2"):
+        envs.step(np.zeros(4, np.int64))
+    obs, *_ = envs.step(np.zeros(4, np.int64))
+    np.testing.assert_array_equal(obs[:, 0], [0, 1, 2, 3])
+
+
+def test_close_closes_the_inline_envs_in_this_process(tmp_path):
+    envs = ringenv.AsyncVectorEnv([functools.partial(CloseMarkEnv, i, str(tmp_path)) for i in range(4)],
+                                  num_workers=1, inline=True)
+    for marker in tmp_path.iterdir():
+        marker.unlink()  # the spaces were read from one env built and closed here at construction
+    envs.reset(seed=0)
+    envs.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"closed-{i}" for i in range(4)]
+
+
+def _child_closes_its_copy(envs, queue):
+    envs.close()  # a fork's copy: must not close the creator's inline envs nor its workers
+    queue.put("closed")
+
+
+def test_a_forked_child_never_closes_the_creators_inline_envs(closing, tmp_path):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CloseMarkEnv, i, str(tmp_path)) for i in range(4)],
+                                          num_workers=1, inline=True))
+    for marker in tmp_path.iterdir():
+        marker.unlink()  # the spaces were read from one env built and closed here at construction
+    envs.reset(seed=0)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_closes_its_copy, args=(envs, queue))
+    child.start()
+    assert queue.get(timeout=30) == "closed"
+    child.join(30)
+    assert child.exitcode == 0
+    assert list(tmp_path.iterdir()) == [], "no env was closed by the child"
+    obs, *_ = envs.step(np.zeros(4, np.int64))
+    np.testing.assert_array_equal(obs[:, 1], [1, 1, 1, 1])
+
+
+def test_a_timeout_shorter_than_the_inline_share_raises_and_the_step_stays_pending(closing):
+    # The inline share (envs 2, 3) sleeps 0.3 s each: a 0.05 s timeout cannot be met.
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(SlowEnv, i, 0.3) for i in range(4)],
+                                          num_workers=1, inline=True))
+    envs.reset(seed=0)
+    envs.step_async(np.ones(4, np.int64))
+    with pytest.raises(multiprocessing.TimeoutError):
+        envs.step_wait(timeout=0.05)
+    obs, rewards, *_ = envs.step_wait()  # the share is not stepped twice
+    np.testing.assert_array_equal(obs[:, 1], [1, 1, 1, 1])
+    np.testing.assert_array_equal(rewards, [1, 1, 1, 1])
+
+
+def test_bad_inline_values_are_refused_before_anything_starts():
+    with pytest.raises(TypeError, match="inline must be None, True or False"):
+        ringenv.AsyncVectorEnv([CounterEnv] * 2, inline="yes")
+    with pytest.raises(ValueError, match=r"num_envs >= 3, got 2"):
+        ringenv.AsyncVectorEnv([CounterEnv] * 2, num_workers=2, inline=True)
+
+
+def test_the_default_plan_follows_the_cores():
+    cores = usable_cores()
+    processes, inline = plan_workers(16, None, None, "python", 16, None)
+    if cores >= 2:
+        assert (processes, inline) == (cores - 1, True)
+    else:
+        assert (processes, inline) == (1, False)
+    assert plan_workers(16, None, False, "python", 16, None) == (min(16, cores), False)
+    # an explicit count is that many processes stepping every env, unless inline=True
+    assert plan_workers(16, 1, None, "python", 16, None) == (1, False)
+    assert plan_workers(16, 3, True, "python", 16, None) == (3, True)
+    # envs only a worker binary can run never step inline
+    assert plan_workers(16, None, None, None, 16, None)[1] is False
+    with pytest.raises(ValueError, match="worker binary"):
+        plan_workers(16, None, True, None, 16, None)
+    # one env: no process would be left beside the share
+    assert plan_workers(1, None, None, "python", 1, None) == (1, False)
+    # asked for on a single core: one process beside it
+    assert plan_workers(4, None, True, "python", 4, None)[1] is True
+
+
+def test_the_default_vector_env_uses_the_plan(closing):
+    envs = closing(ringenv.AsyncVectorEnv([CounterEnv] * 4))
+    assert (envs.num_workers, envs.inline) == plan_workers(4, None, None, "python", 4, None)
+    assert len(envs._pool.worker_pids()) == envs.num_workers
+    assert os.getpid() not in envs._pool.worker_pids()
