@@ -110,7 +110,7 @@ def main_read_path(seconds: float, envs: int, workers: int) -> dict:
         vec = ringenv.AsyncVectorEnv([BigDictEnv for _ in range(envs)], num_workers=workers, copy=copy)
         try:
             vec.reset(seed=0)
-            out[f"copy={copy}"] = _rate(lambda: vec._observations(0), seconds)
+            out[f"copy={copy}"] = _rate(lambda: vec._slots.observations(0, vec.copy), seconds)
         finally:
             vec.close()
     return out

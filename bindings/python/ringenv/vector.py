@@ -1,15 +1,16 @@
 """``ringenv.AsyncVectorEnv``: a drop-in for ``gymnasium.vector.AsyncVectorEnv`` whose sub-envs
 run in worker processes that exchange actions and observations through shared memory.
+
+Its parts: what the workers run (``_program.py``), the argument checks (``_checks.py``), the
+views of the pool's slots (``_slots.py``), the asynchronous batches (``_batches.py``) and GPU
+staging (``_staging.py``).
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
-import pickle
 from collections.abc import Sequence as SequenceABC
-from copy import deepcopy
 from enum import Enum
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -19,20 +20,16 @@ import numpy as np
 from gymnasium import logger, spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import (
-    batch_differing_spaces,
-    batch_space,
-    concatenate,
-    create_empty_array,
-    iterate,
-    read_from_shared_memory,
-)
+from gymnasium.vector.utils import batch_space
 
 from ringenv import _layout, _native
-from ringenv._batches import BatchesMixin, check_batch_size, default_async_workers
+from ringenv._batches import AsyncBatches, check_batch_size, default_num_workers, warn_restarted, worker_ranges
+from ringenv._checks import check_count, check_options, check_segment_fits
 from ringenv._infos import add_infos
-from ringenv._staging import DeviceBatches, host_actions, parse_device
-from ringenv._worker import pickle_main_by_value, worker_argv
+from ringenv._program import RustEnvs, WorkerProgram, python_program
+from ringenv._slots import Slots
+from ringenv._staging import parse_device
+from ringenv._worker import worker_environ
 from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -47,194 +44,7 @@ class AsyncState(Enum):
     WAITING_CALL = "call"
 
 
-def _default_num_workers(num_envs: int, max_concurrency: Optional[int]) -> int:
-    cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
-    return max(1, min(cap, os.cpu_count() or 1))
-
-
-def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None, high_name: str = "") -> int:
-    """``value`` as an ``int`` when it is an integer (not a ``bool``) in ``[low, high]``
-    (``high_name``: what ``high`` is, for the message).
-
-    Raises:
-        TypeError: not an integer (a ``bool``, ``float``, ``str``, ...), naming ``name``.
-        ValueError: outside the range, naming ``name`` and the range.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-    if value < low or (high is not None and value > high):
-        upper = f"{high_name} ({high})" if high_name else str(high)
-        limit = f"from {low} to {upper}" if high is not None else f"of at least {low}"
-        raise ValueError(f"{name} must be an integer {limit}, got {value!r}")
-    return int(value)
-
-
-def check_seconds(name: str, value: Any, optional: bool = False) -> Optional[float]:
-    """``value`` as a ``float`` when it is a finite number >= 0 (or ``None`` if ``optional``).
-
-    Raises:
-        TypeError: not a number; ValueError: negative, NaN or infinite; each naming ``name``.
-    """
-    if value is None and optional:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    if not (np.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurrency: Any, startup_timeout: Any,
-                   max_restarts: Any, restart_window: Any, spin_us: Any) -> int:
-    """Checks the type and range of every count and duration before anything is built or
-    allocated; returns ``num_envs`` as an ``int``.
-
-    Raises:
-        TypeError, ValueError: naming the argument.
-    """
-    n = check_count("num_envs", num_envs)
-    if num_workers is not None:
-        check_count("num_workers", num_workers, 1, n, "num_envs")
-    if batch_size is not None:
-        check_count("batch_size", batch_size, 1, n, "num_envs")
-    if max_concurrency is not None:
-        check_count("max_concurrency", max_concurrency)
-    check_count("max_restarts", max_restarts, 0, 2**32 - 1)
-    check_seconds("startup_timeout", startup_timeout)
-    check_seconds("restart_window", restart_window)
-    if spin_us is not None and (isinstance(spin_us, (bool, np.bool_)) or
-                                not isinstance(spin_us, (int, float, np.integer, np.floating))):
-        raise TypeError(f"spin_us must be None or a number of microseconds >= 0, got {type(spin_us).__name__} "
-                        f"{spin_us!r}")
-    if spin_us is not None and not (np.isfinite(spin_us) and spin_us >= 0):
-        raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
-    return n
-
-
-def available_memory() -> Optional[int]:
-    """Bytes of memory this process may still use: ``MemAvailable`` of ``/proc/meminfo``, or
-    less when a cgroup v2 limit (``memory.max`` minus ``memory.current``) is tighter; ``None``
-    when neither can be read."""
-    found: List[int] = []
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/proc/self/cgroup") as f:
-            group = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
-        if group is not None:
-            base = os.path.join("/sys/fs/cgroup", group.lstrip("/"))
-            with open(os.path.join(base, "memory.max")) as f:
-                limit = f.read().strip()
-            if limit != "max":
-                with open(os.path.join(base, "memory.current")) as f:
-                    found.append(max(0, int(limit) - int(f.read().strip())))
-    except (OSError, ValueError):
-        pass
-    return min(found) if found else None
-
-
-def check_segment_fits(num_envs: int, size: int) -> None:
-    """Raises ``ValueError`` naming ``num_envs`` and the bytes when a segment of ``size`` bytes is
-    larger than the memory available (:func:`available_memory`)."""
-    available = available_memory()
-    if available is not None and size > available:
-        raise ValueError(f"num_envs={num_envs} needs a shared memory segment of {size} bytes "
-                         f"({size / 2**30:.1f} GiB), more than the {available} bytes "
-                         f"({available / 2**30:.1f} GiB) of memory available: use fewer envs")
-
-
-#: What workers get by default: one thread each (the workers are the parallelism) and no GPU.
-DEFAULT_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                      "CUDA_VISIBLE_DEVICES": ""}
-
-
-def _worker_env(overrides: Optional[Mapping[str, Optional[str]]]) -> List[Tuple[str, str]]:
-    env = dict(DEFAULT_WORKER_ENV)
-    for key, value in (overrides or {}).items():
-        if value is None:
-            env.pop(key, None)
-        elif not isinstance(value, str):
-            raise TypeError(f"worker_env[{key!r}] must be a string or None, got {type(value).__name__}")
-        else:
-            env[key] = value
-    return sorted(env.items())
-
-
-def _action_bounds(space: spaces.Space):
-    """Per-element ``(low, high)`` integer bounds of a Discrete, MultiDiscrete or MultiBinary
-    space (inclusive), ``"nan"`` for a float Box (NaN is never in a Box), else ``None``."""
-    if isinstance(space, spaces.Discrete):
-        return int(space.start), int(space.start + space.n - 1)
-    if isinstance(space, spaces.MultiDiscrete):
-        return space.start, space.start + space.nvec - 1
-    if isinstance(space, spaces.MultiBinary):
-        return 0, 1
-    if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
-        return "nan"
-    return None
-
-
-def _refuse_objects(actions: np.ndarray, space: spaces.Space) -> np.ndarray:
-    """``actions`` with a numeric dtype, or ``ValueError`` naming the first env whose action is
-    not a number: an ``object`` array holding ``None`` would otherwise reach the env as NaN (or
-    0), unchecked. An object array of numbers becomes the array NumPy infers for them."""
-    if actions.dtype.kind in "biuf":
-        return actions
-    if actions.dtype.kind == "O":
-        for index, value in np.ndenumerate(actions):
-            if value is None or not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
-                env = index[0] if index else 0
-                raise ValueError(f"action of env {env} is {value!r}, not a number: actions for {space!r} must be "
-                                 "numbers (the action array has dtype object)")
-        return np.array(actions.tolist())
-    raise ValueError(f"actions for {space!r} must be numbers, got an array of dtype {actions.dtype}")
-
-
-def _check_action_values(actions: np.ndarray, bounds, space: spaces.Space) -> None:
-    if bounds == "nan":
-        if actions.dtype.kind == "f" and np.isnan(actions).any():
-            env = int(np.argwhere(np.isnan(actions))[0][0])
-            raise ValueError(f"action of env {env} contains NaN, which is not in {space!r}")
-        return
-    low, high = bounds
-    bad = (actions < low) | (actions > high)
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"action {actions[index].item()!r} of env {index[0]} is outside {space!r}")
-
-
-def _check_fits(actions: np.ndarray, dtype: np.dtype) -> None:
-    """Raises ``ValueError`` naming the env and the value when an integer action does not fit
-    the integer ``dtype`` of the action slot (it would wrap around: 300 into ``uint8`` reaching
-    the env as 44). Costs nothing when ``actions``' dtype casts safely to ``dtype``."""
-    if dtype.kind not in "iu" or actions.dtype.kind not in "iu" or np.can_cast(actions.dtype, dtype):
-        return
-    info = np.iinfo(dtype)
-    bad = (actions < info.min) | (actions > info.max)
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"action {actions[index].item()!r} of env {index[0]} does not fit the action space's dtype "
-                         f"{dtype} ([{info.min}, {info.max}])")
-
-
-def _split(n: int, k: int):
-    """The contiguous env-id ranges of ``k`` workers (``numpy.array_split``'s rule, as the
-    runtime's layout computes them)."""
-    base, extra = divmod(n, k)
-    start = 0
-    for w in range(k):
-        stop = start + base + (1 if w < extra else 0)
-        yield start, stop
-        start = stop
-
-
-class AsyncVectorEnv(BatchesMixin, VectorEnv):
+class AsyncVectorEnv(VectorEnv):
     """Vectorized env stepping its sub-envs in worker processes over shared memory.
 
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
@@ -340,7 +150,6 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
             message names the env; the original exception is its ``__cause__``).
     """
-
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
@@ -365,120 +174,43 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         device: Any = None,
         spin_us: Optional[float] = None,
         vector_infos: bool = True,
+        _rust_envs: Optional[RustEnvs] = None,
     ):
+        # _rust_envs (private; ringenv.make_vec's): a Rust env's workers, in place of env_fns.
         self.closed = True  # until the pool exists, close() has nothing to do
-        if not isinstance(env_fns, SequenceABC):
-            env_fns = list(env_fns)
-        if len(env_fns) == 0:
-            raise ValueError("env_fns is empty: give at least one env factory")
+        if _rust_envs is None:
+            if not isinstance(env_fns, SequenceABC):
+                env_fns = list(env_fns)
+            if len(env_fns) == 0:
+                raise ValueError("env_fns is empty: give at least one env factory")
         if worker is not None:
             raise ValueError("ringenv runs its own worker loop; a custom `worker` function cannot be used")
         # Counts and durations first: nothing is built or allocated for arguments that cannot work.
-        self.num_envs = _check_options(len(env_fns), num_workers, batch_size, max_concurrency, startup_timeout,
-                                       max_restarts, restart_window, spin_us)
+        self.num_envs = check_options(len(env_fns if _rust_envs is None else _rust_envs), num_workers, batch_size,
+                                      max_concurrency, startup_timeout, max_restarts, restart_window, spin_us)
         self.env_fns = env_fns
         self.shared_memory = shared_memory
         self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
                                else AutoresetMode(autoreset_mode))
-        dummy = env_fns[0]()
-        try:
-            self.metadata = dict(dummy.metadata)
-            self.render_mode = dummy.render_mode
-            single_action_space = dummy.action_space
-            if isinstance(observation_mode, tuple) and len(observation_mode) == 2:
-                if not all(isinstance(s, spaces.Space) for s in observation_mode):
-                    raise TypeError(f"Expected both elements of observation_mode to be Spaces, got "
-                                    f"{type(observation_mode[0])} and {type(observation_mode[1])}")
-                observation_space, single_observation_space = observation_mode
-                worker_obs_mode = "different"
-            elif observation_mode == "same":
-                single_observation_space = dummy.observation_space
-                observation_space = None  # batched once the segment is known to fit
-                worker_obs_mode = "same"
-            elif observation_mode == "different":
-                env_spaces = [fn().observation_space for fn in env_fns]
-                single_observation_space = env_spaces[0]
-                observation_space = batch_differing_spaces(env_spaces)
-                worker_obs_mode = "different"
-            else:
-                raise ValueError("Invalid `observation_mode`, expected: 'same' or 'different' or tuple of "
-                                 f"single and batch observation space, actual got {observation_mode}")
-        finally:
-            dummy.close()
+        program = (python_program(env_fns, observation_mode, self.autoreset_mode) if _rust_envs is None
+                   else _rust_envs.program(on_worker_failure))
+        self.metadata, self.render_mode = program.metadata, program.render_mode
         self.metadata["autoreset_mode"] = self.autoreset_mode
-        cfg = {
-            "observation_space": single_observation_space,
-            "action_space": single_action_space,
-            "observation_mode": worker_obs_mode,
-            "autoreset_mode": self.autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
-        }
-
-        def make_init(start: int, stop: int) -> bytes:
-            pickle_main_by_value()  # factories defined in a spawned child's main script (__mp_main__)
-            for i in range(start, stop):
-                try:
-                    cloudpickle.dumps(env_fns[i])
-                except Exception as e:
-                    raise ValueError(f"env_fns[{i}] cannot be pickled to send it to a worker process "
-                                     f"({type(e).__name__}: {e})") from e
-            return pickle.dumps({"payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]})})
-
-        self._start(
-            single_observation_space, single_action_space, observation_space,
-            argv=worker_argv("--python"), make_init=make_init,
-            reward_dtype="float64", num_workers=num_workers, max_concurrency=max_concurrency,
-            startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
-            max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
-            check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
-            spin_us=spin_us, vector_infos=vector_infos,
-        )
+        self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
+                    startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
+                    max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
+                    check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
+                    spin_us=spin_us, vector_infos=vector_infos)
         self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
 
-    @classmethod
-    def _from_rust(cls, argv: List[str], id: str, num_envs: int, kwargs: Dict[str, Any],
-                   spaces_json: Tuple[dict, dict], *, num_workers: Optional[int] = None, copy: bool = True,
-                   startup_timeout: float = 60.0, **start_options: Any) -> "AsyncVectorEnv":
-        """A vector env of Rust env ``id`` served by the worker program ``argv`` (the pool
-        appends its four arguments): ``ringenv._worker.worker_argv("--rust")`` for
-        the built-ins, ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
-        ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
-        (``_layout.from_dict``); ``kwargs`` reach the env's constructor as JSON; ``start_options``
-        (``on_worker_failure``, ``max_restarts``, ``restart_window``, ``worker_env``, ...) go to
-        the pool. Under ``on_worker_failure="restart"`` a panicking env makes its worker exit, so
-        that it is restarted like a crashed one; otherwise the panic is raised.
-        """
-        obs_d, act_d = spaces_json
-        self = cls.__new__(cls)
-        self.closed = True
-        self.num_envs = _check_options(
-            num_envs, num_workers, start_options.get("batch_size"), None, startup_timeout,
-            start_options.get("max_restarts", 3), start_options.get("restart_window", 60.0),
-            start_options.get("spin_us"))
-        self.env_fns, self.shared_memory = [], True
-        self.autoreset_mode = AutoresetMode.NEXT_STEP
-        self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
-        self.render_mode = None
-        on_panic = "exit" if start_options.get("on_worker_failure") == "restart" else "report"
-        init = json.dumps({"id": id, "kwargs": kwargs, "on_panic": on_panic}).encode()
-        single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
-        if not _layout.is_flat(single_act):
-            raise ValueError(f"{id}: the action space {single_act!r} of a Rust env must be flat "
-                             "(Box, Discrete, MultiDiscrete or MultiBinary)")
-        self._start(
-            single_obs, single_act, None,
-            argv=list(argv), make_init=lambda start, stop: init,
-            reward_dtype="float32", num_workers=num_workers, max_concurrency=None,
-            startup_timeout=startup_timeout, copy=copy, **start_options,
-        )
-        return self
-
-    def _start(self, single_obs, single_act, observation_space, *, argv, make_init, reward_dtype,
-               num_workers, max_concurrency, startup_timeout, copy, on_worker_failure="raise", max_restarts=3,
-               restart_window=60.0, worker_env=None, check_actions=True, batch_size=None, deterministic=False,
-               device=None, spin_us=None, vector_infos=True):
-        n = self.num_envs
-        self._vector_infos, self._env_infos = bool(vector_infos), {}
-        self._device: Optional[DeviceBatches] = None
+    def _start(self, program: WorkerProgram, *, num_workers, max_concurrency, startup_timeout, copy,
+               on_worker_failure, max_restarts, restart_window, worker_env, check_actions, batch_size, deterministic,
+               device, spin_us, vector_infos) -> None:
+        """Checks what depends on the spaces, then starts the pool and makes the views of its
+        slots: the one place a pool is built, for Python and Rust envs alike."""
+        n, single_obs, single_act = self.num_envs, program.single_observation_space, program.single_action_space
+        self._vector_infos = bool(vector_infos)
+        self._env_infos: Dict[int, Dict[str, Any]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
         if torch_device is not None and not (self.shared_memory and _layout.is_flat(single_obs)):
             raise ValueError(f"device={device!r} needs a single-array observation space in shared memory (Box, "
@@ -489,77 +221,41 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
                              "DISABLED an env that ended could never be reset between batches")
         if num_workers is None:
-            num_workers = (_default_num_workers(n, max_concurrency) if batch_size == n
-                           else default_async_workers(n, int(batch_size), os.cpu_count() or 1))
+            num_workers = default_num_workers(n, batch_size, max_concurrency)
         num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
         if batch_size < n:
-            check_batch_size(n, int(num_workers), int(batch_size))
+            check_batch_size(n, num_workers, batch_size)
         obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
         # batch_space allocates arrays of num_envs rows and before the segment is created.
         check_segment_fits(n, _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [],
-                                                        reward_dtype))
-        if observation_space is None:
-            observation_space = batch_space(single_obs, n)
-        self.batch_size = int(batch_size)
-        self.num_workers = int(num_workers)
-        self.deterministic = bool(deterministic)
-        self._ranges = list(_split(n, int(num_workers)))
-        self._worker_of = np.repeat(np.arange(int(num_workers)), [b - a for a, b in self._ranges])
-        # Workers per recv: all of them for batch_size == num_envs (blocks may differ in size then).
-        self._per_recv = int(num_workers) if batch_size == n else batch_size // (n // int(num_workers))
+                                                        program.reward_dtype))
+        self.batch_size, self.num_workers, self.deterministic = batch_size, num_workers, bool(deterministic)
         self.copy = copy
-        self.single_observation_space = single_obs
-        self.single_action_space = single_act
-        self.observation_space = observation_space
+        self.single_observation_space, self.single_action_space = single_obs, single_act
+        self.observation_space = (batch_space(single_obs, n) if program.observation_space is None
+                                  else program.observation_space)
         self.action_space = batch_space(single_act, n)
-        inits = [make_init(a, b) for a, b in _split(n, int(num_workers))]
+        inits = [program.make_init(a, b) for a, b in worker_ranges(n, num_workers)]
         self._creator_pid = os.getpid()
         self._pool = _native.Pool(
-            n, int(num_workers), obs_leaves or [], act_leaves or [], reward_dtype, argv, inits,
-            env=_worker_env(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
+            n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
+            env=worker_environ(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT
-        pool, seg, slots = self._pool, self._pool.segment(), range(self._pool.depth)
-        if obs_leaves:
-            self._obs_mem = [
-                _layout.bind(single_obs, n, seg, [pool.offset(s, "obs", k) for k in range(len(obs_leaves))], obs_leaves)
-                for s in slots]
-            self._obs_rows = [
-                [np.frombuffer(seg, np.uint8, n * _layout.leaf_bytes(leaf), pool.offset(s, "obs", k)).reshape(n, -1)
-                 for k, leaf in enumerate(obs_leaves)]
-                for s in slots]
-            self._env_obs = None
-        else:
-            self._obs_mem = None
-            self._env_obs: Optional[List[Any]] = [None] * n
-            self._obs_batch = create_empty_array(single_obs, n=n, fn=np.zeros)
-        # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
-        self._obs_flat = ([_layout.flat_view(single_obs, n, seg, pool.offset(s, "obs")) for s in slots]
-                          if obs_leaves and _layout.is_flat(single_obs) else None)
-        self._action = ([_layout.flat_view(single_act, n, seg, pool.offset(s, "action")) for s in slots]
-                        if act_leaves else None)
-        self._action_shape = (n, *(single_act.shape or ()))
-        self._integer_actions = not isinstance(single_act, spaces.Box)
-        self._action_bounds = _action_bounds(single_act) if check_actions else None
-        self._reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
-        self._terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
-        self._truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
+        self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
+                            obs_leaves, act_leaves, program.reward_dtype, check_actions)
+        self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic)
+        self._reset_mask: Optional[np.ndarray] = None
         if torch_device is not None:
-            assert self._obs_flat is not None
             try:
-                self._device = DeviceBatches(torch_device, self._obs_flat, self._reward, self._terminated,
-                                             self._truncated, seg)
+                self._slots.to_device(torch_device, self._pool.segment())
             except BaseException:
                 self.close(terminate=True)
                 raise
-        self._last_slots: List[Optional[int]] = [None] * int(num_workers)
-        self._sent: List[Optional[str]] = [None] * int(num_workers)  # what each worker runs for send/recv
-        self._restarted: List[dict] = []
-        self._reset_mask: Optional[np.ndarray] = None
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -609,54 +305,75 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
         return [None if s is None else int(s) for s in seeds]
 
-    def _write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any) -> Optional[bytes]:
-        """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
-        action slot of each env (``slots``: one slot for all, or an array with one per env of
-        ``ids``); returns the pickled payload of a non-flat action space instead (a list of
-        ``num_envs`` entries, ``None`` where not sent).
+    # -- EnvPool's asynchronous batches (ringenv/_batches.py) ----------------------------------
+
+    def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
+                    options: Optional[dict] = None) -> None:
+        """Sends a reset to every env and returns at once (EnvPool's ``async_reset``); the first
+        observations then come back through :meth:`recv`, ``batch_size`` envs at a time, with
+        reward 0 and terminated/truncated False. ``seed`` as in :meth:`reset`: env ``i`` gets
+        ``seed + i`` (an int) or ``seed[i]``.
 
         Raises:
-            TypeError: a scalar instead of a batch.
-            ValueError: wrong shape, count or dtype, or (``check_actions=True``) value, naming
-                the env; nothing is written.
+            AlreadyPendingCallError: a synchronous call is pending, or batches are still in flight
+                (``recv`` them first).
+            ValueError: bad seeds; ClosedEnvironmentError.
         """
-        count = self.num_envs if ids is None else len(ids)
-        actions = host_actions(actions, self._device)
-        if self._action is None:
-            space = self.action_space if ids is None else batch_space(self.single_action_space, count)
-            batch = list(iterate(space, actions))
-            if len(batch) != count:
-                raise ValueError(f"got {len(batch)} actions for {count} envs")
-            if ids is None:
-                return cloudpickle.dumps(batch)
-            full: List[Any] = [None] * self.num_envs
-            for i, a in zip(ids, batch):
-                full[int(i)] = a
-            return cloudpickle.dumps(full)
-        actions = np.asarray(actions)
-        shape = (count, *self._action_shape[1:])
-        if actions.ndim == 0:  # Gymnasium's iterate raises TypeError for a scalar too
-            raise TypeError(f"actions must be a batch of {count} actions (an array of shape {shape}), "
-                            f"got the scalar {actions!r}")
-        if actions.shape != shape:
-            raise ValueError(f"actions have shape {actions.shape}, expected {shape} "
-                             f"({count} envs, action shape {self.single_action_space.shape})")
-        actions = _refuse_objects(actions, self.single_action_space)
-        if self._integer_actions and actions.dtype.kind not in "iub":
-            raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
-                             f"got dtype {actions.dtype}")
-        _check_fits(actions, self._action[0].dtype)
-        if self._action_bounds is not None:
-            _check_action_values(actions, self._action_bounds, self.single_action_space)
-        if ids is None:
-            np.copyto(self._action[slots], actions, casting="unsafe")
-        elif np.ndim(slots) == 0:
-            self._action[slots][ids] = actions
-        else:
-            for slot in np.unique(slots):
-                mine = slots == slot
-                self._action[slot][ids[mine]] = actions[mine]
-        return None
+        seeds = self._seed_list(seed)
+        self._assert_default("async_reset")
+        self._batches.reset(seeds, options)
+
+    def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
+        """Sends ``actions`` to the envs ``env_ids`` and returns at once (EnvPool's ``send``).
+
+        Args:
+            actions: the actions of those envs, in the order of ``env_ids``: an array of shape
+                ``(len(env_ids), *single_action_space.shape)`` (integers for Discrete,
+                MultiDiscrete and MultiBinary spaces), or for other action spaces a batch of that
+                many elements.
+            env_ids: the env ids, usually ``infos["env_id"]`` of the last :meth:`recv`; any order,
+                but they must make up whole workers' blocks of envs (``None``: every env).
+
+        Raises:
+            TypeError: a scalar instead of a batch of actions.
+            ValueError: an env id out of range or repeated, env ids that do not make up whole
+                workers, envs whose last results were not received yet, actions of the wrong
+                shape or dtype, or with ``check_actions=True`` out of range (nothing is sent).
+            AlreadyPendingCallError: a synchronous call is pending; ClosedEnvironmentError.
+        """
+        self._assert_open("send")
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete", str(self._state.value))
+        self._batches.send(actions, env_ids)
+
+    def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """Waits for the next ``batch_size`` envs (EnvPool's ``recv``): the first workers to
+        finish, or with ``deterministic=True`` the earliest sent.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)`` of the batch, in the
+            order of ``infos["env_id"]`` (an ``int32`` array of shape ``(batch_size,)``, ascending
+            within each worker's block): observations batched as ``observation_space`` with
+            ``batch_size`` rows; rewards ``float64``, terminations and truncations ``bool``, each
+            of shape ``(batch_size,)``; infos vectorised over the batch. Observations are views of
+            shared memory when the batch is contiguous and ``copy=False`` (valid until those envs
+            step again), else copies.
+
+        Raises:
+            ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
+            multiprocessing.TimeoutError: ``timeout`` seconds passed (the batch stays in flight).
+            ringenv.errors.WorkerDiedError, or the exception an env raised.
+        """
+        self._assert_open("recv")
+        try:
+            batch = self._batches.wait(timeout)
+        except WorkerDiedError:
+            self._release(0.0)  # closed: every descriptor goes now
+            raise
+        return self._batches.take(batch, self.copy, self._absorb)
+
+    # -- Gymnasium's protocol ------------------------------------------------------------------
 
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None):
@@ -687,8 +404,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
                 raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
                                  f"value, got reset_mask={mask}")
         self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
-        if self._device is not None:
-            self._device.before_reuse([self._pool.next_slot])
+        self._slots.before_reuse([self._pool.next_slot])
         self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
         self._reset_mask = mask
         self._state = AsyncState.WAITING_RESET
@@ -706,20 +422,13 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
-        previous = list(self._last_slots)
-        slot, messages = self._wait("reset", AsyncState.WAITING_RESET, timeout)
+        previous = list(self._slots.latest)
+        slot, messages, restarted = self._wait("reset", AsyncState.WAITING_RESET, timeout)
         mask, self._reset_mask = self._reset_mask, None
-        if mask is not None and self._obs_mem is not None:
-            keep = ~mask  # envs not reset keep their last observation
-            for (start, stop), before in zip(self._ranges, previous):
-                if before is None:
-                    continue
-                rows = np.zeros_like(keep)
-                rows[start:stop] = keep[start:stop]
-                for new, old in zip(self._obs_rows[slot], self._obs_rows[before]):
-                    new[rows] = old[rows]
-        infos = self._absorb(messages)
-        return self._observations(slot), infos
+        if mask is not None:  # envs not reset keep their last observation
+            self._slots.keep_observations(slot, previous, ~mask, self._batches.ranges)
+        infos = self._absorb(messages, restarted)
+        return self._slots.observations(slot, self.copy), infos
 
     def reset(self, *, seed=None, options=None):
         """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
@@ -746,9 +455,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         self._assert_default("step_async")
-        payload = self._write_actions(actions, None, self._pool.next_slot)
-        if self._device is not None:
-            self._device.before_reuse([self._pool.next_slot])
+        payload = self._slots.write_actions(actions, None, self._pool.next_slot)
+        self._slots.before_reuse([self._pool.next_slot])
         self._pool.submit("step", payload)
         self._state = AsyncState.WAITING_STEP
 
@@ -766,17 +474,9 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             ringenv.errors.WorkerDiedError, or the exception an env raised (its remote traceback
             is the ``__cause__``).
         """
-        slot, messages = self._wait("step", AsyncState.WAITING_STEP, timeout)
-        infos = self._absorb(messages)
-        if self._device is not None:
-            return (*self._device.batch([(slot, 0, self.num_envs)], self.copy), infos)
-        return (
-            self._observations(slot),
-            self._reward[slot].astype(np.float64),
-            self._terminated[slot].copy(),
-            self._truncated[slot].copy(),
-            infos,
-        )
+        slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
+        infos = self._absorb(messages, restarted)
+        return (*self._slots.results(slot, self.copy), infos)
 
     def step(self, actions):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
@@ -802,7 +502,7 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             example ``ValueError`` for ``reset``, ``step`` or ``close``, which have their own
             methods).
         """
-        _, messages = self._wait("call", AsyncState.WAITING_CALL, timeout)
+        _, messages, _ = self._wait("call", AsyncState.WAITING_CALL, timeout)
         return tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
@@ -879,30 +579,25 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
             self._release(0.0)
             raise
         self._state = AsyncState.DEFAULT
-        self._restarted = restarted
         for r in restarted:
-            logger.warn(f"ringenv worker {r['worker']} (pid {r['pid']}, envs {r['env_ids'][0]}..{r['env_ids'][1]}) "
-                        f"{r['status']} and was restarted; its envs were reset")
+            warn_restarted(r)
         if errors:
             raise _remote_exception(errors[0][1])
         if state != AsyncState.WAITING_CALL:
-            self._last_slots = [slot] * len(self._last_slots)
-        return slot, messages
+            self._slots.latest = [slot] * self.num_workers
+        return slot, messages, restarted
 
-    def _absorb(self, messages) -> Dict[str, Any]:
-        """Keeps each env's info of a reset, step or recv for :meth:`env_infos`, vectorises them
-        (in env order, as Gymnasium adds them) unless ``vector_infos=False``, and, on the pickled
-        path, takes in the observations."""
+    def _absorb(self, messages: List[Tuple[int, bytes]], restarted: List[dict]) -> Dict[str, Any]:
+        """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
+        workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them) unless
+        ``vector_infos=False``, and, on the pickled path, takes in the observations."""
         raw: Dict[int, Dict[str, Any]] = {}
         for worker, payload in sorted(messages, key=lambda m: m[0]):
             observations, env_infos = cloudpickle.loads(payload)
             if observations is not None:
-                start = self._pool.env_ids(worker)[0]
-                for k, obs in enumerate(observations):
-                    if obs is not None:  # None: not reset (reset mask)
-                        self._env_obs[start + k] = obs
+                self._slots.take_pickled(self._pool.env_ids(worker)[0], observations)
             raw.update(env_infos)
-        for r in self._restarted:
+        for r in restarted:
             for env_id in range(*r["env_ids"]):
                 raw[env_id] = {**raw.get(env_id, {}), "worker_restarted": True}
         self._env_infos = raw
@@ -921,18 +616,6 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         infos are skipped altogether."""
         raw = self._env_infos
         return [raw.get(i, {}) for i in range(self.num_envs)]
-
-    def _observations(self, slot: int):
-        if self._device is not None:
-            return self._device.observations(slot, self.copy)
-        if self._obs_flat is not None:
-            flat = self._obs_flat[slot]
-            return flat.copy() if self.copy else flat
-        if self._obs_mem is not None:
-            obs = read_from_shared_memory(self.single_observation_space, self._obs_mem[slot], n=self.num_envs)
-        else:
-            obs = self._obs_batch = concatenate(self.single_observation_space, self._env_obs, self._obs_batch)
-        return deepcopy(obs) if self.copy else obs
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
         """Stops the workers and releases every OS resource of the env at once: the segment's
@@ -953,7 +636,8 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         if pool is None:
             return
         if self._creator_pid != _native.current_pid():
-            self._device = None  # CUDA state does not survive a fork: nothing to wait for here
+            if getattr(self, "_slots", None) is not None:
+                self._slots.device = None  # CUDA state does not survive a fork: nothing to wait for here
             self._release(0.0)
             return
         if self._state != AsyncState.DEFAULT:
@@ -975,12 +659,10 @@ class AsyncVectorEnv(BatchesMixin, VectorEnv):
         with the last array a caller still holds."""
         self.closed = True
         self._state = AsyncState.DEFAULT
-        device, self._device = getattr(self, "_device", None), None
-        if device is not None:
-            device.close()  # waits for the copies in flight, then unpins the segment
+        slots = getattr(self, "_slots", None)
+        if slots is not None:
+            slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
         self._pool.close(timeout)
-        self._obs_mem = self._obs_rows = self._obs_flat = self._action = None
-        self._reward = self._terminated = self._truncated = None  # type: ignore[assignment]
 
     def __del__(self):
         if not getattr(self, "closed", True):
