@@ -16,13 +16,12 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import cloudpickle
 import numpy as np
-from gymnasium import logger
 
+from ringenv._protocol import warn_restarted
 from ringenv._slots import Slots
 from ringenv.errors import _remote_exception
 
-__all__ = ["AsyncBatches", "default_num_workers", "default_async_workers", "check_batch_size", "worker_ranges",
-           "warn_restarted"]
+__all__ = ["AsyncBatches", "default_num_workers", "default_async_workers", "check_batch_size", "worker_ranges"]
 
 
 def check_batch_size(num_envs: int, num_workers: int, batch_size: int) -> None:
@@ -76,12 +75,6 @@ def worker_ranges(num_envs: int, num_workers: int) -> Iterator[Tuple[int, int]]:
         stop = start + base + (1 if w < extra else 0)
         yield start, stop
         start = stop
-
-
-def warn_restarted(restart: dict) -> None:
-    """Logs Gymnasium's way that a worker (the pool's ``restarted`` dict) was restarted."""
-    logger.warn(f"ringenv worker {restart['worker']} (pid {restart['pid']}, envs {restart['env_ids'][0]}.."
-                f"{restart['env_ids'][1]}) {restart['status']} and was restarted; its envs were reset")
 
 
 def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:

@@ -7,13 +7,13 @@ action slot, and with ``check_actions=True`` what is in the action space). Each 
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["check_count", "check_seconds", "check_options", "available_memory", "check_segment_fits",
-           "action_bounds", "check_action_values", "check_fits", "refuse_objects"]
+__all__ = ["check_count", "check_seconds", "check_options", "available_memory", "check_segment_fits", "seeds_of",
+           "reset_mask_of", "action_bounds", "check_action_values", "check_fits", "refuse_objects"]
 
 
 def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None, high_name: str = "") -> int:
@@ -111,6 +111,50 @@ def check_segment_fits(num_envs: int, size: int) -> None:
         raise ValueError(f"num_envs={num_envs} needs a shared memory segment of {size} bytes "
                          f"({size / 2**30:.1f} GiB), more than the {available} bytes "
                          f"({available / 2**30:.1f} GiB) of memory available: use fewer envs")
+
+
+def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int) -> List[Optional[int]]:
+    """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all.
+
+    Raises:
+        ValueError: a list of the wrong length, a negative or too large seed (naming the env).
+    """
+    if seed is None:
+        seeds: List[Optional[int]] = [None] * num_envs
+    elif isinstance(seed, (int, np.integer)):
+        seeds = [int(seed) + i for i in range(num_envs)]
+    else:
+        seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(f"If seeds are passed as a list the length must match num_envs={num_envs} "
+                         f"but got length={len(seeds)}.")
+    for i, s in enumerate(seeds):
+        if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
+            raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
+    return [None if s is None else int(s) for s in seeds]
+
+
+def reset_mask_of(options: Optional[dict], num_envs: int) -> Optional[np.ndarray]:
+    """``options["reset_mask"]``, popped from the caller's dict as Gymnasium does, when it is a
+    bool array of shape ``(num_envs,)`` with a True value; ``None`` without one.
+
+    Raises:
+        TypeError: not a NumPy array, or not of dtype bool.
+        ValueError: the wrong shape, or no True value.
+    """
+    if options is None or "reset_mask" not in options:
+        return None
+    mask = options.pop("reset_mask")
+    if not isinstance(mask, np.ndarray):
+        raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
+    if mask.shape != (num_envs,):
+        raise ValueError(f"`options['reset_mask']` must have shape `({num_envs},)`, got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
+    if not np.any(mask):
+        raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
+                         f"value, got reset_mask={mask}")
+    return mask
 
 
 def action_bounds(space: spaces.Space):

@@ -1,50 +1,40 @@
 """``ringenv.AsyncVectorEnv``: a drop-in for ``gymnasium.vector.AsyncVectorEnv`` whose sub-envs
 run in worker processes that exchange actions and observations through shared memory.
 
-Its parts: what the workers run (``_program.py``), the argument checks (``_checks.py``), the
-views of the pool's slots (``_slots.py``), the asynchronous batches (``_batches.py``) and GPU
-staging (``_staging.py``).
+Its parts: Gymnasium's call protocol over a pool, the base class (``_protocol.py``); what the
+workers run (``_program.py``); the argument checks (``_checks.py``); the views of the pool's slots
+(``_slots.py``); the asynchronous batches (``_batches.py``); GPU staging (``_staging.py``).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Sequence as SequenceABC
-from enum import Enum
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium import logger, spaces
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium import spaces
+from gymnasium.error import AlreadyPendingCallError
+from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ringenv import _layout, _native
-from ringenv._batches import AsyncBatches, check_batch_size, default_num_workers, warn_restarted, worker_ranges
-from ringenv._checks import check_count, check_options, check_segment_fits
+from ringenv._batches import AsyncBatches, check_batch_size, default_num_workers, worker_ranges
+from ringenv._checks import check_count, check_options, check_segment_fits, reset_mask_of, seeds_of
 from ringenv._infos import add_infos
 from ringenv._program import RustEnvs, WorkerProgram, python_program
+from ringenv._protocol import AsyncState, PoolVectorEnv
 from ringenv._slots import Slots
 from ringenv._staging import parse_device
 from ringenv._worker import worker_environ
-from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
+from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
 
-class AsyncState(Enum):
-    """The protocol state: at most one call is pending (Gymnasium's states, same values)."""
-
-    DEFAULT = "default"
-    WAITING_RESET = "reset"
-    WAITING_STEP = "step"
-    WAITING_CALL = "call"
-
-
-class AsyncVectorEnv(VectorEnv):
+class AsyncVectorEnv(PoolVectorEnv):
     """Vectorized env stepping its sub-envs in worker processes over shared memory.
 
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
@@ -150,6 +140,7 @@ class AsyncVectorEnv(VectorEnv):
         ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
             message names the env; the original exception is its ``__cause__``).
     """
+
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env]],
@@ -257,54 +248,6 @@ class AsyncVectorEnv(VectorEnv):
                 self.close(terminate=True)
                 raise
 
-    # -- protocol -----------------------------------------------------------------------------
-
-    #: The process that created the pool (``None`` until it exists): only it may use the workers.
-    _creator_pid: Optional[int] = None
-
-    def _assert_open(self, name: str):
-        creator = self._creator_pid
-        if creator is not None and creator != _native.current_pid():  # cached: no system call
-            raise ForkedProcessError(
-                f"`{name}` was called in process {os.getpid()}, but this ringenv vector env belongs to process "
-                f"{creator}, which created it; this process is a fork of it (os.fork, multiprocessing's 'fork' "
-                "start method, a DataLoader worker). Create a new env in this process; closing or dropping the "
-                "inherited one here leaves the creator's workers running.",
-                creator_pid=creator, pid=os.getpid())
-        if self.closed:
-            raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
-
-    def _assert_default(self, name: str):
-        self._assert_open(name)
-        if self._state != AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
-                str(self._state.value))
-        if self._pool.in_flight:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while {self._pool.in_flight} workers' batches sent with `send`/`async_reset` "
-                "are in flight: `recv` them first", "step")
-
-    def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
-        """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all.
-
-        Raises:
-            ValueError: a list of the wrong length, a negative or too large seed (naming the env).
-        """
-        if seed is None:
-            seeds: List[Optional[int]] = [None] * self.num_envs
-        elif isinstance(seed, (int, np.integer)):
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
-                             f"but got length={len(seeds)}.")
-        for i, s in enumerate(seeds):
-            if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
-                raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
-        return [None if s is None else int(s) for s in seeds]
-
     # -- EnvPool's asynchronous batches (ringenv/_batches.py) ----------------------------------
 
     def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
@@ -319,7 +262,7 @@ class AsyncVectorEnv(VectorEnv):
                 (``recv`` them first).
             ValueError: bad seeds; ClosedEnvironmentError.
         """
-        seeds = self._seed_list(seed)
+        seeds = seeds_of(seed, self.num_envs)
         self._assert_default("async_reset")
         self._batches.reset(seeds, options)
 
@@ -389,20 +332,9 @@ class AsyncVectorEnv(VectorEnv):
             TypeError: a reset mask that is not a bool NumPy array.
         """
         self._assert_open("reset_async")
-        seeds = self._seed_list(seed)
+        seeds = seeds_of(seed, self.num_envs)
         self._assert_default("reset_async")
-        mask = None
-        if options is not None and "reset_mask" in options:
-            mask = options.pop("reset_mask")  # popped from the caller's dict, as Gymnasium does
-            if not isinstance(mask, np.ndarray):
-                raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(mask)}")
-            if mask.shape != (self.num_envs,):
-                raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {mask.shape}")
-            if mask.dtype != np.bool_:
-                raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {mask.dtype}")
-            if not np.any(mask):
-                raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True "
-                                 f"value, got reset_mask={mask}")
+        mask = reset_mask_of(options, self.num_envs)
         self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
         self._slots.before_reuse([self._pool.next_slot])
         self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
@@ -483,110 +415,6 @@ class AsyncVectorEnv(VectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
-        """Calls method ``name`` of every sub-env with ``args`` and ``kwargs`` (or reads the
-        attribute, if it is not callable), through ``env.get_wrapper_attr``.
-
-        Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError.
-        """
-        self._assert_default("call_async")
-        self._pool.submit("call", cloudpickle.dumps(("call", name, args, kwargs)))
-        self._state = AsyncState.WAITING_CALL
-
-    def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
-        """Waits for the pending call; returns a tuple of ``num_envs`` results, in env order.
-
-        Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError, the exception a sub-env raised (for
-            example ``ValueError`` for ``reset``, ``step`` or ``close``, which have their own
-            methods).
-        """
-        _, messages, _ = self._wait("call", AsyncState.WAITING_CALL, timeout)
-        return tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
-        """``call_async`` then ``call_wait``: a tuple of one result per sub-env."""
-        self.call_async(name, *args, **kwargs)
-        return self.call_wait()
-
-    def get_attr(self, name: str) -> Tuple[Any, ...]:
-        """The attribute ``name`` of every sub-env (a method is called with no arguments, as
-        Gymnasium's ``AsyncVectorEnv.get_attr`` does)."""
-        return self.call(name)
-
-    def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
-        """Sets attribute ``name`` of every sub-env (``env.set_wrapper_attr``): to ``values[i]``
-        for env ``i`` when ``values`` is a list or tuple, else to ``values`` for all.
-
-        Raises:
-            ValueError: a list or tuple whose length is not ``num_envs``.
-            AlreadyPendingCallError, ClosedEnvironmentError.
-        """
-        self._assert_open("set_attr")
-        if not isinstance(values, (list, tuple)):
-            values = [values for _ in range(self.num_envs)]
-        if len(values) != self.num_envs:
-            raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
-                             f"Got `{len(values)}` values for {self.num_envs} environments.")
-        self._assert_default("set_attr")
-        self._pool.submit("call", cloudpickle.dumps(("set_attr", name, list(values), {})))
-        self._state = AsyncState.WAITING_CALL
-        self.call_wait()
-
-    def _apply(self, fn: Callable[[gym.Env], Any], env_ids: Optional[Sequence[int]] = None) -> List[Any]:
-        """Runs ``fn(env)`` in the workers on the sub-envs ``env_ids`` (``None``: all), in the
-        order of ``env_ids``; ``fn`` travels with cloudpickle. For adapters (SB3's
-        ``env_method`` with ``indices``, ``env_is_wrapped``).
-
-        Raises:
-            ValueError: an env id outside ``[0, num_envs)``.
-            AlreadyPendingCallError, ClosedEnvironmentError, the exception ``fn`` raised.
-        """
-        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
-        bad = [i for i in ids if not 0 <= i < self.num_envs]
-        if bad:
-            raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
-        self._assert_default("_apply")
-        wanted = sorted(set(ids))
-        self._pool.submit("call", cloudpickle.dumps(("apply", fn, wanted, {})))
-        self._state = AsyncState.WAITING_CALL
-        by_id = dict(zip(wanted, self.call_wait()))
-        return [by_id[i] for i in ids]
-
-    @property
-    def np_random_seed(self) -> Tuple[Any, ...]:  # type: ignore[override]  # a tuple, as Gymnasium's Async
-        """The ``np_random_seed`` of every sub-env (a tuple, as Gymnasium's AsyncVectorEnv)."""
-        return self.get_attr("np_random_seed")
-
-    @property  # type: ignore[misc]  # read-only, as Gymnasium's AsyncVectorEnv
-    def np_random(self) -> Tuple[np.random.Generator, ...]:  # type: ignore[override]
-        """The ``np_random`` generator of every sub-env (copies, pickled from the workers)."""
-        return self.get_attr("np_random")
-
-    def render(self) -> Optional[Tuple[Any, ...]]:
-        """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames."""
-        return self.call("render")
-
-    def _wait(self, call: str, state: AsyncState, timeout):
-        self._assert_open(f"{call}_wait")
-        if self._state != state:
-            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
-        try:
-            slot, messages, errors, restarted = self._pool.wait(timeout)
-        except WorkerDiedError:
-            self._state = AsyncState.DEFAULT
-            self._release(0.0)
-            raise
-        self._state = AsyncState.DEFAULT
-        for r in restarted:
-            warn_restarted(r)
-        if errors:
-            raise _remote_exception(errors[0][1])
-        if state != AsyncState.WAITING_CALL:
-            self._slots.latest = [slot] * self.num_workers
-        return slot, messages, restarted
-
     def _absorb(self, messages: List[Tuple[int, bytes]], restarted: List[dict]) -> Dict[str, Any]:
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them) unless
@@ -616,57 +444,6 @@ class AsyncVectorEnv(VectorEnv):
         infos are skipped altogether."""
         raw = self._env_infos
         return [raw.get(i, {}) for i in range(self.num_envs)]
-
-    def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
-        """Stops the workers and releases every OS resource of the env at once: the segment's
-        descriptor, the control sockets, the workers' pidfds. The env's own arrays over the
-        shared segment are dropped too; the mapping goes when the last array a caller still
-        holds (an observation returned with ``copy=False``) dies, so such arrays stay valid.
-
-        A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
-        takes) unless ``terminate``; either way Gymnasium's warning ("Calling `close` while
-        waiting for a pending call to `step` to complete.") names it. Then the workers are asked
-        to close their envs and given ``timeout`` seconds (default 1) to exit, or with
-        ``terminate=True`` killed at once.
-
-        In a process other than the one that created the env (a fork), it only lets go of this
-        process's inherited copy: the creator's workers are neither messaged nor stopped.
-        """
-        pool = getattr(self, "_pool", None)
-        if pool is None:
-            return
-        if self._creator_pid != _native.current_pid():
-            if getattr(self, "_slots", None) is not None:
-                self._slots.device = None  # CUDA state does not survive a fork: nothing to wait for here
-            self._release(0.0)
-            return
-        if self._state != AsyncState.DEFAULT:
-            # Gymnasium warns with terminate=True too (then waits 0 s; here: not at all).
-            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
-            if not terminate:
-                try:
-                    self._wait(self._state.value, self._state, timeout)
-                except multiprocessing.TimeoutError:
-                    terminate = True
-                except Exception:  # the pending call failed; the envs close all the same
-                    pass
-        self._release(0.0 if terminate else (1.0 if timeout is None else timeout))
-
-    def _release(self, timeout: float) -> None:
-        """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
-        exit; in a forked child: only lets go of the inherited handle) and drops the env's
-        arrays over the segment, so that every descriptor is closed now and the mapping goes
-        with the last array a caller still holds."""
-        self.closed = True
-        self._state = AsyncState.DEFAULT
-        slots = getattr(self, "_slots", None)
-        if slots is not None:
-            slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
-        self._pool.close(timeout)
-
-    def __del__(self):
-        if not getattr(self, "closed", True):
-            self.close(terminate=True)
 
     def __repr__(self) -> str:
         return f"ringenv.AsyncVectorEnv(num_envs={getattr(self, 'num_envs', '?')})"
