@@ -7,11 +7,11 @@ enqueues one host-to-device copy per array on ``torch.cuda.current_stream(device
 the slot's event after them; it never waits for the GPU. Before the workers rewrite a slot,
 :meth:`GpuStaging.before_reuse` waits for that slot's copy (by then long finished).
 
-The vector env's side of it is :class:`DeviceBatches`: it calls
-:meth:`DeviceBatches.before_reuse` before every command that makes workers rewrite a slot (the copy
-of that slot's last batch must have finished: in a pipeline of depth 2 it has, and the call
-returns at once), and :meth:`DeviceBatches.batch` after every result; :func:`host_actions` takes
-actions that may be torch tensors (CUDA or CPU).
+The vector env's side of it is :class:`DeviceBatches`, made from the vector env's slots
+(:class:`ringenv._slots.Slots`), which call :meth:`DeviceBatches.before_reuse` before every
+command that makes workers rewrite a slot (the copy of that slot's last batch must have finished:
+in a pipeline of depth 2 it has, and the call returns at once), and :meth:`DeviceBatches.batch`
+after every result; :func:`host_actions` takes actions that may be torch tensors (CUDA or CPU).
 
 PyTorch is imported only when a CUDA device is asked for: ``import ringenv`` never imports it.
 """
