@@ -5,7 +5,7 @@ Measures, in bytes of observation per second:
 - the worker's write path (one env's observation into its row of the segment): Gymnasium's
   ``write_to_shared_memory`` (two copies per leaf: ``flatten``, then ``copyto``) against
   ``ringenv._obs_writer`` (one ``copyto`` per leaf), in one process over a segment-like buffer;
-- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``_observations``, what
+- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``_slots.observations``, what
   ``step`` returns) with ``copy=True`` (one copy per leaf per batch) and ``copy=False`` (views);
 - end to end, steps/s of the env (with infos on every step and ~160 us of work) in
   ``ringenv.AsyncVectorEnv`` with default settings and in Gymnasium's ``SyncVectorEnv``, and the
@@ -110,7 +110,7 @@ def main_read_path(seconds: float, envs: int, workers: int) -> dict:
         vec = ringenv.AsyncVectorEnv([BigDictEnv for _ in range(envs)], num_workers=workers, copy=copy)
         try:
             vec.reset(seed=0)
-            out[f"copy={copy}"] = _rate(lambda: vec._observations(0), seconds)
+            out[f"copy={copy}"] = _rate(lambda: vec._slots.observations(0, vec.copy), seconds)
         finally:
             vec.close()
     return out

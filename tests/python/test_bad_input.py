@@ -17,7 +17,7 @@ import pytest
 
 import ringenv
 from helper_envs import CallEnv, CounterEnv
-from ringenv.vector import available_memory
+from ringenv._checks import available_memory
 
 
 def _children() -> set:
@@ -43,9 +43,9 @@ def test_a_segment_larger_than_the_memory_available_is_refused_naming_num_envs_a
 
 
 def test_the_segment_is_compared_with_the_memory_available(monkeypatch):
-    import ringenv.vector
+    import ringenv._checks
 
-    monkeypatch.setattr(ringenv.vector, "available_memory", lambda: 4096)
+    monkeypatch.setattr(ringenv._checks, "available_memory", lambda: 4096)
     before = _children()
     with pytest.raises(ValueError, match=r"num_envs=2 needs a shared memory segment of \d+ bytes .* more than the "
                                          r"4096 bytes"):

@@ -145,6 +145,23 @@ def test_wrappers_with_builtin_env_raise_value_error():
         ringenv.make_vec("CartPole-v1", 2, wrappers=[gym.wrappers.RecordEpisodeStatistics])
 
 
+@pytest.mark.parametrize("option, value", [("shared_memory", True), ("autoreset_mode", "next_step"),
+                                           ("observation_mode", "same"), ("max_concurrency", 1), ("context", None),
+                                           ("daemon", True), ("worker", None)])
+def test_builtin_env_refuses_the_options_of_python_envs_naming_them(option, value):
+    # Even at their defaults: a Rust env's workers have their own layout and autoreset.
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{option}'.*CartPole-v1 is a Rust env"):
+        ringenv.make_vec("CartPole-v1", 2, vector_kwargs={option: value})
+
+
+def test_builtin_env_checks_action_values_by_default(closing):
+    envs = _make(closing, "CartPole-v1", 2)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action 2 of env 1 is outside Discrete\(2\)"):
+        envs.step(np.array([0, 2]))
+    envs.step(np.array([0, 1]))  # nothing was sent: the env goes on
+
+
 # -- Gymnasium ids ---------------------------------------------------------------------------------
 
 

@@ -28,7 +28,7 @@ def test_the_segment_is_a_writable_uint8_array_over_the_mapping_owned_by_a_segme
     assert isinstance(seg, np.ndarray) and seg.dtype == np.uint8 and seg.ndim == 1
     assert seg.flags.writeable and seg.flags.c_contiguous
     assert isinstance(seg.base, _native.Segment) and len(seg.base) == seg.size
-    # Another call maps nothing new: the same bytes, seen through numpy.frombuffer as vector.py does.
+    # Another call maps nothing new: the same bytes, seen through numpy.frombuffer as _slots.py does.
     other = env._pool.segment()
     assert other.ctypes.data == seg.ctypes.data and other.base is not seg.base
     offset = env._pool.offset(0, "reward")

@@ -261,7 +261,7 @@ def test_cuda_device_returns_tensors_on_the_gpu(envs):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device: device='cuda' is checked where torch sees a GPU")
     env = envs(ParallelEnv(2, CARTPOLE, device="cuda", num_processes=1))
-    assert env._vec._device is not None, "a CUDA device uses the vector env's pinned staging"
+    assert env._vec._slots.device is not None, "a CUDA device uses the vector env's pinned staging"
     data = env.rollout(5, break_when_any_done=False)
     assert data["next", "observation"].device.type == "cuda"
     check_env_specs(env)

@@ -1,5 +1,6 @@
 """Asynchronous batches for :class:`ringenv.AsyncVectorEnv`: EnvPool's ``async_reset`` /
-``send`` / ``recv`` with ``batch_size < num_envs``.
+``send`` / ``recv`` with ``batch_size < num_envs``, as :class:`AsyncBatches`, a part the vector env
+holds.
 
 The unit of work is a worker: each worker process steps its contiguous block of
 ``num_envs // num_workers`` envs, so a batch is the union of ``batch_size // (num_envs //
@@ -10,17 +11,16 @@ actions for that batch, the other workers keep stepping.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import cloudpickle
 import numpy as np
-from gymnasium import logger
-from gymnasium.error import AlreadyPendingCallError
-from gymnasium.vector.utils import concatenate, create_empty_array, iterate, read_from_shared_memory
 
-from ringenv.errors import WorkerDiedError, _remote_exception
+from ringenv._protocol import warn_restarted
+from ringenv._slots import Slots
+from ringenv.errors import _remote_exception
 
-__all__ = ["BatchesMixin", "default_async_workers", "check_batch_size"]
+__all__ = ["AsyncBatches", "default_async_workers", "check_batch_size", "worker_ranges"]
 
 
 def check_batch_size(num_envs: int, num_workers: int, batch_size: int) -> None:
@@ -55,6 +55,17 @@ def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
     return enough[0] if enough else fits[-1]
 
 
+def worker_ranges(num_envs: int, num_workers: int) -> Iterator[Tuple[int, int]]:
+    """The contiguous env-id ranges ``(start, stop)`` of ``num_workers`` workers
+    (``numpy.array_split``'s rule, as the runtime's layout computes them)."""
+    base, extra = divmod(num_envs, num_workers)
+    start = 0
+    for w in range(num_workers):
+        stop = start + base + (1 if w < extra else 0)
+        yield start, stop
+        start = stop
+
+
 def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:
     """Whether the ``(slot, start, stop)`` pieces are one run of rows of one slot."""
     return all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
@@ -69,75 +80,57 @@ def _rows(x: Any, index: np.ndarray) -> Any:
     return x
 
 
-class BatchesMixin:
-    """``async_reset`` / ``send`` / ``recv`` (mixed into :class:`ringenv.AsyncVectorEnv`, whose
-    attributes it uses)."""
+#: What takes in a batch's messages and restarted workers and returns its infos (the vector env's).
+Absorb = Callable[[List[Tuple[int, bytes]], List[dict]], Dict[str, Any]]
 
-    # Set by AsyncVectorEnv._start.
-    num_envs: int
-    batch_size: int
-    deterministic: bool
-    copy: bool
-    _pool: Any
-    #: Each worker's env ids ``(start, stop)``, which worker steps each env, and how many
-    #: workers make up one batch.
-    _ranges: List[Tuple[int, int]]
-    _worker_of: np.ndarray
-    _per_recv: int
-    _sent: List[Optional[str]]
-    _last_slots: List[Optional[int]]
-    _device: Any
-    #: The env ids array the last recv returned and its workers (send's fast path).
-    _recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
-    single_observation_space: Any
-    observation_space: Any
 
-    def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
-                    options: Optional[dict] = None) -> None:
-        """Sends a reset to every env and returns at once (EnvPool's ``async_reset``); the first
-        observations then come back through :meth:`recv`, ``batch_size`` envs at a time, with
-        reward 0 and terminated/truncated False. ``seed`` as in :meth:`reset`: env ``i`` gets
-        ``seed + i`` (an int) or ``seed[i]``.
+class AsyncBatches:
+    """What each worker of a vector env was sent, and the batches of whole workers' blocks that
+    :meth:`send` writes and :meth:`recv` reads; the vector env's ``async_reset``, ``send`` and
+    ``recv`` check its protocol state, then call these.
+
+    Args:
+        pool: the vector env's ``ringenv._native.Pool``.
+        slots: its :class:`ringenv._slots.Slots` (actions written, results read).
+        num_envs, num_workers, batch_size, deterministic: as the vector env's.
+
+    Attributes:
+        ranges: each worker's env ids ``(start, stop)``.
+    """
+
+    def __init__(self, pool: Any, slots: Slots, num_envs: int, num_workers: int, batch_size: int,
+                 deterministic: bool):
+        self._pool, self._slots = pool, slots
+        self.num_envs, self.batch_size, self.deterministic = num_envs, batch_size, deterministic
+        self.ranges = list(worker_ranges(num_envs, num_workers))
+        #: Which worker steps each env.
+        self._worker_of = np.repeat(np.arange(num_workers), [b - a for a, b in self.ranges])
+        #: Workers per recv: all of them for batch_size == num_envs (blocks may differ in size then).
+        self._per_recv = num_workers if batch_size == num_envs else batch_size // (num_envs // num_workers)
+        #: What each worker runs for send/recv: "reset", "step" or None.
+        self._sent: List[Optional[str]] = [None] * num_workers
+        #: The env ids array the last recv returned and its workers (send's fast path).
+        self._recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
+
+    def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
+        """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
+        (:meth:`ringenv.AsyncVectorEnv.async_reset`).
 
         Raises:
-            AlreadyPendingCallError: a synchronous call is pending, or batches are still in flight
-                (``recv`` them first).
-            ValueError: bad seeds; ClosedEnvironmentError.
+            ValueError: ``options["reset_mask"]``.
         """
-        seeds = self._seed_list(seed)  # type: ignore[attr-defined]
-        self._assert_default("async_reset")  # type: ignore[attr-defined]
         if options is not None and "reset_mask" in options:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         self._pool.write_seeds(seeds, None)
         workers = list(range(self._pool.num_workers))
-        if self._device is not None:
-            self._device.before_reuse(self._pool.next_slot_of(w) for w in workers)
+        self._slots.before_reuse(self._pool.next_slot_of(w) for w in workers)
         self._pool.send(workers, "reset", None if options is None else cloudpickle.dumps(options))
         for w in workers:
             self._sent[w] = "reset"
 
-    def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
-        """Sends ``actions`` to the envs ``env_ids`` and returns at once (EnvPool's ``send``).
-
-        Args:
-            actions: the actions of those envs, in the order of ``env_ids``: an array of shape
-                ``(len(env_ids), *single_action_space.shape)`` (integers for Discrete,
-                MultiDiscrete and MultiBinary spaces), or for other action spaces a batch of that
-                many elements.
-            env_ids: the env ids, usually ``infos["env_id"]`` of the last :meth:`recv`; any order,
-                but they must make up whole workers' blocks of envs (``None``: every env).
-
-        Raises:
-            TypeError: a scalar instead of a batch of actions.
-            ValueError: an env id out of range or repeated, env ids that do not make up whole
-                workers, envs whose last results were not received yet, actions of the wrong
-                shape or dtype, or with ``check_actions=True`` out of range (nothing is sent).
-            AlreadyPendingCallError: a synchronous call is pending; ClosedEnvironmentError.
-        """
-        self._assert_open("send")  # type: ignore[attr-defined]
-        if self._state.value != "default":  # type: ignore[attr-defined]
-            raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
-                                          f"`{self._state.value}` to complete", str(self._state.value))  # type: ignore[attr-defined]
+    def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
+        """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step
+        (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised)."""
         last_ids, last_workers = self._recv_ids
         if last_ids is not None and env_ids is last_ids:
             ids, workers = last_ids, last_workers  # what recv returned: known to be whole workers
@@ -145,7 +138,7 @@ class BatchesMixin:
             ids, workers = self._whole_workers(env_ids)
         busy = [int(w) for w in workers if self._sent[w] is not None]
         if busy:
-            a, b = self._ranges[busy[0]]
+            a, b = self.ranges[busy[0]]
             raise ValueError(f"envs {a}..{b - 1} (worker {busy[0]}) were sent actions whose "
                              "results were not received yet: recv them first")
         slots = [self._pool.next_slot_of(w) for w in workers]
@@ -154,9 +147,8 @@ class BatchesMixin:
         else:
             by_worker = dict(zip(workers, slots))
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
-        payload = self._write_actions(actions, ids, slot_of)  # type: ignore[attr-defined]
-        if self._device is not None:
-            self._device.before_reuse(slots)
+        payload = self._slots.write_actions(actions, ids, slot_of)
+        self._slots.before_reuse(slots)
         self._pool.send(workers, "step", payload)
         for w in workers:
             self._sent[w] = "step"
@@ -174,93 +166,56 @@ class BatchesMixin:
         workers = np.unique(self._worker_of[ids])
         if np.unique(ids).size != ids.size:
             raise ValueError(f"env_ids repeat an env: {ids.tolist()}")
-        if ids.size == 0 or ids.size != sum(self._ranges[w][1] - self._ranges[w][0] for w in workers):
+        if ids.size == 0 or ids.size != sum(self.ranges[w][1] - self.ranges[w][0] for w in workers):
             raise ValueError(f"env_ids {ids.tolist()} do not make up whole workers: the workers step the envs "
-                             f"{self._ranges} (start, stop) (a batch is whole workers, as recv returns them)")
+                             f"{self.ranges} (start, stop) (a batch is whole workers, as recv returns them)")
         return ids, [int(w) for w in workers]
 
-    def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
-        """Waits for the next ``batch_size`` envs (EnvPool's ``recv``): the first workers to
-        finish, or with ``deterministic=True`` the earliest sent.
-
-        Returns:
-            ``(observations, rewards, terminations, truncations, infos)`` of the batch, in the
-            order of ``infos["env_id"]`` (an ``int32`` array of shape ``(batch_size,)``, ascending
-            within each worker's block): observations batched as ``observation_space`` with
-            ``batch_size`` rows; rewards ``float64``, terminations and truncations ``bool``, each
-            of shape ``(batch_size,)``; infos vectorised over the batch. Observations are views of
-            shared memory when the batch is contiguous and ``copy=False`` (valid until those envs
-            step again), else copies.
+    def wait(self, timeout: Optional[float]) -> list:
+        """Waits for the next batch's workers (the pool's ``recv``).
 
         Raises:
-            ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
-            multiprocessing.TimeoutError: ``timeout`` seconds passed (the batch stays in flight).
-            ringenv.errors.WorkerDiedError, or the exception an env raised.
+            ValueError: fewer than ``batch_size`` envs are in flight.
+            multiprocessing.TimeoutError, ringenv.errors.WorkerDiedError.
         """
-        self._assert_open("recv")  # type: ignore[attr-defined]
-        k = self._per_recv
-        try:
-            batch = self._pool.recv(k, self.deterministic, timeout)
-        except WorkerDiedError:
-            self._release(0.0)  # type: ignore[attr-defined]  # closed: every descriptor goes now
-            raise
+        return self._pool.recv(self._per_recv, self.deterministic, timeout)
+
+    def take(self, batch: list, copy: bool,
+             absorb: Absorb) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """The results of ``batch`` (from :meth:`wait`), as :meth:`ringenv.AsyncVectorEnv.recv`
+        returns them; ``absorb`` turns its messages into infos.
+
+        Raises:
+            the exception an env raised.
+        """
         batch.sort(key=lambda b: b[0])  # ascending env ids (the order is the same in both modes)
         pieces, messages, restarted, error = [], [], [], None
         resets = []
         for worker, slot, message, err, restart in batch:
-            start, stop = self._ranges[worker]
+            start, stop = self.ranges[worker]
             pieces.append((slot, start, stop))
             resets.append(self._sent[worker] == "reset")
             self._sent[worker] = None
-            self._last_slots[worker] = slot
+            self._slots.latest[worker] = slot
             if message is not None:
                 messages.append((worker, message))
             if restart is not None:
                 restarted.append(restart)
-                logger.warn(f"ringenv worker {restart['worker']} (pid {restart['pid']}, envs "
-                            f"{restart['env_ids'][0]}..{restart['env_ids'][1]}) {restart['status']} and was "
-                            "restarted; its envs were reset")
+                warn_restarted(restart)
             error = error or err
         if error is not None:
             raise _remote_exception(error)
         # One run of rows when the workers' blocks follow each other in one slot.
         runs = [(pieces[0][0], pieces[0][1], pieces[-1][2])] if _contiguous(pieces) else pieces
         ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
-        self._restarted = restarted
-        infos = self._absorb(messages)  # type: ignore[attr-defined]
+        infos = absorb(messages, restarted)
         infos = _rows(infos, ids) if infos else {}
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch])
-        if self._device is not None:
-            obs, rewards, terminated, truncated = self._device.batch(runs, self.copy)
-        else:
-            obs = self._batch_observations(runs, ids)
-            rewards = np.concatenate([self._reward[s][a:b] for s, a, b in runs], dtype=np.float64)  # type: ignore[attr-defined]
-            terminated = np.concatenate([self._terminated[s][a:b] for s, a, b in runs])  # type: ignore[attr-defined]
-            truncated = np.concatenate([self._truncated[s][a:b] for s, a, b in runs])  # type: ignore[attr-defined]
+        obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)
         if any(resets):
             for (s, a, b), was_reset in zip(pieces, resets):
                 if was_reset:
                     at = int(np.searchsorted(ids, a))
                     rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
         return obs, rewards, terminated, truncated, infos
-
-    def _batch_observations(self, runs: List[Tuple[int, int, int]], ids: np.ndarray) -> Any:
-        """The observations of the ``(slot, start, stop)`` runs of rows: a view of shared memory
-        for one run of a flat space with ``copy=False``, else a new batch."""
-        flat = self._obs_flat  # type: ignore[attr-defined]
-        if flat is not None:
-            if len(runs) == 1:
-                s, a, b = runs[0]
-                return flat[s][a:b].copy() if self.copy else flat[s][a:b]
-            return np.concatenate([flat[s][a:b] for s, a, b in runs])
-        space = self.single_observation_space  # type: ignore[attr-defined]
-        if self._obs_mem is not None:  # type: ignore[attr-defined]
-            full = {s: read_from_shared_memory(space, self._obs_mem[s], n=self.num_envs)  # type: ignore[attr-defined]
-                    for s in {r[0] for r in runs}}
-            per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}  # type: ignore[attr-defined]
-            items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
-        else:
-            items = [self._env_obs[i] for i in ids]  # type: ignore[attr-defined]
-        out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
-        return concatenate(space, items, out)

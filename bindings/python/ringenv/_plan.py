@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 from ringenv._batches import default_async_workers
 
-__all__ = ["usable_cores", "plan_workers"]
+__all__ = ["usable_cores", "default_num_workers", "plan_workers"]
 
 
 def usable_cores() -> int:
@@ -21,11 +21,15 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def default_blocks(num_envs: int, max_concurrency: Optional[int]) -> int:
-    """The default number of blocks of envs stepping at once: one per usable core, capped by
-    ``num_envs`` and ``max_concurrency``."""
+def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optional[int]) -> int:
+    """The default number of blocks of envs stepping at once (worker processes, with the inline
+    share counted as one): one per usable core, at most ``num_envs`` and ``max_concurrency``, for
+    ``batch_size == num_envs``; else :func:`ringenv._batches.default_async_workers`."""
+    cores = usable_cores()
+    if batch_size < num_envs:
+        return default_async_workers(num_envs, batch_size, cores)
     cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
-    return max(1, min(cap, usable_cores()))
+    return max(1, min(cap, cores))
 
 
 def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[bool], host: Optional[str],
@@ -47,13 +51,12 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
         ValueError: ``inline=True`` where it cannot be (no Python or built-in Rust envs; no env
             left for a worker process: ``num_workers + 1 > num_envs``), naming the numbers.
     """
-    n, cores = num_envs, usable_cores()
+    n = num_envs
     if inline and host is None:
         raise ValueError("inline=True needs envs this process can step (Python envs or built-in Rust envs); the "
                          "envs of a worker binary run only in its worker processes")
     if num_workers is None:
-        blocks = (default_blocks(n, max_concurrency) if batch_size == n
-                  else default_async_workers(n, batch_size, cores))
+        blocks = default_num_workers(n, batch_size, max_concurrency)
         if inline and blocks < 2:
             blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)
         use = host is not None and inline is not False and blocks >= 2 and blocks <= n

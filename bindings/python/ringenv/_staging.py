@@ -7,11 +7,11 @@ enqueues one host-to-device copy per array on ``torch.cuda.current_stream(device
 the slot's event after them; it never waits for the GPU. Before the workers rewrite a slot,
 :meth:`GpuStaging.before_reuse` waits for that slot's copy (by then long finished).
 
-The vector env's side of it is :class:`DeviceBatches`: it calls
-:meth:`DeviceBatches.before_reuse` before every command that makes workers rewrite a slot (the copy
-of that slot's last batch must have finished: in a pipeline of depth 2 it has, and the call
-returns at once), and :meth:`DeviceBatches.batch` after every result; :func:`host_actions` takes
-actions that may be torch tensors (CUDA or CPU).
+The vector env's side of it is :class:`DeviceBatches`, made from the vector env's slots
+(:class:`ringenv._slots.Slots`), which call :meth:`DeviceBatches.before_reuse` before every
+command that makes workers rewrite a slot (the copy of that slot's last batch must have finished:
+in a pipeline of depth 2 it has, and the call returns at once), and :meth:`DeviceBatches.batch`
+after every result; :func:`host_actions` takes actions that may be torch tensors (CUDA or CPU).
 
 PyTorch is imported only when a CUDA device is asked for: ``import ringenv`` never imports it.
 """
@@ -30,6 +30,8 @@ from ringenv.errors import CudaUnavailableError
 
 if TYPE_CHECKING:
     import torch
+
+    from ringenv._slots import Slots
 
 __all__ = ["DeviceBatches", "GpuStaging", "host_actions", "parse_device"]
 
@@ -309,28 +311,30 @@ class GpuStaging:
         Idempotent; any other call afterwards raises ``RuntimeError``."""
         self._native = None
 
+
 # -- the vector env's side: batches as torch tensors on the device, actions from tensors --------
 
 
-
 class DeviceBatches:
-    """The GPU side of a vector env.
+    """The GPU side of a vector env: its slots' results staged to a CUDA device.
 
     Args:
         device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
-        obs: per slot, the ``(num_envs, ...)`` observation array of a single-array observation
-            space (Box, Discrete, MultiDiscrete, MultiBinary).
-        reward, terminated, truncated: per slot, the ``(num_envs,)`` arrays.
+        slots: the vector env's :class:`ringenv._slots.Slots`, of a single-array observation
+            space in shared memory (Box, Discrete, MultiDiscrete, MultiBinary): per slot, its
+            ``(num_envs, ...)`` observations and ``(num_envs,)`` reward, terminated and
+            truncated arrays are staged.
         segment: the pool's segment.
 
     Raises:
         CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
     """
 
-    def __init__(self, device: Any, obs: Sequence[np.ndarray], reward: Sequence[np.ndarray],
-                 terminated: Sequence[np.ndarray], truncated: Sequence[np.ndarray], segment: Any):
+    def __init__(self, device: Any, slots: "Slots", segment: Any):
         self.device = device
-        arrays = [[o, r, te, tr] for o, r, te, tr in zip(obs, reward, terminated, truncated)]
+        assert slots.obs_flat is not None
+        arrays = [[o, r, te, tr] for o, r, te, tr in zip(slots.obs_flat, slots.reward, slots.terminated,
+                                                         slots.truncated)]
         self.staging = GpuStaging(device, arrays, segment)
 
     def before_reuse(self, slots: Iterable[int]) -> None:

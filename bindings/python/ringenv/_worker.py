@@ -13,12 +13,11 @@ process's, as multiprocessing's spawn does, before its first import.
 
 from __future__ import annotations
 
-import functools
 import os
 import pickle
 import sys
 import traceback
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import cloudpickle
 import numpy as np
@@ -42,6 +41,29 @@ def worker_argv(mode: str) -> List[str]:
     start_dir = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
     paths = [start_dir if p == "" else os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
     return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
+
+
+#: What workers get by default: one thread each (the workers are the parallelism) and no GPU.
+DEFAULT_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                      "CUDA_VISIBLE_DEVICES": ""}
+
+
+def worker_environ(overrides: Optional[Mapping[str, Optional[str]]]) -> List[Tuple[str, str]]:
+    """The environment variables a worker gets on top of the parent's, sorted:
+    :data:`DEFAULT_WORKER_ENV` updated with ``overrides`` (``None``: keep the parent's value).
+
+    Raises:
+        TypeError: a value that is neither a string nor ``None``, naming the variable.
+    """
+    env = dict(DEFAULT_WORKER_ENV)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        elif not isinstance(value, str):
+            raise TypeError(f"worker_env[{key!r}] must be a string or None, got {type(value).__name__}")
+        else:
+            env[key] = value
+    return sorted(env.items())
 
 
 def pickle_main_by_value() -> None:

@@ -33,8 +33,10 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from ringenv import _native
+from ringenv._checks import check_count
+from ringenv._program import PYTHON_ONLY_OPTIONS, RustEnvs
 from ringenv._worker import worker_argv
-from ringenv.vector import AsyncVectorEnv, check_count
+from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["make_vec", "register", "register_builtins", "VectorEntryPoint", "builtin_env_ids", "describe_worker",
            "split_worker_id", "NAMESPACE", "VECTOR_OPTIONS"]
@@ -45,7 +47,8 @@ NAMESPACE = "ringenv"
 #: The keyword arguments of :class:`ringenv.AsyncVectorEnv` (other than ``env_fns``): given to
 #: ``gymnasium.make_vec`` for an id registered by ringenv, they configure the vector env.
 VECTOR_OPTIONS: FrozenSet[str] = frozenset(
-    name for name in inspect.signature(AsyncVectorEnv.__init__).parameters if name not in ("self", "env_fns"))
+    name for name in inspect.signature(AsyncVectorEnv.__init__).parameters
+    if name not in ("self", "env_fns") and not name.startswith("_"))
 
 #: Seconds a worker binary may take to answer ``describe`` (it builds one env).
 DESCRIBE_TIMEOUT_S = 60.0
@@ -176,20 +179,33 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         if wrappers:
             raise ValueError(f"{id} is a Rust env served by {worker!r}; wrappers apply to Python envs only")
         spaces_json = describe_worker(worker, id, kwargs)
-        return AsyncVectorEnv._from_rust([_worker_path(worker)], id, num_envs, kwargs, spaces_json, **vector_kwargs)
+        return _rust_vector_env(RustEnvs([_worker_path(worker)], id, num_envs, kwargs, spaces_json), vector_kwargs)
     if prefer_builtin and id in builtin_env_ids():
         if wrappers:
             raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
                              "(pass prefer_builtin=False to use the Gymnasium env)")
         spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
-        argv = worker_argv("--rust")
-        return AsyncVectorEnv._from_rust(argv, id, num_envs, kwargs, spaces_json, **vector_kwargs)
+        return _rust_vector_env(RustEnvs(worker_argv("--rust"), id, num_envs, kwargs, spaces_json), vector_kwargs)
     env_spec = copy.deepcopy(gym.spec(id))  # gymnasium's own error for an unknown id, before any process starts
     env_spec.kwargs = {**env_spec.kwargs, **kwargs}
     env_fn = functools.partial(_make_one, id, tuple(wrappers or ()), kwargs)
     envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = env_spec  # as gymnasium.make_vec records the spec of its sub-envs
     return envs
+
+
+def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:
+    """The vector env of Rust envs ``envs``: actions are checked by default (a Rust env panics on
+    an out-of-range action), and the options of Python envs only are refused.
+
+    Raises:
+        TypeError: an option in :data:`ringenv._program.PYTHON_ONLY_OPTIONS`, naming it.
+    """
+    for name in PYTHON_ONLY_OPTIONS:
+        if name in vector_kwargs:
+            raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
+                            "and that option applies to Python envs only")
+    return AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
 
 
 class _Repeated(Sequence):

@@ -1,0 +1,244 @@
+"""Gymnasium's asynchronous protocol over a ringenv pool, the base of :class:`ringenv.AsyncVectorEnv`:
+the state machine (at most one call pending; a call out of turn raises Gymnasium's named errors),
+the creator-process check (a fork may not use the workers), waiting for results, ``call`` /
+``get_attr`` / ``set_attr`` / ``render`` over the workers' control sockets, and closing.
+
+What a pool runs, and how its results are read, is the subclass's; this module only needs its
+pool (``_pool``), the views of its slots (``_slots``) and its number of workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from enum import Enum
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium import logger
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import VectorEnv
+
+from ringenv import _native
+from ringenv._slots import Slots
+from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
+
+__all__ = ["AsyncState", "PoolVectorEnv", "warn_restarted"]
+
+
+class AsyncState(Enum):
+    """The protocol state: at most one call is pending (Gymnasium's states, same values)."""
+
+    DEFAULT = "default"
+    WAITING_RESET = "reset"
+    WAITING_STEP = "step"
+    WAITING_CALL = "call"
+
+
+def warn_restarted(restart: dict) -> None:
+    """Warns through Gymnasium's logger that a worker was restarted (``restart``: the pool's dict
+    for it, naming the worker, its pid, its envs and how it ended)."""
+    logger.warn(f"ringenv worker {restart['worker']} (pid {restart['pid']}, envs {restart['env_ids'][0]}.."
+                f"{restart['env_ids'][1]}) {restart['status']} and was restarted; its envs were reset")
+
+
+class PoolVectorEnv(VectorEnv):
+    """A vector env whose sub-envs run in the workers of a ringenv pool: Gymnasium's protocol
+    state, calls and closing. :class:`ringenv.AsyncVectorEnv` builds the pool and steps it."""
+
+    _pool: _native.Pool  #: the pool, once started
+    _slots: Slots  #: the views of its slots
+    num_workers: int
+    _state: AsyncState = AsyncState.DEFAULT
+
+    #: The process that created the pool (``None`` until it exists): only it may use the workers.
+    _creator_pid: Optional[int] = None
+
+    def _assert_open(self, name: str):
+        creator = self._creator_pid
+        if creator is not None and creator != _native.current_pid():  # cached: no system call
+            raise ForkedProcessError(
+                f"`{name}` was called in process {os.getpid()}, but this ringenv vector env belongs to process "
+                f"{creator}, which created it; this process is a fork of it (os.fork, multiprocessing's 'fork' "
+                "start method, a DataLoader worker). Create a new env in this process; closing or dropping the "
+                "inherited one here leaves the creator's workers running.",
+                creator_pid=creator, pid=os.getpid())
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+
+    def _assert_default(self, name: str):
+        self._assert_open(name)
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
+                str(self._state.value))
+        if self._pool.in_flight:
+            raise AlreadyPendingCallError(
+                f"Calling `{name}` while {self._pool.in_flight} workers' batches sent with `send`/`async_reset` "
+                "are in flight: `recv` them first", "step")
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Calls method ``name`` of every sub-env with ``args`` and ``kwargs`` (or reads the
+        attribute, if it is not callable), through ``env.get_wrapper_attr``.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError.
+        """
+        self._assert_default("call_async")
+        self._pool.submit("call", cloudpickle.dumps(("call", name, args, kwargs)))
+        self._state = AsyncState.WAITING_CALL
+
+    def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
+        """Waits for the pending call; returns a tuple of ``num_envs`` results, in env order.
+
+        Raises:
+            NoAsyncCallError, multiprocessing.TimeoutError, the exception a sub-env raised (for
+            example ``ValueError`` for ``reset``, ``step`` or ``close``, which have their own
+            methods).
+        """
+        _, messages, _ = self._wait("call", AsyncState.WAITING_CALL, timeout)
+        return tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
+        """``call_async`` then ``call_wait``: a tuple of one result per sub-env."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def get_attr(self, name: str) -> Tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env (a method is called with no arguments, as
+        Gymnasium's ``AsyncVectorEnv.get_attr`` does)."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
+        """Sets attribute ``name`` of every sub-env (``env.set_wrapper_attr``): to ``values[i]``
+        for env ``i`` when ``values`` is a list or tuple, else to ``values`` for all.
+
+        Raises:
+            ValueError: a list or tuple whose length is not ``num_envs``.
+            AlreadyPendingCallError, ClosedEnvironmentError.
+        """
+        self._assert_open("set_attr")
+        if not isinstance(values, (list, tuple)):
+            values = [values for _ in range(self.num_envs)]
+        if len(values) != self.num_envs:
+            raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
+                             f"Got `{len(values)}` values for {self.num_envs} environments.")
+        self._assert_default("set_attr")
+        self._pool.submit("call", cloudpickle.dumps(("set_attr", name, list(values), {})))
+        self._state = AsyncState.WAITING_CALL
+        self.call_wait()
+
+    def _apply(self, fn: Callable[[gym.Env], Any], env_ids: Optional[Sequence[int]] = None) -> List[Any]:
+        """Runs ``fn(env)`` in the workers on the sub-envs ``env_ids`` (``None``: all), in the
+        order of ``env_ids``; ``fn`` travels with cloudpickle. For adapters (SB3's
+        ``env_method`` with ``indices``, ``env_is_wrapped``).
+
+        Raises:
+            ValueError: an env id outside ``[0, num_envs)``.
+            AlreadyPendingCallError, ClosedEnvironmentError, the exception ``fn`` raised.
+        """
+        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
+        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        if bad:
+            raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
+        self._assert_default("_apply")
+        wanted = sorted(set(ids))
+        self._pool.submit("call", cloudpickle.dumps(("apply", fn, wanted, {})))
+        self._state = AsyncState.WAITING_CALL
+        by_id = dict(zip(wanted, self.call_wait()))
+        return [by_id[i] for i in ids]
+
+    @property
+    def np_random_seed(self) -> Tuple[Any, ...]:  # type: ignore[override]  # a tuple, as Gymnasium's Async
+        """The ``np_random_seed`` of every sub-env (a tuple, as Gymnasium's AsyncVectorEnv)."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]  # read-only, as Gymnasium's AsyncVectorEnv
+    def np_random(self) -> Tuple[np.random.Generator, ...]:  # type: ignore[override]
+        """The ``np_random`` generator of every sub-env (copies, pickled from the workers)."""
+        return self.get_attr("np_random")
+
+    def render(self) -> Optional[Tuple[Any, ...]]:
+        """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames."""
+        return self.call("render")
+
+    def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
+        """Waits for the pending ``state`` call: ``(slot, messages, restarted)``, the slot of
+        its results (a reset or step's), the workers' messages and the workers restarted
+        meanwhile (each warned about).
+
+        Raises:
+            NoAsyncCallError: no ``state`` call is pending.
+            multiprocessing.TimeoutError (the call stays pending), ringenv.errors.WorkerDiedError
+            (the env is closed), or the exception an env raised.
+        """
+        self._assert_open(f"{call}_wait")
+        if self._state != state:
+            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
+        try:
+            slot, messages, errors, restarted = self._pool.wait(timeout)
+        except WorkerDiedError:
+            self._state = AsyncState.DEFAULT
+            self._release(0.0)
+            raise
+        self._state = AsyncState.DEFAULT
+        for r in restarted:
+            warn_restarted(r)
+        if errors:
+            raise _remote_exception(errors[0][1])
+        if state != AsyncState.WAITING_CALL:
+            self._slots.latest = [slot] * self.num_workers
+        return slot, messages, restarted
+
+    def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
+        """Stops the workers and releases every OS resource of the env at once: the segment's
+        descriptor, the control sockets, the workers' pidfds. The env's own arrays over the
+        shared segment are dropped too; the mapping goes when the last array a caller still
+        holds (an observation returned with ``copy=False``) dies, so such arrays stay valid.
+
+        A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
+        takes) unless ``terminate``; either way Gymnasium's warning ("Calling `close` while
+        waiting for a pending call to `step` to complete.") names it. Then the workers are asked
+        to close their envs and given ``timeout`` seconds (default 1) to exit, or with
+        ``terminate=True`` killed at once.
+
+        In a process other than the one that created the env (a fork), it only lets go of this
+        process's inherited copy: the creator's workers are neither messaged nor stopped.
+        """
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            return
+        if self._creator_pid != _native.current_pid():
+            if getattr(self, "_slots", None) is not None:
+                self._slots.device = None  # CUDA state does not survive a fork: nothing to wait for here
+            self._release(0.0)
+            return
+        if self._state != AsyncState.DEFAULT:
+            # Gymnasium warns with terminate=True too (then waits 0 s; here: not at all).
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+            if not terminate:
+                try:
+                    self._wait(self._state.value, self._state, timeout)
+                except multiprocessing.TimeoutError:
+                    terminate = True
+                except Exception:  # the pending call failed; the envs close all the same
+                    pass
+        self._release(0.0 if terminate else (1.0 if timeout is None else timeout))
+
+    def _release(self, timeout: float) -> None:
+        """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
+        exit; in a forked child: only lets go of the inherited handle) and drops the env's
+        arrays over the segment, so that every descriptor is closed now and the mapping goes
+        with the last array a caller still holds."""
+        self.closed = True
+        self._state = AsyncState.DEFAULT
+        slots = getattr(self, "_slots", None)
+        if slots is not None:
+            slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
+        self._pool.close(timeout)
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            self.close(terminate=True)

@@ -1,0 +1,240 @@
+"""The vector env's side of its pool's slots: NumPy views of the shared segment, actions written
+into a slot, results read from a slot or from rows of slots.
+
+A pool has ``depth`` slots (2), so that workers write step t+1 into one while the caller still
+reads step t from the other. A slot holds, each contiguous over the envs, one ``(num_envs, ...)``
+array per leaf of the observation space (when observations cross through shared memory),
+``reward`` ``(num_envs,)`` (``float64`` for Python envs, ``float32`` for Rust envs),
+``terminated`` and ``truncated`` ``(num_envs,)`` ``bool``, and the actions
+``(num_envs, *action_shape)`` of a flat action space. Observations that do not cross through
+shared memory arrive pickled, and :class:`Slots` keeps the latest one of each env. With
+``device="cuda"`` the results are read as torch tensors on the GPU
+(:class:`ringenv._staging.DeviceBatches`), and actions may be torch tensors.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+import cloudpickle
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate, read_from_shared_memory
+
+from ringenv import _layout
+from ringenv._checks import action_bounds, check_action_values, check_fits, refuse_objects
+from ringenv._staging import DeviceBatches, host_actions
+
+__all__ = ["Slots"]
+
+#: Rows ``start:stop`` of slot ``slot`` (one worker's block, or a run of blocks).
+Run = Tuple[int, int, int]
+
+
+class Slots:
+    """Views of every slot of ``pool``; writes actions into a slot and reads results from one.
+
+    Args:
+        pool: the vector env's ``ringenv._native.Pool`` of ``num_envs`` envs.
+        single_observation_space, single_action_space: a sub-env's spaces.
+        observation_space, action_space: the vector env's batched spaces.
+        obs_leaves: the observation leaves in shared memory (``_layout.plan``), or ``None``:
+            observations travel pickled.
+        act_leaves: the action leaves (a flat action space), or ``None``: actions travel pickled.
+        reward_dtype: the dtype of the reward arrays, ``"float64"`` or ``"float32"``.
+        check_actions: whether :meth:`write_actions` checks action values (range, NaN).
+
+    Attributes:
+        latest: per worker, the slot holding its latest results (``None`` before any).
+        device: the :class:`ringenv._staging.DeviceBatches` the results go through with a CUDA
+            device (:meth:`to_device`), else ``None``.
+    """
+
+    def __init__(self, pool: Any, num_envs: int, single_observation_space: spaces.Space,
+                 single_action_space: spaces.Space, observation_space: spaces.Space, action_space: spaces.Space,
+                 obs_leaves: Optional[list], act_leaves: Optional[list], reward_dtype: str, check_actions: bool):
+        n = self.num_envs = num_envs
+        self.single_observation_space, self.single_action_space = single_observation_space, single_action_space
+        self.observation_space, self.action_space = observation_space, action_space
+        self.latest: List[Optional[int]] = [None] * pool.num_workers
+        self.device: Optional[DeviceBatches] = None
+        seg, slots = pool.segment(), range(pool.depth)
+        self.obs_mem: Optional[List[Any]] = None
+        self.obs_rows: Optional[List[List[np.ndarray]]] = None
+        self.env_obs: Optional[List[Any]] = None
+        if obs_leaves:
+            self.obs_mem = [_layout.bind(single_observation_space, n, seg,
+                                         [pool.offset(s, "obs", k) for k in range(len(obs_leaves))], obs_leaves)
+                            for s in slots]
+            self.obs_rows = [
+                [np.frombuffer(seg, np.uint8, n * _layout.leaf_bytes(leaf), pool.offset(s, "obs", k)).reshape(n, -1)
+                 for k, leaf in enumerate(obs_leaves)]
+                for s in slots]
+        else:
+            self.env_obs = [None] * n
+            self._obs_batch: Any = create_empty_array(single_observation_space, n=n, fn=np.zeros)
+        # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
+        self.obs_flat: Optional[List[np.ndarray]] = (
+            [_layout.flat_view(single_observation_space, n, seg, pool.offset(s, "obs")) for s in slots]
+            if obs_leaves and _layout.is_flat(single_observation_space) else None)
+        self.action: Optional[List[np.ndarray]] = (
+            [_layout.flat_view(single_action_space, n, seg, pool.offset(s, "action")) for s in slots]
+            if act_leaves else None)
+        self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
+        self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
+        self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
+        self._action_shape = (n, *(single_action_space.shape or ()))
+        self._integer_actions = not isinstance(single_action_space, spaces.Box)
+        self._action_bounds = action_bounds(single_action_space) if check_actions else None
+
+    def to_device(self, device: Any, segment: Any) -> None:
+        """Reads the results as tensors on ``device`` (a CUDA ``torch.device``) from now on,
+        page-locking ``segment`` (the pool's). Needs a flat observation space in shared memory.
+
+        Raises:
+            CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
+        """
+        self.device = DeviceBatches(device, self, segment)
+
+    def before_reuse(self, slots: Iterable[int]) -> None:
+        """Before a command that makes workers rewrite ``slots``: waits for the device's last
+        copies of them (at once in a depth-2 pipeline); nothing without a device."""
+        if self.device is not None:
+            self.device.before_reuse(slots)
+
+    def write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any) -> Optional[bytes]:
+        """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
+        action slot of each env (``slots``: one slot for all, or an array with one per env of
+        ``ids``); returns the pickled payload of a non-flat action space instead (a list of
+        ``num_envs`` entries, ``None`` where not sent).
+
+        Raises:
+            TypeError: a scalar instead of a batch.
+            ValueError: wrong shape, count or dtype, or (``check_actions=True``) value, naming
+                the env; nothing is written.
+        """
+        count = self.num_envs if ids is None else len(ids)
+        actions = host_actions(actions, self.device)
+        if self.action is None:
+            space = self.action_space if ids is None else batch_space(self.single_action_space, count)
+            batch = list(iterate(space, actions))
+            if len(batch) != count:
+                raise ValueError(f"got {len(batch)} actions for {count} envs")
+            if ids is None:
+                return cloudpickle.dumps(batch)
+            full: List[Any] = [None] * self.num_envs
+            for i, a in zip(ids, batch):
+                full[int(i)] = a
+            return cloudpickle.dumps(full)
+        actions = np.asarray(actions)
+        shape = (count, *self._action_shape[1:])
+        if actions.ndim == 0:  # Gymnasium's iterate raises TypeError for a scalar too
+            raise TypeError(f"actions must be a batch of {count} actions (an array of shape {shape}), "
+                            f"got the scalar {actions!r}")
+        if actions.shape != shape:
+            raise ValueError(f"actions have shape {actions.shape}, expected {shape} "
+                             f"({count} envs, action shape {self.single_action_space.shape})")
+        actions = refuse_objects(actions, self.single_action_space)
+        if self._integer_actions and actions.dtype.kind not in "iub":
+            raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
+                             f"got dtype {actions.dtype}")
+        check_fits(actions, self.action[0].dtype)
+        if self._action_bounds is not None:
+            check_action_values(actions, self._action_bounds, self.single_action_space)
+        if ids is None:
+            np.copyto(self.action[slots], actions, casting="unsafe")
+        elif np.ndim(slots) == 0:
+            self.action[slots][ids] = actions
+        else:
+            for slot in np.unique(slots):
+                mine = slots == slot
+                self.action[slot][ids[mine]] = actions[mine]
+        return None
+
+    def take_pickled(self, start: int, observations: Sequence[Any]) -> None:
+        """Keeps the pickled observations of envs ``start, start + 1, ...`` (``None``: an env
+        that was not reset keeps its last one)."""
+        assert self.env_obs is not None
+        for k, obs in enumerate(observations):
+            if obs is not None:
+                self.env_obs[start + k] = obs
+
+    def keep_observations(self, slot: int, previous: Sequence[Optional[int]], keep: np.ndarray,
+                          ranges: Sequence[Tuple[int, int]]) -> None:
+        """Copies into ``slot`` the observations of the envs ``keep`` marks (a bool array of shape
+        ``(num_envs,)``: envs a masked reset left alone) from the slot ``previous[w]`` that held
+        worker ``w``'s last results (envs ``ranges[w]``); pickled observations stay as they are."""
+        if self.obs_rows is None:
+            return
+        for (start, stop), before in zip(ranges, previous):
+            if before is None:
+                continue
+            rows = np.zeros_like(keep)
+            rows[start:stop] = keep[start:stop]
+            for new, old in zip(self.obs_rows[slot], self.obs_rows[before]):
+                new[rows] = old[rows]
+
+    def observations(self, slot: int, copy: bool) -> Any:
+        """The observations of every env in ``slot``, batched as the observation space (views
+        of shared memory when not ``copy``)."""
+        if self.device is not None:
+            return self.device.observations(slot, copy)
+        if self.obs_flat is not None:
+            flat = self.obs_flat[slot]
+            return flat.copy() if copy else flat
+        space = self.single_observation_space
+        if self.obs_mem is not None:
+            obs = read_from_shared_memory(space, self.obs_mem[slot], n=self.num_envs)
+        else:
+            assert self.env_obs is not None
+            obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
+        return deepcopy(obs) if copy else obs
+
+    def results(self, slot: int, copy: bool) -> Tuple[Any, Any, Any, Any]:
+        """``(observations, rewards, terminations, truncations)`` of every env in ``slot``:
+        rewards ``float64``, the flags ``bool``, each of shape ``(num_envs,)`` (torch tensors
+        on the device with one)."""
+        if self.device is not None:
+            return self.device.batch([(slot, 0, self.num_envs)], copy)
+        return (self.observations(slot, copy), self.reward[slot].astype(np.float64),
+                self.terminated[slot].copy(), self.truncated[slot].copy())
+
+    def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
+        """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
+        runs of rows, in order (``ids``: their env ids), as :meth:`results`. Observations are a
+        view of shared memory for one run of a flat space without ``copy``, else new arrays."""
+        if self.device is not None:
+            return self.device.batch(runs, copy)
+        obs = self._row_observations(runs, ids, copy)
+        rewards = np.concatenate([self.reward[s][a:b] for s, a, b in runs], dtype=np.float64)
+        terminated = np.concatenate([self.terminated[s][a:b] for s, a, b in runs])
+        truncated = np.concatenate([self.truncated[s][a:b] for s, a, b in runs])
+        return obs, rewards, terminated, truncated
+
+    def _row_observations(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Any:
+        flat = self.obs_flat
+        if flat is not None:
+            if len(runs) == 1:
+                s, a, b = runs[0]
+                return flat[s][a:b].copy() if copy else flat[s][a:b]
+            return np.concatenate([flat[s][a:b] for s, a, b in runs])
+        space = self.single_observation_space
+        if self.obs_mem is not None:
+            full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
+            per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}
+            items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
+        else:
+            assert self.env_obs is not None
+            items = [self.env_obs[i] for i in ids]
+        out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
+        return concatenate(space, items, out)
+
+    def close(self) -> None:
+        """Waits for the device's copies in flight and unpins the segment (with a device), then
+        drops every view of the segment, so the mapping goes with the last array a caller holds."""
+        device, self.device = self.device, None
+        if device is not None:
+            device.close()
+        self.obs_mem = self.obs_rows = self.obs_flat = self.action = None
+        self.reward, self.terminated, self.truncated = [], [], []
