@@ -559,8 +559,11 @@ def _grid():
 
 
 def _grid_row(runtime, peer, sps, workers=None, **extra):
-    return {"runtime": runtime, "peer": peer, "workers": workers, "mode": "step", "batch_size": 8, "status": "ok",
-            "steps_per_s": sps, **extra}
+    row = {"runtime": runtime, "peer": peer, "workers": workers, "mode": "step", "batch_size": 8, "status": "ok",
+           "steps_per_s": sps, **extra}
+    if not peer:  # what ringenv made of the worker count: here, processes only
+        row.update(processes=workers, inline=False, stepping=workers)
+    return row
 
 
 def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_not_met():
