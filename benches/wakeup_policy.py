@@ -74,8 +74,10 @@ class NullEnv(gym.Env):
         return self.obs, 0.0, False, False, {}
 
 
-def maker(env: str, num_envs: int, workers: int, spin_us: Optional[float]) -> Callable[[], Any]:
-    """A function building the vector env of ``env`` (``cartpole`` or ``py:C``)."""
+def maker(env: str, num_envs: int, workers: Optional[int], spin_us: Optional[float]) -> Callable[[], Any]:
+    """A function building the vector env of ``env`` (``cartpole`` or ``py:C``) with ``workers``
+    worker processes (``None``: ringenv's default, the cores less one and the main process's
+    inline share)."""
     if env == "cartpole":
         kwargs = {"num_workers": workers, "spin_us": spin_us}
         return lambda: ringenv.make_vec("CartPole-v1", num_envs, vector_kwargs=kwargs)
@@ -104,7 +106,7 @@ def start_neighbour() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def run_grid(env: str, num_envs: int, workers: int, spins: List[Optional[float]], repeats: int,
+def run_grid(env: str, num_envs: int, workers: Optional[int], spins: List[Optional[float]], repeats: int,
              seconds: float) -> Dict[str, Any]:
     """Every setting ``repeats`` times, interleaved with a rotated order; figures per setting."""
     runs: Dict[str, List[Dict[str, float]]] = {name(s): [] for s in spins}
@@ -129,7 +131,8 @@ def run_grid(env: str, num_envs: int, workers: int, spins: List[Optional[float]]
 
 
 def markdown(grid: Dict[str, Any], neighbour: bool) -> str:
-    head = (f"{grid['env']}, {grid['num_envs']} envs, {grid['workers']} worker(s), "
+    who = "default workers (cores - 1 + inline share)" if grid["workers"] is None else f"{grid['workers']} worker(s)"
+    head = (f"{grid['env']}, {grid['num_envs']} envs, {who}, "
             f"{'with a busy neighbour' if neighbour else 'quiet'}: default / best fixed "
             f"({grid['best_fixed']}) = {grid['default_over_best']:.2f}"
             f" {'ok' if grid['within_10pct'] else 'BELOW 0.90'}")
@@ -144,7 +147,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--env", default="cartpole", help="cartpole, or py:MICROSECONDS per step")
     p.add_argument("--num-envs", type=int, default=16)
-    p.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    p.add_argument("--workers", default="default,1,2",
+                   help="comma-separated worker counts; default = no num_workers (cores - 1 + the inline share)")
     p.add_argument("--spins", default=DEFAULT_SPINS, help="comma-separated spin_us values; none = default")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
@@ -152,7 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--json", help="write every figure to this file")
     a = p.parse_args(argv)
     spins = parse_spins(a.spins)
-    workers = [int(w) for w in a.workers.split(",")]
+    workers = [None if w == "default" else int(w) for w in a.workers.split(",")]
     phases = {"off": [False], "on": [True], "both": [False, True]}[a.neighbour]
     report: Dict[str, Any] = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
                                           "cpus": len(__import__("os").sched_getaffinity(0))},

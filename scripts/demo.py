@@ -103,12 +103,13 @@ def groups(num_envs: int, minigrid_envs: int) -> List[Dict[str, Any]]:
     ]
 
 
-def _workers(envs) -> Optional[int]:
-    """Worker processes of a vector env (``None``: steps in the main process)."""
+def _workers(envs) -> Optional[str]:
+    """Worker processes of a vector env, ``+inline`` when the main process steps a share too
+    (``None``: every env steps in the main process)."""
     if hasattr(envs, "num_workers"):
-        return int(envs.num_workers)
+        return f"{int(envs.num_workers)}" + ("+inline" if getattr(envs, "inline", False) else "")
     procs = getattr(envs, "processes", None)
-    return len(procs) if procs is not None else None
+    return str(len(procs)) if procs is not None else None
 
 
 def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
@@ -150,17 +151,17 @@ def table_lines(group: Dict[str, Any]) -> List[str]:
     """One group as text: a title line, a header, a line per row."""
     best = next((r.get("best_peer") for r in group["rows"] if r.get("best_peer")), None)
     lines = [f"{group['env']}, {group['num_envs']} envs",
-             f"  {'runtime':<48}{'workers':>8}{'steps/s':>13}{'µs/step':>10}{'tree CPU':>10}{'vs best peer':>15}"]
+             f"  {'runtime':<46}{'workers':>10}{'steps/s':>13}{'µs/step':>10}{'tree CPU':>10}{'vs best peer':>15}"]
     for row in group["rows"]:
         if "error" in row:
-            lines.append(f"  {row['runtime']:<48}{'-':>8}  error: {row['error']}")
+            lines.append(f"  {row['runtime']:<46}{'-':>10}  error: {row['error']}")
             continue
         w = "in-proc" if row["workers"] is None else str(row["workers"])
         if row["ringenv"]:
             ratio = f"{row['vs_best_peer']:.2f}x" if "vs_best_peer" in row else "-"
         else:
             ratio = "(best peer)" if row["runtime"] == best else ""
-        lines.append(f"  {row['runtime']:<48}{w:>8}{row['steps_per_s']:>13,.0f}{row['us_per_env_step']:>10.2f}"
+        lines.append(f"  {row['runtime']:<46}{w:>10}{row['steps_per_s']:>13,.0f}{row['us_per_env_step']:>10.2f}"
                      f"{row['cpu']['tree_cores']:>10.2f}{ratio:>15}")
     return lines
 
@@ -183,7 +184,8 @@ def main() -> int:
     print(f"Versions: ringenv {info['ringenv']}, Python {info['python']}, gymnasium {info['gymnasium']}, "
           f"numpy {info['numpy']}")
     print(f"{args.seconds:g} s per row after a warm-up; default settings for every runtime; steps/s counts env "
-          "steps; tree CPU = cores busy (main process + workers)\n", flush=True)
+          "steps; tree CPU = cores busy (main process + workers); workers: N+inline = N worker processes and the main process "
+          "stepping a share\n", flush=True)
 
     def on_row(group, row):
         figure = f"{row['steps_per_s']:,.0f} steps/s" if "steps_per_s" in row else row["error"]
