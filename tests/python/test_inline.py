@@ -202,3 +202,20 @@ def test_the_default_vector_env_uses_the_plan(closing):
     assert (envs.num_workers, envs.inline) == plan_workers(4, None, None, "python", 4, None)
     assert len(envs._pool.worker_pids()) == envs.num_workers
     assert os.getpid() not in envs._pool.worker_pids()
+
+
+def test_a_partial_reset_keeps_the_last_observations_of_the_inline_envs_not_reset(closing):
+    # Gymnasium's own test_partial_reset, whose last env is the inline share's: an env outside the
+    # reset mask keeps the observation of its last step (it used to read the slot of an older one).
+    mode = gym.vector.AutoresetMode.DISABLED
+    fns = [lambda: gym.make("CartPole-v1") for _ in range(3)]
+    ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=1, inline=True, autoreset_mode=mode))
+    ref = closing(gym.vector.SyncVectorEnv(fns, autoreset_mode=mode))
+    for envs in (ours, ref):
+        envs.reset(seed=[0, 1, 2])
+    for actions in ([0, 1, 1], [1, 1, 0], [0, 0, 1]):
+        assert_step_identical(ours.step(np.array(actions)), ref.step(np.array(actions)))
+    def mask():  # a dict each: reset pops "reset_mask" from it, as Gymnasium's does
+        return {"reset_mask": np.array([True, True, False])}
+
+    assert_vec_reset_identical(ours.reset(seed=[0, 1, 0], options=mask()), ref.reset(seed=[0, 1, 0], options=mask()))

@@ -189,7 +189,7 @@ class PoolVectorEnv(VectorEnv):
         if errors:
             raise _remote_exception(errors[0][1])
         if state != AsyncState.WAITING_CALL:
-            self._slots.latest = [slot] * self.num_workers
+            self._slots.latest = [slot] * len(self._slots.latest)  # every worker, the inline share too
         return slot, messages, restarted
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
