@@ -219,8 +219,8 @@ def test_plan_configurations_refuses_an_unknown_inline_mode():
 
 # -- tune ------------------------------------------------------------------------------------------
 
-ROW = re.compile(r"^\s*(\d+(?: \+ inline)?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                 r"(\s+<- recommended)?\s*$")
+ROW = re.compile(r"^\s*(\d+(?: \+ inline)?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+                 r"\s+([\d.]+)\s+([\d.]+)(\s+<- recommended)?\s*$")
 
 
 def _row_config(m):
