@@ -19,7 +19,8 @@ import pytest
 
 import ringenv.cli
 from ringenv.cli import tune as tune_mod
-from ringenv.cli._common import auto_workers
+from ringenv.cli import _common
+from ringenv.cli._common import EnvTarget, auto_workers
 
 TESTS_DIR = Path(__file__).resolve().parent
 FACTORY = "helper_envs:CounterEnv"  # a module:callable from a test helper module
@@ -61,6 +62,12 @@ BAD_ARGUMENTS = [
     (["tune", "CartPole-v1", "--spin-us", "nan"], "argument --spin-us", ">= 0"),
     (["tune", "CartPole-v1", "--spin-us", "fast"], "argument --spin-us", "'fast' is not a number"),
     (["tune"], "ENV", "required"),
+    (["tune", "CartPole-v1", "--inline", "maybe"], "argument --inline", "invalid choice: 'maybe' (choose from"),
+    (["tune", "CartPole-v1", "--inline", "True"], "argument --inline", "'auto', 'on', 'off'"),
+    (["tune", "CartPole-v1", "--num-envs", "4", "--workers", "4", "--inline", "on"], "argument --inline",
+     "4 envs are too few for 4 worker processes + inline (needs num_envs >= 5)"),
+    (["tune", "CartPole-v1", "--num-envs", "4", "--batch-size", "2", "--workers", "2", "--inline", "on"],
+     "argument --inline", "4 envs do not split evenly over 3 blocks (2 workers + inline)"),
     (["bench", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
     (["bench", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
     (["frobnicate", "CartPole-v1"], "argument COMMAND", "frobnicate"),
@@ -96,8 +103,14 @@ def test_help_lists_the_options(capsys):
     assert ringenv.cli.main(["tune", "--help"]) == 0
     out = capsys.readouterr().out
     for option in ("--num-envs", "--workers", "--batch-size", "--seconds", "--device", "--json", "--plot", "--seed",
-                   "--spin-us"):
+                   "--spin-us", "--inline {auto,on,off}"):
         assert option in out
+    assert "1 worker + inline" in out and "inline=True" in out
+
+
+def test_inline_defaults_to_auto():
+    assert ringenv.cli.build_parser().parse_args(["tune", "CartPole-v1"]).inline == "auto"
+    assert ringenv.cli.build_parser().parse_args(["tune", "CartPole-v1", "--inline", "on"]).inline == "on"
 
 
 def test_workers_list_is_parsed_sorted_and_deduplicated():
@@ -117,8 +130,8 @@ def test_auto_workers(cores, num_envs, expected):
 # -- the recommendation rule ------------------------------------------------------------------------
 
 
-def _config(workers, sps, tree_cores):
-    return {"workers": workers, "steps_per_s": sps, "cpu": {"tree_cores": tree_cores}}
+def _config(workers, sps, tree_cores, inline=False):
+    return {"workers": workers, "inline": inline, "steps_per_s": sps, "cpu": {"tree_cores": tree_cores}}
 
 
 def test_recommend_the_fastest_when_nothing_is_close_and_thriftier():
@@ -145,23 +158,94 @@ def test_recommend_ignores_configurations_outside_the_thresholds(sps, tree):
     assert rec["workers"] == 2
 
 
+def test_recommend_names_the_inline_share():
+    # the fastest is 1 worker + inline; the reason names it and the runner-up by their configuration
+    rec = tune_mod.recommend([_config(1, 800.0, 1.0), _config(1, 1000.0, 1.6, inline=True), _config(2, 700.0, 1.8)])
+    assert (rec["workers"], rec["inline"], rec["fastest_workers"], rec["fastest_inline"]) == (1, True, 1, True)
+    assert "next best (1 worker)" in rec["reason"]
+    # a thriftier configuration within 5%: 2 workers without inline; the fastest is named with + inline
+    rec = tune_mod.recommend([_config(2, 1000.0, 2.0, inline=True), _config(2, 970.0, 1.2)])
+    assert (rec["workers"], rec["inline"], rec["fastest_inline"]) == (2, False, True)
+    assert "1,000 steps/s with 2 workers + inline" in rec["reason"]
+
+
+def test_recommend_breaks_a_tie_towards_no_inline_share():
+    rec = tune_mod.recommend([_config(1, 1000.0, 1.5, inline=True), _config(1, 1000.0, 1.5)])
+    assert (rec["workers"], rec["inline"]) == (1, False)
+
+
+# -- which configurations --inline measures (nothing run) --------------------------------------------
+
+PY_ENV = EnvTarget("helper_envs:CounterEnv", "factory", python_factory=lambda: None)
+RUST_ENV = EnvTarget("CartPole-v1", "builtin")
+BINARY_ENV = EnvTarget("BlocksWorld-v0", "builtin", worker="target/release/ringenv-worker")
+F, T = False, True
+
+
+@pytest.mark.parametrize("env,num_envs,batch,workers,inline,cores,measured,skipped", [
+    (PY_ENV, 16, 16, [1, 2, 4], "off", 8, [(1, F), (2, F), (4, F)], []),
+    (PY_ENV, 16, 16, [1, 2, 4], "on", 2, [(1, T), (2, T), (4, T)], []),
+    # auto: both where w + 1 <= cores, inline=False alone above
+    (PY_ENV, 16, 16, [1, 2, 4], "auto", 4, [(1, F), (1, T), (2, F), (2, T), (4, F)], []),
+    (RUST_ENV, 16, 16, [1, 2], "auto", 2, [(1, F), (1, T), (2, F)], []),
+    (RUST_ENV, 16, 16, [1, 2], "auto", 1, [(1, F), (2, F)], []),
+    # a worker binary's envs: auto never measures inline; on skips every count, saying why
+    (BINARY_ENV, 16, 16, [1, 2], "auto", 8, [(1, F), (2, F)], []),
+    (BINARY_ENV, 16, 16, [1, 2], "on", 8, [], [(1, T, "worker binary"), (2, T, "worker binary")]),
+    # no env left for the main process's block
+    (PY_ENV, 4, 4, [2, 4], "on", 8, [(2, T)], [(4, T, "4 envs are too few for 4 worker processes + inline "
+                                                   "(needs num_envs >= 5)")]),
+    (PY_ENV, 4, 4, [4], "auto", 8, [(4, F)], [(4, T, "needs num_envs >= 5")]),
+    # async batches: the blocks are the processes' and the inline share's (w + 1 of them)
+    (PY_ENV, 4, 2, [1, 2, 3], "on", 8, [(1, T), (3, T)],
+     [(2, T, "4 envs do not split evenly over 3 blocks (2 workers + inline)")]),
+    (PY_ENV, 6, 3, [1, 2], "auto", 8, [(1, T), (2, F)],
+     [(1, F, "batch 3 is not whole workers of 6 envs each"),
+      (2, T, "batch 3 is not whole blocks of 2 envs each over 3 blocks (2 workers + inline)")]),
+], ids=["off", "on", "auto-4-cores", "auto-rust-2-cores", "auto-1-core", "auto-binary", "on-binary", "on-too-few-envs",
+        "auto-too-few-envs", "on-async", "auto-async"])
+def test_plan_configurations(env, num_envs, batch, workers, inline, cores, measured, skipped):
+    got, got_skipped = tune_mod.plan_configurations(env, num_envs, batch, workers, inline, cores)
+    assert got == measured
+    assert [(s["workers"], s["inline"]) for s in got_skipped] == [(w, i) for w, i, _ in skipped]
+    for s, (_, _, reason) in zip(got_skipped, skipped):
+        assert reason in s["reason"], s["reason"]
+
+
+def test_plan_configurations_refuses_an_unknown_inline_mode():
+    with pytest.raises(ValueError, match="inline must be one of"):
+        tune_mod.plan_configurations(PY_ENV, 4, 4, [1], "yes", 2)
+
+
 # -- tune ------------------------------------------------------------------------------------------
 
-ROW = re.compile(r"^\s*(\d+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                 r"(\s+<- recommended)?\s*$")
+ROW = re.compile(r"^\s*(\d+(?: \+ inline)?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+                 r"\s+([\d.]+)\s+([\d.]+)(\s+<- recommended)?\s*$")
 
 
-def _check_tune(stdout: str, report_path: Path, plot_path: Path, workers, kind: str, env_id: str, num_envs: int = 4):
+def _row_config(m):
+    """``(workers, inline)`` of a table row: "2" is (2, False), "1 + inline" is (1, True)."""
+    return int(m.group(1).split()[0]), m.group(1).endswith("+ inline")
+
+
+def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind: str, env_id: str,
+                num_envs: int = 4, inline: str = "auto"):
+    """Checks a tune run's table, JSON report and plot; ``expected`` is the measured configurations
+    ``(workers, inline)`` in order."""
+    expected = list(expected)
+    workers = sorted({w for w, _ in expected})
     header = next(line for line in stdout.splitlines() if line.strip().startswith("workers"))
     for column in ("steps/s", "µs/step", "p50 ms", "p99 ms", "tree CPU", "main CPU", "tree µs CPU/step",
                    "main µs CPU/step"):
         assert column in header
     rows = [m for m in map(ROW.match, stdout.splitlines()) if m]
-    assert [int(m.group(1)) for m in rows] == list(workers), stdout
+    assert [_row_config(m) for m in rows] == expected, stdout
     assert sum(1 for m in rows if m.group(10)) == 1, "exactly one row is marked recommended"
+    names = ", ".join(f"{w} worker{'' if w == 1 else 's'}{' + inline' if i else ''}" for w, i in expected)
+    assert f"configurations {names};" in stdout
 
     report = json.loads(report_path.read_text())
-    assert report["schema"] == "ringenv.tune/1"
+    assert report["schema"] == "ringenv.tune/2"
     for key in ("machine", "env", "settings", "configurations", "recommendation", "command"):
         assert key in report
     machine = report["machine"]
@@ -170,10 +254,11 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, workers, kind: 
         assert isinstance(machine[key], str) and machine[key]
     assert report["env"]["kind"] == kind and report["env"]["id"] == env_id
     assert report["settings"]["num_envs"] == num_envs and report["settings"]["batch_size"] == num_envs
-    assert report["settings"]["workers"] == list(workers) and report["settings"]["device"] == "cpu"
+    assert report["settings"]["workers"] == workers and report["settings"]["device"] == "cpu"
+    assert report["settings"]["inline"] == inline
 
     configs = report["configurations"]
-    assert [c["workers"] for c in configs] == list(workers)
+    assert [(c["workers"], c["inline"]) for c in configs] == expected
     for c, m in zip(configs, rows):
         for key in ("steps_per_s", "us_per_env_step", "wall_s", "startup_s"):
             assert isinstance(c[key], float) and c[key] > 0 and math.isfinite(c[key]), key
@@ -189,20 +274,24 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, workers, kind: 
         assert cpu["tree_s"] == pytest.approx(cpu["main_s"] + cpu["workers_s"])
         assert cpu["tree_cores"] == pytest.approx(cpu["tree_s"] / c["wall_s"])
         assert cpu["tree_us_per_env_step"] == pytest.approx(1e6 * cpu["tree_s"] / c["env_steps"])
-        assert c["worker_processes"] == c["workers"], "the CPU of every worker (and only those) is counted"
+        assert c["worker_processes"] == c["workers"], "the CPU of every worker process (and only those) is counted"
         # the table shows the same figures as the report
         assert m.group(2) == f"{c['steps_per_s']:,.0f}"
         assert m.group(6) == f"{cpu['tree_cores']:.2f}"
         assert m.group(7) == f"{cpu['main_cores']:.2f}"
 
     rec = report["recommendation"]
-    assert rec["workers"] in workers and rec["fastest_workers"] in workers
-    assert rec["fastest_workers"] == max(configs, key=lambda c: c["steps_per_s"])["workers"]
+    assert (rec["workers"], rec["inline"]) in expected and (rec["fastest_workers"], rec["fastest_inline"]) in expected
+    fastest = max(configs, key=lambda c: c["steps_per_s"])
+    assert (rec["fastest_workers"], rec["fastest_inline"]) == (fastest["workers"], fastest["inline"])
     assert rec["reason"] and rec["rule"]
+    assert rec["arguments"] == {"num_workers": rec["workers"], "inline": rec["inline"]}
     marked = next(m for m in rows if m.group(10))
-    assert int(marked.group(1)) == rec["workers"]
+    assert _row_config(marked) == (rec["workers"], rec["inline"])
     noun = "worker" if rec["workers"] == 1 else "workers"
-    assert f"recommended: {rec['workers']} {noun}" in stdout
+    plus = " + inline" if rec["inline"] else ""
+    assert (f"recommended: {rec['workers']} {noun}{plus} (num_workers={rec['workers']}, inline={rec['inline']}) - "
+            in stdout), stdout
 
     data = plot_path.read_bytes()
     assert data.startswith(PNG_SIGNATURE)
@@ -213,29 +302,88 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, workers, kind: 
 
 def test_tune_builtin_in_subprocess(tmp_path):
     report, png = tmp_path / "tune.json", tmp_path / "tune.png"
-    p = run_cli("tune", "CartPole-v1", *TINY, "--workers", "1,2", "--seed", "3", "--json", report, "--plot", png)
+    p = run_cli("tune", "CartPole-v1", *TINY, "--workers", "1,2", "--seed", "3", "--inline", "on", "--json", report,
+                "--plot", png)
     assert p.returncode == 0, p.stderr
     assert "CartPole-v1 (ringenv built-in, Rust)" in p.stdout
-    _check_tune(p.stdout, report, png, [1, 2], "builtin", "CartPole-v1")
+    _check_tune(p.stdout, report, png, [(1, True), (2, True)], "builtin", "CartPole-v1", inline="on")
     assert json.loads(report.read_text())["settings"]["seed"] == 3
 
 
 def test_tune_factory_in_process(tmp_path, capsys):
     report, png = tmp_path / "tune.json", tmp_path / "tune.png"
-    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "2,1", "--json", str(report), "--plot", str(png)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert f"{FACTORY} (factory, Python)" in captured.out
-    _check_tune(captured.out, report, png, [1, 2], "factory", FACTORY)
-
-
-def test_tune_gymnasium_env_with_no_builtin(tmp_path, capsys):
-    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
-    code = ringenv.cli.main(["tune", "CartPole-v1", "--no-builtin", *TINY, "--workers", "1", "--json", str(report),
+    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "2,1", "--inline", "off", "--json", str(report),
                              "--plot", str(png)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    _check_tune(captured.out, report, png, [1], "gymnasium", "CartPole-v1")
+    assert f"{FACTORY} (factory, Python)" in captured.out
+    _check_tune(captured.out, report, png, [(1, False), (2, False)], "factory", FACTORY, inline="off")
+
+
+def _record_vector_envs(monkeypatch):
+    """Makes ``ringenv.AsyncVectorEnv`` (as tune builds it: directly, or through make_vec) record
+    ``(num_workers, inline)`` as planned by each vector env built; returns the list."""
+    import ringenv
+    import ringenv.registration
+
+    built = []
+
+    class Recording(ringenv.AsyncVectorEnv):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append((self.num_workers, self.inline))
+
+    monkeypatch.setattr(ringenv, "AsyncVectorEnv", Recording)
+    monkeypatch.setattr(ringenv.registration, "AsyncVectorEnv", Recording)
+    return built
+
+
+@pytest.mark.parametrize("cores,expected", [(2, [(1, False), (1, True), (2, False)]), (1, [(1, False), (2, False)])])
+def test_tune_inline_auto_measures_both_where_a_core_is_left_for_the_main_process(tmp_path, capsys, monkeypatch,
+                                                                                     cores, expected):
+    # --inline auto (the default): w worker processes alone, and w + inline where w + 1 <= cores;
+    # the cores are made up, so the choice does not depend on this machine
+    monkeypatch.setattr(_common, "usable_cores", lambda: cores)
+    built = _record_vector_envs(monkeypatch)
+    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
+    code = ringenv.cli.main(["tune", "CartPole-v1", "--no-builtin", *TINY, "--workers", "1,2", "--json", str(report),
+                             "--plot", str(png)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    _check_tune(captured.out, report, png, expected, "gymnasium", "CartPole-v1")
+    assert built == expected, "each configuration reached the vector env as measured: processes and inline share"
+    assert json.loads(report.read_text())["skipped"] == []
+
+
+def test_tune_inline_on_steps_a_python_share_in_the_main_process(tmp_path, capsys, monkeypatch):
+    built = _record_vector_envs(monkeypatch)
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "1,3,4", "--inline", "on", "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert built == [(1, True), (3, True)]
+    rows = [_row_config(m) for m in map(ROW.match, captured.out.splitlines()) if m]
+    assert rows == [(1, True), (3, True)], captured.out
+    skipped = [line for line in captured.out.splitlines() if re.match(r"^\s*4 \+ inline\s+-\s", line)]
+    assert len(skipped) == 1 and "skipped: 4 envs are too few for 4 worker processes + inline" in skipped[0]
+    data = json.loads(report.read_text())
+    assert data["skipped"] == [{"workers": 4, "inline": True,
+                                "reason": "4 envs are too few for 4 worker processes + inline (needs num_envs >= 5)"}]
+    for c in data["configurations"]:
+        assert c["inline"] is True and c["env_steps"] > 0
+        assert c["worker_processes"] == c["workers"], "the main process is not counted as a worker"
+    rec = data["recommendation"]
+    assert rec["inline"] is True and rec["arguments"] == {"num_workers": rec["workers"], "inline": True}
+
+
+def test_tune_inline_off_never_steps_in_the_main_process(capsys, monkeypatch):
+    monkeypatch.setattr(_common, "usable_cores", lambda: 64)
+    built = _record_vector_envs(monkeypatch)
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1,2", "--inline", "off"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert built == [(1, False), (2, False)]
+    assert "+ inline" not in out and "(num_workers=" in out and "inline=False)" in out
 
 
 def test_tune_from_a_console_script_finds_factories_in_the_working_directory(tmp_path):
@@ -263,12 +411,12 @@ def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_sk
     # is more than a batch) and 3 workers (4 envs do not split evenly) are skipped, not errors
     report = tmp_path / "tune.json"
     code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2,3,4",
-                             "--json", str(report)])
+                             "--inline", "off", "--json", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "async batches of 2 (recv/send)" in captured.out
     rows = [m for m in map(ROW.match, captured.out.splitlines()) if m]
-    assert [int(m.group(1)) for m in rows] == [2, 4], captured.out
+    assert [_row_config(m) for m in rows] == [(2, False), (4, False)], captured.out
     skipped_rows = {int(line.split()[0]): line for line in captured.out.splitlines()
                     if re.match(r"^\s*\d+\s+-\s", line)}
     assert set(skipped_rows) == {1, 3}, captured.out
@@ -277,18 +425,37 @@ def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_sk
 
     data = json.loads(report.read_text())
     assert data["settings"]["batch_size"] == 2 and data["settings"]["workers"] == [1, 2, 3, 4]
-    assert [s["workers"] for s in data["skipped"]] == [1, 3]
-    assert [c["workers"] for c in data["configurations"]] == [2, 4]
+    assert [(s["workers"], s["inline"]) for s in data["skipped"]] == [(1, False), (3, False)]
+    assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(2, False), (4, False)]
     for c in data["configurations"]:
         assert c["async"] is True and c["batch_size"] == 2
         assert c["vector_steps"] > 0 and c["env_steps"] == 2 * c["vector_steps"], "a recv is 2 env steps, not 4"
         assert c["worker_processes"] == c["workers"]
     assert data["recommendation"]["workers"] in (2, 4)
+    assert data["recommendation"]["arguments"]["batch_size"] == 2, "the arguments to use include the batch size"
+    assert "inline=False, batch_size=2)" in captured.out
+
+
+def test_tune_async_batches_with_inline_count_the_main_process_as_a_block(tmp_path, capsys):
+    # 4 envs, batches of 2, --inline on: 1 worker + inline is 2 blocks of 2 (a batch is one block);
+    # 2 workers + inline would be 3 blocks, which 4 envs do not split into evenly
+    report = tmp_path / "tune.json"
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2", "--inline", "on",
+                             "--json", str(report)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(report.read_text())
+    assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(1, True)]
+    (c,) = data["configurations"]
+    assert c["async"] is True and c["env_steps"] == 2 * c["vector_steps"] > 0
+    assert data["skipped"] == [{"workers": 2, "inline": True,
+                                "reason": "4 envs do not split evenly over 3 blocks (2 workers + inline)"}]
+    assert "recommended: 1 worker + inline (num_workers=1, inline=True, batch_size=2) - " in captured.out
 
 
 def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
     report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "4", "--workers", "3",
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "4", "--workers", "3", "--inline", "off",
                              "--json", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -311,23 +478,25 @@ def test_tune_spin_us_reaches_the_vector_env(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(ringenv, "make_vec", recording)
     report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--spin-us", "25", "--json",
-                             str(report)])
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--spin-us", "25",
+                             "--json", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "spin bound 25 µs" in captured.out
-    assert seen == [{"num_workers": 1, "spin_us": 25.0}]
+    assert seen == [{"num_workers": 1, "inline": False, "spin_us": 25.0}]
+    assert "(num_workers=1, inline=False, spin_us=25.0)" in captured.out
     assert json.loads(report.read_text())["settings"]["spin_us"] == 25.0
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--json", str(report)])
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--json", str(report)])
     assert code == 0
-    assert seen[1] == {"num_workers": 1}, "no spin_us: ringenv's default policy"
+    assert seen[1] == {"num_workers": 1, "inline": False}, "no spin_us: ringenv's default policy"
     assert json.loads(report.read_text())["settings"]["spin_us"] is None
     assert "spin bound" not in capsys.readouterr().out
 
 
 def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
     report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "2", "--spin-us", "0", "--json", str(report)])
+    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "2", "--inline", "off", "--spin-us", "0",
+                             "--json", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "spin bound 0 µs (never spin)" in captured.out
@@ -371,10 +540,22 @@ def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     data = json.loads(report.read_text())
     assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "BlocksWorld-v0"
     assert data["env"]["kwargs"] == {"num_blocks": 4} and data["settings"]["spin_us"] == 50.0
-    assert [c["workers"] for c in data["configurations"]] == [1, 2]
+    assert data["settings"]["inline"] == "auto"
+    # auto never steps a worker binary's envs inline: only its processes can run them
+    assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(1, False), (2, False)]
+    assert data["skipped"] == []
     for c in data["configurations"]:
         assert c["env_steps"] > 0 and c["worker_processes"] == c["workers"]
         assert c["cpu"]["workers_s"] > 0, "the worker binary's processes are measured"
+
+
+def test_tune_a_worker_binary_with_inline_on_is_a_usage_error(worker_binary, capsys):
+    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--inline", "on"]
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, "argument --inline",
+                       "no worker count tried (1, 2) can have the main process step a share of the envs: a worker "
+                       "binary's envs run only in its worker processes, never inline")
 
 
 def test_tune_a_worker_binary_with_an_unknown_id_is_a_usage_error(worker_binary, capsys):

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module, summary in [("tune", tune, "measure ENV with each worker count and recommend one"),
+    for name, module, summary in [("tune", tune, "measure ENV with each worker count, with and without the "
+                                                 "inline share, and recommend one"),
                                   ("bench", bench, "compare ringenv with the other vector-env runtimes installed"),
                                   ("top", top, "show the ringenv pools running on this machine, live")]:
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,

@@ -135,23 +135,46 @@ def check_device(device: str) -> None:
         raise UsageError(f"argument --device: {device!r} cannot be used: {e}") from None
 
 
-def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int) -> Optional[str]:
-    """Why ``num_workers`` workers cannot serve async batches of ``batch_size`` of ``num_envs``
-    envs (a batch must be whole workers: ``num_envs % num_workers == 0`` and ``batch_size`` a
-    multiple of ``num_envs // num_workers``, ``ringenv._batches.check_batch_size``'s rule), short
-    enough for a table cell; ``None`` when they can, or when ``batch_size == num_envs`` (no async
-    batches)."""
+def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int, *, inline: bool = False) -> Optional[str]:
+    """Why ``num_workers`` worker processes (with ``inline``, plus the main process's share: one
+    block more) cannot serve async batches of ``batch_size`` of ``num_envs`` envs (a batch must be
+    whole blocks: ``num_envs % blocks == 0`` and ``batch_size`` a multiple of ``num_envs //
+    blocks``, ``ringenv._batches.check_batch_size``'s rule), short enough for a table cell;
+    ``None`` when they can, or when ``batch_size == num_envs`` (no async batches)."""
     from ringenv._batches import check_batch_size
 
     if batch_size >= num_envs:
         return None
+    blocks = num_workers + int(inline)
     try:
-        check_batch_size(num_envs, num_workers, batch_size)
+        check_batch_size(num_envs, blocks, batch_size)
     except ValueError:
-        if num_envs % num_workers:
+        if inline:
+            over = f"{blocks} blocks ({num_workers} worker{'s' if num_workers != 1 else ''} + inline)"
+            if num_envs % blocks:
+                return f"{num_envs} envs do not split evenly over {over}"
+            return f"batch {batch_size} is not whole blocks of {num_envs // blocks} envs each over {over}"
+        if num_envs % blocks:
             return f"{num_envs} envs do not split evenly over {num_workers} workers"
         return f"batch {batch_size} is not whole workers of {num_envs // num_workers} envs each"
     return None
+
+
+def vector_options(num_envs: int, num_workers: int, inline: bool = False, batch_size: Optional[int] = None,
+                   device: str = "cpu", spin_us: Optional[float] = None) -> Dict[str, Any]:
+    """The keyword arguments of ``ringenv.AsyncVectorEnv`` (``make_vec``'s ``vector_kwargs``) for a
+    configuration of ``ringenv tune``: ``num_workers`` and ``inline`` always (so the measured
+    configuration is exactly the one named, whatever ringenv's defaults), ``batch_size`` when
+    below ``num_envs``, ``device`` when not ``"cpu"``, ``spin_us`` when given. What
+    :meth:`EnvTarget.make_ringenv` passes and what the recommendation tells the user to pass."""
+    options: Dict[str, Any] = {"num_workers": num_workers, "inline": bool(inline)}
+    if batch_size is not None and batch_size != num_envs:
+        options["batch_size"] = batch_size
+    if device != "cpu":
+        options["device"] = device
+    if spin_us is not None:
+        options["spin_us"] = spin_us
+    return options
 
 
 # -- the env an ENV argument names ----------------------------------------------------------------
@@ -183,27 +206,30 @@ class EnvTarget:
                 "gymnasium": f"{self.name} (Gymnasium, Python)",
                 "factory": f"{self.name} (factory, Python)"}[self.kind]
 
+    @property
+    def steps_inline(self) -> bool:
+        """Whether the main process can step a share of these envs (``AsyncVectorEnv(inline=True)``):
+        Python envs and ringenv's built-in Rust envs can, a worker binary's envs cannot (they run
+        only in its processes; ``ringenv._program.WorkerProgram.host`` is ``None`` for them)."""
+        return self.worker is None
+
     def make_ringenv(self, num_envs: int, num_workers: int, batch_size: Optional[int] = None,
-                     device: str = "cpu", spin_us: Optional[float] = None):
-        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` workers,
-        with async batches of ``batch_size`` envs (default ``num_envs``: no async batches) staged
-        on ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors), with the wake-up
-        policy's spin bound ``spin_us`` (µs; default ``None``: ringenv's own policy). Every other
-        setting is ringenv's default.
+                     device: str = "cpu", spin_us: Optional[float] = None, *, inline: bool = False):
+        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` worker
+        processes (with ``inline``, and the main process stepping the last block itself), with
+        async batches of ``batch_size`` envs (default ``num_envs``: no async batches) staged on
+        ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors), with the wake-up policy's
+        spin bound ``spin_us`` (µs; default ``None``: ringenv's own policy). Every other setting
+        is ringenv's default; the arguments are :func:`vector_options`'.
 
         Raises:
-            ValueError: ``batch_size`` is not whole workers (see :func:`whole_workers_reason`).
+            ValueError: ``batch_size`` is not whole blocks (see :func:`whole_workers_reason`), or
+                ``inline`` where it cannot be (see ``ringenv._plan.plan_workers``).
             ringenv.errors.CudaUnavailableError: ``device`` is CUDA and CUDA cannot be used.
         """
         import ringenv
 
-        options: Dict[str, Any] = {"num_workers": num_workers}
-        if batch_size is not None and batch_size != num_envs:
-            options["batch_size"] = batch_size
-        if device != "cpu":
-            options["device"] = device
-        if spin_us is not None:
-            options["spin_us"] = spin_us
+        options = vector_options(num_envs, num_workers, inline, batch_size, device, spin_us)
         if self.kind == "builtin":
             return ringenv.make_vec(self.name, num_envs, vector_kwargs=options, worker=self.worker, **self.kwargs)
         factory = self.python_factory

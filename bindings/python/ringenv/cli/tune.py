@@ -1,35 +1,45 @@
-"""``ringenv tune ENV``: step ENV through ringenv with each worker count in turn, measure
-throughput, batch latency and CPU, and recommend a worker count."""
+"""``ringenv tune ENV``: step ENV through ringenv with each configuration in turn (a worker
+count, with or without the main process stepping a share of the envs inline), measure
+throughput, batch latency and CPU, and recommend a configuration."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ringenv.cli import _common
 from ringenv.cli._common import RunError, UsageError
 from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT, measure
 
 DESCRIPTION = """\
-Step ENV through ringenv.AsyncVectorEnv with each worker count in turn, with random actions
+Step ENV through ringenv.AsyncVectorEnv with each configuration in turn, with random actions
 (pre-generated from the action space, seeded), for --seconds each after a short warm-up; show
 steps/s, batch latency and the CPU used by the main process and by the whole process tree, then
-recommend a worker count. With --batch-size below --num-envs, each configuration is measured
-with async batches (async_reset, then recv/send of --batch-size envs at a time); worker counts
-for which a batch is not whole workers are skipped, with the reason in their row.
+recommend a configuration and print the AsyncVectorEnv arguments that make it. A configuration is
+a worker count of --workers, alone ("2 workers": num_workers=2, inline=False) or with the main
+process stepping the last block of envs itself beside the worker processes ("1 worker + inline":
+num_workers=1, inline=True); --inline picks which are measured. With --batch-size below
+--num-envs, each configuration is measured with async batches (async_reset, then recv/send of
+--batch-size envs at a time); configurations for which a batch is not whole blocks of envs are
+skipped, with the reason in their row.
 
 ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
 does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), a module:callable
 that builds one env (e.g. my_envs:make_env; the current directory is searched), or a worker
 binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md). --spin-us sets the wake-up
-policy's spin bound (docs/WAKEUP.md); by default ringenv's own policy runs, as in a user's program."""
+policy's spin bound (docs/WAKEUP.md); by default ringenv's own policy runs, as in a user's program.
+
+example: ringenv tune CartPole-v1 --workers 1,2 --inline on   (measures 1 worker + inline, 2 workers + inline)"""
 
 # The recommendation rule (also written into the JSON report).
 NEAR_FRACTION = 0.05  # "within 5% of the highest throughput"
 CPU_SAVING = 0.25  # "at >= 25% less tree CPU"
-RULE = ("the configuration with the highest steps/s, unless another is within 5% of its steps/s while "
-        "using at least 25% less tree CPU (cores busy); then, of those, the one using the least tree CPU")
+RULE = ("the configuration (worker processes, with or without the inline share) with the highest steps/s, unless "
+        "another is within 5% of its steps/s while using at least 25% less tree CPU (cores busy); then, of those, "
+        "the one using the least tree CPU")
+#: The values of ``--inline``.
+INLINE_MODES = ("auto", "on", "off")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,9 +49,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=_common.workers_list, default="auto", metavar="LIST",
                    help="worker counts to try: comma-separated (1,2,4) or 'auto' (default): 1, 2, 4, ... "
                         "up to the core count, plus the core count, none above --num-envs")
+    p.add_argument("--inline", choices=INLINE_MODES, default="auto",
+                   help="whether the main process also steps a share of the envs (AsyncVectorEnv(inline=...)): "
+                        "'off' measures each worker count w with inline=False (w worker processes step every env); "
+                        "'on' with inline=True (w worker processes + the main process stepping the last block), "
+                        "skipping, with the reason, counts where it cannot be (w + 1 > --num-envs, a worker "
+                        "binary's envs, async batches that are not whole blocks); 'auto' (default) measures both "
+                        "for each w with w + 1 <= the core count when the env can be stepped inline, else "
+                        "inline=False only")
     p.add_argument("--batch-size", type=_common.positive_int, default=None, metavar="B",
                    help="envs per batch (default --num-envs); below --num-envs, async batches (recv/send) are "
-                        "measured, and worker counts for which a batch is not whole workers are skipped")
+                        "measured, and configurations for which a batch is not whole blocks are skipped")
     p.add_argument("--seconds", type=_common.positive_seconds, default=3.0, metavar="S",
                    help="seconds of stepping per configuration, after the warm-up (default 3)")
     p.add_argument("--device", default="cpu",
@@ -56,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-builtin", action="store_true",
                    help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
-    p.add_argument("--plot", metavar="PATH", help="write a PNG of steps/s and CPU against workers")
+    p.add_argument("--plot", metavar="PATH",
+                   help="write a PNG of steps/s and CPU against worker processes, with and without inline")
 
 
 def validate(args) -> List[int]:
@@ -73,12 +92,6 @@ def validate(args) -> List[int]:
         if too_many:
             raise UsageError(f"argument --workers: {too_many[0]} workers for --num-envs {args.num_envs}: each worker "
                              f"needs at least one env (use at most {args.num_envs})")
-    batch_size = args.num_envs if args.batch_size is None else args.batch_size
-    if batch_size < args.num_envs and all(_common.whole_workers_reason(args.num_envs, w, batch_size)
-                                          for w in workers):
-        raise UsageError(f"argument --batch-size: a batch of {batch_size} of {args.num_envs} envs is not whole "
-                         f"workers for any worker count tried ({', '.join(map(str, workers))}): num_envs must be a "
-                         "multiple of the worker count and the batch a multiple of num_envs / workers")
     _common.check_device(args.device)  # last: it may load the CUDA driver
     _common.check_output_path(args.json, "--json")
     _common.check_output_path(args.plot, "--plot")
@@ -94,20 +107,89 @@ def workers_text(n: int) -> str:
     return f"{n} worker" if n == 1 else f"{n} workers"
 
 
+def config_text(workers: int, inline: bool) -> str:
+    """How a configuration is named in output: ``"2 workers"``, ``"1 worker + inline"``."""
+    return workers_text(workers) + (" + inline" if inline else "")
+
+
+def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, workers: List[int], inline: str,
+                        cores: int) -> Tuple[List[Tuple[int, bool]], List[Dict[str, Any]]]:
+    """The configurations ``(workers, inline)`` that ``ringenv tune`` measures, in order, and the
+    ones it skips (dicts with ``workers``, ``inline`` and ``reason``), for the worker counts
+    ``workers`` and ``--inline`` ``inline`` (one of :data:`INLINE_MODES`) on ``cores`` usable cores.
+
+    ``"off"``: each ``w`` with ``inline=False``; ``"on"``: each ``w`` with ``inline=True``;
+    ``"auto"``: each ``w`` with ``inline=False``, and also with ``inline=True`` where ``w + 1 <=
+    cores`` (every block then has a core) and the env can be stepped inline
+    (:attr:`~ringenv.cli._common.EnvTarget.steps_inline`). A configuration is skipped, with the
+    reason, when a batch is not whole blocks (:func:`~ringenv.cli._common.whole_workers_reason`),
+    and an inline one also when ``w + 1 > num_envs`` (no env left for the main process's block)
+    or, under ``"on"``, when the env cannot be stepped inline.
+    """
+    if inline not in INLINE_MODES:
+        raise ValueError(f"inline must be one of {INLINE_MODES}, got {inline!r}")
+    measured: List[Tuple[int, bool]] = []
+    skipped: List[Dict[str, Any]] = []
+
+    def consider(w: int, use_inline: bool) -> None:
+        why = None
+        if use_inline and not env.steps_inline:
+            why = "a worker binary's envs run only in its worker processes, never inline"
+        elif use_inline and w + 1 > num_envs:
+            why = f"{num_envs} envs are too few for {w} worker processes + inline (needs num_envs >= {w + 1})"
+        else:
+            why = _common.whole_workers_reason(num_envs, w, batch_size, inline=use_inline)
+        if why is None:
+            measured.append((w, use_inline))
+        else:
+            skipped.append({"workers": w, "inline": use_inline, "reason": why})
+
+    for w in workers:
+        if inline != "on":
+            consider(w, False)
+        if inline == "on" or (inline == "auto" and env.steps_inline and w + 1 <= cores):
+            consider(w, True)
+    return measured, skipped
+
+
+def nothing_to_measure(inline: str, num_envs: int, batch_size: int, workers: List[int],
+                       skipped: List[Dict[str, Any]]) -> str:
+    """The usage error when :func:`plan_configurations` left nothing to measure: every configuration
+    was skipped (``skipped``), by ``--batch-size`` or by ``--inline on``."""
+    tried = ", ".join(map(str, workers))
+    if inline == "on":
+        reasons = "; ".join(f"{config_text(s['workers'], True)}: {s['reason']}" for s in skipped)
+        if len({s["reason"] for s in skipped}) == 1:
+            reasons = skipped[0]["reason"]
+        return (f"argument --inline: on: no worker count tried ({tried}) can have the main process step a share "
+                f"of the envs: {reasons} (--inline off or auto measures without it)")
+    return (f"argument --batch-size: a batch of {batch_size} of {num_envs} envs is not whole workers for any worker "
+            f"count tried ({tried}): num_envs must be a multiple of the worker count and the batch a multiple of "
+            "num_envs / workers")
+
+
+def arguments_text(options: Dict[str, Any]) -> str:
+    """``AsyncVectorEnv`` keyword arguments as code: ``"num_workers=1, inline=True"``."""
+    return ", ".join(f"{k}={v!r}" for k, v in options.items())
+
+
 def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """The recommended configuration of ``configs`` (dicts with ``workers``, ``steps_per_s`` and
-    ``cpu.tree_cores``), with the reason, by :data:`RULE`."""
-    fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"]))
+    """The recommended configuration of ``configs`` (dicts with ``workers``, ``inline``,
+    ``steps_per_s`` and ``cpu.tree_cores``), with the reason, by :data:`RULE`: a dict with
+    ``workers`` and ``inline`` (the pick), ``fastest_workers`` and ``fastest_inline`` (the
+    fastest), ``reason`` and ``rule``. Ties go to fewer worker processes, then to no inline share."""
+    fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"], -int(c["inline"])))
     best_sps, best_cpu = fastest["steps_per_s"], fastest["cpu"]["tree_cores"]
     thrifty = [c for c in configs if c is not fastest
                and c["steps_per_s"] >= (1 - NEAR_FRACTION) * best_sps
                and c["cpu"]["tree_cores"] <= (1 - CPU_SAVING) * best_cpu]
     if thrifty:
-        pick = min(thrifty, key=lambda c: (c["cpu"]["tree_cores"], c["workers"]))
+        pick = min(thrifty, key=lambda c: (c["cpu"]["tree_cores"], c["workers"], int(c["inline"])))
         slower = 1 - pick["steps_per_s"] / best_sps
         saving = 1 - pick["cpu"]["tree_cores"] / best_cpu
         reason = (f"{pick['steps_per_s']:,.0f} steps/s is within 5% of the highest "
-                  f"({fastest['steps_per_s']:,.0f} steps/s with {workers_text(fastest['workers'])}, {slower:.1%} less) "
+                  f"({fastest['steps_per_s']:,.0f} steps/s with {config_text(fastest['workers'], fastest['inline'])}, "
+                  f"{slower:.1%} less) "
                   f"while the process tree uses {saving:.0%} less CPU "
                   f"({pick['cpu']['tree_cores']:.2f} vs {best_cpu:.2f} cores busy)")
     else:
@@ -117,16 +199,17 @@ def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
         if others:
             runner = others[0]
             reason += (f", {1 - runner['steps_per_s'] / best_sps:.1%} ahead of the next best "
-                       f"({workers_text(runner['workers'])}); "
+                       f"({config_text(runner['workers'], runner['inline'])}); "
                        "no configuration within 5% of it uses at least 25% less tree CPU")
-    return {"workers": pick["workers"], "fastest_workers": fastest["workers"], "reason": reason, "rule": RULE}
+    return {"workers": pick["workers"], "inline": bool(pick["inline"]), "fastest_workers": fastest["workers"],
+            "fastest_inline": bool(fastest["inline"]), "reason": reason, "rule": RULE}
 
 
 def _progress(err):
     from rich.progress import BarColumn, Progress, TextColumn
 
     return Progress(
-        TextColumn("{task.description:<26}"),
+        TextColumn("{task.description:<34}"),
         BarColumn(bar_width=30),
         TextColumn("{task.completed:5.1f}/{task.total:.1f} s"),
         TextColumn("{task.fields[rate]}"),
@@ -134,7 +217,12 @@ def _progress(err):
     )
 
 
-def _table(configs: List[Dict[str, Any]], recommended: int, skipped: List[Dict[str, Any]]):
+def _is(c: Dict[str, Any], rec: Dict[str, Any]) -> bool:
+    """Whether configuration ``c`` is the one ``rec`` (a :func:`recommend` result) names."""
+    return c["workers"] == rec["workers"] and bool(c["inline"]) == rec["inline"]
+
+
+def _table(configs: List[Dict[str, Any]], rec: Dict[str, Any], skipped: List[Dict[str, Any]]):
     from rich import box
     from rich.table import Table
 
@@ -149,47 +237,58 @@ def _table(configs: List[Dict[str, Any]], recommended: int, skipped: List[Dict[s
     t.add_column("tree µs CPU/step", justify="right", no_wrap=True)
     t.add_column("main µs CPU/step", justify="right", no_wrap=True)
     t.add_column("", no_wrap=True)
-    rows: List[Dict[str, Any]] = sorted([*configs, *skipped], key=lambda c: c["workers"])
+    rows: List[Dict[str, Any]] = sorted([*configs, *skipped], key=lambda c: (c["workers"], c["inline"]))
     for c in rows:
+        name = f"{c['workers']}" + (" + inline" if c["inline"] else "")
         if "reason" in c:
-            t.add_row(str(c["workers"]), *["-"] * 8, f"skipped: {c['reason']}")
+            t.add_row(name, *["-"] * 8, f"skipped: {c['reason']}")
             continue
         cpu, lat = c["cpu"], c["batch_latency_ms"]
-        t.add_row(str(c["workers"]), f"{c['steps_per_s']:,.0f}", f"{c['us_per_env_step']:.3f}",
+        t.add_row(name, f"{c['steps_per_s']:,.0f}", f"{c['us_per_env_step']:.3f}",
                   f"{lat['p50']:.3f}", f"{lat['p99']:.3f}", f"{cpu['tree_cores']:.2f}", f"{cpu['main_cores']:.2f}",
                   f"{cpu['tree_us_per_env_step']:.3f}", f"{cpu['main_us_per_env_step']:.3f}",
-                  "<- recommended" if c["workers"] == recommended else "")
+                  "<- recommended" if _is(c, rec) else "")
     return t
 
 
-def plot(path: str, configs: List[Dict[str, Any]], recommended: int, title: str) -> None:
-    """A PNG with two panels against workers: steps/s; tree and main CPU (cores busy)."""
+def plot(path: str, configs: List[Dict[str, Any]], rec: Dict[str, Any], title: str) -> None:
+    """A PNG with two panels against worker processes: steps/s; tree and main CPU (cores busy).
+    Configurations with the inline share are a second, dashed series of each; the recommended
+    one (``rec``, a :func:`recommend` result) is starred."""
     import matplotlib.ticker
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    w = [c["workers"] for c in configs]
-    sps = [c["steps_per_s"] for c in configs]
-    tree = [c["cpu"]["tree_cores"] for c in configs]
-    main = [c["cpu"]["main_cores"] for c in configs]
     # the Agg canvas directly, not pyplot: no GUI backend, no global state changed in the caller
     fig = Figure(figsize=(7, 6), dpi=100)
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True)
-    top.plot(w, sps, "o-", color="tab:blue", label="steps/s")
+    for inline in (False, True):
+        series = [c for c in configs if bool(c["inline"]) == inline]
+        if not series:
+            continue
+        w = [c["workers"] for c in series]
+        suffix, style = (", + inline", "--") if inline else ("", "-")
+        top.plot(w, [c["steps_per_s"] for c in series], "o" + style, color="tab:purple" if inline else "tab:blue",
+                 label="steps/s" + suffix)
+        bottom.plot(w, [c["cpu"]["tree_cores"] for c in series], "s" + style, color="tab:orange",
+                    label="process tree" + suffix, alpha=0.7 if inline else 1.0)
+        bottom.plot(w, [c["cpu"]["main_cores"] for c in series], "^" + style, color="tab:green",
+                    label="main process" + suffix, alpha=0.7 if inline else 1.0)
+    sps = [c["steps_per_s"] for c in configs]
+    cpu = [c["cpu"][k] for c in configs for k in ("tree_cores", "main_cores")]
     top.set_ylabel("env steps / s")
     top.set_ylim(0, max(sps) * 1.15)
     top.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     top.grid(alpha=0.3)
-    i = w.index(recommended)
-    top.plot([w[i]], [sps[i]], "*", color="tab:red", markersize=16, label=f"recommended: {workers_text(recommended)}")
+    pick = next(c for c in configs if _is(c, rec))
+    top.plot([pick["workers"]], [pick["steps_per_s"]], "*", color="tab:red", markersize=16,
+             label=f"recommended: {config_text(rec['workers'], rec['inline'])}")
     top.legend(loc="best")
-    bottom.plot(w, tree, "s-", color="tab:orange", label="process tree")
-    bottom.plot(w, main, "^--", color="tab:green", label="main process")
     bottom.set_ylabel("CPU (cores busy)")
-    bottom.set_ylim(0, max(tree + main) * 1.3)
-    bottom.set_xlabel("workers")
-    bottom.set_xticks(w)
+    bottom.set_ylim(0, max(cpu) * 1.3)
+    bottom.set_xlabel("worker processes")
+    bottom.set_xticks(sorted({c["workers"] for c in configs}))
     bottom.grid(alpha=0.3)
     bottom.legend(loc="best")
     fig.suptitle(title, fontsize=10)
@@ -197,62 +296,64 @@ def plot(path: str, configs: List[Dict[str, Any]], recommended: int, title: str)
     fig.savefig(path, format="png")
 
 
-def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *, batch_size: Optional[int] = None,
-                          device: str = "cpu", seconds: float = 3.0, seed: int = 0,
+def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *, inline: bool = False,
+                          batch_size: Optional[int] = None, device: str = "cpu", seconds: float = 3.0, seed: int = 0,
                           spin_us: Optional[float] = None, warmup_s: Optional[float] = None,
                           on_phase=lambda phase: None, on_progress=lambda elapsed, steps: None) -> Dict[str, Any]:
     """Measures one configuration of ``ringenv tune``: ``env`` through ``ringenv`` with ``num_envs``
-    envs on ``workers`` workers (async batches of ``batch_size`` when below ``num_envs``), staged
+    envs on ``workers`` worker processes (with ``inline``, and the main process stepping the last
+    block itself: ``AsyncVectorEnv(inline=True)``; async batches of ``batch_size`` when below
+    ``num_envs``), staged
     on ``device``, with spin bound ``spin_us`` (``None``: ringenv's own policy), by the one
     measurement loop (:func:`ringenv.cli._measure.measure`); returns its figures
     (:meth:`~ringenv.cli._measure.Measurement.figures`). ``benches/grid.py`` measures its
     "through ringenv tune" rows with this function.
 
     Raises:
-        RunError: the env could not be built or stepped (naming it and the worker count).
+        RunError: the env could not be built or stepped (naming it and the configuration).
     """
     batch = num_envs if batch_size is None else batch_size
     try:
-        m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us),
+        m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us, inline=inline),
                     num_envs=num_envs, seconds=seconds, seed=seed, batch_size=batch, warmup_s=warmup_s,
                     on_phase=on_phase, on_progress=on_progress)
     except (KeyboardInterrupt, UsageError):
         raise
     except Exception as e:
-        raise RunError(f"{env.name} with {workers_text(workers)} failed: {type(e).__name__}: {e}") from e
+        raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}") from e
     return m.figures()
 
 
 def run(args, argv: Optional[List[str]] = None) -> int:
     workers = validate(args)
     env = _common.resolve_env(args.env, args.env_kwargs, prefer_builtin=not args.no_builtin)
-    out, err = _common.consoles()
-    info = _common.machine_info()
     n, seconds = args.num_envs, args.seconds
     batch = n if args.batch_size is None else args.batch_size
+    plan, skipped = plan_configurations(env, n, batch, workers, args.inline, _common.usable_cores())
+    if not plan:
+        raise UsageError(nothing_to_measure(args.inline, n, batch, workers, skipped))
+    out, err = _common.consoles()
+    info = _common.machine_info()
     out.print(_common.machine_line(info))
     mode = f"async batches of {batch} (recv/send)" if batch < n else "every env per step"
     device = "" if args.device == "cpu" else f", staged on {args.device}"
     spin = ("" if args.spin_us is None else
             f", spin bound {args.spin_us:g} µs" + (" (never spin)" if args.spin_us == 0 else ""))
-    out.print(f"tune {env.label}: {n} envs, {mode}{device}{spin}, workers {', '.join(map(str, workers))}; {seconds:g} s "
+    out.print(f"tune {env.label}: {n} envs, {mode}{device}{spin}, "
+              f"configurations {', '.join(config_text(w, i) for w, i in plan)}; {seconds:g} s "
               f"each after a warm-up, random actions (seed {args.seed})")
 
     configs: List[Dict[str, Any]] = []
-    skipped: List[Dict[str, Any]] = []
     with _progress(err) as progress:
-        for w in workers:
-            why = _common.whole_workers_reason(n, w, batch)
-            if why is not None:
-                skipped.append({"workers": w, "reason": why})
-                continue
-            task = progress.add_task(f"{workers_text(w)}: starting", total=seconds, rate="")
+        for w, inline in plan:
+            name = config_text(w, inline)
+            task = progress.add_task(f"{name}: starting", total=seconds, rate="")
             progress.refresh()
 
-            def on_phase(phase, task=task, w=w):
+            def on_phase(phase, task=task, name=name):
                 if phase in ("warmup", "measure", "close"):
                     label = {"warmup": "warming up", "measure": "measuring", "close": "closing"}[phase]
-                    progress.update(task, description=f"{workers_text(w)}: {label}")
+                    progress.update(task, description=f"{name}: {label}")
                     progress.refresh()
 
             def on_progress(elapsed, steps, task=task):
@@ -260,30 +361,35 @@ def run(args, argv: Optional[List[str]] = None) -> int:
                                 rate=f"{steps * batch / max(elapsed, 1e-9):,.0f} steps/s")
                 progress.refresh()
 
-            figures = measure_configuration(env, n, w, batch_size=batch, device=args.device, seconds=seconds,
-                                            seed=args.seed, spin_us=args.spin_us, on_phase=on_phase,
-                                            on_progress=on_progress)
-            progress.update(task, description=f"{workers_text(w)}: done", completed=seconds,
+            figures = measure_configuration(env, n, w, inline=inline, batch_size=batch, device=args.device,
+                                            seconds=seconds, seed=args.seed, spin_us=args.spin_us,
+                                            on_phase=on_phase, on_progress=on_progress)
+            progress.update(task, description=f"{name}: done", completed=seconds,
                             rate=f"{figures['steps_per_s']:,.0f} steps/s")
             progress.refresh()
-            configs.append({"workers": w, **figures})
+            configs.append({"workers": w, "inline": inline, **figures})
 
     rec = recommend(configs)
+    rec["arguments"] = _common.vector_options(n, rec["workers"], rec["inline"], batch, args.device, args.spin_us)
     out.print()
-    _common.print_table(out, _table(configs, rec["workers"], skipped))
+    _common.print_table(out, _table(configs, rec, skipped))
     out.print()
-    out.print(f"recommended: {workers_text(rec['workers'])} - {rec['reason']}", soft_wrap=True)
-    out.print("columns: steps/s = env steps per second; µs/step = wall µs per env step; p50/p99 ms = latency of one "
-              "vector step (with async batches: one recv/send cycle); tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / "
-              "main process; µs CPU/step = CPU µs per env step", soft_wrap=True, style="dim")
+    out.print(f"recommended: {config_text(rec['workers'], rec['inline'])} ({arguments_text(rec['arguments'])}) "
+              f"- {rec['reason']}", soft_wrap=True)
+    inline_note = (" (+ inline: the main process steps the last block of envs itself, AsyncVectorEnv(inline=True))"
+                   if any(c["inline"] for c in [*configs, *skipped]) else "")
+    out.print(f"columns: workers = worker processes{inline_note}; steps/s = env steps per second; µs/step = wall µs "
+              "per env step; p50/p99 ms = latency of one vector step (with async batches: one recv/send cycle); "
+              "tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / main process; "
+              "µs CPU/step = CPU µs per env step", soft_wrap=True, style="dim")
     report = {
-        "schema": "ringenv.tune/1",
+        "schema": "ringenv.tune/2",
         "command": ["ringenv", *(argv or [])],
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
-        "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "seconds": seconds, "seed": args.seed,
-                     "device": args.device, "spin_us": args.spin_us, "warmup": WARMUP_TEXT,
-                     "action_batches": ACTION_BATCHES},
+        "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "inline": args.inline,
+                     "seconds": seconds, "seed": args.seed, "device": args.device, "spin_us": args.spin_us,
+                     "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "configurations": configs,
         "skipped": skipped,
         "recommendation": rec,
@@ -292,7 +398,6 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         _common.write_json(args.json, report)
         out.print(f"wrote {args.json}")
     if args.plot:
-        plot(args.plot, configs, rec["workers"],
-             f"ringenv tune {env.name}: {n} envs, {info['cores']} cores ({info['machine']})")
+        plot(args.plot, configs, rec, f"ringenv tune {env.name}: {n} envs, {info['cores']} cores ({info['machine']})")
         out.print(f"wrote {args.plot}")
     return 0
