@@ -687,7 +687,11 @@ def test_bench_builtin_in_subprocess(tmp_path):
     reference = [r for r in data["rows"] if r["reference"]]
     assert len(reference) == 1 and reference[0]["env"] == "CartPole-v1 (Rust)"
     assert reference[0]["ratio_to_ringenv"] == pytest.approx(1.0)
-    assert reference[0]["workers"] == min(4, data["machine"]["cores"])
+    # ringenv's default: the usable cores less one worker process, the main process stepping a share
+    from ringenv._plan import plan_workers
+
+    assert (reference[0]["workers"], reference[0]["inline"]) == plan_workers(4, None, None, "rust", 4, None)
+    assert data["settings"]["ringenv_inline"] == reference[0]["inline"]
     for r in data["rows"]:
         if r["runtime"].startswith(("ringenv", "gymnasium")):
             assert r["status"] == "ok" and r["steps_per_s"] > 0

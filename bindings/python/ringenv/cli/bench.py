@@ -9,12 +9,13 @@ import argparse
 import importlib.util
 from typing import Any, Callable, Dict, List, Optional
 
+from ringenv._plan import plan_workers
 from ringenv.cli import _common
 from ringenv.cli._common import EnvTarget, UsageError
 from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT
 
 DESCRIPTION = """\
-Step ENV through ringenv.AsyncVectorEnv (workers = cores) and through the other vector-env
+Step ENV through ringenv.AsyncVectorEnv (its default workers) and through the other vector-env
 runtimes installed here - gymnasium AsyncVectorEnv and SyncVectorEnv always, Gymnasium's own
 vectorised env where the id has one (gymnasium.make_vec(..., vectorization_mode="vector_entry_point"),
 e.g. CartPole-v1), TorchRL ParallelEnv and EnvPool when importable - with the same random actions,
@@ -28,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-envs", type=_common.positive_int, default=16, metavar="N",
                    help="envs in each vector env (default 16)")
     p.add_argument("--workers", type=_common.positive_int, default=None, metavar="W",
-                   help="ringenv workers (default: the core count, at most --num-envs)")
+                   help="ringenv worker processes, stepping every env (default: ringenv's default, the usable cores "
+                        "less one and the main process stepping the last block: the inline share)")
     p.add_argument("--seconds", type=_common.positive_seconds, default=3.0, metavar="S",
                    help="seconds of stepping per runtime, after the warm-up (default 3)")
     p.add_argument("--seed", type=_common.non_negative_int, default=0,
@@ -136,22 +138,27 @@ def vector_entry_point_id(env: EnvTarget) -> Optional[str]:
     return env.gym_id if getattr(spec, "vector_entry_point", None) is not None else None
 
 
-def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str, Any]]:
+def _runtimes(env: EnvTarget, n: int, workers: int, seed: int, inline: bool = False) -> List[Dict[str, Any]]:
     """Every row of the comparison: runtime, env implementation, workers (``None``: in the main
-    process), and either ``make`` or the reason it cannot run (``status``)."""
+    process; ringenv's with ``inline`` when the main process steps a share too), and either
+    ``make`` or the reason it cannot run (``status``). EnvPool gets as many threads as ringenv has
+    processes stepping envs."""
     import gymnasium as gym
 
     rows: List[Dict[str, Any]] = []
     if env.kind == "builtin":
         rows.append({"runtime": "ringenv AsyncVectorEnv", "env": f"{env.name} (Rust)", "workers": workers,
-                     "make": lambda: env.make_ringenv(n, workers), "reference": True})
+                     "inline": inline and env.steps_inline,
+                     "make": lambda: env.make_ringenv(n, workers, inline=inline and env.steps_inline),
+                     "reference": True})
     py = env.python_factory
     py_label = {"builtin": f"{env.gym_id} (Gymnasium)" if env.gym_id else "-",
                 "gymnasium": f"{env.name} (Gymnasium)", "factory": env.name}[env.kind]
     if py is not None:
         python_env = EnvTarget(env.name, "factory", env.kwargs, py, env.gym_id)
-        rows.append({"runtime": "ringenv AsyncVectorEnv", "env": py_label, "workers": workers,
-                     "make": lambda: python_env.make_ringenv(n, workers), "reference": env.kind != "builtin"})
+        rows.append({"runtime": "ringenv AsyncVectorEnv", "env": py_label, "workers": workers, "inline": inline,
+                     "make": lambda: python_env.make_ringenv(n, workers, inline=inline),
+                     "reference": env.kind != "builtin"})
     missing = None if py is not None else f"no Gymnasium env {env.name!r}"
     rows.append({"runtime": "gymnasium AsyncVectorEnv", "env": py_label, "workers": n,
                  "make": (lambda: gym.vector.AsyncVectorEnv([py] * n)) if py else None, "status": missing})
@@ -168,7 +175,7 @@ def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str,
         rows.append({"runtime": "TorchRL ParallelEnv", "env": py_label, "workers": n,
                      "make": (lambda: _TorchRLAdapter(py, n)) if py else None, "status": missing})
     if not _installed("envpool"):
-        rows.append({"runtime": "EnvPool", "env": "-", "workers": workers, "status": "not installed"})
+        rows.append({"runtime": "EnvPool", "env": "-", "workers": workers + int(inline), "status": "not installed"})
     else:
         status, make = None, None
         try:
@@ -177,10 +184,10 @@ def _runtimes(env: EnvTarget, n: int, workers: int, seed: int) -> List[Dict[str,
             if env.gym_id is None or env.gym_id not in envpool.list_all_envs() or env.kwargs:
                 status = f"EnvPool has no C++ env {env.name!r}" + (" with these kwargs" if env.kwargs else "")
             else:
-                make = lambda: EnvPoolVector(env.gym_id, n, workers, seed)  # noqa: E731
+                make = lambda: EnvPoolVector(env.gym_id, n, workers + int(inline), seed)  # noqa: E731
         except Exception as e:
             status = f"error: {type(e).__name__}: {e}"
-        rows.append({"runtime": "EnvPool", "env": f"{env.name} (C++)" if make else "-", "workers": workers,
+        rows.append({"runtime": "EnvPool", "env": f"{env.name} (C++)" if make else "-", "workers": workers + int(inline),
                      "make": make, "status": status})
     return rows
 
@@ -194,7 +201,7 @@ def _table(rows: List[Dict[str, Any]]):
                           ("µs/step", "right"), ("tree CPU", "right"), ("vs ringenv", "right"), ("note", "left")]:
         t.add_column(name, justify="left" if justify == "left" else "right", no_wrap=True)
     for r in rows:
-        w = "in-proc" if r["workers"] is None else str(r["workers"])
+        w = "in-proc" if r["workers"] is None else str(r["workers"]) + ("+inline" if r.get("inline") else "")
         if r["status"] == "ok":
             t.add_row(r["runtime"], r["env"], w, f"{r['steps_per_s']:,.0f}", f"{r['us_per_env_step']:.3f}",
                       f"{r['cpu']['tree_cores']:.2f}",
@@ -207,12 +214,14 @@ def _table(rows: List[Dict[str, Any]]):
 
 def run(args, argv: Optional[List[str]] = None) -> int:
     env = _common.resolve_env(args.env, args.env_kwargs)
-    cores = _common.usable_cores()
     n, seconds = args.num_envs, args.seconds
     if args.workers is not None and args.workers > n:
         raise UsageError(f"argument --workers: {args.workers} workers for --num-envs {n}: each worker needs at "
                          f"least one env (use at most {n})")
-    workers = args.workers or max(1, min(cores, n))
+    if args.workers is None:  # what a user gets: ringenv's default
+        workers, inline = plan_workers(n, None, None, "python", n, None)
+    else:
+        workers, inline = args.workers, False
     _common.check_output_path(args.json, "--json")
     out, err = _common.consoles()
     info = _common.machine_info()
@@ -238,7 +247,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         actions = pregenerate_actions(_action_space(env), n, args.seed)  # the same for every runtime
     except Exception as e:
         raise _common.RunError(f"cannot read the action space of {env.name}: {type(e).__name__}: {e}") from e
-    rows = _runtimes(env, n, workers, args.seed)
+    rows = _runtimes(env, n, workers, args.seed, inline)
     with _progress(err) as progress:
         for r in rows:
             make = r.pop("make", None)
@@ -278,7 +287,8 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     _common.print_table(out, _table(rows))
     out.print()
     if ref is not None:
-        out.print(f"vs ringenv: steps/s divided by ringenv's ({ref['env']}, {ref['workers']} workers); "
+        share = " + the main process's inline share" if ref.get("inline") else ""
+        out.print(f"vs ringenv: steps/s divided by ringenv's ({ref['env']}, {ref['workers']} workers{share}); "
                   "tree CPU: CPU seconds per wall second of the main process + workers (cores busy)",
                   soft_wrap=True, style="dim")
     report = {
@@ -286,7 +296,8 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         "command": ["ringenv", *(argv or [])],
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
-        "settings": {"num_envs": n, "ringenv_workers": workers, "seconds": seconds, "seed": args.seed,
+        "settings": {"num_envs": n, "ringenv_workers": workers, "ringenv_inline": inline, "seconds": seconds,
+                     "seed": args.seed,
                      "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "rows": rows,
     }
