@@ -17,8 +17,8 @@ True
 >>> env.close()
 
 Words: a *worker* of TorchRL's API (``num_workers``) is one sub-env here; the sub-envs run in
-``num_processes`` worker processes of ringenv (default: the number of cores, at most
-``num_workers``), each stepping a contiguous group of them.
+``num_processes`` worker processes of ringenv (default: ringenv's, the cores less one, with the
+main process stepping the last group itself), each stepping a contiguous group of them.
 
 The module is named ``torchrl`` inside the package ``ringenv``; it imports the real ``torchrl``
 package by absolute import and is imported as ``import ringenv.torchrl`` (``import ringenv``
@@ -195,8 +195,9 @@ class ParallelEnv(EnvBase):
             (``TensorDict.to(device, non_blocking=True)``).
 
     Keyword Args:
-        num_processes: ringenv worker processes (default: the number of cores, at most
-            ``num_workers``); sub-env ids are split among them in contiguous groups.
+        num_processes: ringenv worker processes (default: ringenv's default, the cores less one
+            and the main process stepping the last group: ``AsyncVectorEnv``'s ``inline``); sub-env
+            ids are split among them in contiguous groups.
         startup_timeout, on_worker_failure, max_restarts, restart_window, worker_env,
             check_actions: passed to :class:`ringenv.AsyncVectorEnv` (see there). With
             ``on_worker_failure="restart"`` the sub-envs of a restarted process report
