@@ -19,9 +19,10 @@ import pytest
 
 import ringenv
 from ringenv._plan import plan_workers, usable_cores
-from vec_asserts import assert_step_identical
+import psutil
+from vec_asserts import assert_step_identical, wait_new_children_gone
 from vec_compare import assert_vec_reset_identical
-from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, RaisingEnv, SlowEnv, StepError
+from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, RaisingEnv, SlowEnv, StepError, failing_factory
 
 
 def _info_fns(n):
@@ -219,3 +220,13 @@ def test_a_partial_reset_keeps_the_last_observations_of_the_inline_envs_not_rese
         return {"reset_mask": np.array([True, True, False])}
 
     assert_vec_reset_identical(ours.reset(seed=[0, 1, 0], options=mask()), ref.reset(seed=[0, 1, 0], options=mask()))
+
+
+def test_a_factory_failing_in_the_inline_share_is_a_startup_error_naming_the_env_and_nothing_is_left():
+    before = psutil.Process().children(recursive=True)
+    with pytest.raises(ringenv.errors.WorkerStartupError, match="factory of env 3 refuses to build") as info:
+        ringenv.AsyncVectorEnv([functools.partial(failing_factory, i, 3) for i in range(4)], num_workers=1,
+                               inline=True)
+    assert "envs 2..4" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert wait_new_children_gone({p.pid for p in before}, timeout=30) == set()
