@@ -15,14 +15,14 @@ import os
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 
 import ringenv
 from ringenv._plan import plan_workers, usable_cores
-import psutil
 from vec_asserts import assert_step_identical, wait_new_children_gone
-from vec_compare import assert_vec_reset_identical
 from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, RaisingEnv, SlowEnv, StepError, failing_factory
+from vec_compare import assert_vec_reset_identical
 
 
 def _info_fns(n):
