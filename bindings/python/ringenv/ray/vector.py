@@ -582,19 +582,25 @@ class RayVectorEnv(VectorEnv):
         return [self._env_infos.get(i, {}) for i in range(self.num_envs)]
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False) -> None:
-        """Closes every actor's pools (their workers exit), waiting up to ``timeout`` seconds
-        (default 10), then kills the actors (``ray.kill``, no restart). With ``terminate=True``, or
-        while calls are in flight, the actors are killed at once; their worker processes die with
-        them (each watches its parent)."""
+        """Closes every actor's pools (their workers exit), then kills the actors (``ray.kill``,
+        no restart). Calls in flight are first awaited up to ``timeout`` seconds (default 10);
+        with ``terminate=True``, or calls still running, the actors are killed at once and their
+        worker processes die with them (each watches its parent)."""
         actors = getattr(self, "_actors", [])
         if not actors:
             return
-        busy = bool(getattr(self, "_pending", None)) or bool(getattr(self, "_inflight", None))
-        if busy:
-            logger.warn("Calling `close` while calls to the ringenv.ray actors are in flight: killing them")
+        pending = [p[0] for p in getattr(self, "_pending", [])]
+        if pending:  # as Gymnasium, which names the call
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+        refs = pending + list(getattr(self, "_inflight", {}))
+        wait_s = 10.0 if timeout is None else timeout
+        busy = False
+        if refs and not terminate:
+            _, busy_refs = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
+            busy = bool(busy_refs)
         if not (terminate or busy):
             try:
-                ray.get([a.close.remote() for a in actors], timeout=10.0 if timeout is None else timeout)
+                ray.get([a.close.remote() for a in actors], timeout=wait_s)
             except Exception:  # dead or slow: killed below all the same
                 pass
         self._kill_all()
