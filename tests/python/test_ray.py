@@ -31,6 +31,7 @@ from ringenv.errors import ActorDiedError  # noqa: E402
 from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples")
 #: Bound on waits for processes to go (a hang guard, never a timing assertion).
 GONE_S = 45.0
 
@@ -60,7 +61,8 @@ def cluster():
     """A Ray cluster of two nodes with one CPU each; the driver connected to it. At the end, every
     process it started (raylets, GCS, workers, actors) must be gone."""
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([HERE] + ([old] if old else []))  # ray_envs for the actors
+    # ray_envs and the examples' modules, importable by name in the actors
+    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, EXAMPLES] + ([old] if old else []))
     node = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
     c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
@@ -315,3 +317,24 @@ def test_import_ringenv_does_not_import_ray():
     code = "import sys, ringenv, ringenv.registration, ringenv.vector; assert 'ray' not in sys.modules, 'ray imported'; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_torchrl_ray_collector_with_ringenv_parallel_env(cluster):
+    """examples/ray_torchrl_collector.py: TorchRL's RayCollector, two remote collectors (one per
+    node), each stepping a ringenv.torchrl.ParallelEnv."""
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import ray_torchrl_collector
+    finally:
+        sys.path.remove(EXAMPLES)
+    assert ray_torchrl_collector.main(num_collectors=2, frames_per_batch=32, total_frames=64) == 64
+
+
+def test_module_docstring_example_runs():
+    """ringenv.ray's docstring example, which starts (and stops) its own local Ray, in a fresh
+    interpreter (this module's cluster is connected here)."""
+    code = ("import doctest, ringenv.ray; r = doctest.testmod(ringenv.ray); "
+            "print(r.attempted, r.failed); assert r.attempted and not r.failed")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "RAY_ADDRESS": "local"})  # a new local Ray, not the test cluster
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -42,7 +42,7 @@ def _concat(space: spaces.Space, parts: List[Any]) -> Any:
     if all(isinstance(p, np.ndarray) for p in parts):
         return np.concatenate(parts)
     items = [x for p in parts for x in p]
-    return concatenate(space, items, create_empty_array(space, n=len(items), fn=np.zeros))
+    return concatenate(space, items, create_empty_array(space, n=len(items), fn=np.zeros))  # type: ignore[arg-type]
 
 
 def _take(space: spaces.Space, batch: Any, rows: Union[slice, np.ndarray], count: int) -> Any:
@@ -55,7 +55,7 @@ def _take(space: spaces.Space, batch: Any, rows: Union[slice, np.ndarray], count
         return tuple(_take(s, batch[i], rows, count) for i, s in enumerate(space.spaces))
     items = list(iterate(batch_space(space, count), batch))
     picked = items[rows] if isinstance(rows, slice) else [items[int(i)] for i in rows]
-    return concatenate(space, picked, create_empty_array(space, n=len(picked), fn=np.zeros))
+    return concatenate(space, picked, create_empty_array(space, n=len(picked), fn=np.zeros))  # type: ignore[arg-type]
 
 
 def _host(actions: Any) -> Any:
