@@ -238,11 +238,13 @@ class RayVectorEnv(VectorEnv):
         self._needs_reset.difference_update(blocks)
         return self._actors[k].reset.remote(local, args[0], args[1]), kind, args
 
-    def _results(self, ref: Any, k: int, blocks: List[int], kind: str, args: Any) -> List[Tuple[Any, ...]]:
+    def _results(self, ref: Any, k: int, blocks: List[int], kind: str, args: Any,
+                 got: Any = None) -> List[Tuple[Any, ...]]:
         """Step-shaped results ``(obs, rewards, terminated, truncated, infos)`` per block of a
-        finished call (reset results get zero rewards, no terminations; a ``"restart"``
-        reports its envs truncated)."""
-        got = self._get(ref, k)
+        finished call (``got``: its value, when already fetched; reset results get zero rewards,
+        no terminations; a ``"restart"`` reports its envs truncated)."""
+        if got is None:
+            got = self._get(ref, k)
         if got is None:
             return self._recover(k, blocks, "reset" if kind == "reset" else "step", args)
         if kind == "step":
@@ -334,17 +336,32 @@ class RayVectorEnv(VectorEnv):
         if self._state != state:
             raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
         refs = [p[0] for p in self._pending]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        if len(ready) < len(refs):
-            raise multiprocessing.TimeoutError(f"`{call}_wait` ran out of time after {timeout} s; the call stays "
-                                               "pending (wait again or close)")
+        values = self._fetch(refs, timeout, f"`{call}_wait`", "the call stays pending (wait again or close)")
         pending, self._pending = self._pending, []
         self._state = AsyncState.DEFAULT
         by_block: Dict[int, Tuple[Any, ...]] = {}
-        for ref, k, blocks, kind, args in pending:
-            for b, r in zip(blocks, self._results(ref, k, blocks, kind, args)):
+        for (ref, k, blocks, kind, args), got in zip(pending, values):
+            for b, r in zip(blocks, self._results(ref, k, blocks, kind, args, got)):
                 by_block[b] = r
         return by_block
+
+    def _fetch(self, refs: List[Any], timeout: Optional[float], what: str, stays: str) -> List[Any]:
+        """The values of ``refs`` in one ``ray.get`` (the common case), or ``None`` for each when
+        one of them failed (each is then fetched alone by :meth:`_get`, which sorts out the
+        failures).
+
+        Raises:
+            multiprocessing.TimeoutError: not all finished within ``timeout`` (nothing consumed).
+        """
+        try:
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise multiprocessing.TimeoutError(f"{what} ran out of time after {timeout} s; {stays}") from None
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+            if len(ready) < len(refs):
+                raise multiprocessing.TimeoutError(f"{what} ran out of time after {timeout} s; {stays}") from None
+            return [None] * len(refs)
 
     def _assemble(self, blocks: List[int], by_block: Dict[int, Tuple[Any, ...]]) -> Tuple[Any, ...]:
         """Concatenates the blocks' results (in env order) and vectorises their infos over the
@@ -532,10 +549,11 @@ class RayVectorEnv(VectorEnv):
             raise multiprocessing.TimeoutError(f"recv ran out of time after {timeout} s; the batches stay in flight")
         by_block: Dict[int, Tuple[Any, ...]] = {}
         taken = sorted(ready, key=lambda r: self._inflight[r][0])
-        for ref in taken:
+        values = self._fetch(taken, None, "recv", "")
+        for ref, got in zip(taken, values):
             b, kind, args = self._inflight.pop(ref)
             self._busy[b] = False
-            by_block[b] = self._results(ref, b // self.blocks_per_actor, [b], kind, args)[0]
+            by_block[b] = self._results(ref, b // self.blocks_per_actor, [b], kind, args, got)[0]
         blocks = sorted(by_block)
         obs, rewards, terminated, truncated, infos = self._assemble(blocks, by_block)
         ids = np.concatenate([np.arange(*self._blocks[b], dtype=np.int32) for b in blocks])
