@@ -14,8 +14,9 @@ Rows, each for a cheap env (no work) and a ~1 ms env (``--cost-us``, a busy-wait
 - **actor per env**: the naive design: one Ray actor per env (a plain Gymnasium env inside), each
   step one actor call per env, all in flight at once, then ``ray.get`` of them all.
 
-Each row: build, reset with seed 0, warm up ``--warmup`` s, then step random actions for
-``--seconds`` s. Reported: env steps/s, µs per batch (wall time of one ``step`` or ``recv`` of the
+Each row: build, reset with seed 0, then in ``--rounds`` interleaved rounds (every design once per
+round, so that the shared machine's drifting load spreads over all of them) warm up ``--warmup`` s
+and step random actions for ``--seconds`` s; the median round is reported. Reported: env steps/s, µs per batch (wall time of one ``step`` or ``recv`` of the
 whole vector env), and the driver's CPU µs per actor call (``time.process_time`` of this process
 over the calls made). The targets of issue 15, with verdicts from this run: at the ~1 ms env,
 ringenv.ray within 15% of the local pool; at the cheap env, at least 10x the actor-per-env design.
@@ -33,7 +34,7 @@ replaces the same section of ``benches/RESULTS.md`` (appended at the end without
 
 Usage::
 
-    python benches/ray_scaling.py                 # ~3 min on 2 cores
+    python benches/ray_scaling.py                 # ~4 min on 2 cores
     python benches/ray_scaling.py --quick --output -   # a check that it runs, printed
 """
 
@@ -144,14 +145,18 @@ def run(step: Callable[[], int], seconds: float, warmup: float) -> Dict[str, flo
             cpu / batches * 1e6, "batches": batches}
 
 
-def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, naive: bool) -> List[Dict[str, Any]]:
+def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, naive: bool,
+                 rounds: int) -> List[Dict[str, Any]]:
+    """Builds every design for ``num_envs`` envs of ``cost_us``, then measures them in
+    ``rounds`` interleaved rounds (design 1, 2, 3, then again), keeping each design's median round
+    by steps/s: the machine's load drifts, and interleaving spreads the drift over all designs."""
     import ringenv
     import ringenv.ray
 
-    rows: List[Dict[str, Any]] = []
     rng = np.random.default_rng(0)
     actions = rng.integers(0, 2, (64, num_envs))
     fns = [lambda c=cost_us: BusyEnv(c) for _ in range(num_envs)]
+    designs: List[Dict[str, Any]] = []
 
     def sync_loop(envs) -> Callable[[], int]:
         i = [0]
@@ -164,28 +169,27 @@ def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, n
 
     local = ringenv.AsyncVectorEnv(fns, num_workers=2)
     local.reset(seed=0)
-    rows.append({"design": "local pool (2 workers)", "calls": 0, **run(sync_loop(local), seconds, warmup)})
-    local.close()
+    designs.append({"design": "local pool (2 workers)", "calls": 0, "step": sync_loop(local), "close": local.close})
 
-    envs = ringenv.ray.make_vec(fns, num_actors=2)
+    # Both ringenv.ray designs stay up across the rounds: half a CPU each lets 4 actors fit the 2
+    # nodes (SPREAD still puts one of each design's actors on each node; 1 worker per block).
+    half_cpu = {"num_cpus": 0.5}
+    envs = ringenv.ray.make_vec(fns, num_actors=2, actor_options=half_cpu)
     envs.reset(seed=0)
-    rows.append({"design": "ringenv.ray, 2 nodes", "calls": 2, **run(sync_loop(envs), seconds, warmup)})
-    envs.close()
+    designs.append({"design": "ringenv.ray, 2 nodes", "calls": 2, "step": sync_loop(envs), "close": envs.close})
 
     half = num_envs // 2
-    envs = ringenv.ray.make_vec(fns, num_actors=2, batch_size=half)
-    envs.async_reset(seed=0)
+    batches = ringenv.ray.make_vec(fns, num_actors=2, batch_size=half, actor_options=half_cpu)
+    batches.async_reset(seed=0)
 
     def async_step() -> int:
-        infos = envs.recv()[4]
+        infos = batches.recv()[4]
         ids = infos["env_id"]
-        envs.send(actions[0][: ids.size], ids)
+        batches.send(actions[0][: ids.size], ids)
         return int(ids.size)
 
-    rows.append({"design": "ringenv.ray, 2 nodes, async (batch = half)", "calls": 2,
-                 **run(async_step, seconds, warmup)})
-    envs.close()
-
+    designs.append({"design": "ringenv.ray, 2 nodes, async (batch = half)", "calls": 2, "step": async_step,
+                    "close": batches.close})
     if naive:
         per_env = ActorPerEnv(num_envs, cost_us)
         per_env.reset(0)
@@ -196,12 +200,24 @@ def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, n
             i[0] += 1
             return num_envs
 
-        rows.append({"design": f"actor per env ({num_envs} actors)", "calls": num_envs,
-                     **run(naive_step, seconds, warmup)})
-        per_env.close()
-    for r in rows:
+        designs.append({"design": f"actor per env ({num_envs} actors)", "calls": num_envs, "step": naive_step,
+                        "close": per_env.close})
+    measured: Dict[str, List[Dict[str, float]]] = {d["design"]: [] for d in designs}
+    try:
+        for _ in range(rounds):
+            for d in designs:
+                measured[d["design"]].append(run(d["step"], seconds, warmup))
+    finally:
+        for d in designs:
+            d["close"]()
+    rows = []
+    for d in designs:
+        runs = sorted(measured[d["design"]], key=lambda m: m["steps_per_s"])
+        r = {"design": d["design"], "calls": d["calls"], **runs[len(runs) // 2],
+             "spread": (runs[0]["steps_per_s"], runs[-1]["steps_per_s"])}
         r["cost_us"], r["num_envs"] = cost_us, num_envs
         r["driver_cpu_us_per_call"] = r["driver_cpu_us_per_batch"] / r["calls"] if r["calls"] else None
+        rows.append(r)
     return rows
 
 
@@ -229,12 +245,14 @@ def section(report: Dict[str, Any]) -> List[str]:
     lines = [BEGIN, "## ringenv.ray: pools on a simulated 2-node Ray cluster (`benches/ray_scaling.py`)", "",
              "Written by `benches/ray_scaling.py`; edit the script, not this section.", "",
              f"Run {report['when']} on {report['machine']}, Ray {report['ray']}, {report['num_envs']} Python envs, "
-             f"{report['seconds']:g} s per row after {report['warmup']:g} s of warm-up. Two simulated nodes of 1 CPU "
+             f"{report['rounds']} interleaved rounds of {report['seconds']:g} s per row (after {report['warmup']:g} s of "
+             "warm-up each), the median round reported with the range of the rounds' steps/s. Two simulated nodes of 1 CPU "
              "each on this one 2-core VM (every process of every row shares the same 2 cores, and the machine "
              "is shared with other jobs: figures are noisy). Steps/s counts env steps; µs per batch is the wall "
              "time of one `step` (or `recv`+`send`) of the whole vector env; driver CPU is this process's CPU "
              "per actor call.", "",
-             "| env | design | steps/s | µs per batch | driver CPU µs per call | ratio to local | ratio to actor per env |",
+             "| env | design | steps/s (range) | µs per batch | driver CPU µs per call | ratio to local | "
+             "ratio to actor per env |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for rows in report["rows"]:
         local = rows[0]["steps_per_s"]
@@ -243,7 +261,9 @@ def section(report: Dict[str, Any]) -> List[str]:
             env = "cheap (0 µs)" if r["cost_us"] == 0 else f"{r['cost_us']:g} µs busy-wait"
             per_call = "" if r["driver_cpu_us_per_call"] is None else f"{r['driver_cpu_us_per_call']:.0f}"
             to_naive = f"{r['steps_per_s'] / naive:.1f}x" if naive else ""
-            lines.append(f"| {env} | {r['design']} | {r['steps_per_s']:,.0f} | {r['us_per_batch']:,.0f} | {per_call} | "
+            lo, hi = r["spread"]
+            lines.append(f"| {env} | {r['design']} | {r['steps_per_s']:,.0f} ({lo:,.0f}-{hi:,.0f}) | "
+                         f"{r['us_per_batch']:,.0f} | {per_call} | "
                          f"{r['steps_per_s'] / local:.2f} | {to_naive} |")
     lines += ["", "### Targets (issue 15), from this run", ""]
     for t in report["targets"]:
@@ -292,16 +312,17 @@ def replace_section(text: str, lines: List[str]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, default=32)
-    parser.add_argument("--naive-envs", type=int, default=16, help="envs of the actor-per-env rows (one actor each)")
+    parser.add_argument("--naive-envs", type=int, default=32, help="envs of the actor-per-env rows (one actor each)")
     parser.add_argument("--cost-us", type=float, default=1000.0)
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per row per round")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
     parser.add_argument("--proj-envs-per-node", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="short rows; prints the section")
     parser.add_argument("--output", default=str(ROOT / "benches" / "RESULTS.md"), help="'-' prints the section")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seconds, args.warmup = 1.0, 0.5
+        args.seconds, args.warmup, args.rounds = 1.0, 0.5, 1
 
     import ray
     from ray.cluster_utils import Cluster
@@ -315,10 +336,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         ray.init(address=cluster.address, log_to_driver=False)
         print(f"cluster up: {len(ray.nodes())} nodes", file=sys.stderr)
         # The cheap env: the naive design at --naive-envs (one actor per env), ringenv at the same count.
-        cheap = measure_rows(0.0, args.naive_envs, args.seconds, args.warmup, naive=True)
+        cheap = measure_rows(0.0, args.naive_envs, args.seconds, args.warmup, naive=True, rounds=args.rounds)
         for r in cheap:
             print(r, file=sys.stderr)
-        busy = measure_rows(args.cost_us, args.num_envs, args.seconds, args.warmup, naive=False)
+        busy = measure_rows(args.cost_us, args.num_envs, args.seconds, args.warmup, naive=False, rounds=args.rounds)
         for r in busy:
             print(r, file=sys.stderr)
     finally:
@@ -328,7 +349,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "ray": ray.__version__, "num_envs": f"{args.naive_envs} (cheap) / {args.num_envs} ({args.cost_us:g} µs)",
-        "seconds": args.seconds, "warmup": args.warmup, "rows": [cheap, busy],
+        "seconds": args.seconds, "warmup": args.warmup, "rounds": args.rounds, "rows": [cheap, busy],
         "targets": targets(cheap, busy, args.cost_us), "envs_per_node": args.proj_envs_per_node,
         "projection": projection(cheap, busy, args.cost_us, args.proj_envs_per_node),
     }
