@@ -44,3 +44,32 @@ class WalkEnv(gym.Env):
             info["odd"] = True
         terminated = bool(np.abs(self._pos).max() > 3)
         return self._obs(), float(self._pos.sum()), terminated, self._steps >= 40, info
+
+
+class BrokenFactoryError(Exception):
+    pass
+
+
+def broken_env():
+    """A factory that raises (the vector env must re-raise it in the caller)."""
+    raise BrokenFactoryError("this factory always fails")
+
+
+class RaisingEnv(WalkEnv):
+    """Raises ``ValueError`` in ``step`` on action 1 (an env error to re-raise in the driver)."""
+
+    def step(self, action):
+        if int(action) == 1:
+            raise ValueError("RaisingEnv refuses action 1")
+        return super().step(action)
+
+
+class ExitEnv(WalkEnv):
+    """Its worker process exits (status 3) in ``step`` on action 1: a worker death inside an actor."""
+
+    def step(self, action):
+        if int(action) == 1:
+            import os
+
+            os._exit(3)
+        return super().step(action)

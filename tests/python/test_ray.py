@@ -26,7 +26,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 import ringenv  # noqa: E402
 import ringenv.ray  # noqa: E402
-from ray_envs import WalkEnv  # noqa: E402
+from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, WalkEnv, broken_env  # noqa: E402
 from ringenv.errors import ActorDiedError  # noqa: E402
 from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
 
@@ -282,6 +282,36 @@ def test_bad_arguments_are_refused_before_actors_start(cluster):
         ringenv.ray.make_vec("CartPole-v1", 4, on_actor_failure="ignore")
     with pytest.raises(gym.error.Error):
         ringenv.ray.make_vec("NoSuchEnv-v0", 4)
+
+
+def test_errors_of_factories_and_envs_reach_the_caller_as_themselves(cluster):
+    """A factory that raises in an actor: its own exception in make_vec, no actor left. An env that
+    raises in a step: its own exception with the worker's traceback as __cause__, as locally."""
+    with pytest.raises(BrokenFactoryError, match="always fails"):
+        ringenv.ray.make_vec([WalkEnv, WalkEnv, broken_env, broken_env], num_actors=2)
+    envs = ringenv.ray.make_vec([RaisingEnv] * 4, num_actors=2)
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match="refuses action 1") as caught:
+            envs.step(np.array([0, 0, 0, 1]))
+        assert isinstance(caught.value.__cause__, ringenv.errors.RemoteTraceback)
+        assert "RaisingEnv" in str(caught.value.__cause__)
+    finally:
+        envs.close()
+
+
+def test_worker_death_inside_an_actor_keeps_local_behaviour(cluster):
+    """A ringenv worker process exiting inside actor 1 (local ``on_worker_failure="raise"``): the
+    local WorkerDiedError reaches the caller, its env ids made global, and everything is closed."""
+    envs = ringenv.ray.make_vec([ExitEnv] * 4, num_actors=2)
+    envs.reset(seed=0)
+    processes = pool_processes(envs)
+    with pytest.raises(ringenv.errors.WorkerDiedError) as caught:
+        envs.step(np.array([0, 0, 0, 1]))
+    assert not isinstance(caught.value, ActorDiedError)
+    assert caught.value.env_ids == (2, 4) and caught.value.exitcode == 3
+    assert envs.closed
+    assert not wait_pids_gone(processes, GONE_S)
 
 
 def test_rllib_path_vector_entry_point_in_an_actor(cluster):

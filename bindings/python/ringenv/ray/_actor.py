@@ -59,18 +59,27 @@ class PoolActor:
     def __init__(self, blocks: Sequence[Block]):
         self._ranges = [(int(a), int(b)) for a, b, _ in blocks]
         self._pools: List[AsyncVectorEnv] = []
+        # A failure to build is kept and raised by every call (describe first), not raised here: Ray
+        # reports an error of an actor's constructor as a bare ActorDiedError that loses the
+        # exception (a factory's KeyError, a WorkerStartupError), which a method's error keeps.
+        self._startup_error: Optional[BaseException] = None
         try:
             for a, b, build in blocks:
                 self._pools.append(build())
-        except BaseException:
+        except Exception as e:
             self.close()
-            raise
+            self._startup_error = _shift_env_ids(e, a)
+
+    def _check(self) -> None:
+        if self._startup_error is not None:
+            raise self._startup_error
 
     def describe(self) -> Dict[str, Any]:
         """Where the actor runs and what its envs are: ``pid``, ``node_id``, ``node_ip``, the
         single spaces, ``metadata``, ``render_mode``, ``spec`` and each pool's ``num_workers``."""
         import ray
 
+        self._check()
         first = self._pools[0]
         return {
             "pid": os.getpid(),
@@ -90,6 +99,7 @@ class PoolActor:
         """Resets the local ``blocks`` (``seeds[k]``: one seed per env of block ``k``,
         ``options[k]`` its options); returns ``(observations, infos by global env id)`` per
         block."""
+        self._check()
         started = []
         for b, block_seeds, opts in zip(blocks, seeds, options):
             try:
@@ -110,6 +120,7 @@ class PoolActor:
         """Steps the local ``blocks`` with ``actions[k]`` (a batch for block ``k``), all blocks at
         once; returns ``(observations, rewards, terminations, truncations, infos by global env
         id)`` per block."""
+        self._check()
         for b, a in zip(blocks, actions):
             try:
                 self._pools[b].step_async(a)

@@ -22,7 +22,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ringenv._batches import _rows
 from ringenv._infos import add_infos
-from ringenv.errors import ActorDiedError, WorkerDiedError
+from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
 from ringenv.ray._actor import PoolActor
 from ringenv.vector import AsyncState
 
@@ -56,6 +56,15 @@ def _take(space: spaces.Space, batch: Any, rows: Union[slice, np.ndarray], count
     items = list(iterate(batch_space(space, count), batch))
     picked = items[rows] if isinstance(rows, slice) else [items[int(i)] for i in rows]
     return concatenate(space, picked, create_empty_array(space, n=len(picked), fn=np.zeros))  # type: ignore[arg-type]
+
+
+def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
+    """The exception an actor's method raised (Ray's ``cause``), with the actor's traceback as its
+    ``__cause__`` when it carries none of its own (an env's exception carries its worker's)."""
+    cause = error.cause if isinstance(error.cause, BaseException) else error
+    if cause is not error and cause.__cause__ is None:
+        cause.__cause__ = RemoteTraceback(str(error))
+    return cause
 
 
 def _host(actions: Any) -> Any:
@@ -107,7 +116,8 @@ class RayVectorEnv(VectorEnv):
         except BaseException as e:
             self._kill_all()
             if isinstance(e, ray.exceptions.RayTaskError):
-                raise e.cause if isinstance(e.cause, BaseException) else e
+                cause = _unwrap(e)
+                raise cause from cause.__cause__
             if isinstance(e, ray.exceptions.GetTimeoutError):
                 raise multiprocessing.TimeoutError(
                     f"the {num_actors} ringenv.ray actors did not start within startup_timeout={startup_timeout} s "
@@ -176,10 +186,10 @@ class RayVectorEnv(VectorEnv):
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as e:
-            cause = e.cause if isinstance(e.cause, BaseException) else e
+            cause = _unwrap(e)
             if isinstance(cause, WorkerDiedError):
-                raise self._fail(cause) from None
-            raise cause from None
+                self._fail(cause)
+            raise cause from cause.__cause__
         except ray.exceptions.RayActorError as e:
             if not self._restart:
                 raise self._fail(self._died(k, e, "died")) from None
@@ -209,7 +219,8 @@ class RayVectorEnv(VectorEnv):
             parts = ray.get(actor.reset.remote([b - base for b in blocks], seeds, options), timeout=self._timeout)
             described = ray.get(actor.describe.remote(), timeout=self._timeout)
         except ray.exceptions.RayTaskError as e:
-            raise self._fail(e.cause if isinstance(e.cause, BaseException) else e) from None
+            cause = self._fail(_unwrap(e))
+            raise cause from cause.__cause__
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
             raise self._fail(self._died(k, e, "died and could not be restarted")) from None
         self._describe(k, described)
