@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -251,6 +252,38 @@ def test_actor_killed_mid_step_is_restarted(cluster):
         for _ in range(3):  # and the run goes on
             obs, r, te, tr, infos = envs.step(np.ones(4, np.int64))
             assert "actor_restarted" not in infos and obs["steps"].shape == (4,)
+    finally:
+        envs.close()
+
+
+def test_actor_killed_with_async_batches_is_restarted(cluster):
+    """Asynchronous batches under ``"restart"``: actor 0 is killed while its two blocks are in
+    flight (one blocked in a step). Each of its envs is reported reset (truncated, with
+    ``actor_restarted``) exactly once, on the recv of a failed block or, for a block whose results
+    had come back, on the recv after its next send; actor 1's envs never are."""
+    envs = ringenv.ray.make_vec(walk_fns(8), num_actors=2, batch_size=4, deterministic=True,
+                                on_actor_failure="restart")
+    try:
+        envs.async_reset(seed=0)
+        restarted = {i: 0 for i in range(8)}
+        ids = envs.recv()[4]["env_id"]
+        assert ids.tolist() == [0, 1, 2, 3]  # actor 0's blocks (deterministic: the earliest sent)
+        actions = np.zeros(4, np.int64)
+        actions[0] = 2  # env 0 blocks in its step
+        envs.send(actions, ids)
+        os.kill(envs.actor_info[0]["pid"], signal.SIGKILL)
+        for _ in range(6):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the restart's warning, on whichever recv sees it
+                obs, r, te, tr, infos = envs.recv(timeout=60)
+            ids = infos["env_id"]
+            if "actor_restarted" in infos:
+                for row, i in enumerate(ids):
+                    if infos["actor_restarted"][row]:
+                        restarted[int(i)] += 1
+                        assert tr[row] and not te[row] and r[row] == 0.0 and obs["steps"][row] == 0
+            envs.send(np.zeros(len(ids), np.int64), ids)
+        assert restarted == {0: 1, 1: 1, 2: 1, 3: 1, 4: 0, 5: 0, 6: 0, 7: 0}
     finally:
         envs.close()
 

@@ -59,6 +59,7 @@ class PoolActor:
     def __init__(self, blocks: Sequence[Block]):
         self._ranges = [(int(a), int(b)) for a, b, _ in blocks]
         self._pools: List[AsyncVectorEnv] = []
+        self._incarnation = os.urandom(8).hex()  # new each time Ray (re)creates the actor
         # A failure to build is kept and raised by every call (describe first), not raised here: Ray
         # reports an error of an actor's constructor as a bare ActorDiedError that loses the
         # exception (a factory's KeyError, a WorkerStartupError), which a method's error keeps.
@@ -84,6 +85,7 @@ class PoolActor:
         return {
             "pid": os.getpid(),
             "actor_id": ray.get_runtime_context().get_actor_id(),
+            "incarnation": self._incarnation,
             "node_id": ray.get_runtime_context().get_node_id(),
             "node_ip": ray.util.get_node_ip_address(),
             "single_observation_space": first.single_observation_space,

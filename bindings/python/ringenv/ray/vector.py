@@ -125,6 +125,7 @@ class RayVectorEnv(VectorEnv):
             raise
         for k, (actor, d) in enumerate(zip(self._actors, described)):
             self._describe(k, d)
+        self._incarnations = [d["incarnation"] for d in described]
         first = described[0]
         self.single_observation_space = first["single_observation_space"]
         self.single_action_space = first["single_action_space"]
@@ -179,10 +180,11 @@ class RayVectorEnv(VectorEnv):
             except Exception:  # already gone
                 pass
 
-    def _get(self, ref: Any, k: int) -> Any:
+    def _get(self, ref: Any, k: int, recover: bool = True) -> Any:
         """The result of ``ref``, a call of actor ``k``: the env's exception re-raised as itself,
         a local worker death closing everything, a dead actor as :class:`ActorDiedError` (``None``
-        returned instead under ``on_actor_failure="restart"``: the caller recovers)."""
+        returned instead under ``on_actor_failure="restart"`` when ``recover``: the caller
+        recovers)."""
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as e:
@@ -191,7 +193,7 @@ class RayVectorEnv(VectorEnv):
                 self._fail(cause)
             raise cause from cause.__cause__
         except ray.exceptions.RayActorError as e:
-            if not self._restart:
+            if not (self._restart and recover):
                 raise self._fail(self._died(k, e, "died")) from None
             return None
 
@@ -206,7 +208,6 @@ class RayVectorEnv(VectorEnv):
                 it did not come back within ``startup_timeout``).
         """
         base = k * self.blocks_per_actor
-        self._needs_reset.update(range(base, base + self.blocks_per_actor))
         logger.warn(f"ringenv.ray actor {k} (envs {self.actor_info[k]['env_ids'][0]}.."
                     f"{self.actor_info[k]['env_ids'][1] - 1}) died and is restarted; its envs are reset")
         if kind == "reset":
@@ -223,8 +224,13 @@ class RayVectorEnv(VectorEnv):
             raise cause from cause.__cause__
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
             raise self._fail(self._died(k, e, "died and could not be restarted")) from None
+        if described["incarnation"] != self._incarnations[k]:
+            # A new actor: its other blocks' pools are new too, reset on their next call. (Another
+            # failed call of the same death finds the incarnation known and resets only its block.)
+            self._incarnations[k] = described["incarnation"]
+            self._needs_reset.update(set(range(base, base + self.blocks_per_actor)) - set(blocks))
+        self._needs_reset.difference_update(blocks)  # reset just now
         self._describe(k, described)
-        self._needs_reset.difference_update(blocks)
         out = []
         for b, (obs, infos) in zip(blocks, parts):
             n = self._blocks[b][1] - self._blocks[b][0]
@@ -575,10 +581,15 @@ class RayVectorEnv(VectorEnv):
     # -- calls, infos, close --------------------------------------------------------------------
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
-        """Calls ``name`` on every sub-env (or reads the attribute); a tuple in env order."""
+        """Calls ``name`` on every sub-env (or reads the attribute); a tuple in env order.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, the exception a sub-env raised,
+            ringenv.errors.ActorDiedError (an actor died: not restarted here, whatever the policy).
+        """
         self._assert_default("call")
         refs = [a.call.remote(name, args, kwargs) for a in self._actors]
-        return tuple(r for k, ref in enumerate(refs) for r in self._get(ref, k) or ())
+        return tuple(r for k, ref in enumerate(refs) for r in self._get(ref, k, recover=False))
 
     def get_attr(self, name: str) -> Tuple[Any, ...]:
         """The attribute ``name`` of every sub-env, in env order."""
@@ -602,7 +613,7 @@ class RayVectorEnv(VectorEnv):
             lo, hi = self.actor_info[k]["env_ids"]
             refs.append(a.set_attr.remote(name, list(values[lo:hi])))
         for k, ref in enumerate(refs):
-            self._get(ref, k)
+            self._get(ref, k, recover=False)
 
     def env_infos(self) -> List[Dict[str, Any]]:
         """Each env's own info dict from the last ``reset``, ``step`` or ``recv`` (a list of
