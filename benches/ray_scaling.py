@@ -23,7 +23,8 @@ ringenv.ray within 15% of the local pool; at the cheap env, at least 10x the act
 
 The **projection** for N nodes of 16 cores, E envs per node (``--proj-envs-per-node``) assumes the
 per-batch time T(N) = E * env_s / 16 + local_s + latency_s + N * driver_s: a node's compute (env_s,
-one env step's cost in a local worker, from the local pool's row), the local pool's own overhead
+the env's nominal cost plus a local worker's own cost per env step, from the cheap local pool's
+row: the projected nodes' cores are their own, this machine's are shared), the local pool's own overhead
 per batch (local_s), the latency a Ray call adds to a batch (latency_s: ringenv.ray's µs per batch
 minus the local pool's, at the cheap env, less the driver's own part for 2 calls) and the driver's
 CPU per call (driver_s, serial: it grows with N). Steps/s = N * E / T(N). A model, not a
@@ -221,7 +222,7 @@ def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, n
     return rows
 
 
-def projection(cheap: List[Dict[str, Any]], busy: List[Dict[str, Any]], cost_us: float,
+def projection(cheap: List[Dict[str, Any]], cost_us: float,
                envs_per_node: int) -> List[Dict[str, Any]]:
     """Steps/s for 8 and 64 nodes of 16 cores from this run's costs (see the module docstring)."""
     local_cheap, ray_cheap = cheap[0], cheap[1]
@@ -229,9 +230,12 @@ def projection(cheap: List[Dict[str, Any]], busy: List[Dict[str, Any]], cost_us:
     local_s = local_cheap["us_per_batch"] * 1e-6
     latency_s = max(0.0, (ray_cheap["us_per_batch"] - local_cheap["us_per_batch"]) * 1e-6 - 2 * driver_s)
     out = []
-    for label, rows, cost in (("cheap", cheap, 0.0), (f"{cost_us:g} µs", busy, cost_us)):
-        # one env step's cost in a local worker: the local pool's batch time over its 2 workers' envs
-        env_s = max(cost * 1e-6, (rows[0]["us_per_batch"] * 1e-6 - (local_s if cost else 0.0)) * 2 / rows[0]["num_envs"])
+    # A local worker's own cost per env step (the cheap local pool's batch time over its 2 workers'
+    # envs), added to the env's nominal cost: the projected nodes' cores are their own, not shared
+    # with other jobs as this machine's are.
+    per_env_s = local_s * 2 / local_cheap["num_envs"]
+    for label, cost in (("cheap", 0.0), (f"{cost_us:g} µs", cost_us)):
+        env_s = cost * 1e-6 + per_env_s
         for nodes in (8, 64):
             t = envs_per_node * env_s / 16 + local_s + latency_s + nodes * driver_s
             out.append({"env": label, "nodes": nodes, "envs": nodes * envs_per_node, "batch_ms": t * 1e3,
@@ -265,13 +269,19 @@ def section(report: Dict[str, Any]) -> List[str]:
             lines.append(f"| {env} | {r['design']} | {r['steps_per_s']:,.0f} ({lo:,.0f}-{hi:,.0f}) | "
                          f"{r['us_per_batch']:,.0f} | {per_call} | "
                          f"{r['steps_per_s'] / local:.2f} | {to_naive} |")
+    busy = report["rows"][1]
+    ideal = (os.cpu_count() or 1) * 1e6 / busy[0]["cost_us"]
+    lines += ["", f"The 2-core ceiling at {busy[0]['cost_us']:g} µs per step is {ideal:,.0f} steps/s: the local pool "
+              f"reached {busy[0]['steps_per_s'] / ideal:.0%} of it in this run, the rest went to the machine's other "
+              "jobs, so the rows' ratios at that cost are within the load's noise."]
     lines += ["", "### Targets (issue 15), from this run", ""]
     for t in report["targets"]:
         lines.append(f"- {t}")
     proj, costs = report["projection"][:-1], report["projection"][-1]
     lines += ["", "### Projection to 8 and 64 nodes of 16 cores (a model from this run's costs)", "",
               f"Per batch T(N) = E·env/16 + local + latency + N·driver, with E = {report['envs_per_node']} envs per "
-              f"node, driver = {costs['driver_s'] * 1e6:.0f} µs of driver CPU per call, latency = "
+              "node, env = the env's nominal cost plus a local worker's own cost per env step (measured at the cheap "
+              f"env), driver = {costs['driver_s'] * 1e6:.0f} µs of driver CPU per call, latency = "
               f"{costs['latency_s'] * 1e6:.0f} µs added per batch by the Ray round trip, local = "
               f"{costs['local_s'] * 1e6:.0f} µs of local pool overhead per batch (all measured above at the cheap "
               "env); steps/s = N·E / T(N). *ideal* is N nodes with no Ray cost; *driver share* is the part of "
@@ -351,7 +361,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "ray": ray.__version__, "num_envs": f"{args.naive_envs} (cheap) / {args.num_envs} ({args.cost_us:g} µs)",
         "seconds": args.seconds, "warmup": args.warmup, "rounds": args.rounds, "rows": [cheap, busy],
         "targets": targets(cheap, busy, args.cost_us), "envs_per_node": args.proj_envs_per_node,
-        "projection": projection(cheap, busy, args.cost_us, args.proj_envs_per_node),
+        "projection": projection(cheap, args.cost_us, args.proj_envs_per_node),
     }
     lines = section(report)
     if args.output == "-" or (args.quick and args.output == str(ROOT / "benches" / "RESULTS.md")):
