@@ -96,6 +96,19 @@ def test_two_nodes_one_actor_each(cluster):
         envs.close()
 
 
+def test_id_registered_in_the_driver_only(cluster):
+    """An id registered with ringenv.register in the driver (the actors never registered it): its
+    registered env kwargs reach the envs, its registered vector options the actors' pools."""
+    ringenv.register("raytest/Walk-v0", "ray_envs:WalkEnv", kwargs={"block_s": 5.0, "num_workers": 1})
+    envs = ringenv.ray.make_vec("raytest/Walk-v0", 4, num_actors=2)
+    try:
+        assert envs.get_attr("block_s") == (5.0,) * 4
+        assert [i["num_workers"] for i in envs.actor_info] == [[1], [1]]
+        assert envs.reset(seed=0)[0]["pos"].shape == (4, 2)
+    finally:
+        envs.close()
+
+
 def test_rust_env_identical_to_local_pool(cluster):
     """Built-in Rust CartPole: every step bit-identical to one local pool with the same seeds."""
     ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)

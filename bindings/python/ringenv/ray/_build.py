@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import gymnasium as gym
 
-from ringenv.registration import VectorEntryPoint, _make_one, _Repeated, builtin_env_ids, split_worker_id
+from ringenv.registration import VECTOR_OPTIONS, VectorEntryPoint, _make_one, _Repeated, builtin_env_ids, split_worker_id
 from ringenv.registration import make_vec as local_make_vec
 from ringenv.vector import AsyncVectorEnv
 
@@ -105,6 +105,7 @@ def id_recipe(id: str, kwargs: Dict[str, Any], wrappers: Sequence[Any], prefer_b
             worker, id = split
     rust: Optional[Tuple[str, Optional[str]]] = None
     spec = None
+    registered_options: Dict[str, Any] = {}  # vector options among an id's registered kwargs
     if worker is not None:
         rust = (id, os.path.abspath(os.fspath(worker)))
     elif prefer_builtin and id in builtin_env_ids():
@@ -112,9 +113,13 @@ def id_recipe(id: str, kwargs: Dict[str, Any], wrappers: Sequence[Any], prefer_b
     else:
         spec = _copy.deepcopy(gym.spec(id))  # Gymnasium's error for an unknown id, before any actor starts
         entry = spec.vector_entry_point
+        if isinstance(entry, VectorEntryPoint):  # registered by ringenv: its kwargs may hold vector options
+            merged = {**spec.kwargs, **kwargs}
+            registered_options = {k: v for k, v in merged.items() if k in VECTOR_OPTIONS}
+            kwargs = {k: v for k, v in merged.items() if k not in VECTOR_OPTIONS}
+            spec.kwargs = {}
         if isinstance(entry, VectorEntryPoint) and entry.rust_id is not None:
             rust = (entry.rust_id, entry.worker)
-            kwargs = {**spec.kwargs, **kwargs}
         elif spec.entry_point is None:
             raise ValueError(f"{id} has no entry_point: ringenv.ray makes each sub-env with gymnasium.make")
         else:
@@ -123,6 +128,7 @@ def id_recipe(id: str, kwargs: Dict[str, Any], wrappers: Sequence[Any], prefer_b
         raise ValueError(f"{id} is a Rust env; wrappers apply to Python envs only")
 
     def recipe(num_envs: int, vector_kwargs: Dict[str, Any], share: int) -> IdRecipe:
+        vector_kwargs = {**registered_options, **vector_kwargs}
         if rust is not None:
             return IdRecipe("rust", rust[0], num_envs, vector_kwargs, share, kwargs=kwargs, worker=rust[1])
         return IdRecipe("spec", id, num_envs, vector_kwargs, share, spec=spec, wrappers=wrappers)
