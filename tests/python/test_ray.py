@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 
 import gymnasium as gym
@@ -57,6 +58,17 @@ def pool_processes(envs) -> set:
     return pids
 
 
+def _is_ray_or_ringenv(pid: int) -> bool:
+    """Whether process ``pid`` is one of Ray's (raylet, GCS, workers, actors) or a ringenv worker,
+    not some other library's helper (a multiprocessing resource tracker lives as long as pytest)."""
+    try:
+        process = psutil.Process(pid)
+        text = " ".join([process.name(), *process.cmdline()])
+    except psutil.Error:
+        return False
+    return "ray" in text or "ringenv" in text
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A Ray cluster of two nodes with one CPU each; the driver connected to it. At the end, every
@@ -65,6 +77,7 @@ def cluster():
     # ray_envs and the examples' modules, importable by name in the actors
     os.environ["PYTHONPATH"] = os.pathsep.join([HERE, EXAMPLES] + ([old] if old else []))
     node = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+    before = descendants(os.getpid())
     c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
     try:
         c.add_node(**node)
@@ -72,7 +85,7 @@ def cluster():
         ray.init(address=c.address, log_to_driver=False)
         yield c
     finally:
-        started = descendants(os.getpid())
+        started = {p for p in descendants(os.getpid()) - before if _is_ray_or_ringenv(p)}
         ray.shutdown()
         c.shutdown()
         if old is None:
@@ -246,6 +259,34 @@ def test_actor_killed_mid_step_raises_typed_error(cluster):
         envs.step(np.zeros(4, np.int64))
     # the other actor was stopped too, and every worker process died with its actor
     assert not wait_pids_gone(processes, GONE_S)
+
+
+def test_node_removed_mid_step_raises_typed_error(cluster):
+    """A third node joins, an actor is placed on it (a custom resource only it has), and the node
+    is removed while the actor's step is in flight: ActorDiedError naming that node."""
+    # No CPU on it: no other test's actor can land there (nor on it while Ray still thinks it alive).
+    node = cluster.add_node(num_cpus=0, resources={"victim": 1}, object_store_memory=80 * 2**20)
+    node_id = node.node_id
+    try:
+        cluster.wait_for_nodes()
+        envs = ringenv.ray.make_vec(walk_fns(2), num_actors=1,
+                                    actor_options={"num_cpus": 0, "resources": {"victim": 1}})
+        envs.reset(seed=0)
+        assert envs.actor_info[0]["node_id"] == node.node_id
+        envs.step_async(np.array([2, 0]))  # env 0 blocks in its step
+        cluster.remove_node(node, allow_graceful=False)
+        node = None
+        with pytest.raises(ActorDiedError) as caught:
+            envs.step_wait(timeout=55)
+        assert caught.value.node_id == node_id and caught.value.env_ids == (0, 2)
+        assert node_id[:12] in str(caught.value)
+        assert envs.closed
+    finally:
+        if node is not None:
+            cluster.remove_node(node)
+        deadline = time.monotonic() + GONE_S  # until Ray has marked it dead (a hang guard)
+        while time.monotonic() < deadline and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+            time.sleep(0.2)
 
 
 def test_actor_killed_mid_step_is_restarted(cluster):

@@ -11,6 +11,7 @@ finish (``ray.wait``); with two blocks per actor, two calls are in flight per ac
 from __future__ import annotations
 
 import multiprocessing
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
@@ -216,9 +217,18 @@ class RayVectorEnv(VectorEnv):
             seeds = [[None] * (self._blocks[b][1] - self._blocks[b][0]) for b in blocks]
             options = [None] * len(blocks)
         actor = self._actors[k]
+        deadline = time.monotonic() + self._timeout
         try:
-            parts = ray.get(actor.reset.remote([b - base for b in blocks], seeds, options), timeout=self._timeout)
-            described = ray.get(actor.describe.remote(), timeout=self._timeout)
+            while True:
+                try:
+                    parts = ray.get(actor.reset.remote([b - base for b in blocks], seeds, options),
+                                    timeout=max(0.0, deadline - time.monotonic()))
+                    described = ray.get(actor.describe.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                    break
+                except ray.exceptions.ActorUnavailableError:  # still restarting: ask again (a reset may repeat)
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
         except ray.exceptions.RayTaskError as e:
             cause = self._fail(_unwrap(e))
             raise cause from cause.__cause__
