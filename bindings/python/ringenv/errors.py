@@ -35,6 +35,7 @@ __all__ = [
     "CudaUnavailableError",
     "CudaError",
     "ForkedProcessError",
+    "ActorDiedError",
     "AlreadyPendingCallError",
     "NoAsyncCallError",
     "ClosedEnvironmentError",
@@ -257,3 +258,20 @@ class ForkedProcessError(RingenvError):
     def __init__(self, message: str, creator_pid: int = 0, pid: int = 0):
         super().__init__(message)
         self.creator_pid, self.pid = creator_pid, pid
+
+
+class ActorDiedError(WorkerDiedError):
+    """A Ray actor hosting envs of a ``ringenv.ray`` vector env died (its process or its node), or
+    could not be restarted under ``on_actor_failure="restart"``. The vector env stopped its other
+    actors and is closed.
+
+    Attributes: those of :class:`WorkerDiedError` (``worker``: the actor's index; ``pid``: its
+    process id; ``env_ids``: its ``[start, stop)`` env ids), plus
+        actor_id (str): Ray's actor id (hex).
+        node_id (str): the Ray node it ran on (hex).
+        node_ip (str): that node's IP address.
+    """
+
+    def __init__(self, message: str, actor_id: str = "", node_id: str = "", node_ip: str = "", **failure):
+        super().__init__(message, **failure)
+        self.actor_id, self.node_id, self.node_ip = actor_id, node_id, node_ip

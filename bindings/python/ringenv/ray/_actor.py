@@ -1,0 +1,158 @@
+"""The Ray actor of ``ringenv.ray``: one per node (or per share of a node), hosting ordinary local
+ringenv pools, one per *block* of envs.
+
+A block is the unit one actor call carries: a call steps a whole block (or, for a synchronous
+``step``, every block of the actor at once), never one env, so Ray's per-call cost (~1 ms) is paid
+per block. With asynchronous batches an actor holds two blocks, each its own
+:class:`ringenv.AsyncVectorEnv` with half the actor's cores, so that two calls are in flight per
+actor: one block steps while the other's results travel to the learner and its next actions come
+back. The actor is a threaded Ray actor (``max_concurrency`` = blocks + 1); calls on one block are
+never concurrent (the driver sends a block's next call only after its last one returned), and
+different blocks are different pools, which share nothing.
+
+Results leave the actor as NumPy arrays, which Ray serialises out of band into its object store
+(zero-copy reads on the same node), and each env's own info dict (``env_infos``), which the
+driver vectorises exactly as a local vector env does.
+
+Only the driver (:mod:`ringenv.ray.vector`) calls this; its methods take and return local block
+indices and global env ids.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ringenv.vector import AsyncVectorEnv
+
+__all__ = ["PoolActor", "Block"]
+
+#: ``(start, stop, build)``: the global env ids ``[start, stop)`` of a block and a picklable
+#: callable returning the local :class:`ringenv.AsyncVectorEnv` of those envs.
+Block = Tuple[int, int, Callable[[], AsyncVectorEnv]]
+
+
+def _shift_env_ids(error: BaseException, start: int) -> BaseException:
+    """Makes the env ids a local pool's error names global (a block's pool counts from 0)."""
+    env_ids = getattr(error, "env_ids", None)
+    if isinstance(env_ids, tuple) and len(env_ids) == 2:
+        error.env_ids = (env_ids[0] + start, env_ids[1] + start)  # type: ignore[attr-defined]
+    env_id = getattr(error, "env_id", None)
+    if isinstance(env_id, int):
+        error.env_id = env_id + start  # type: ignore[attr-defined]
+    return error
+
+
+def _infos(envs: AsyncVectorEnv, start: int) -> Dict[int, Dict[str, Any]]:
+    """Each env's own info dict of the block's last call, keyed by global env id (empty ones left
+    out)."""
+    return {start + i: info for i, info in enumerate(envs.env_infos()) if info}
+
+
+class PoolActor:
+    """Hosts the local pools of ``blocks`` (made remote by the driver with ``ray.remote``).
+
+    Args:
+        blocks: the actor's blocks, in env order: ``(start, stop, build)`` each.
+    """
+
+    def __init__(self, blocks: Sequence[Block]):
+        self._ranges = [(int(a), int(b)) for a, b, _ in blocks]
+        self._pools: List[AsyncVectorEnv] = []
+        self._incarnation = os.urandom(8).hex()  # new each time Ray (re)creates the actor
+        # A failure to build is kept and raised by every call (describe first), not raised here: Ray
+        # reports an error of an actor's constructor as a bare ActorDiedError that loses the
+        # exception (a factory's KeyError, a WorkerStartupError), which a method's error keeps.
+        self._startup_error: Optional[BaseException] = None
+        try:
+            for a, b, build in blocks:
+                self._pools.append(build())
+        except Exception as e:
+            self.close()
+            self._startup_error = _shift_env_ids(e, a)
+
+    def _check(self) -> None:
+        if self._startup_error is not None:
+            raise self._startup_error
+
+    def describe(self) -> Dict[str, Any]:
+        """Where the actor runs and what its envs are: ``pid``, ``node_id``, ``node_ip``, the
+        single spaces, ``metadata``, ``render_mode``, ``spec`` and each pool's ``num_workers``."""
+        import ray
+
+        self._check()
+        first = self._pools[0]
+        return {
+            "pid": os.getpid(),
+            "actor_id": ray.get_runtime_context().get_actor_id(),
+            "incarnation": self._incarnation,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "single_observation_space": first.single_observation_space,
+            "single_action_space": first.single_action_space,
+            "metadata": first.metadata,
+            "render_mode": first.render_mode,
+            "spec": getattr(first, "spec", None),
+            "num_workers": [p.num_workers for p in self._pools],
+        }
+
+    def reset(self, blocks: Sequence[int], seeds: Sequence[Sequence[Optional[int]]],
+              options: Sequence[Optional[dict]]) -> List[Tuple[Any, Dict[int, Dict[str, Any]]]]:
+        """Resets the local ``blocks`` (``seeds[k]``: one seed per env of block ``k``,
+        ``options[k]`` its options); returns ``(observations, infos by global env id)`` per
+        block."""
+        self._check()
+        started = []
+        for b, block_seeds, opts in zip(blocks, seeds, options):
+            try:
+                self._pools[b].reset_async(seed=list(block_seeds), options=opts)
+            except BaseException as e:
+                raise _shift_env_ids(e, self._ranges[b][0])
+            started.append(b)
+        out = []
+        for b in started:
+            try:
+                obs, _ = self._pools[b].reset_wait()
+            except BaseException as e:
+                raise _shift_env_ids(e, self._ranges[b][0])
+            out.append((obs, _infos(self._pools[b], self._ranges[b][0])))
+        return out
+
+    def step(self, blocks: Sequence[int], actions: Sequence[Any]) -> List[Tuple[Any, ...]]:
+        """Steps the local ``blocks`` with ``actions[k]`` (a batch for block ``k``), all blocks at
+        once; returns ``(observations, rewards, terminations, truncations, infos by global env
+        id)`` per block."""
+        self._check()
+        for b, a in zip(blocks, actions):
+            try:
+                self._pools[b].step_async(a)
+            except BaseException as e:
+                raise _shift_env_ids(e, self._ranges[b][0])
+        out = []
+        for b in blocks:
+            try:
+                obs, rewards, terminated, truncated, _ = self._pools[b].step_wait()
+            except BaseException as e:
+                raise _shift_env_ids(e, self._ranges[b][0])
+            out.append((obs, rewards, terminated, truncated, _infos(self._pools[b], self._ranges[b][0])))
+        return out
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> List[Any]:
+        """``call(name, *args, **kwargs)`` of every block's pool, results in env order."""
+        return [r for p in self._pools for r in p.call(name, *args, **kwargs)]
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        """Sets ``name`` of every env to ``values[i]`` (``values`` in the actor's env order)."""
+        at = 0
+        for p in self._pools:
+            p.set_attr(name, list(values[at:at + p.num_envs]))
+            at += p.num_envs
+
+    def close(self) -> None:
+        """Closes every pool: their workers exit."""
+        pools, self._pools = self._pools, []
+        for p in pools:
+            try:
+                p.close()
+            except Exception:  # close the others anyway
+                pass

@@ -1,0 +1,163 @@
+"""Asynchronous batches of :class:`ringenv.ray.RayVectorEnv` (EnvPool's ``async_reset`` /
+``send`` / ``recv`` with ``batch_size < num_envs``).
+
+The unit is a *block*: one local pool of an actor, stepped by one actor call. ``async_reset`` and
+``send`` make one call per block and return at once; ``recv`` waits (``ray.wait``) for the first
+``batch_size / block size`` blocks to finish across all actors (with ``deterministic=True``, the
+earliest sent), so with two blocks per actor two calls are in flight per actor: one block steps
+while the other's results travel to the learner.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import ray
+from gymnasium import spaces
+from gymnasium.error import AlreadyPendingCallError
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from ringenv._batches import _rows
+from ringenv.vector import AsyncState
+
+__all__ = ["BlockBatchesMixin", "take"]
+
+
+def take(space: spaces.Space, batch: Any, rows: Union[slice, np.ndarray], count: int) -> Any:
+    """The rows ``rows`` of a batch of ``count`` elements of ``space`` (an action batch)."""
+    if isinstance(batch, np.ndarray):
+        return batch[rows]
+    if isinstance(space, spaces.Dict) and isinstance(batch, dict):
+        return {k: take(s, batch[k], rows, count) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Tuple) and isinstance(batch, tuple):
+        return tuple(take(s, batch[i], rows, count) for i, s in enumerate(space.spaces))
+    items = list(iterate(batch_space(space, count), batch))
+    picked = items[rows] if isinstance(rows, slice) else [items[int(i)] for i in rows]
+    return concatenate(space, picked, create_empty_array(space, n=len(picked), fn=np.zeros))  # type: ignore[arg-type]
+
+
+class BlockBatchesMixin:
+    """``async_reset`` / ``send`` / ``recv`` (mixed into :class:`ringenv.ray.RayVectorEnv`, whose
+    attributes and helpers it uses)."""
+
+    num_envs: int
+    batch_size: int
+    blocks_per_actor: int
+    deterministic: bool
+    single_action_space: Any
+    _blocks: List[Tuple[int, int]]
+    _inflight: Dict[Any, Tuple[int, str, Any]]
+    _busy: List[bool]
+    _state: AsyncState
+    # RayVectorEnv's helpers (see there).
+    _assert_open: Callable[[str], None]
+    _assert_default: Callable[[str], None]
+    _seed_list: Callable[[Any], List[Optional[int]]]
+    _check_batch: Callable[[Any, int], Any]
+    _submit: Callable[[int, List[int], str, Any], Tuple[Any, str, Any]]
+    _fetch: Callable[[List[Any], Optional[float], str, str], List[Any]]
+    _results: Callable[..., List[Tuple[Any, ...]]]
+    _assemble: Callable[[List[int], Dict[int, Tuple[Any, ...]]], Tuple[Any, ...]]
+
+    def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
+                    options: Optional[dict] = None) -> None:
+        """Sends a reset to every block (one call each) and returns at once; the observations come
+        back through :meth:`recv`, ``batch_size`` envs at a time, with reward 0 and no
+        termination. Seeds as in :meth:`reset_async`.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, ValueError.
+        """
+        self._assert_default("async_reset")
+        seeds = self._seed_list(seed)
+        if options is not None and "reset_mask" in options:
+            raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
+        for b, (a, z) in enumerate(self._blocks):
+            k = b // self.blocks_per_actor
+            ref, kind, args = self._submit(k, [b], "reset", ([seeds[a:z]], [options]))
+            self._inflight[ref] = (b, kind, args)
+            self._busy[b] = True
+
+    def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
+        """Sends ``actions`` (in the order of ``env_ids``) to the envs ``env_ids`` (``None``: all),
+        one call per block, and returns at once.
+
+        Raises:
+            ValueError: env ids out of range, repeated, not whole blocks, or whose last results
+                were not received yet; actions of the wrong shape (nothing is sent).
+            TypeError: a scalar; AlreadyPendingCallError; ClosedEnvironmentError.
+        """
+        self._assert_open("send")
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
+                                          f"`{self._state.value}` to complete", str(self._state.value))
+        n = self.num_envs
+        ids = np.arange(n) if env_ids is None else np.asarray(env_ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:
+            raise ValueError(f"env_ids must be a non-empty 1-D sequence of integers, got {env_ids!r}")
+        if ids.min() < 0 or ids.max() >= n:
+            raise ValueError(f"env id {int(ids[(ids < 0) | (ids >= n)][0])} is outside [0, {n})")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"env_ids repeat an env: {ids.tolist()}")
+        actions = self._check_batch(actions, ids.size)
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        calls = []
+        at = 0
+        while at < sorted_ids.size:
+            b = int(np.searchsorted([s for s, _ in self._blocks], sorted_ids[at], side="right")) - 1
+            a, z = self._blocks[b]
+            if sorted_ids[at] != a or at + (z - a) > sorted_ids.size or sorted_ids[at + z - a - 1] != z - 1:
+                raise ValueError(f"env_ids {ids.tolist()} do not make up whole blocks: the blocks are {self._blocks} "
+                                 "(start, stop) (a batch is whole blocks, as recv returns them)")
+            if self._busy[b]:
+                raise ValueError(f"envs {a}..{z - 1} (block {b}) were sent actions whose results were not "
+                                 "received yet: recv them first")
+            calls.append((b, order[at:at + z - a]))
+            at += z - a
+        for b, rows in calls:
+            k = b // self.blocks_per_actor
+            ref, kind, args = self._submit(k, [b], "step", [take(self.single_action_space, actions, rows, ids.size)])
+            self._inflight[ref] = (b, kind, args)
+            self._busy[b] = True
+
+    def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """Waits for the next ``batch_size`` envs: the first blocks to finish (``ray.wait``), or
+        with ``deterministic=True`` the earliest sent.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)`` of the batch in the
+            order of ``infos["env_id"]`` (``int32``, shape ``(batch_size,)``, ascending), as
+            :meth:`ringenv.AsyncVectorEnv.recv`.
+
+        Raises:
+            ValueError: fewer than ``batch_size`` envs in flight.
+            multiprocessing.TimeoutError: ``timeout`` passed (the batches stay in flight).
+            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception.
+        """
+        self._assert_open("recv")
+        block = self._blocks[0][1] - self._blocks[0][0]
+        k = len(self._blocks) if self.batch_size == self.num_envs else self.batch_size // block
+        refs = list(self._inflight)
+        if len(refs) < k:
+            raise ValueError(f"recv needs {k} blocks in flight for a batch of {self.batch_size} envs, but "
+                             f"{len(refs)} are: send actions first")
+        candidates = refs[:k] if self.deterministic else refs
+        ready, _ = ray.wait(candidates, num_returns=k, timeout=timeout)
+        if len(ready) < k:
+            raise multiprocessing.TimeoutError(f"recv ran out of time after {timeout} s; the batches stay in flight")
+        by_block: Dict[int, Tuple[Any, ...]] = {}
+        taken = sorted(ready, key=lambda r: self._inflight[r][0])
+        values = self._fetch(taken, None, "recv", "")
+        for ref, got in zip(taken, values):
+            b, kind, args = self._inflight.pop(ref)
+            self._busy[b] = False
+            by_block[b] = self._results(ref, b // self.blocks_per_actor, [b], kind, args, got)[0]
+        blocks = sorted(by_block)
+        obs, rewards, terminated, truncated, infos = self._assemble(blocks, by_block)
+        ids = np.concatenate([np.arange(*self._blocks[b], dtype=np.int32) for b in blocks])
+        infos = _rows(infos, ids) if infos else {}
+        infos["env_id"] = ids
+        return obs, rewards, terminated, truncated, infos

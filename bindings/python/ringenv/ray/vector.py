@@ -1,0 +1,554 @@
+"""``ringenv.ray.RayVectorEnv``: a Gymnasium ``VectorEnv`` whose sub-envs live in Ray actors, each
+hosting ordinary local ringenv pools on its node (see :mod:`ringenv.ray` and docs/RAY.md).
+
+The envs are split into contiguous *blocks*, ``blocks_per_actor`` per actor (1 for synchronous
+stepping, 2 by default with asynchronous batches). ``reset``/``step`` make one call per actor
+carrying all its blocks, all actors at once, and concatenate the results in env order.
+``async_reset``/``send``/``recv`` make one call per block and ``recv`` takes the first blocks to
+finish (``ray.wait``); with two blocks per actor, two calls are in flight per actor (those are in
+:mod:`ringenv.ray._batches`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+
+import numpy as np
+import ray
+from gymnasium import logger, spaces
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from ringenv._infos import add_infos
+from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
+from ringenv.ray._actor import PoolActor
+from ringenv.ray._batches import BlockBatchesMixin, take
+from ringenv.vector import AsyncState
+
+__all__ = ["RayVectorEnv"]
+
+#: Keys of each env's info dict that ringenv.ray adds: the env's actor was restarted.
+RESTARTED = "actor_restarted"
+
+
+def _concat(space: spaces.Space, parts: List[Any]) -> Any:
+    """Batches of ``space`` (one per block, in env order) as one batch: leaf arrays concatenated
+    along the first axis (a new array the caller owns); other spaces env by env."""
+    if isinstance(space, spaces.Dict):
+        return {k: _concat(s, [p[k] for p in parts]) for k, s in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_concat(s, [p[i] for p in parts]) for i, s in enumerate(space.spaces))
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    items = [x for p in parts for x in p]
+    return concatenate(space, items, create_empty_array(space, n=len(items), fn=np.zeros))  # type: ignore[arg-type]
+
+
+def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
+    """The exception an actor's method raised (Ray's ``cause``), with the actor's traceback as its
+    ``__cause__`` when it carries none of its own (an env's exception carries its worker's)."""
+    cause = error.cause if isinstance(error.cause, BaseException) else error
+    if cause is not error and cause.__cause__ is None:
+        cause.__cause__ = RemoteTraceback(str(error))
+    return cause
+
+
+def _host(actions: Any) -> Any:
+    """Actions as NumPy (a torch tensor is moved to the host)."""
+    if hasattr(actions, "detach") and hasattr(actions, "cpu"):
+        return actions.detach().cpu().numpy()
+    return actions
+
+
+class RayVectorEnv(BlockBatchesMixin, VectorEnv):
+    """A vector env of ``num_envs`` sub-envs stepped in Ray actors. Made by
+    :func:`ringenv.ray.make_vec`, whose docstring gives the arguments.
+
+    Attributes:
+        num_envs, num_actors, blocks_per_actor, batch_size, deterministic: as made.
+        actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids``
+            (``[start, stop)``), ``num_workers`` (per block) and ``actor_id``.
+    """
+
+    def __init__(self, recipe: Callable[[int, int, Dict[str, Any], int], Callable[[], Any]], num_envs: int, *,
+                 num_actors: int, blocks_per_actor: int, batch_size: int, vector_kwargs: Dict[str, Any],
+                 actor_options: Dict[str, Any], on_actor_failure: str, max_actor_restarts: int,
+                 deterministic: bool, vector_infos: bool, startup_timeout: float):
+        self.closed = True
+        self.num_envs, self.num_actors, self.blocks_per_actor = num_envs, num_actors, blocks_per_actor
+        self.batch_size, self.deterministic = batch_size, deterministic
+        self._restart = on_actor_failure == "restart"
+        self._vector_infos, self._timeout = vector_infos, startup_timeout
+        nb = num_actors * blocks_per_actor
+        base, extra = divmod(num_envs, nb)
+        self._blocks: List[Tuple[int, int]] = []
+        start = 0
+        for b in range(nb):
+            stop = start + base + (1 if b < extra else 0)
+            self._blocks.append((start, stop))
+            start = stop
+        options = {"num_cpus": 1, "scheduling_strategy": "SPREAD", **actor_options,
+                   "max_restarts": max_actor_restarts if self._restart else 0, "max_task_retries": 0,
+                   "max_concurrency": blocks_per_actor + 1}
+        remote = ray.remote(PoolActor)
+        self._actors: List[Any] = []
+        self.actor_info: List[Dict[str, Any]] = []
+        try:
+            for k in range(num_actors):
+                mine = self._blocks[k * blocks_per_actor:(k + 1) * blocks_per_actor]
+                blocks = [(a, b, recipe(a, b, vector_kwargs, blocks_per_actor)) for a, b in mine]
+                self._actors.append(remote.options(**options).remote(blocks))
+            described = ray.get([a.describe.remote() for a in self._actors], timeout=startup_timeout)
+        except BaseException as e:
+            self._kill_all()
+            if isinstance(e, ray.exceptions.RayTaskError):
+                cause = _unwrap(e)
+                raise cause from cause.__cause__
+            if isinstance(e, ray.exceptions.GetTimeoutError):
+                raise multiprocessing.TimeoutError(
+                    f"the {num_actors} ringenv.ray actors did not start within startup_timeout={startup_timeout} s "
+                    "(does the cluster have the CPUs actor_options ask for?)") from None
+            raise
+        for k, (actor, d) in enumerate(zip(self._actors, described)):
+            self._describe(k, d)
+        self._incarnations = [d["incarnation"] for d in described]
+        first = described[0]
+        self.single_observation_space = first["single_observation_space"]
+        self.single_action_space = first["single_action_space"]
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.metadata = dict(first["metadata"])
+        self.render_mode = first["render_mode"]
+        self.spec = first["spec"]
+        self.closed = False
+        self._state = AsyncState.DEFAULT
+        self._pending: List[Tuple[Any, int, List[int], str, Any]] = []  # (ref, actor, blocks, kind, args)
+        self._inflight: Dict[Any, Tuple[int, str, Any]] = {}  # ref -> (block, kind, args), in send order
+        self._busy = [False] * nb
+        self._needs_reset: Set[int] = set()
+        self._last_obs: List[Any] = [None] * nb
+        self._env_infos: Dict[int, Dict[str, Any]] = {}
+
+    # -- actors ---------------------------------------------------------------------------------
+
+    def _describe(self, k: int, d: Dict[str, Any]) -> None:
+        a = self._blocks[k * self.blocks_per_actor][0]
+        b = self._blocks[(k + 1) * self.blocks_per_actor - 1][1]
+        info = {"pid": d["pid"], "node_id": d["node_id"], "node_ip": d["node_ip"], "env_ids": (a, b),
+                "num_workers": d["num_workers"], "actor_id": d["actor_id"]}
+        if k < len(self.actor_info):
+            self.actor_info[k] = info
+        else:
+            self.actor_info.append(info)
+
+    def _died(self, k: int, error: BaseException, what: str) -> ActorDiedError:
+        info = self.actor_info[k]
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return ActorDiedError(
+            f"ringenv.ray actor {k} (pid {info['pid']} on node {info['node_id'][:12]} at {info['node_ip']}, "
+            f"envs {info['env_ids'][0]}..{info['env_ids'][1] - 1}) {what}: {first}",
+            worker=k, pid=info["pid"], env_ids=info["env_ids"], actor_id=info["actor_id"],
+            node_id=info["node_id"], node_ip=info["node_ip"])
+
+    def _fail(self, error: BaseException) -> BaseException:
+        """Closes the vector env (every actor stopped) and returns ``error`` to raise."""
+        self._kill_all()
+        self.closed = True
+        self._state = AsyncState.DEFAULT
+        self._pending, self._inflight = [], {}
+        return error
+
+    def _kill_all(self) -> None:
+        actors, self._actors = getattr(self, "_actors", []), []
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # already gone
+                pass
+
+    def _get(self, ref: Any, k: int, recover: bool = True) -> Any:
+        """The result of ``ref``, a call of actor ``k``: the env's exception re-raised as itself,
+        a local worker death closing everything, a dead actor as :class:`ActorDiedError` (``None``
+        returned instead under ``on_actor_failure="restart"`` when ``recover``: the caller
+        recovers)."""
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            cause = _unwrap(e)
+            if isinstance(cause, WorkerDiedError):
+                self._fail(cause)
+            raise cause from cause.__cause__
+        except ray.exceptions.RayActorError as e:
+            if not (self._restart and recover):
+                raise self._fail(self._died(k, e, "died")) from None
+            return None
+
+    def _recover(self, k: int, blocks: List[int], kind: str, args: Any) -> List[Tuple[Any, ...]]:
+        """Actor ``k`` died running ``kind`` on ``blocks`` and Ray restarts it: every block of it
+        must be reset. A failed reset is made again with its seeds; a failed step resets its
+        envs (no seed) and reports them truncated. Returns one step result per block, with
+        ``actor_restarted`` set in each env's info.
+
+        Raises:
+            ActorDiedError: the actor could not be restarted (Ray's ``max_restarts`` used up, or
+                it did not come back within ``startup_timeout``).
+        """
+        base = k * self.blocks_per_actor
+        logger.warn(f"ringenv.ray actor {k} (envs {self.actor_info[k]['env_ids'][0]}.."
+                    f"{self.actor_info[k]['env_ids'][1] - 1}) died and is restarted; its envs are reset")
+        if kind == "reset":
+            seeds, options = args
+        else:
+            seeds = [[None] * (self._blocks[b][1] - self._blocks[b][0]) for b in blocks]
+            options = [None] * len(blocks)
+        actor = self._actors[k]
+        deadline = time.monotonic() + self._timeout
+        try:
+            while True:
+                try:
+                    parts = ray.get(actor.reset.remote([b - base for b in blocks], seeds, options),
+                                    timeout=max(0.0, deadline - time.monotonic()))
+                    described = ray.get(actor.describe.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                    break
+                except ray.exceptions.ActorUnavailableError:  # still restarting: ask again (a reset may repeat)
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
+        except ray.exceptions.RayTaskError as e:
+            cause = self._fail(_unwrap(e))
+            raise cause from cause.__cause__
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+            raise self._fail(self._died(k, e, "died and could not be restarted")) from None
+        if described["incarnation"] != self._incarnations[k]:
+            # A new actor: its other blocks' pools are new too, reset on their next call. (Another
+            # failed call of the same death finds the incarnation known and resets only its block.)
+            self._incarnations[k] = described["incarnation"]
+            self._needs_reset.update(set(range(base, base + self.blocks_per_actor)) - set(blocks))
+        self._needs_reset.difference_update(blocks)  # reset just now
+        self._describe(k, described)
+        out = []
+        for b, (obs, infos) in zip(blocks, parts):
+            n = self._blocks[b][1] - self._blocks[b][0]
+            for i in range(*self._blocks[b]):
+                infos[i] = {**infos.get(i, {}), RESTARTED: True}
+            truncated = np.full(n, kind != "reset", dtype=np.bool_)
+            out.append((obs, np.zeros(n), np.zeros(n, dtype=np.bool_), truncated, infos))
+        return out
+
+    def _submit(self, k: int, blocks: List[int], kind: str, args: Any) -> Tuple[Any, str, Any]:
+        """Sends one call to actor ``k`` for its ``blocks``: ``kind`` ``"reset"`` (``args``:
+        seeds and options per block) or ``"step"`` (``args``: actions per block); a step of
+        blocks whose actor was restarted becomes a ``"restart"`` reset. Returns ``(ref, kind,
+        args)``."""
+        base = k * self.blocks_per_actor
+        local = [b - base for b in blocks]
+        if kind == "step" and any(b in self._needs_reset for b in blocks):
+            kind = "restart"
+            args = ([[None] * (self._blocks[b][1] - self._blocks[b][0]) for b in blocks], [None] * len(blocks))
+        if kind == "step":
+            return self._actors[k].step.remote(local, args), kind, args
+        self._needs_reset.difference_update(blocks)
+        return self._actors[k].reset.remote(local, args[0], args[1]), kind, args
+
+    def _results(self, ref: Any, k: int, blocks: List[int], kind: str, args: Any,
+                 got: Any = None) -> List[Tuple[Any, ...]]:
+        """Step-shaped results ``(obs, rewards, terminated, truncated, infos)`` per block of a
+        finished call (``got``: its value, when already fetched; reset results get zero rewards,
+        no terminations; a ``"restart"`` reports its envs truncated)."""
+        if got is None:
+            got = self._get(ref, k)
+        if got is None:
+            return self._recover(k, blocks, "reset" if kind == "reset" else "step", args)
+        if kind == "step":
+            return list(got)
+        out = []
+        for b, (obs, infos) in zip(blocks, got):
+            n = self._blocks[b][1] - self._blocks[b][0]
+            if kind == "restart":
+                for i in range(*self._blocks[b]):
+                    infos[i] = {**infos.get(i, {}), RESTARTED: True}
+            out.append((obs, np.zeros(n), np.zeros(n, dtype=np.bool_), np.full(n, kind == "restart"), infos))
+        return out
+
+    # -- protocol -------------------------------------------------------------------------------
+
+    def _assert_open(self, name: str) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+
+    def _assert_default(self, name: str) -> None:
+        self._assert_open(name)
+        if self._state != AsyncState.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
+                str(self._state.value))
+        if self._inflight:
+            raise AlreadyPendingCallError(
+                f"Calling `{name}` while {len(self._inflight)} blocks sent with `send`/`async_reset` are in flight: "
+                "`recv` them first", "step")
+
+    def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
+        """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all: the
+        rule of :class:`ringenv.AsyncVectorEnv`, over the whole vector env."""
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            return [int(seed) + i for i in range(self.num_envs)]
+        seeds = list(seed)  # type: ignore[arg-type]
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
+                             f"but got length={len(seeds)}.")
+        return seeds
+
+    def _block_options(self, options: Optional[dict]) -> List[Optional[dict]]:
+        """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``) is cut
+        into the blocks' rows; a block with no env to reset gets ``None`` and is skipped."""
+        if options is None or "reset_mask" not in options:
+            return [None if options is None else dict(options) for _ in self._blocks]
+        options = dict(options)
+        mask = options.pop("reset_mask")
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must be a bool numpy array of shape ({self.num_envs},), "
+                             f"got {mask!r}")
+        if not mask.any():
+            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
+                             f"got reset_mask={mask}")
+        return [{**options, "reset_mask": mask[a:b].copy()} if mask[a:b].any() else None for a, b in self._blocks]
+
+    def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
+                    options: Optional[dict] = None) -> None:
+        """Sends a reset to every actor: env ``i`` of the whole vector env gets ``seed + i`` (an
+        int), ``seed[i]`` (a list of ``num_envs``), or no seed, exactly as in a local
+        :class:`ringenv.AsyncVectorEnv`. ``options["reset_mask"]`` resets only the envs it marks.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, ValueError (bad seeds or mask).
+        """
+        self._assert_default("reset_async")
+        seeds = self._seed_list(seed)
+        per_block = self._block_options(options)
+        masked = options is not None and "reset_mask" in options
+        if masked and any(o is None for o in per_block) and any(o is None for o in self._last_obs):
+            raise ValueError("options['reset_mask'] before the first full reset")
+        self._pending = []
+        for k in range(self.num_actors):
+            blocks = [b for b in self._actor_blocks(k) if not (masked and per_block[b] is None)]
+            if not blocks:
+                continue
+            args = ([seeds[self._blocks[b][0]:self._blocks[b][1]] for b in blocks], [per_block[b] for b in blocks])
+            ref, kind, args = self._submit(k, blocks, "reset", args)
+            self._pending.append((ref, k, blocks, kind, args))
+        self._state = AsyncState.WAITING_RESET
+
+    def _actor_blocks(self, k: int) -> List[int]:
+        return list(range(k * self.blocks_per_actor, (k + 1) * self.blocks_per_actor))
+
+    def _wait_pending(self, call: str, state: AsyncState, timeout: Optional[float]) -> Dict[int, Tuple[Any, ...]]:
+        self._assert_open(f"{call}_wait")
+        if self._state != state:
+            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
+        refs = [p[0] for p in self._pending]
+        values = self._fetch(refs, timeout, f"`{call}_wait`", "the call stays pending (wait again or close)")
+        pending, self._pending = self._pending, []
+        self._state = AsyncState.DEFAULT
+        by_block: Dict[int, Tuple[Any, ...]] = {}
+        for (ref, k, blocks, kind, args), got in zip(pending, values):
+            for b, r in zip(blocks, self._results(ref, k, blocks, kind, args, got)):
+                by_block[b] = r
+        return by_block
+
+    def _fetch(self, refs: List[Any], timeout: Optional[float], what: str, stays: str) -> List[Any]:
+        """The values of ``refs`` in one ``ray.get`` (the common case), or ``None`` for each when
+        one of them failed (each is then fetched alone by :meth:`_get`, which sorts out the
+        failures).
+
+        Raises:
+            multiprocessing.TimeoutError: not all finished within ``timeout`` (nothing consumed).
+        """
+        try:
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise multiprocessing.TimeoutError(f"{what} ran out of time after {timeout} s; {stays}") from None
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError):
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+            if len(ready) < len(refs):
+                raise multiprocessing.TimeoutError(f"{what} ran out of time after {timeout} s; {stays}") from None
+            return [None] * len(refs)
+
+    def _assemble(self, blocks: List[int], by_block: Dict[int, Tuple[Any, ...]]) -> Tuple[Any, ...]:
+        """Concatenates the blocks' results (in env order) and vectorises their infos over the
+        whole vector env."""
+        parts = [by_block[b] for b in blocks]
+        for b, p in zip(blocks, parts):
+            self._last_obs[b] = p[0]
+        obs = _concat(self.single_observation_space, [p[0] for p in parts])
+        rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
+        terminated = np.concatenate([p[2] for p in parts])
+        truncated = np.concatenate([p[3] for p in parts])
+        raw: Dict[int, Dict[str, Any]] = {}
+        for p in parts:
+            raw.update(p[4])
+        self._env_infos = raw
+        infos = add_infos({}, sorted(raw.items()), self.num_envs, self._add_info) if self._vector_infos else {}
+        return obs, rewards, terminated, truncated, infos
+
+    def reset_wait(self, timeout: Optional[float] = None) -> Tuple[Any, Dict[str, Any]]:
+        """Waits for the pending reset; ``(observations, infos)`` as :class:`ringenv.AsyncVectorEnv`.
+
+        Raises:
+            NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
+            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception.
+        """
+        by_block = self._wait_pending("reset", AsyncState.WAITING_RESET, timeout)
+        for b in range(len(self._blocks)):
+            if b not in by_block:  # not reset (reset mask): its last observation
+                n = self._blocks[b][1] - self._blocks[b][0]
+                by_block[b] = (self._last_obs[b], np.zeros(n), np.zeros(n, np.bool_), np.zeros(n, np.bool_), {})
+        obs, _, _, _, infos = self._assemble(list(range(len(self._blocks))), by_block)
+        return obs, infos
+
+    def reset(self, *, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
+              options: Optional[dict] = None) -> Tuple[Any, Dict[str, Any]]:
+        """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def _check_batch(self, actions: Any, count: int) -> Any:
+        actions = _host(actions)
+        if isinstance(self.single_action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
+                                                 spaces.MultiBinary)):
+            actions = np.asarray(actions)
+            shape = (count, *(self.single_action_space.shape or ()))
+            if actions.ndim == 0:
+                raise TypeError(f"actions must be a batch of {count} actions (an array of shape {shape}), "
+                                f"got the scalar {actions!r}")
+            if actions.shape != shape:
+                raise ValueError(f"actions have shape {actions.shape}, expected {shape}")
+        return actions
+
+    def step_async(self, actions: Any) -> None:
+        """Sends each actor its envs' rows of ``actions`` (an element of ``action_space``: for a
+        Box an array of shape ``(num_envs, *single_action_space.shape)``; torch tensors are moved
+        to the host), one call per actor.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, TypeError (a scalar), ValueError
+            (wrong shape); the actors' pools check the rest (raised by :meth:`step_wait`).
+        """
+        self._assert_default("step_async")
+        actions = self._check_batch(actions, self.num_envs)
+        self._pending = []
+        for k in range(self.num_actors):
+            blocks = self._actor_blocks(k)
+            args = [take(self.single_action_space, actions, slice(*self._blocks[b]), self.num_envs) for b in blocks]
+            ref, kind, args = self._submit(k, blocks, "step", args)
+            self._pending.append((ref, k, blocks, kind, args))
+        self._state = AsyncState.WAITING_STEP
+
+    def step_wait(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """Waits for the pending step.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)`` as
+            :class:`ringenv.AsyncVectorEnv` returns them (observations batched as
+            ``observation_space``, new arrays the caller owns; rewards ``float64``, terminations
+            and truncations ``bool``, each of shape ``(num_envs,)``). Envs of an actor restarted
+            under ``on_actor_failure="restart"`` come back reset and truncated, with
+            ``infos["actor_restarted"]``.
+
+        Raises:
+            NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
+            ringenv.errors.ActorDiedError (an actor died; the vector env is closed),
+            ringenv.errors.WorkerDiedError (a worker process inside an actor died, under the local
+            ``on_worker_failure="raise"``; closed too), or the exception an env raised.
+        """
+        by_block = self._wait_pending("step", AsyncState.WAITING_STEP, timeout)
+        return self._assemble(list(range(len(self._blocks))), by_block)  # type: ignore[return-value]
+
+    def step(self, actions: Any) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
+        """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    # -- calls, infos, close --------------------------------------------------------------------
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
+        """Calls ``name`` on every sub-env (or reads the attribute); a tuple in env order.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, the exception a sub-env raised,
+            ringenv.errors.ActorDiedError (an actor died: not restarted here, whatever the policy).
+        """
+        self._assert_default("call")
+        refs = [a.call.remote(name, args, kwargs) for a in self._actors]
+        return tuple(r for k, ref in enumerate(refs) for r in self._get(ref, k, recover=False))
+
+    def get_attr(self, name: str) -> Tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env, in env order."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
+        """Sets ``name`` of env ``i`` to ``values[i]`` (a list or tuple of ``num_envs``), or of
+        every env to ``values``.
+
+        Raises:
+            ValueError: a list or tuple whose length is not ``num_envs``.
+        """
+        self._assert_default("set_attr")
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"Values must be a list or tuple with length equal to the number of environments. "
+                             f"Got `{len(values)}` values for {self.num_envs} environments.")
+        refs = []
+        for k, a in enumerate(self._actors):
+            lo, hi = self.actor_info[k]["env_ids"]
+            refs.append(a.set_attr.remote(name, list(values[lo:hi])))
+        for k, ref in enumerate(refs):
+            self._get(ref, k, recover=False)
+
+    def env_infos(self) -> List[Dict[str, Any]]:
+        """Each env's own info dict from the last ``reset``, ``step`` or ``recv`` (a list of
+        ``num_envs`` dicts in env order, empty where there was none), as
+        :meth:`ringenv.AsyncVectorEnv.env_infos`."""
+        return [self._env_infos.get(i, {}) for i in range(self.num_envs)]
+
+    def close_extras(self, timeout: Optional[float] = None, terminate: bool = False) -> None:
+        """Closes every actor's pools (their workers exit), then kills the actors (``ray.kill``,
+        no restart). Calls in flight are first awaited up to ``timeout`` seconds (default 10);
+        with ``terminate=True``, or calls still running, the actors are killed at once and their
+        worker processes die with them (each watches its parent)."""
+        actors = getattr(self, "_actors", [])
+        if not actors:
+            return
+        pending = [p[0] for p in getattr(self, "_pending", [])]
+        if pending:  # as Gymnasium, which names the call
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+        refs = pending + list(getattr(self, "_inflight", {}))
+        wait_s = 10.0 if timeout is None else timeout
+        busy = False
+        if refs and not terminate:
+            _, busy_refs = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
+            busy = bool(busy_refs)
+        if not (terminate or busy):
+            try:
+                ray.get([a.close.remote() for a in actors], timeout=wait_s)
+            except Exception:  # dead or slow: killed below all the same
+                pass
+        self._kill_all()
+        self._pending, self._inflight = [], {}
+        self._state = AsyncState.DEFAULT
+        self.closed = True
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            try:
+                self.close(terminate=True)
+            except Exception:  # interpreter shutting down
+                pass
+
+    def __repr__(self) -> str:
+        return f"ringenv.ray.RayVectorEnv(num_envs={self.num_envs}, num_actors={self.num_actors})"

@@ -1,0 +1,457 @@
+"""``ringenv.ray`` on a simulated two-node Ray cluster (``ray.cluster_utils.Cluster``: two nodes of
+one CPU each, on this machine), started once for the module and shut down at its end, leaving no
+process behind.
+
+Ray is a test dependency (the ``test`` extra installs it): without it these tests fail, they are
+not skipped, unless ``RINGENV_SKIP_RAY=1`` says to skip them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import psutil
+import pytest
+
+if os.environ.get("RINGENV_SKIP_RAY") == "1":
+    pytest.skip("RINGENV_SKIP_RAY=1", allow_module_level=True)
+
+import ray  # noqa: E402  (a missing ray fails the module: CI installs it)
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import ringenv  # noqa: E402
+import ringenv.ray  # noqa: E402
+from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, WalkEnv, broken_env  # noqa: E402
+from ringenv.errors import ActorDiedError  # noqa: E402
+from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples")
+#: Bound on waits for processes to go (a hang guard, never a timing assertion).
+GONE_S = 45.0
+
+
+def walk_fns(n: int):
+    return [WalkEnv for _ in range(n)]
+
+
+def descendants(pid: int) -> set:
+    try:
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return set()
+
+
+def pool_processes(envs) -> set:
+    """The actors' processes and their ringenv worker processes (the actors run on this machine)."""
+    pids = set()
+    for info in envs.actor_info:
+        pids.add(info["pid"])
+        pids |= descendants(info["pid"])
+    return pids
+
+
+def _is_ray_or_ringenv(pid: int) -> bool:
+    """Whether process ``pid`` is one of Ray's (raylet, GCS, workers, actors) or a ringenv worker,
+    not some other library's helper (a multiprocessing resource tracker lives as long as pytest)."""
+    try:
+        process = psutil.Process(pid)
+        text = " ".join([process.name(), *process.cmdline()])
+    except psutil.Error:
+        return False
+    return "ray" in text or "ringenv" in text
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray cluster of two nodes with one CPU each; the driver connected to it. At the end, every
+    process it started (raylets, GCS, workers, actors) must be gone."""
+    old = os.environ.get("PYTHONPATH")
+    # ray_envs and the examples' modules, importable by name in the actors
+    os.environ["PYTHONPATH"] = os.pathsep.join([HERE, EXAMPLES] + ([old] if old else []))
+    node = {"num_cpus": 1, "object_store_memory": 80 * 2**20}
+    before = descendants(os.getpid())
+    c = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        c.add_node(**node)
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        yield c
+    finally:
+        started = {p for p in descendants(os.getpid()) - before if _is_ray_or_ringenv(p)}
+        ray.shutdown()
+        c.shutdown()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+        left = wait_pids_gone(started, GONE_S)
+        assert not left, f"processes of the Ray test cluster left behind: {left}"
+
+
+def test_two_nodes_one_actor_each(cluster):
+    envs = ringenv.ray.make_vec("ringenv/CartPole-v1", 6)  # the id ringenv registers in Gymnasium
+    try:
+        assert envs.num_actors == 2  # one per alive node by default
+        assert [i["env_ids"] for i in envs.actor_info] == [(0, 3), (3, 6)]
+        assert len({i["node_id"] for i in envs.actor_info}) == 2  # SPREAD: one per node
+        assert envs.observation_space.shape == (6, 4) and envs.action_space.shape == (6,)
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (6, 4) and obs.dtype == np.float32 and obs.flags.writeable
+    finally:
+        envs.close()
+
+
+def test_id_registered_in_the_driver_only(cluster):
+    """An id registered with ringenv.register in the driver (the actors never registered it): its
+    registered env kwargs reach the envs, its registered vector options the actors' pools."""
+    ringenv.register("raytest/Walk-v0", "ray_envs:WalkEnv", kwargs={"block_s": 5.0, "num_workers": 1})
+    envs = ringenv.ray.make_vec("raytest/Walk-v0", 4, num_actors=2)
+    try:
+        assert envs.get_attr("block_s") == (5.0,) * 4
+        assert [i["num_workers"] for i in envs.actor_info] == [[1], [1]]
+        assert envs.reset(seed=0)[0]["pos"].shape == (4, 2)
+    finally:
+        envs.close()
+
+
+def test_rust_env_identical_to_local_pool(cluster):
+    """Built-in Rust CartPole: every step bit-identical to one local pool with the same seeds."""
+    ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)
+    local = ringenv.make_vec("CartPole-v1", 8, vector_kwargs={"num_workers": 2})
+    try:
+        assert_tree_identical(ours.reset(seed=7)[0], local.reset(seed=7)[0], "reset obs")
+        rng = np.random.default_rng(0)
+        ended = 0
+        for t in range(120):
+            actions = rng.integers(0, 2, 8)
+            got, want = ours.step(actions), local.step(actions)
+            assert_step_identical(got, want, f"step {t}")
+            ended += int(got[2].sum() + got[3].sum())
+        assert ended > 0  # autoreset ran
+    finally:
+        ours.close()
+        local.close()
+
+
+def test_python_dict_env_identical_to_local_pool(cluster):
+    """A Python env with a Dict observation and infos that differ per env and step: observations,
+    rewards, flags and vectorised infos identical to a local pool, reset with a seed list and a
+    reset mask included."""
+    ours = ringenv.ray.make_vec(walk_fns(6), num_actors=2)
+    local = ringenv.AsyncVectorEnv(walk_fns(6), num_workers=2)
+    try:
+        seeds = [11, 3, 5, 8, 13, 21]
+        got, want = ours.reset(seed=seeds), local.reset(seed=seeds)
+        assert_tree_identical(got[0], want[0], "reset obs")
+        assert_infos_equal(got[1], want[1], "reset infos")
+        rng = np.random.default_rng(1)
+        for t in range(60):
+            actions = rng.integers(0, 2, 6)
+            assert_step_identical(ours.step(actions), local.step(actions), f"step {t}")
+        mask = np.array([False, True, False, False, False, False])  # only actor 0's env 1
+        got = ours.reset(seed=5, options={"reset_mask": mask.copy()})
+        want = local.reset(seed=5, options={"reset_mask": mask.copy()})
+        assert_tree_identical(got[0], want[0], "masked reset obs")
+        assert_infos_equal(got[1], want[1], "masked reset infos")
+        actions = rng.integers(0, 2, 6)
+        assert_step_identical(ours.step(actions), local.step(actions), "step after masked reset")
+        assert ours.get_attr("block_s") == local.get_attr("block_s")
+    finally:
+        ours.close()
+        local.close()
+
+
+def _policy(env_id: int, t: int) -> int:
+    return (env_id * 7 + t * 3) % 2
+
+
+def _per_env_reference(n: int, seed: int, steps_per_env: int):
+    """Each env's results when every env takes ``steps_per_env`` steps with action
+    ``_policy(env, t)``: one local pool stepped synchronously."""
+    local = ringenv.AsyncVectorEnv(walk_fns(n), num_workers=2)
+    try:
+        obs, _ = local.reset(seed=seed)
+        seq = {i: [(obs["pos"][i].copy(), 0.0, False, False)] for i in range(n)}
+        for t in range(steps_per_env):
+            obs, r, te, tr, _ = local.step(np.array([_policy(i, t) for i in range(n)]))
+            for i in range(n):
+                seq[i].append((obs["pos"][i].copy(), float(r[i]), bool(te[i]), bool(tr[i])))
+        return seq
+    finally:
+        local.close()
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_async_batches_match_local_per_env(cluster, deterministic):
+    """``batch_size`` half the envs: two blocks per actor, two calls in flight per actor; each
+    batch is whole blocks named by ``infos["env_id"]``, and each env's own sequence of results
+    is the one a local pool gives it."""
+    n, steps = 8, 25
+    envs = ringenv.ray.make_vec(walk_fns(n), num_actors=2, batch_size=4, deterministic=deterministic)
+    try:
+        assert envs.blocks_per_actor == 2
+        envs.async_reset(seed=4)
+        assert len(envs._inflight) == 4  # two calls in flight per actor
+        seen = {i: [] for i in range(n)}
+        t_of = {i: 0 for i in range(n)}
+        sent_order = list(range(n))  # the blocks' order of sending
+        while min(t_of.values()) <= steps:
+            obs, r, te, tr, infos = envs.recv()
+            ids = infos["env_id"]
+            assert ids.dtype == np.int32 and ids.shape == (4,) and list(ids) == sorted(ids)
+            assert sorted(set(i // 2 for i in ids)) == [ids[0] // 2, ids[-1] // 2]  # whole blocks of 2
+            if deterministic:  # the earliest sent blocks
+                assert sorted(int(i) for i in ids) == sorted(sent_order[:4])
+            sent_order = sent_order[4:]
+            assert obs["pos"].shape == (4, 2) and r.dtype == np.float64
+            assert infos["steps" if "steps" in infos else "start"].shape == (4,)  # step or reset infos
+            for row, i in enumerate(ids):
+                seen[int(i)].append((obs["pos"][row].copy(), float(r[row]), bool(te[row]), bool(tr[row])))
+            actions = np.array([_policy(int(i), t_of[int(i)]) for i in ids])
+            for i in ids:
+                t_of[int(i)] += 1
+            # any order of ids is accepted: send them reversed
+            envs.send(actions[::-1], ids[::-1])
+            sent_order += sorted(int(i) for i in ids)
+        with pytest.raises(ValueError, match="whole blocks"):
+            envs.send(np.zeros(1, np.int64), [0])
+    finally:
+        envs.close()
+    reference = _per_env_reference(n, 4, steps)
+    for i in range(n):
+        for t, (got, want) in enumerate(zip(seen[i][:steps + 1], reference[i])):
+            assert np.array_equal(got[0], want[0]) and got[1:] == want[1:], f"env {i} step {t}: {got} != {want}"
+
+
+def _kill_actor_mid_step(envs, actor: int):
+    """Env 0 of ``actor``'s range blocks in its step (action 2); kills the actor's process while
+    that call is in flight (it cannot have finished)."""
+    actions = np.zeros(envs.num_envs, np.int64)
+    actions[envs.actor_info[actor]["env_ids"][0]] = 2
+    envs.step_async(actions)
+    os.kill(envs.actor_info[actor]["pid"], signal.SIGKILL)
+
+
+def test_actor_killed_mid_step_raises_typed_error(cluster):
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs.reset(seed=0)
+    info = dict(envs.actor_info[1])
+    processes = pool_processes(envs)
+    assert len(processes) >= 4  # two actors, each with its worker process
+    _kill_actor_mid_step(envs, 1)
+    with pytest.raises(ActorDiedError) as caught:
+        envs.step_wait(timeout=40)
+    e = caught.value
+    assert isinstance(e, ringenv.errors.WorkerDiedError)
+    assert (e.worker, e.env_ids, e.pid, e.node_id, e.node_ip) == (1, (2, 4), info["pid"], info["node_id"],
+                                                                  info["node_ip"])
+    assert f"pid {info['pid']}" in str(e) and "envs 2..3" in str(e)
+    assert envs.closed
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        envs.step(np.zeros(4, np.int64))
+    # the other actor was stopped too, and every worker process died with its actor
+    assert not wait_pids_gone(processes, GONE_S)
+
+
+def test_node_removed_mid_step_raises_typed_error(cluster):
+    """A third node joins, an actor is placed on it (a custom resource only it has), and the node
+    is removed while the actor's step is in flight: ActorDiedError naming that node."""
+    # No CPU on it: no other test's actor can land there (nor on it while Ray still thinks it alive).
+    node = cluster.add_node(num_cpus=0, resources={"victim": 1}, object_store_memory=80 * 2**20)
+    node_id = node.node_id
+    try:
+        cluster.wait_for_nodes()
+        envs = ringenv.ray.make_vec(walk_fns(2), num_actors=1,
+                                    actor_options={"num_cpus": 0, "resources": {"victim": 1}})
+        envs.reset(seed=0)
+        assert envs.actor_info[0]["node_id"] == node.node_id
+        envs.step_async(np.array([2, 0]))  # env 0 blocks in its step
+        cluster.remove_node(node, allow_graceful=False)
+        node = None
+        with pytest.raises(ActorDiedError) as caught:
+            envs.step_wait(timeout=55)
+        assert caught.value.node_id == node_id and caught.value.env_ids == (0, 2)
+        assert node_id[:12] in str(caught.value)
+        assert envs.closed
+    finally:
+        if node is not None:
+            cluster.remove_node(node)
+        deadline = time.monotonic() + GONE_S  # until Ray has marked it dead (a hang guard)
+        while time.monotonic() < deadline and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+            time.sleep(0.2)
+
+
+def test_actor_killed_mid_step_is_restarted(cluster):
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, on_actor_failure="restart")
+    try:
+        envs.reset(seed=0)
+        old_pid = envs.actor_info[0]["pid"]
+        _kill_actor_mid_step(envs, 0)
+        with pytest.warns(UserWarning, match="restarted"):
+            obs, r, te, tr, infos = envs.step_wait(timeout=60)
+        assert tr.tolist() == [True, True, False, False] and not te[:2].any()
+        assert r[:2].tolist() == [0.0, 0.0]
+        assert infos["actor_restarted"].tolist() == [True, True, False, False]
+        assert infos["_actor_restarted"].tolist() == [True, True, False, False]
+        assert obs["steps"][:2].tolist() == [0, 0] and obs["steps"][2:].tolist() == [1, 1]  # reset / stepped
+        assert envs.actor_info[0]["pid"] != old_pid
+        for _ in range(3):  # and the run goes on
+            obs, r, te, tr, infos = envs.step(np.ones(4, np.int64))
+            assert "actor_restarted" not in infos and obs["steps"].shape == (4,)
+    finally:
+        envs.close()
+
+
+def test_actor_killed_with_async_batches_is_restarted(cluster):
+    """Asynchronous batches under ``"restart"``: actor 0 is killed while its two blocks are in
+    flight (one blocked in a step). Each of its envs is reported reset (truncated, with
+    ``actor_restarted``) exactly once, on the recv of a failed block or, for a block whose results
+    had come back, on the recv after its next send; actor 1's envs never are."""
+    envs = ringenv.ray.make_vec(walk_fns(8), num_actors=2, batch_size=4, deterministic=True,
+                                on_actor_failure="restart")
+    try:
+        envs.async_reset(seed=0)
+        restarted = {i: 0 for i in range(8)}
+        ids = envs.recv()[4]["env_id"]
+        assert ids.tolist() == [0, 1, 2, 3]  # actor 0's blocks (deterministic: the earliest sent)
+        actions = np.zeros(4, np.int64)
+        actions[0] = 2  # env 0 blocks in its step
+        envs.send(actions, ids)
+        os.kill(envs.actor_info[0]["pid"], signal.SIGKILL)
+        for _ in range(6):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the restart's warning, on whichever recv sees it
+                obs, r, te, tr, infos = envs.recv(timeout=60)
+            ids = infos["env_id"]
+            if "actor_restarted" in infos:
+                for row, i in enumerate(ids):
+                    if infos["actor_restarted"][row]:
+                        restarted[int(i)] += 1
+                        assert tr[row] and not te[row] and r[row] == 0.0 and obs["steps"][row] == 0
+            envs.send(np.zeros(len(ids), np.int64), ids)
+        assert restarted == {0: 1, 1: 1, 2: 1, 3: 1, 4: 0, 5: 0, 6: 0, 7: 0}
+    finally:
+        envs.close()
+
+
+def test_close_leaves_no_actor_or_worker(cluster):
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, np.int64))
+    processes = pool_processes(envs)
+    workers = processes - {i["pid"] for i in envs.actor_info}
+    assert len(workers) >= 2  # each actor's ringenv worker
+    handles = list(envs._actors)
+    envs.close()
+    assert envs.closed
+    assert not wait_pids_gone(processes, GONE_S)
+    for handle in handles:  # dead in Ray's view too
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(handle.describe.remote(), timeout=GONE_S)
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        envs.reset()
+
+
+def test_bad_arguments_are_refused_before_actors_start(cluster):
+    with pytest.raises(ValueError, match="multiple of the envs per block"):
+        ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=3)
+    with pytest.raises(ValueError, match="device"):
+        ringenv.ray.make_vec("CartPole-v1", 4, vector_kwargs={"device": "cuda"})
+    with pytest.raises(ValueError, match="on_actor_failure"):
+        ringenv.ray.make_vec("CartPole-v1", 4, on_actor_failure="ignore")
+    with pytest.raises(gym.error.Error):
+        ringenv.ray.make_vec("NoSuchEnv-v0", 4)
+
+
+def test_errors_of_factories_and_envs_reach_the_caller_as_themselves(cluster):
+    """A factory that raises in an actor: its own exception in make_vec, no actor left. An env that
+    raises in a step: its own exception with the worker's traceback as __cause__, as locally."""
+    with pytest.raises(BrokenFactoryError, match="always fails"):
+        ringenv.ray.make_vec([WalkEnv, WalkEnv, broken_env, broken_env], num_actors=2)
+    envs = ringenv.ray.make_vec([RaisingEnv] * 4, num_actors=2)
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match="refuses action 1") as caught:
+            envs.step(np.array([0, 0, 0, 1]))
+        assert isinstance(caught.value.__cause__, ringenv.errors.RemoteTraceback)
+        assert "RaisingEnv" in str(caught.value.__cause__)
+    finally:
+        envs.close()
+
+
+def test_worker_death_inside_an_actor_keeps_local_behaviour(cluster):
+    """A ringenv worker process exiting inside actor 1 (local ``on_worker_failure="raise"``): the
+    local WorkerDiedError reaches the caller, its env ids made global, and everything is closed."""
+    envs = ringenv.ray.make_vec([ExitEnv] * 4, num_actors=2)
+    envs.reset(seed=0)
+    processes = pool_processes(envs)
+    with pytest.raises(ringenv.errors.WorkerDiedError) as caught:
+        envs.step(np.array([0, 0, 0, 1]))
+    assert not isinstance(caught.value, ActorDiedError)
+    assert caught.value.env_ids == (2, 4) and caught.value.exitcode == 3
+    assert envs.closed
+    assert not wait_pids_gone(processes, GONE_S)
+
+
+def test_rllib_path_vector_entry_point_in_an_actor(cluster):
+    """What an RLlib env runner does with ``gym_env_vectorize_mode="vector_entry_point"``: in a
+    Ray actor, ``gymnasium.make_vec`` of ringenv's registered id builds a local ringenv pool
+    (RLlib itself is not installed by the test extra: it pins an older Gymnasium)."""
+
+    @ray.remote(num_cpus=1)
+    def runner():
+        import gymnasium
+        import ringenv  # noqa: F401  (registers ringenv/CartPole-v1, as the env runner's import does)
+
+        envs = gymnasium.make_vec("ringenv/CartPole-v1", 4, vectorization_mode="vector_entry_point",
+                                  num_workers=1)
+        try:
+            obs, _ = envs.reset(seed=3)
+            obs2 = envs.step(np.ones(4, np.int64))[0]
+            return type(envs).__module__ + "." + type(envs).__name__, obs, obs2
+        finally:
+            envs.close()
+
+    kind, obs, obs2 = ray.get(runner.remote(), timeout=120)
+    local = ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 1})
+    try:
+        assert kind == "ringenv.vector.AsyncVectorEnv"
+        assert np.array_equal(obs, local.reset(seed=3)[0])
+        assert np.array_equal(obs2, local.step(np.ones(4, np.int64))[0])
+    finally:
+        local.close()
+
+
+def test_import_ringenv_does_not_import_ray():
+    code = "import sys, ringenv, ringenv.registration, ringenv.vector; assert 'ray' not in sys.modules, 'ray imported'; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_torchrl_ray_collector_with_ringenv_parallel_env(cluster):
+    """examples/ray_torchrl_collector.py: TorchRL's RayCollector, two remote collectors (one per
+    node), each stepping a ringenv.torchrl.ParallelEnv."""
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import ray_torchrl_collector
+    finally:
+        sys.path.remove(EXAMPLES)
+    assert ray_torchrl_collector.main(num_collectors=2, frames_per_batch=32, total_frames=64) == 64
+
+
+def test_module_docstring_example_runs():
+    """ringenv.ray's docstring example, which starts (and stops) its own local Ray, in a fresh
+    interpreter (this module's cluster is connected here)."""
+    code = ("import doctest, ringenv.ray; r = doctest.testmod(ringenv.ray); "
+            "print(r.attempted, r.failed); assert r.attempted and not r.failed")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "RAY_ADDRESS": "local"})  # a new local Ray, not the test cluster
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
