@@ -28,7 +28,7 @@ import ray
 from ringenv.errors import ActorDiedError
 from ringenv.ray._build import EnvFnsRecipe, id_recipe
 from ringenv.ray.vector import RESTARTED, RayVectorEnv
-from ringenv.vector import check_count, check_seconds
+from ringenv._checks import check_count, check_seconds
 
 __all__ = ["make_vec", "RayVectorEnv", "ActorDiedError", "RESTARTED"]
 
