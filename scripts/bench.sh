@@ -4,9 +4,12 @@
 # against Gymnasium's vector envs, Rust CartPole against EnvPool; the criterion ring round trip with
 # its socket peer, the main job's table, `ringenv bench`, and issue 7's examples; ~15 min on 2
 # cores), then benches/grid.py (issue 12's grid, quiet and with a busy neighbour, with its targets'
-# verdicts; ~10 min on 2 cores), which replaces its own section of the file.
-# Usage: scripts/bench.sh [scripts/bench.py options]      both, bench.py with these options
+# verdicts; ~10 min on 2 cores), then benches/ray_scaling.py (issue 15: ringenv.ray on a simulated
+# 2-node Ray cluster against a local pool and one actor per env; ~4 min); the last two replace
+# their own sections of the file.
+# Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
+#        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
 # (scripts/bench.py --help and benches/grid.py --help list every option).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +19,10 @@ if [ "${1:-}" = "--grid" ]; then
     shift
     exec "$PY" benches/grid.py "$@"
 fi
+if [ "${1:-}" = "--ray" ]; then
+    shift
+    exec "$PY" benches/ray_scaling.py "$@"
+fi
 "$PY" scripts/bench.py "$@"
-exec "$PY" benches/grid.py
+"$PY" benches/grid.py
+exec "$PY" benches/ray_scaling.py
