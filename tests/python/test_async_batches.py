@@ -5,15 +5,19 @@ results equal in-process envs stepped with the same actions (autoreset included)
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode
-from helper_envs import JitterEnv
+from gymnasium.vector.utils import batch_space
+from helper_envs import JitterEnv, SpaceEnv
+from vec_asserts import assert_tree_identical
 
 from ringenv import AsyncVectorEnv, make_vec
 
@@ -223,3 +227,54 @@ def test_send_recv_without_batch_size_return_every_env_even_with_uneven_worker_b
     env.recv(timeout=30)
     with pytest.raises(ValueError, match=r"do not make up whole workers: the workers step the envs \[\(0, 3\), \(3, 5\)\]"):
         env.send(np.zeros(2, np.int64), [3, 2])
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Dict({"frame": spaces.Box(0, 255, (3, 2), np.uint8),
+                 "nested": spaces.Tuple((spaces.Discrete(5, start=-2), spaces.MultiBinary(3))),
+                 "grid": spaces.MultiDiscrete([[2, 3], [4, 5]])}),
+    spaces.Tuple((spaces.Box(-1.0, 1.0, (2,), np.float64), spaces.Dict({"k": spaces.Discrete(4)}))),
+], ids=["dict", "tuple"])
+def test_recv_gathers_nested_rows_leaf_by_leaf_as_gymnasium_concatenates_them(space):
+    # recv's rows of Dict/Tuple observations: one copy per leaf and run (ringenv._slots._gather)
+    # equal, in values, dtypes and container types, to Gymnasium's env-by-env iterate + concatenate.
+    from gymnasium.vector.utils import concatenate, create_empty_array, iterate
+
+    from ringenv._slots import _array_tree, _gather
+
+    n = 6
+    batched = batch_space(space, n)
+    batched.seed(3)
+    first, second = batched.sample(), batched.sample()
+    parts = [(first, 1, 3), (second, 0, 2), (first, 4, 6)]
+    items = [item for batch, a, b in parts for item in list(iterate(batched, batch))[a:b]]
+    expected = concatenate(space, items, create_empty_array(space, n=len(items), fn=np.zeros))
+    assert _array_tree(space)
+    got = _gather(space, parts)
+    assert_tree_identical(got, expected)
+    assert type(got) is type(expected)
+
+
+def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing):
+    space = spaces.Dict({"a": spaces.Box(-5.0, 5.0, (3,), np.float32),
+                         "b": spaces.Tuple((spaces.Discrete(4), spaces.MultiBinary(2)))})
+    fns = [functools.partial(SpaceEnv, space) for _ in range(6)]
+    env = closing(AsyncVectorEnv(fns, num_workers=2, inline=True, batch_size=2, deterministic=True))
+    refs = [fn() for fn in fns]
+    env.async_reset(seed=10)
+    want = [ref.reset(seed=10 + i)[0] for i, ref in enumerate(refs)]
+    done = [False] * 6
+    for round_ in range(36):
+        obs, rewards, terminated, truncated, infos = env.recv()
+        ids = infos["env_id"].tolist()
+        for k, i in enumerate(ids):
+            assert_tree_identical({"a": obs["a"][k], "b": (obs["b"][0][k], obs["b"][1][k])},
+                                  {"a": want[i]["a"], "b": tuple(want[i]["b"])}, what=f"round {round_}, env {i}")
+        actions = np.array([(round_ + i) % 3 for i in ids], dtype=np.int64)
+        env.send(actions, infos["env_id"])
+        for k, i in enumerate(ids):
+            if done[i]:
+                want[i], done[i] = refs[i].reset()[0], False
+            else:
+                o, _, te, tr, _ = refs[i].step(actions[k])
+                want[i], done[i] = o, te or tr

@@ -222,6 +222,8 @@ class Slots:
         space = self.single_observation_space
         if self.obs_mem is not None:
             full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
+            if _array_tree(space):  # Dict/Tuple of array leaves: one copy per leaf and run
+                return _gather(space, [(full[s], a, b) for s, a, b in runs])
             per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}
             items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
         else:
@@ -238,3 +240,29 @@ class Slots:
             device.close()
         self.obs_mem = self.obs_rows = self.obs_flat = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
+
+
+#: Spaces whose batch, as ``read_from_shared_memory`` reads it, is one ``(num_envs, ...)`` array.
+_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _array_tree(space: spaces.Space) -> bool:
+    """Whether ``space`` is an array space, or a Dict or Tuple whose every leaf is one."""
+    if isinstance(space, _ARRAY_SPACES):
+        return True
+    if isinstance(space, spaces.Dict):
+        return all(_array_tree(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return all(_array_tree(s) for s in space.spaces)
+    return False
+
+
+def _gather(space: spaces.Space, parts: List[Tuple[Any, int, int]]) -> Any:
+    """The rows ``a:b`` of each ``(batch, a, b)`` of ``parts``, concatenated leaf by leaf into a
+    new batch of ``space`` (an :func:`_array_tree`): what Gymnasium's ``iterate`` then
+    ``concatenate`` build env by env, with one copy per leaf and run instead."""
+    if isinstance(space, spaces.Dict):
+        return {key: _gather(sub, [(batch[key], a, b) for batch, a, b in parts]) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_gather(sub, [(batch[i], a, b) for batch, a, b in parts]) for i, sub in enumerate(space.spaces))
+    return np.concatenate([batch[a:b] for batch, a, b in parts])
