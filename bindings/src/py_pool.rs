@@ -214,13 +214,14 @@ impl PyPool {
     }
 
     /// Runs the inline worker's pending command, if any, on the envs this process hosts and
-    /// completes it in the pool. An env's exception becomes that worker's error, as in a worker
-    /// process; a panic becomes `InternalError`.
-    fn run_inline(&mut self, py: Python<'_>) -> PyResult<()> {
+    /// completes it in the pool; returns how long it ran (`None`: nothing to run). An env's
+    /// exception becomes that worker's error, as in a worker process; a panic becomes
+    /// `InternalError`.
+    fn run_inline(&mut self, py: Python<'_>) -> PyResult<Option<Duration>> {
         self.open(py)?;
-        let (Some(pool), Some(host)) = (self.pool.as_mut(), self.inline.as_mut()) else { return Ok(()) };
+        let (Some(pool), Some(host)) = (self.pool.as_mut(), self.inline.as_mut()) else { return Ok(None) };
         let host = host.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some((kind, slot, message)) = pool.inline_command() else { return Ok(()) };
+        let Some((kind, slot, message)) = pool.inline_command() else { return Ok(None) };
         let message = message.map(<[u8]>::to_vec);
         let started = Instant::now();
         let result = catch(|| match kind {
@@ -234,7 +235,9 @@ impl PyPool {
             }),
         })
         .map_err(|message| internal_error(py, message))?;
-        pool.complete_inline(result, started.elapsed()).map_err(|e| to_pyerr(py, e))
+        let busy = started.elapsed();
+        pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
+        Ok(Some(busy))
     }
 
     /// Runs the inline worker's pending command ([`PyPool::run_inline`]), then returns what is left
@@ -247,12 +250,10 @@ impl PyPool {
     /// `timeout` or longer: the call did not finish in time, whatever the processes did, as
     /// Gymnasium's `step_wait(timeout)` promises; the command stays pending, its inline share done.
     fn run_inline_within(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<f64>> {
-        let start = Instant::now();
-        let ran = self.pool.as_ref().is_some_and(|p| p.inline_command().is_some());
-        self.run_inline(py)?;
+        let ran = self.run_inline(py)?;
         let Some(t) = timeout else { return Ok(None) };
-        let left = t - start.elapsed().as_secs_f64();
-        if ran && left <= 0.0 {
+        let left = t - ran.unwrap_or_default().as_secs_f64();
+        if ran.is_some() && left <= 0.0 {
             let waiting_for = self.pool.as_ref().and_then(Pool::inline_worker).into_iter().collect();
             return Err(to_pyerr(py, PoolError::Timeout { seconds: t.max(0.0), waiting_for }));
         }

@@ -170,9 +170,13 @@ def test_a_timeout_shorter_than_the_inline_share_raises_and_the_step_stays_pendi
     np.testing.assert_array_equal(rewards, [1, 1, 1, 1])
 
 
+def _never_built():
+    raise AssertionError("an env was built for arguments that cannot work")
+
+
 def test_bad_inline_values_are_refused_before_anything_starts():
     with pytest.raises(TypeError, match="inline must be None, True or False"):
-        ringenv.AsyncVectorEnv([CounterEnv] * 2, inline="yes")
+        ringenv.AsyncVectorEnv([_never_built] * 2, inline="yes")
     with pytest.raises(ValueError, match=r"num_envs >= 3, got 2"):
         ringenv.AsyncVectorEnv([CounterEnv] * 2, num_workers=2, inline=True)
 

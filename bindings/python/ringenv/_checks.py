@@ -49,7 +49,7 @@ def check_seconds(name: str, value: Any, optional: bool = False) -> Optional[flo
 
 
 def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurrency: Any, startup_timeout: Any,
-                  max_restarts: Any, restart_window: Any, spin_us: Any) -> int:
+                  max_restarts: Any, restart_window: Any, spin_us: Any, inline: Any = None) -> int:
     """Checks the type and range of every count and duration before anything is built or
     allocated; returns ``num_envs`` as an ``int``.
 
@@ -72,6 +72,8 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
                         f"{spin_us!r}")
     if spin_us is not None and not (np.isfinite(spin_us) and spin_us >= 0):
         raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
+    if inline is not None and not isinstance(inline, (bool, np.bool_)):
+        raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
     return n
 
 

@@ -186,7 +186,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             raise ValueError("ringenv runs its own worker loop; a custom `worker` function cannot be used")
         # Counts and durations first: nothing is built or allocated for arguments that cannot work.
         self.num_envs = check_options(len(env_fns if _rust_envs is None else _rust_envs), num_workers, batch_size,
-                                      max_concurrency, startup_timeout, max_restarts, restart_window, spin_us)
+                                      max_concurrency, startup_timeout, max_restarts, restart_window, spin_us, inline)
         self.env_fns = env_fns
         self.shared_memory = shared_memory
         self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
@@ -219,8 +219,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
             raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
                              "DISABLED an env that ended could never be reset between batches")
-        if inline is not None and not isinstance(inline, (bool, np.bool_)):
-            raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
         if num_workers is not None:
             num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
         processes, use_inline = plan_workers(n, num_workers, None if inline is None else bool(inline), program.host,
