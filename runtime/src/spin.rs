@@ -59,6 +59,7 @@
 //! ```
 
 use crate::futex::{DefaultFutex, Futex};
+use crate::machine_load::LoadTracker;
 use crate::sync::{spin_loop, Instant};
 use crate::wakeup::Wakeup;
 use std::time::Duration;
@@ -243,13 +244,17 @@ pub struct Spinner {
     /// The moving average of this waiter's wake-up latencies (a producer's stamp to the woken
     /// waiter running), in nanoseconds.
     wake_ns: u64,
+    /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
+    /// [`SpinPolicy::AUTO`] with [`Probe::Pause`].
+    load: LoadTracker,
 }
 
 impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins (so
     /// its first wait spins the whole bound).
     pub fn new(settings: SpinSettings) -> Spinner {
-        let mut spinner = Spinner { settings, average_ns: 0, wake_ns: nanos(INITIAL_WAKE) };
+        let mut spinner =
+            Spinner { settings, average_ns: 0, wake_ns: nanos(INITIAL_WAKE), load: LoadTracker::for_this_process() };
         spinner.average_ns = spinner.edge_ns();
         spinner
     }
@@ -324,6 +329,20 @@ impl Spinner {
         Duration::from_nanos(self.wanted_ns())
     }
 
+    /// Whether the policy watches the machine's load: [`SpinPolicy::AUTO`] in a pool whose
+    /// processes fit the cores ([`Probe::Pause`]). A fixed bound is the user's to keep, and a pool
+    /// that outnumbers the cores already yields its core at every probe ([`Probe::Yield`]).
+    fn watches_load(&self) -> bool {
+        self.settings.policy.is_auto() && self.settings.probe == Probe::Pause
+    }
+
+    /// Whether the last waits found the machine running more tasks than cores, so that they slept
+    /// at once whatever the peer-ready times said (only under [`SpinPolicy::AUTO`] with
+    /// [`Probe::Pause`]; see [`crate::LoadTracker`]).
+    pub fn yields_to_load(&self) -> bool {
+        self.watches_load() && self.load.oversubscribed()
+    }
+
     /// Learns one peer-ready time: how long after the start of a wait the peer's publish came
     /// (or, for a wait that timed out, the whole wait).
     pub fn record(&mut self, ready_after: Duration) {
@@ -362,7 +381,10 @@ impl Spinner {
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
-        let budget = self.budget().min(timeout);
+        // Under AUTO, a machine with more runnable tasks than cores means the peer may be queued
+        // behind another process: sleep at once, freeing this core for it (machine_load.rs).
+        let crowded = self.watches_load() && self.load.check(monotonic_ns());
+        let budget = if crowded { Duration::ZERO } else { self.budget().min(timeout) };
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
@@ -595,6 +617,38 @@ mod tests {
         assert!(!s.wait(&w, || false, Duration::ZERO));
         assert_eq!(w.sleeps(), 0, "no time left: no sleep");
         assert_eq!(w.spins(), 0, "never a spin phase");
+    }
+
+    /// A machine with more runnable tasks than cores (a busy neighbour) makes an AUTO waiter of a
+    /// pool that fits the cores sleep at once; a fixed bound and a yielding pool keep spinning.
+    #[test]
+    fn a_crowded_machine_makes_auto_waiters_sleep_at_once() {
+        let crowded = |settings: SpinSettings| {
+            let mut s = Spinner::new(settings);
+            s.load = LoadTracker::settled(true);
+            s
+        };
+        let flag = std::sync::atomic::AtomicBool::new(true);
+        let ready = || flag.load(std::sync::atomic::Ordering::Acquire);
+        let cases = [
+            (SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause }, 0),
+            (SpinSettings { policy: SpinPolicy { spin: BOUND }, probe: Probe::Pause }, 1),
+            (SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield }, 1),
+        ];
+        for (settings, spins) in cases {
+            let mut s = crowded(settings);
+            let w = Wakeup::default();
+            assert!(s.wait(&w, ready, Duration::from_secs(1)));
+            assert_eq!(w.spins(), spins, "{settings:?}");
+            assert_eq!(s.yields_to_load(), spins == 0, "{settings:?}");
+        }
+        // The same AUTO waiter on a machine that fits spins as before.
+        let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause });
+        s.load = LoadTracker::settled(false);
+        let w = Wakeup::default();
+        assert!(s.wait(&w, ready, Duration::from_secs(1)));
+        assert_eq!(w.spins(), 1);
+        assert!(!s.yields_to_load());
     }
 
     #[test]

@@ -278,3 +278,30 @@ def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing):
             else:
                 o, _, te, tr, _ = refs[i].step(actions[k])
                 want[i], done[i] = o, te or tr
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_dict_observations_come_in_new_containers_each_step(closing, copy):
+    # The slots' Dict views are built once (ringenv._slots.Slots.obs_views); what a step returns
+    # must still be the caller's own dict: replacing a key, or (copy=True) writing into an array,
+    # changes nothing the next step returns. With copy=False the arrays are views of the segment.
+    space = spaces.Dict({"a": spaces.Box(-5.0, 5.0, (3,), np.float32),
+                         "b": spaces.Tuple((spaces.Discrete(4), spaces.MultiBinary(2)))})
+    fns = [functools.partial(SpaceEnv, space) for _ in range(4)]
+    env = closing(AsyncVectorEnv(fns, num_workers=2, copy=copy, deterministic=True))
+    ref = closing(gym.vector.SyncVectorEnv(fns))
+    obs, _ = env.reset(seed=5)
+    want, _ = ref.reset(seed=5)
+    assert_tree_identical(obs, want)
+    first = obs
+    first["a"] = "replaced by the caller"
+    if copy:
+        first["b"][1][:] = 7  # writing into a returned array
+    for t in range(3):  # past every slot of the pool
+        actions = np.array([(t + i) % 3 for i in range(4)])
+        obs, *_ = env.step(actions)
+        want, *_ = ref.step(actions)
+        assert obs is not first and obs["b"] is not first["b"]
+        assert_tree_identical(obs, want, what=f"step {t}")
+    assert all(leaf.flags.owndata is copy for leaf in (obs["a"], obs["b"][0], obs["b"][1])), \
+        "copy=False: views of shared memory; copy=True: arrays of the caller's own"

@@ -74,6 +74,11 @@ class Slots:
         else:
             self.env_obs = [None] * n
             self._obs_batch: Any = create_empty_array(single_observation_space, n=n, fn=np.zeros)
+        # Each slot's observation batch as Gymnasium reads it, built once where it is all views
+        # (array leaves; a Text leaf reads as new strings): the views never change.
+        self.obs_views: Optional[List[Any]] = (
+            [read_from_shared_memory(single_observation_space, mem, n=n) for mem in self.obs_mem]
+            if self.obs_mem is not None and _array_tree(single_observation_space) else None)
         # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
         self.obs_flat: Optional[List[np.ndarray]] = (
             [_layout.flat_view(single_observation_space, n, seg, pool.offset(s, "obs")) for s in slots]
@@ -184,6 +189,10 @@ class Slots:
             flat = self.obs_flat[slot]
             return flat.copy() if copy else flat
         space = self.single_observation_space
+        if self.obs_views is not None:  # an array tree
+            views = self.obs_views[slot]
+            # New dicts and tuples either way: a caller may change them.
+            return _gather(space, [(views, 0, self.num_envs)]) if copy else _containers(space, views)
         if self.obs_mem is not None:
             obs = read_from_shared_memory(space, self.obs_mem[slot], n=self.num_envs)
         else:
@@ -220,10 +229,10 @@ class Slots:
                 return flat[s][a:b].copy() if copy else flat[s][a:b]
             return np.concatenate([flat[s][a:b] for s, a, b in runs])
         space = self.single_observation_space
+        if self.obs_views is not None:  # Dict/Tuple of array leaves: one copy per leaf and run
+            return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
         if self.obs_mem is not None:
             full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
-            if _array_tree(space):  # Dict/Tuple of array leaves: one copy per leaf and run
-                return _gather(space, [(full[s], a, b) for s, a, b in runs])
             per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}
             items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
         else:
@@ -238,7 +247,7 @@ class Slots:
         device, self.device = self.device, None
         if device is not None:
             device.close()
-        self.obs_mem = self.obs_rows = self.obs_flat = self.action = None
+        self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
 
 
@@ -255,6 +264,15 @@ def _array_tree(space: spaces.Space) -> bool:
     if isinstance(space, spaces.Tuple):
         return all(_array_tree(s) for s in space.spaces)
     return False
+
+
+def _containers(space: spaces.Space, batch: Any) -> Any:
+    """``batch`` (a batch of ``space``) in new dicts and tuples holding the same arrays."""
+    if isinstance(space, spaces.Dict):
+        return {key: _containers(sub, batch[key]) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_containers(sub, batch[i]) for i, sub in enumerate(space.spaces))
+    return batch
 
 
 def _gather(space: spaces.Space, parts: List[Tuple[Any, int, int]]) -> Any:
