@@ -21,8 +21,6 @@
 //! Where `/proc/loadavg` cannot be read the machine counts as not oversubscribed (the spin policy
 //! then learns from peer-ready times alone, as it did before this check existed).
 
-use std::io::Read;
-
 /// The least time between two readings of `/proc/loadavg` by one waiter: 10 ms (a reading costs a
 /// few µs; a waiter waits thousands of times a second).
 pub const CHECK_EVERY_NS: u64 = 10_000_000;
@@ -110,6 +108,7 @@ pub fn runnable_tasks() -> Option<u32> {
     }
     #[cfg(not(loom))]
     {
+        use std::io::Read;
         let mut buf = [0u8; 128];
         let mut file = std::fs::File::open("/proc/loadavg").ok()?;
         let n = file.read(&mut buf).ok()?;
