@@ -7,7 +7,9 @@
 //! is on a CPU, but when the machine's runnable tasks are no more than its cores, every one of
 //! them is. So a waiter reads the kernel's count of runnable tasks (the fourth field of
 //! `/proc/loadavg`, `running/total`; `running` counts the reader itself) at most once every
-//! [`CHECK_EVERY_NS`], and keeps a moving average of "more runnable tasks than cores" over its
+//! [`CHECK_EVERY_NS`], only in a wait whose peer is not ready at a first look (then the waiter and
+//! the peer it waits for both count as runnable, so the verdict does not depend on whether the
+//! pool's own processes slept), and keeps a moving average of "more runnable tasks than cores" over its
 //! samples ([`LoadTracker`]). While that average says *oversubscribed*, a pool whose own
 //! processes fit the cores ([`crate::Probe::Pause`]) sleeps at once under
 //! [`crate::SpinPolicy::AUTO`] ([`crate::Spinner`]): another process (a busy neighbour, another

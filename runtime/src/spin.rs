@@ -382,8 +382,10 @@ impl Spinner {
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
         // Under AUTO, a machine with more runnable tasks than cores means the peer may be queued
-        // behind another process: sleep at once, freeing this core for it (machine_load.rs).
-        let crowded = self.watches_load() && self.load.check(monotonic_ns());
+        // behind another process: sleep at once, freeing this core for it (machine_load.rs). The
+        // count is read only while the peer is still at work (not ready at a first look), when
+        // this waiter and its peer both count as runnable whether or not they slept before.
+        let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
         let budget = if crowded { Duration::ZERO } else { self.budget().min(timeout) };
         if budget > Duration::ZERO {
             wakeup.count_spin();
@@ -628,8 +630,12 @@ mod tests {
             s.load = LoadTracker::settled(true);
             s
         };
-        let flag = std::sync::atomic::AtomicBool::new(true);
-        let ready = || flag.load(std::sync::atomic::Ordering::Acquire);
+        // Not ready at the first look (the peer still at work: when the load is read), then ready.
+        let looks = std::cell::Cell::new(0u32);
+        let ready = || {
+            looks.set(looks.get() + 1);
+            looks.get() > 1
+        };
         let cases = [
             (SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause }, 0),
             (SpinSettings { policy: SpinPolicy { spin: BOUND }, probe: Probe::Pause }, 1),
@@ -638,6 +644,7 @@ mod tests {
         for (settings, spins) in cases {
             let mut s = crowded(settings);
             let w = Wakeup::default();
+            looks.set(0);
             assert!(s.wait(&w, ready, Duration::from_secs(1)));
             assert_eq!(w.spins(), spins, "{settings:?}");
             assert_eq!(s.yields_to_load(), spins == 0, "{settings:?}");
@@ -646,6 +653,7 @@ mod tests {
         let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause });
         s.load = LoadTracker::settled(false);
         let w = Wakeup::default();
+        looks.set(0);
         assert!(s.wait(&w, ready, Duration::from_secs(1)));
         assert_eq!(w.spins(), 1);
         assert!(!s.yields_to_load());
