@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: the same set-up as the demo, then the Rust tests (unit, cross-process,
-# pool integration, doctests), the wheel's smoke test under each CPython from 3.10 to 3.13, and the
-# Python tests.
+# pool integration, doctests), the wheel's smoke test under each CPython from 3.10 to 3.13, an RLlib
+# smoke run (scripts/rllib_smoke.sh), and the Python tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -23,5 +23,7 @@ echo "== soak (short; scripts/soak.py --steps 10000000 for the full run)"
 "${RINGENV_VENV:-.venv}/bin/python" scripts/soak.py --steps 200000
 echo "== one wheel: the abi3 wheel that setup built, installed and smoke-tested under CPython 3.10 to 3.13"
 scripts/wheel_smoke.sh
+echo "== RLlib: one PPO iteration on ringenv pools (vector_entry_point), under RLlib's own Gymnasium in a throwaway venv"
+scripts/rllib_smoke.sh
 echo "== pytest"
 "${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q -rs

@@ -29,7 +29,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 import ringenv  # noqa: E402
 import ringenv.ray  # noqa: E402
 from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, WalkEnv, broken_env  # noqa: E402
-from ringenv.errors import ActorDiedError  # noqa: E402
+import ringenv.ray._device  # noqa: E402
+from ringenv._staging import parse_device  # noqa: E402
+from ringenv.errors import ActorDiedError, CudaUnavailableError  # noqa: E402
 from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -310,6 +312,48 @@ def test_actor_killed_mid_step_is_restarted(cluster):
         envs.close()
 
 
+@pytest.mark.parametrize("max_restarts", [0, 1])
+def test_actor_restarts_used_up_raise_typed_error(cluster, max_restarts):
+    """``on_actor_failure="restart"`` with ``max_actor_restarts=N``: the first N deaths of actor 0
+    are survived (its envs reset, reported truncated); death N + 1, more than Ray grants, ends
+    the step in ActorDiedError naming the actor, its node and its env ids, within the caller's
+    timeout (never a hang), and the vector env is closed; close() again leaves no actor or worker
+    process behind."""
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, on_actor_failure="restart",
+                                max_actor_restarts=max_restarts)
+    handles = list(envs._actors)
+    try:
+        envs.reset(seed=0)
+        processes = pool_processes(envs)
+        for restart in range(max_restarts):
+            old_pid = envs.actor_info[0]["pid"]
+            _kill_actor_mid_step(envs, 0)
+            with pytest.warns(UserWarning, match="restarted"):
+                tr = envs.step_wait(timeout=60)[3]
+            assert tr.tolist() == [True, True, False, False], f"restart {restart}"
+            assert envs.actor_info[0]["pid"] != old_pid
+            processes |= pool_processes(envs)  # the new actor and its worker
+        info = dict(envs.actor_info[0])
+        _kill_actor_mid_step(envs, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "died and is restarted": Ray is asked, and refuses
+            with pytest.raises(ActorDiedError) as caught:
+                envs.step_wait(timeout=60)
+        e = caught.value
+        assert (e.worker, e.env_ids, e.pid, e.actor_id, e.node_id, e.node_ip) == (
+            0, (0, 2), info["pid"], info["actor_id"], info["node_id"], info["node_ip"])
+        assert "could not be restarted" in str(e) and "envs 0..1" in str(e) and info["node_id"][:12] in str(e)
+        assert envs.closed
+        with pytest.raises(gym.error.ClosedEnvironmentError):
+            envs.step(np.zeros(4, np.int64))
+    finally:
+        envs.close()
+    assert not wait_pids_gone(processes, GONE_S)  # both actors (each incarnation) and their workers
+    for handle in handles:  # dead in Ray's view, not waiting for a restart
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(handle.describe.remote(), timeout=GONE_S)
+
+
 def test_actor_killed_with_async_batches_is_restarted(cluster):
     """Asynchronous batches under ``"restart"``: actor 0 is killed while its two blocks are in
     flight (one blocked in a step). Each of its envs is reported reset (truncated, with
@@ -363,12 +407,225 @@ def test_close_leaves_no_actor_or_worker(cluster):
 def test_bad_arguments_are_refused_before_actors_start(cluster):
     with pytest.raises(ValueError, match="multiple of the envs per block"):
         ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=3)
-    with pytest.raises(ValueError, match="device"):
-        ringenv.ray.make_vec("CartPole-v1", 4, vector_kwargs={"device": "cuda"})
     with pytest.raises(ValueError, match="on_actor_failure"):
         ringenv.ray.make_vec("CartPole-v1", 4, on_actor_failure="ignore")
     with pytest.raises(gym.error.Error):
         ringenv.ray.make_vec("NoSuchEnv-v0", 4)
+
+
+# -- device: the argument checked before any actor starts; the pinned path with a stand-in staging
+# (any machine) and with a GPU (where there is one) ---------------------------------------------
+
+
+def _cuda_usable() -> bool:
+    try:
+        parse_device("cuda")
+    except CudaUnavailableError:
+        return False
+    return True
+
+
+@pytest.fixture
+def no_actor_may_start(monkeypatch):
+    """Makes creating the Ray vector env (where its actors start) fail the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("an actor was about to start although the arguments were refused")
+
+    monkeypatch.setattr(ringenv.ray, "RayVectorEnv", refuse)
+
+
+@pytest.mark.parametrize("device, error, match", [
+    ("tpu", ValueError, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+    ("cuda:x", ValueError, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+    (0, TypeError, "device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got int 0"),
+])
+def test_bad_device_is_refused_before_any_actor_starts(cluster, no_actor_may_start, device, error, match):
+    with pytest.raises(error, match=match):
+        ringenv.ray.make_vec("CartPole-v1", 4, vector_kwargs={"device": device})
+
+
+def test_cuda_without_a_gpu_is_refused_before_any_actor_starts(cluster, no_actor_may_start):
+    if _cuda_usable():
+        pytest.skip("a CUDA device is usable here: the refusal cannot occur (the GPU test below runs instead)")
+    for device in ("cuda", "cuda:0"):
+        with pytest.raises(CudaUnavailableError, match=f"device={device!r}: ") as caught:
+            ringenv.ray.make_vec(walk_fns(4), vector_kwargs={"device": device})
+        assert caught.value.reason in {"no_driver", "no_torch", "torch_without_cuda", "no_device"}
+
+
+def test_device_cpu_is_numpy_and_torch_actions_are_accepted(cluster):
+    """``device="cpu"``: NumPy results as without it; torch CPU tensors as actions (``step`` and
+    ``send``) give the results NumPy actions give."""
+    torch = pytest.importorskip("torch", reason="torch is part of the test set-up (pip install .[test])")
+    ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, vector_kwargs={"device": "cpu"})
+    local = ringenv.make_vec("CartPole-v1", 8, vector_kwargs={"num_workers": 2})
+    try:
+        assert ours.device is None
+        assert_tree_identical(ours.reset(seed=2)[0], local.reset(seed=2)[0], "reset obs")
+        for t in range(30):
+            actions = np.array([(t + i) % 2 for i in range(8)])
+            got = ours.step(torch.from_numpy(actions))
+            assert isinstance(got[0], np.ndarray)
+            assert_step_identical(got, local.step(actions), f"step {t}")
+    finally:
+        ours.close()
+        local.close()
+
+
+class StandInStaging:
+    """:class:`ringenv._staging.GpuStaging`'s interface on the host, for machines without a GPU:
+    ``stage`` returns CPU tensors copied from the host arrays, and every call is logged."""
+
+    made = []
+
+    def __init__(self, device, host_arrays_per_slot, segment):
+        self.device, self.host, self.segment = device, host_arrays_per_slot, segment
+        self.log, self.closed = [], False
+        StandInStaging.made.append(self)
+
+    def before_reuse(self, slot):
+        self.log.append(("reuse", slot))
+
+    def stage(self, slot, rows):
+        import torch
+
+        assert not self.closed
+        self.log.append(("stage", slot, rows.start, rows.stop))
+        return [torch.from_numpy(a[rows].copy()) for a in self.host[slot]]
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def stand_in_cuda(monkeypatch):
+    """``device="cuda"`` accepted and staged by :class:`StandInStaging` (results: CPU tensors)."""
+    pytest.importorskip("torch", reason="torch is part of the test set-up (pip install .[test])")
+    monkeypatch.setattr(ringenv.ray, "parse_device", lambda d: "stand-in" if d == "cuda" else parse_device(d))
+    monkeypatch.setattr(ringenv.ray._device, "GpuStaging", StandInStaging)
+    StandInStaging.made = []
+    return StandInStaging.made
+
+
+def _pinned_layout_ok(staging, num_envs):
+    """The staged arrays: in the one page-aligned buffer, each slot's four columns apart."""
+    import mmap
+
+    base = np.frombuffer(staging.segment, np.uint8).ctypes.data
+    assert base % mmap.PAGESIZE == 0
+    spans = []
+    for arrays in staging.host:
+        assert [a.shape[0] for a in arrays] == [num_envs] * 4
+        assert [a.dtype for a in arrays[1:]] == [np.float64, np.bool_, np.bool_]
+        for a in arrays:
+            assert a.flags.c_contiguous and np.shares_memory(a, np.frombuffer(staging.segment, np.uint8))
+            spans.append((a.ctypes.data - base, a.ctypes.data - base + a.nbytes))
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "pinned arrays overlap"
+
+
+def test_device_path_with_a_stand_in_staging(cluster, stand_in_cuda):
+    """The driver's side of ``device="cuda"`` on any machine: each batch is assembled in the
+    pinned buffer's slots in turn (each slot waited for before it is rewritten), staged whole
+    (``step``) or ``batch_size`` rows (``recv``), and returned as tensors equal to a local pool's
+    results; torch tensor actions are accepted; close releases the staging."""
+    import torch
+
+    ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, vector_kwargs={"device": "cuda"})
+    local = ringenv.make_vec("CartPole-v1", 8, vector_kwargs={"num_workers": 2})
+    try:
+        (staging,) = stand_in_cuda
+        assert ours.device == "stand-in"
+        _pinned_layout_ok(staging, 8)
+        assert staging.host[0][0].dtype == np.float32 and staging.host[0][0].shape == (8, 4)
+        obs, _ = ours.reset(seed=4)
+        assert isinstance(obs, torch.Tensor)
+        assert np.array_equal(obs.numpy(), local.reset(seed=4)[0])
+        for t in range(20):
+            actions = np.array([(t * 3 + i) // 2 % 2 for i in range(8)])
+            got = ours.step(torch.from_numpy(actions))
+            want = local.step(actions)
+            assert all(isinstance(x, torch.Tensor) for x in got[:4])
+            assert got[1].dtype == torch.float64 and got[2].dtype == torch.bool
+            for x, y in zip(got[:4], want[:4]):
+                assert np.array_equal(x.numpy(), y), f"step {t}"
+        assert staging.log[:4] == [("reuse", 0), ("stage", 0, 0, 8), ("reuse", 1), ("stage", 1, 0, 8)]
+        assert staging.log[4:6] == [("reuse", 0), ("stage", 0, 0, 8)]  # slots in turn, each waited for first
+    finally:
+        ours.close()
+        local.close()
+    assert staging.closed
+
+    envs = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=4, vector_kwargs={"device": "cuda"})
+    try:
+        staging = stand_in_cuda[-1]
+        envs.async_reset(seed=0)
+        for _ in range(6):
+            obs, rewards, _, _, infos = envs.recv(timeout=60)
+            assert isinstance(obs, torch.Tensor) and obs.shape == (4, 4) and rewards.shape == (4,)
+            envs.send(torch.zeros(4, dtype=torch.int64), infos["env_id"])
+        assert {entry[2:] for entry in staging.log if entry[0] == "stage"} == {(0, 4)}
+    finally:
+        envs.close()
+
+
+def test_device_with_a_dict_space_is_refused_and_stops_the_actors(cluster, stand_in_cuda, monkeypatch):
+    """The observation space is known once the actors described it: a Dict space with a CUDA
+    device is a ValueError then, and the actors already started are stopped."""
+    stopped = []
+    kill_all = ringenv.ray.vector.RayVectorEnv._kill_all
+
+    def spy(self):
+        stopped.extend(getattr(self, "_actors", []))
+        kill_all(self)
+
+    monkeypatch.setattr(ringenv.ray.vector.RayVectorEnv, "_kill_all", spy)
+    with pytest.raises(ValueError, match="single-array observation space"):
+        ringenv.ray.make_vec(walk_fns(2), num_actors=1, vector_kwargs={"device": "cuda"})
+    assert not stand_in_cuda  # refused before any staging
+    assert len(stopped) == 1
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(stopped[0].describe.remote(), timeout=GONE_S)
+
+
+def test_cuda_results_equal_the_host_results(cluster, cuda):
+    """On a GPU (skipped elsewhere, printing why): results are tensors on the device, equal to a
+    ``device="cpu"`` Ray vector env's, with CUDA tensor actions, for ``step`` and ``recv``."""
+    import torch
+
+    ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, vector_kwargs={"device": "cuda"})
+    ref = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)
+    try:
+        assert ours._gpu.staging.pin_mode in ("registered", "staging_buffer")
+        obs, _ = ours.reset(seed=1)
+        assert obs.device == cuda and obs.dtype == torch.float32
+        assert np.array_equal(obs.cpu().numpy(), ref.reset(seed=1)[0])
+        for t in range(40):
+            actions = torch.tensor([(t + i) // 3 % 2 for i in range(8)], device=cuda)
+            got, want = ours.step(actions), ref.step(actions.cpu().numpy())
+            assert got[1].dtype == torch.float64 and got[2].dtype == torch.bool
+            for x, y in zip(got[:4], want[:4]):
+                assert x.device == cuda and np.array_equal(x.cpu().numpy(), y), f"step {t}"
+    finally:
+        ours.close()
+        ref.close()
+
+    def run(device):
+        envs = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=4, deterministic=True,
+                                    vector_kwargs={"device": device})
+        try:
+            envs.async_reset(seed=0)
+            out = []
+            for t in range(10):
+                obs, rewards, terminated, truncated, infos = envs.recv(timeout=60)
+                host = [x.cpu().numpy() if device else x for x in (obs, rewards, terminated, truncated)]
+                out.append([infos["env_id"].tolist()] + [h.tolist() for h in host])
+                envs.send(np.full(4, t % 2), infos["env_id"])
+            return out
+        finally:
+            envs.close()
+
+    assert run("cuda") == run(None)
 
 
 def test_errors_of_factories_and_envs_reach_the_caller_as_themselves(cluster):

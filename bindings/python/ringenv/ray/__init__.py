@@ -29,6 +29,7 @@ from ringenv.errors import ActorDiedError
 from ringenv.ray._build import EnvFnsRecipe, id_recipe
 from ringenv.ray.vector import RESTARTED, RayVectorEnv
 from ringenv._checks import check_count, check_seconds
+from ringenv._staging import parse_device
 
 __all__ = ["make_vec", "RayVectorEnv", "ActorDiedError", "RESTARTED"]
 
@@ -70,7 +71,12 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         vector_kwargs: options of each actor's :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``on_worker_failure``, ``startup_timeout``, ``autoreset_mode``, ``spin_us``, ...).
             ``vector_infos`` applies to the whole vector env; ``copy`` is ignored (results are
-            always new arrays); ``device`` must be ``None`` or ``"cpu"``.
+            always new arrays). ``device``: ``None`` or ``"cpu"`` (NumPy arrays), or ``"cuda"``,
+            ``"cuda:N"``, a ``torch.device``: observations, rewards (``float64``), terminations
+            and truncations come back as torch tensors on that GPU, assembled in page-locked
+            host memory in the driver and copied asynchronously on the caller's current stream
+            (docs/RAY.md); it needs a single-array observation space (Box, Discrete,
+            MultiDiscrete, MultiBinary). Actions may be torch tensors (CPU or CUDA) either way.
         batch_size: envs per :meth:`~RayVectorEnv.recv` (default ``num_envs``); below it, a
             multiple of the block size ``num_envs / (num_actors * blocks_per_actor)``.
         deterministic: :meth:`~RayVectorEnv.recv` returns blocks in the order they were sent.
@@ -83,8 +89,12 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         wrappers, prefer_builtin, worker, kwargs: as :func:`ringenv.make_vec` (for an id).
 
     Raises:
-        TypeError, ValueError: a bad count, option or combination (named), before any actor
-            starts; ``gymnasium.error.Error`` for an unknown id.
+        TypeError, ValueError: a bad count, option, device or combination (named), before any
+            actor starts (an observation space ``device`` cannot stage: ``ValueError`` once the
+            actors described it, which are then stopped); ``gymnasium.error.Error`` for an
+            unknown id.
+        ringenv.errors.CudaUnavailableError: a CUDA device was asked for and cannot be used (its
+            ``reason`` says why), before any actor starts.
         multiprocessing.TimeoutError: the actors did not start within ``startup_timeout``.
         ringenv.errors.WorkerStartupError: a factory raised in an actor.
     """
@@ -94,9 +104,7 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         if name in vector_kwargs:
             raise ValueError(f"vector_kwargs[{name!r}]: pass {name} to ringenv.ray.make_vec itself")
     device = vector_kwargs.pop("device", None)
-    if device not in (None, "cpu"):
-        raise ValueError(f"device={device!r}: ringenv.ray returns NumPy arrays on the host; move them to the GPU "
-                         "with torch (docs/RAY.md)")
+    torch_device = parse_device(device)  # before any actor starts: a bad device touches nothing
     vector_kwargs.pop("copy", None)
     vector_infos = bool(vector_kwargs.pop("vector_infos", True))
     startup_timeout = check_seconds("startup_timeout", vector_kwargs.get("startup_timeout", 60.0))
@@ -150,4 +158,5 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
     return RayVectorEnv(recipe, num_envs, num_actors=num_actors, blocks_per_actor=blocks_per_actor,
                         batch_size=batch_size, vector_kwargs=vector_kwargs, actor_options=actor_options,
                         on_actor_failure=on_actor_failure, max_actor_restarts=max_actor_restarts,
-                        deterministic=deterministic, vector_infos=vector_infos, startup_timeout=startup_timeout)
+                        deterministic=deterministic, vector_infos=vector_infos, startup_timeout=startup_timeout,
+                        device=torch_device)

@@ -23,9 +23,11 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ringenv._infos import add_infos
+from ringenv._staging import host_actions
 from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
 from ringenv.ray._actor import PoolActor
 from ringenv.ray._batches import BlockBatchesMixin, take
+from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.vector import AsyncState
 
 __all__ = ["RayVectorEnv"]
@@ -56,13 +58,6 @@ def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
     return cause
 
 
-def _host(actions: Any) -> Any:
-    """Actions as NumPy (a torch tensor is moved to the host)."""
-    if hasattr(actions, "detach") and hasattr(actions, "cpu"):
-        return actions.detach().cpu().numpy()
-    return actions
-
-
 class RayVectorEnv(BlockBatchesMixin, VectorEnv):
     """A vector env of ``num_envs`` sub-envs stepped in Ray actors. Made by
     :func:`ringenv.ray.make_vec`, whose docstring gives the arguments.
@@ -71,13 +66,15 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         num_envs, num_actors, blocks_per_actor, batch_size, deterministic: as made.
         actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids``
             (``[start, stop)``), ``num_workers`` (per block) and ``actor_id``.
+        device: ``None`` (NumPy results) or the ``torch.device`` results are staged to.
     """
 
     def __init__(self, recipe: Callable[[int, int, Dict[str, Any], int], Callable[[], Any]], num_envs: int, *,
                  num_actors: int, blocks_per_actor: int, batch_size: int, vector_kwargs: Dict[str, Any],
                  actor_options: Dict[str, Any], on_actor_failure: str, max_actor_restarts: int,
-                 deterministic: bool, vector_infos: bool, startup_timeout: float):
+                 deterministic: bool, vector_infos: bool, startup_timeout: float, device: Any = None):
         self.closed = True
+        self._gpu: Optional[PinnedBatches] = None
         self.num_envs, self.num_actors, self.blocks_per_actor = num_envs, num_actors, blocks_per_actor
         self.batch_size, self.deterministic = batch_size, deterministic
         self._restart = on_actor_failure == "restart"
@@ -116,6 +113,14 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             self._describe(k, d)
         self._incarnations = [d["incarnation"] for d in described]
         first = described[0]
+        if device is not None:
+            try:
+                check_space(first["single_observation_space"], device)
+                self._gpu = PinnedBatches(device, first["single_observation_space"], num_envs)
+            except BaseException:
+                self._kill_all()
+                raise
+        self.device = device
         self.single_observation_space = first["single_observation_space"]
         self.single_action_space = first["single_action_space"]
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -162,6 +167,10 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         return error
 
     def _kill_all(self) -> None:
+        """Kills every actor (no restart) and releases the GPU staging, if any."""
+        gpu, self._gpu = getattr(self, "_gpu", None), None
+        if gpu is not None:
+            gpu.close()
         actors, self._actors = getattr(self, "_actors", []), []
         for a in actors:
             try:
@@ -384,10 +393,13 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         parts = [by_block[b] for b in blocks]
         for b, p in zip(blocks, parts):
             self._last_obs[b] = p[0]
-        obs = _concat(self.single_observation_space, [p[0] for p in parts])
-        rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
-        terminated = np.concatenate([p[2] for p in parts])
-        truncated = np.concatenate([p[3] for p in parts])
+        if self._gpu is not None:  # concatenated straight into pinned memory, staged to the GPU
+            obs, rewards, terminated, truncated = self._gpu.assemble(*([p[c] for p in parts] for c in range(4)))
+        else:
+            obs = _concat(self.single_observation_space, [p[0] for p in parts])
+            rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
+            terminated = np.concatenate([p[2] for p in parts])
+            truncated = np.concatenate([p[3] for p in parts])
         raw: Dict[int, Dict[str, Any]] = {}
         for p in parts:
             raw.update(p[4])
@@ -417,7 +429,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         return self.reset_wait()
 
     def _check_batch(self, actions: Any, count: int) -> Any:
-        actions = _host(actions)
+        actions = host_actions(actions, self._gpu)  # torch tensors (CPU, or CUDA on our device) as NumPy
         if isinstance(self.single_action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
                                                  spaces.MultiBinary)):
             actions = np.asarray(actions)
@@ -455,7 +467,8 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             ``(observations, rewards, terminations, truncations, infos)`` as
             :class:`ringenv.AsyncVectorEnv` returns them (observations batched as
             ``observation_space``, new arrays the caller owns; rewards ``float64``, terminations
-            and truncations ``bool``, each of shape ``(num_envs,)``). Envs of an actor restarted
+            and truncations ``bool``, each of shape ``(num_envs,)``; with a CUDA ``device``,
+            torch tensors on it of those dtypes and shapes). Envs of an actor restarted
             under ``on_actor_failure="restart"`` come back reset and truncated, with
             ``infos["actor_restarted"]``.
 

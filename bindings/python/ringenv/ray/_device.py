@@ -1,0 +1,112 @@
+"""``device="cuda"`` for ``ringenv.ray``: the driver's batches staged to a GPU through ringenv's
+pinned path (:class:`ringenv._staging.GpuStaging`, docs/GPU.md).
+
+A local pool's batches already lie in memory the staging can page-lock (its segment). A Ray
+vector env's batches do not: they arrive block by block from Ray's object store. So the driver
+owns one page-aligned host buffer (an anonymous ``mmap``) holding, for each of two slots used in
+turn, the batch arrays of the whole vector env (observations ``(num_envs, *obs_shape)``, rewards
+``float64``, terminated and truncated ``bool``, each ``(num_envs,)``), and hands it to
+:class:`~ringenv._staging.GpuStaging` as its "segment": the staging page-locks it once
+(``cuMemHostRegister``, or a pinned mirror where the driver refuses) and does the rest as for a
+local pool.
+
+For each batch, :meth:`PinnedBatches.assemble` waits for the slot's last copy (its event; two
+batches ago, so long done), concatenates the blocks' arrays straight into that slot's pinned
+arrays (the one host copy a CPU batch makes too), enqueues the host-to-device copies on the
+caller's current stream (the slot's event recorded after them) and returns tensors on the device
+without waiting for the GPU. Actions as torch tensors go through :func:`ringenv._staging.host_actions`
+with this object, as in a local vector env.
+
+PyTorch is imported only here, when a CUDA device was asked for.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+
+import numpy as np
+from gymnasium import spaces
+
+from ringenv._staging import DeviceBatches, GpuStaging
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["PinnedBatches", "check_space"]
+
+#: Slots of the pinned buffer, used in turn (a slot is rewritten two batches after its copy).
+SLOTS = 2
+_ALIGN = 64  # each array starts on a cache line
+
+
+def check_space(space: spaces.Space, device: Any) -> None:
+    """Raises ``ValueError`` unless ``space`` is one array per env (Box, Discrete, MultiDiscrete,
+    MultiBinary), as a local vector env's ``device`` needs."""
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        raise ValueError(f"device={device!r} needs a single-array observation space (Box, Discrete, "
+                         f"MultiDiscrete, MultiBinary), got {space}; use device='cpu'")
+
+
+class PinnedBatches(DeviceBatches):
+    """Batches of ``num_envs`` envs of ``single_observation_space`` assembled in page-locked host
+    memory and staged to ``device``.
+
+    Args:
+        device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
+        single_observation_space: a single-array space (see :func:`check_space`).
+        num_envs: rows of the largest batch.
+
+    Attributes:
+        staging: the :class:`~ringenv._staging.GpuStaging` over the buffer (``pin_mode`` says
+            whether the buffer itself is page-locked or copied through a pinned mirror).
+
+    Raises:
+        ValueError: an observation space that is not a single array.
+        CudaUnavailableError, CudaError: as :class:`~ringenv._staging.GpuStaging`.
+    """
+
+    def __init__(self, device: "torch.device", single_observation_space: spaces.Space, num_envs: int):
+        check_space(single_observation_space, device)
+        space = single_observation_space
+        obs_dtype = np.dtype(space.dtype if space.dtype is not None else np.int64)
+        columns = [((num_envs, *(space.shape or ())), obs_dtype), ((num_envs,), np.dtype(np.float64)),
+                   ((num_envs,), np.dtype(np.bool_)), ((num_envs,), np.dtype(np.bool_))]
+        offsets, size = [], 0
+        for _ in range(SLOTS):
+            for shape, dtype in columns:
+                offsets.append(size)
+                size += -(-int(np.prod(shape)) * dtype.itemsize // _ALIGN) * _ALIGN
+        # Anonymous and page-aligned (cuMemHostRegister pins whole pages); one range for all slots.
+        self._buffer = mmap.mmap(-1, max(size, mmap.PAGESIZE))
+        whole = np.frombuffer(self._buffer, np.uint8)
+        self.host: List[List[np.ndarray]] = [
+            [whole[o:o + int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
+             for o, (shape, dtype) in zip(offsets[s * len(columns):], columns)] for s in range(SLOTS)]
+        self.device = device
+        self.staging = GpuStaging(device, self.host, self._buffer)
+        self._turn = 0
+
+    def assemble(self, obs: Sequence[np.ndarray], rewards: Sequence[np.ndarray], terminated: Sequence[np.ndarray],
+                 truncated: Sequence[np.ndarray]) -> Tuple[Any, Any, Any, Any]:
+        """The blocks' results (one array per block and column, in env order) as one batch of
+        tensors on the device: observations of the space's dtype and shape ``(rows, ...)``,
+        rewards ``float64``, the flags ``bool``, each the caller's own (cloned on the device, on
+        the same stream). The copies are enqueued on the caller's current stream; nothing waits
+        for them.
+
+        Raises:
+            CudaError: a driver call failed.
+        """
+        slot, self._turn = self._turn, (self._turn + 1) % SLOTS
+        self.staging.before_reuse(slot)  # the copy that last read this slot (two batches ago) is done
+        rows = sum(len(o) for o in obs)
+        for dest, parts in zip(self.host[slot], (obs, rewards, terminated, truncated)):
+            np.concatenate(parts, axis=0, out=dest[:rows], casting="same_kind")
+        staged = self.staging.stage(slot, slice(0, rows))
+        # Clones: a Ray vector env's results are always new, and the staging's tensors are reused.
+        return tuple(t.clone() for t in staged)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Waits for the copies in flight, unpins the buffer; tensors returned stay valid."""
+        self.staging.close()
