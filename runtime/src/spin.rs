@@ -37,6 +37,11 @@
 //! peer's work is below ~2.5 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
 //! `spin` given) keeps the bound as given.
 //!
+//! **Not on a crowded machine.** Under AUTO a [`Probe::Pause`] waiter also watches whether the
+//! machine runs more tasks than cores ([`crate::LoadTracker`]); while it does, it sleeps at once
+//! whatever the peer-ready times said: its peer may be queued behind another process, and a
+//! sleeping waiter frees its core for it.
+//!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
 //! between every two looks when the pool's processes (its workers and the main process)
