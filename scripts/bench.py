@@ -444,14 +444,21 @@ def header(machine_line: str) -> list:
 
 
 def write(output: str, lines: list) -> int:
-    """Writes ``lines`` to ``output``, keeping the grid section (``benches/grid.py``'s) that the
-    file already holds."""
+    """Writes ``lines`` to ``output``, keeping the sections of ``benches/grid.py`` and
+    ``benches/ray_scaling.py`` that the file already holds (each between its markers)."""
     import grid
+    import ray_scaling
 
     path = Path(output)
-    kept = grid.extract_section(path.read_text()) if path.exists() else None
+    old = path.read_text() if path.exists() else ""
+    kept = grid.extract_section(old) if old else None
     text = "\n".join(lines)
-    path.write_text(grid.replace_section(text, kept) if kept else text)
+    text = grid.replace_section(text, kept) if kept else text
+    if ray_scaling.BEGIN in old and ray_scaling.END in old:
+        ray_lines = (ray_scaling.BEGIN + old.split(ray_scaling.BEGIN, 1)[1].split(ray_scaling.END, 1)[0]
+                     + ray_scaling.END).split("\n")
+        text = ray_scaling.replace_section(text, ray_lines)
+    path.write_text(text)
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
