@@ -58,7 +58,7 @@ pub use layout::{
     ArraySpec, Layout, LayoutError, SlotOffsets, ARRAY_ALIGN, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA, HEADER_REGION,
     MAX_LEAVES, MAX_NDIM,
 };
-pub use machine_load::{parse_running, runnable_tasks, LoadTracker, CHECK_EVERY_NS};
+pub use machine_load::LoadTracker;
 pub use memory::{HeapMemory, Memory};
 pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
 pub use monitor::{

@@ -25,7 +25,7 @@
 
 /// The least time between two readings of `/proc/loadavg` by one waiter: 10 ms (a reading costs a
 /// few µs; a waiter waits thousands of times a second).
-pub const CHECK_EVERY_NS: u64 = 10_000_000;
+pub(crate) const CHECK_EVERY_NS: u64 = 10_000_000;
 
 /// Weight of a new sample in [`LoadTracker`]'s average: 1/4, so four samples in a row (40 ms)
 /// turn it.
@@ -38,7 +38,7 @@ const ENTER: u32 = ONE * 5 / 8;
 const LEAVE: u32 = ONE * 3 / 8;
 
 /// A moving verdict on whether the machine runs more tasks than cores, from samples of the
-/// runnable-task count. Pure arithmetic; the readings come from [`runnable_tasks`].
+/// runnable-task count. Pure arithmetic; the readings come from `/proc/loadavg` (`runnable_tasks`).
 #[derive(Clone, Debug)]
 pub struct LoadTracker {
     cores: u32,
@@ -89,7 +89,7 @@ impl LoadTracker {
         self.oversubscribed
     }
 
-    /// [`LoadTracker::oversubscribed`], first reading the count again when [`CHECK_EVERY_NS`]
+    /// [`LoadTracker::oversubscribed`], first reading the count again when 10 ms (`CHECK_EVERY_NS`)
     /// passed since the last reading (`now_ns`: `CLOCK_MONOTONIC` nanoseconds).
     pub fn check(&mut self, now_ns: u64) -> bool {
         if now_ns >= self.next_check_ns {
@@ -103,7 +103,7 @@ impl LoadTracker {
 /// The machine's runnable tasks now, the caller included: the `running` of `/proc/loadavg`'s
 /// fourth field (`running/total`; proc(5)). `None` where it cannot be read or parsed (not Linux,
 /// no `/proc`, and always under loom, whose models have no machine).
-pub fn runnable_tasks() -> Option<u32> {
+pub(crate) fn runnable_tasks() -> Option<u32> {
     #[cfg(loom)]
     {
         None
@@ -119,7 +119,8 @@ pub fn runnable_tasks() -> Option<u32> {
 }
 
 /// `running` from the text of `/proc/loadavg` (`"0.52 0.58 0.59 3/467 12345\n"`).
-pub fn parse_running(text: &[u8]) -> Option<u32> {
+#[cfg_attr(loom, allow(dead_code))] // read only where /proc is (not in loom models)
+pub(crate) fn parse_running(text: &[u8]) -> Option<u32> {
     let text = std::str::from_utf8(text).ok()?;
     let field = text.split_ascii_whitespace().nth(3)?;
     let (running, _total) = field.split_once('/')?;

@@ -355,18 +355,24 @@ def test_tune_inline_auto_measures_both_where_a_core_is_left_for_the_main_proces
     assert json.loads(report.read_text())["skipped"] == []
 
 
-def test_tune_inline_on_steps_a_python_share_in_the_main_process(tmp_path, capsys, monkeypatch):
-    built = _record_vector_envs(monkeypatch)
+def _tune(tmp_path, capsys, *args: str) -> tuple:
+    """Runs ``ringenv tune ARGS --json FILE`` in this process, checks it exited 0, and returns
+    ``(stdout, the JSON report)``."""
     report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "1,3,4", "--inline", "on", "--json", str(report)])
+    code = ringenv.cli.main(["tune", *args, "--json", str(report)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    return captured.out, json.loads(report.read_text())
+
+
+def test_tune_inline_on_steps_a_python_share_in_the_main_process(tmp_path, capsys, monkeypatch):
+    built = _record_vector_envs(monkeypatch)
+    out, data = _tune(tmp_path, capsys, FACTORY, *TINY, "--workers", "1,3,4", "--inline", "on")
     assert built == [(1, True), (3, True)]
-    rows = [_row_config(m) for m in map(ROW.match, captured.out.splitlines()) if m]
-    assert rows == [(1, True), (3, True)], captured.out
-    skipped = [line for line in captured.out.splitlines() if re.match(r"^\s*4 \+ inline\s+-\s", line)]
+    rows = [_row_config(m) for m in map(ROW.match, out.splitlines()) if m]
+    assert rows == [(1, True), (3, True)], out
+    skipped = [line for line in out.splitlines() if re.match(r"^\s*4 \+ inline\s+-\s", line)]
     assert len(skipped) == 1 and "skipped: 4 envs are too few for 4 worker processes + inline" in skipped[0]
-    data = json.loads(report.read_text())
     assert data["skipped"] == [{"workers": 4, "inline": True,
                                 "reason": "4 envs are too few for 4 worker processes + inline (needs num_envs >= 5)"}]
     for c in data["configurations"]:
@@ -409,21 +415,17 @@ def test_tune_reports_an_env_that_cannot_be_built(capsys):
 def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_skipped(tmp_path, capsys):
     # 4 envs, batches of 2: 2 and 4 workers give whole-worker batches; 1 worker (a block of 4 envs
     # is more than a batch) and 3 workers (4 envs do not split evenly) are skipped, not errors
-    report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2,3,4",
-                             "--inline", "off", "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "async batches of 2 (recv/send)" in captured.out
-    rows = [m for m in map(ROW.match, captured.out.splitlines()) if m]
-    assert [_row_config(m) for m in rows] == [(2, False), (4, False)], captured.out
-    skipped_rows = {int(line.split()[0]): line for line in captured.out.splitlines()
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2,3,4",
+                      "--inline", "off")
+    assert "async batches of 2 (recv/send)" in out
+    rows = [m for m in map(ROW.match, out.splitlines()) if m]
+    assert [_row_config(m) for m in rows] == [(2, False), (4, False)], out
+    skipped_rows = {int(line.split()[0]): line for line in out.splitlines()
                     if re.match(r"^\s*\d+\s+-\s", line)}
-    assert set(skipped_rows) == {1, 3}, captured.out
+    assert set(skipped_rows) == {1, 3}, out
     assert "skipped: batch 2 is not whole workers of 4 envs each" in skipped_rows[1]
     assert "skipped: 4 envs do not split evenly over 3 workers" in skipped_rows[3]
 
-    data = json.loads(report.read_text())
     assert data["settings"]["batch_size"] == 2 and data["settings"]["workers"] == [1, 2, 3, 4]
     assert [(s["workers"], s["inline"]) for s in data["skipped"]] == [(1, False), (3, False)]
     assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(2, False), (4, False)]
@@ -433,33 +435,23 @@ def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_sk
         assert c["worker_processes"] == c["workers"]
     assert data["recommendation"]["workers"] in (2, 4)
     assert data["recommendation"]["arguments"]["batch_size"] == 2, "the arguments to use include the batch size"
-    assert "inline=False, batch_size=2)" in captured.out
+    assert "inline=False, batch_size=2)" in out
 
 
 def test_tune_async_batches_with_inline_count_the_main_process_as_a_block(tmp_path, capsys):
     # 4 envs, batches of 2, --inline on: 1 worker + inline is 2 blocks of 2 (a batch is one block);
     # 2 workers + inline would be 3 blocks, which 4 envs do not split into evenly
-    report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2", "--inline", "on",
-                             "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    data = json.loads(report.read_text())
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2", "--inline", "on")
     assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(1, True)]
     (c,) = data["configurations"]
     assert c["async"] is True and c["env_steps"] == 2 * c["vector_steps"] > 0
     assert data["skipped"] == [{"workers": 2, "inline": True,
                                 "reason": "4 envs do not split evenly over 3 blocks (2 workers + inline)"}]
-    assert "recommended: 1 worker + inline (num_workers=1, inline=True, batch_size=2) - " in captured.out
+    assert "recommended: 1 worker + inline (num_workers=1, inline=True, batch_size=2) - " in out
 
 
 def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
-    report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--batch-size", "4", "--workers", "3", "--inline", "off",
-                             "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    data = json.loads(report.read_text())
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--batch-size", "4", "--workers", "3", "--inline", "off")
     assert data["skipped"] == [] and data["configurations"][0]["async"] is False
     assert data["configurations"][0]["env_steps"] == 4 * data["configurations"][0]["vector_steps"]
 
@@ -477,30 +469,21 @@ def test_tune_spin_us_reaches_the_vector_env(tmp_path, capsys, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ringenv, "make_vec", recording)
-    report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--spin-us", "25",
-                             "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "spin bound 25 µs" in captured.out
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--spin-us", "25")
+    assert "spin bound 25 µs" in out
     assert seen == [{"num_workers": 1, "inline": False, "spin_us": 25.0}]
-    assert "(num_workers=1, inline=False, spin_us=25.0)" in captured.out
-    assert json.loads(report.read_text())["settings"]["spin_us"] == 25.0
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--json", str(report)])
-    assert code == 0
+    assert "(num_workers=1, inline=False, spin_us=25.0)" in out
+    assert data["settings"]["spin_us"] == 25.0
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "1", "--inline", "off")
     assert seen[1] == {"num_workers": 1, "inline": False}, "no spin_us: ringenv's default policy"
-    assert json.loads(report.read_text())["settings"]["spin_us"] is None
-    assert "spin bound" not in capsys.readouterr().out
+    assert data["settings"]["spin_us"] is None
+    assert "spin bound" not in out
 
 
 def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
-    report = tmp_path / "tune.json"
-    code = ringenv.cli.main(["tune", "CartPole-v1", *TINY, "--workers", "2", "--inline", "off", "--spin-us", "0",
-                             "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "spin bound 0 µs (never spin)" in captured.out
-    (config,) = json.loads(report.read_text())["configurations"]
+    out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "2", "--inline", "off", "--spin-us", "0")
+    assert "spin bound 0 µs (never spin)" in out
+    (config,) = data["configurations"]
     assert config["env_steps"] > 0 and config["worker_processes"] == 2
 
 
