@@ -226,3 +226,36 @@ def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_po
         thread.join()
         signal.signal(signal.SIGUSR1, previous)
     assert handled, "the signals reached their Python handler"
+
+
+@pytest.mark.parametrize("space, actions, message", [
+    (gym.spaces.Discrete(3), np.array([0, 2, -1], np.int64), r"action -1 of env 2 is outside"),
+    (gym.spaces.Discrete(3), np.array([-128, 0, 0], np.int8), r"action -128 of env 0 is outside"),
+    (gym.spaces.Discrete(3), np.array([0, 3, 0], np.uint16), r"action 3 of env 1 is outside"),
+    (gym.spaces.Discrete(3, start=-1), np.array([-1, 1, -2], np.int64), r"action -2 of env 2 is outside"),
+    (gym.spaces.Discrete(3, start=-1), np.array([2, 1, 0], np.int32), r"action 2 of env 0 is outside"),
+    (gym.spaces.MultiBinary(2), np.array([[0, 1], [1, 2]], np.int64), r"action 2 of env 1 is outside"),
+    (gym.spaces.MultiDiscrete([2, 5]), np.array([[1, 4], [1, 5]]), r"action 5 of env 1 is outside"),
+    (gym.spaces.Box(-1, 1, (2,)), np.array([[0, 1], [np.nan, 0]], np.float32), r"action of env 1 contains NaN"),
+])
+def test_action_range_checks_name_the_env_and_value(space, actions, message):
+    """Every action outside its space is found, whichever path checks it (the one-reduction path
+    for spaces from 0 reads negative integers as large unsigned ones)."""
+    from ringenv._checks import action_bounds, check_action_values
+
+    with pytest.raises(ValueError, match=message):
+        check_action_values(actions, action_bounds(space), space)
+
+
+@pytest.mark.parametrize("space, actions", [
+    (gym.spaces.Discrete(3), np.array([0, 2, 1], np.int64)),
+    (gym.spaces.Discrete(2), np.array([True, False])),
+    (gym.spaces.Discrete(3, start=-1), np.array([-1, 1, 0], np.int8)),
+    (gym.spaces.MultiBinary(2), np.array([[0, 1], [1, 1]], np.uint8)),
+    (gym.spaces.Box(-1, 1, (2,)), np.array([[np.inf, 0], [-np.inf, 0]], np.float64)),  # inf - inf: no NaN
+    (gym.spaces.Discrete(3), np.zeros(0, np.int64)),
+])
+def test_actions_inside_their_space_pass_the_range_checks(space, actions):
+    from ringenv._checks import action_bounds, check_action_values
+
+    check_action_values(actions, action_bounds(space), space)

@@ -116,3 +116,36 @@ def test_numeric_columns_take_the_first_values_type_and_mask_the_envs_that_have_
     assert infos["_n"].tolist() == [False, True, False, False, True, False]
     assert infos["x"].dtype == np.float64 and infos["ok"].dtype == np.bool_
     assert infos["_ok"].tolist() == [False, False, False, False, True, False]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_every_env_with_the_same_keys_in_any_order_equals_gymnasiums(seed):
+    """The common case (every env returns the same keys, here each env in its own order, some
+    envs now and then missing): the columns in the first env's key order, as Gymnasium's."""
+    rng = random.Random(seed)
+    keys = rng.sample(["step", "score", "flag", "deep", "final_obs", "name", "cost"], rng.randint(1, 7))
+    kinds = {k: _value(rng) for k in keys}
+    env_ids = range(NUM_ENVS) if seed % 3 else sorted(rng.sample(range(NUM_ENVS), rng.randint(1, NUM_ENVS)))
+    batch = []
+    for env_id in env_ids:
+        order = rng.sample(keys, len(keys))
+        info = {}
+        for k in order:
+            v = kinds[k] if rng.random() < 0.9 else _value(rng)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                v = type(v)(v + env_id)
+            info[k] = v
+        batch.append((env_id, info))
+    env = _reference_env()
+    try:
+        ref: dict = {}
+        try:
+            for env_id, info in batch:
+                ref = env._add_info(ref, info, env_id)
+        except Exception:
+            with pytest.raises(Exception):
+                add_infos({}, batch, NUM_ENVS, env._add_info)
+            return
+        _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
+    finally:
+        env.close()

@@ -109,8 +109,9 @@ class AsyncBatches:
         self._per_recv = num_workers if batch_size == num_envs else batch_size // (num_envs // num_workers)
         #: What each worker runs for send/recv: "reset", "step" or None.
         self._sent: List[Optional[str]] = [None] * num_workers
-        #: The env ids array the last recv returned and its workers (send's fast path).
-        self._recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
+        #: The env ids array the last recv returned, its workers and (one run of ids) the ids
+        #: as a slice: send's fast path.
+        self._recv_ids: Tuple[Optional[np.ndarray], List[int], Optional[slice]] = (None, [], None)
 
     def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
         """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
@@ -131,11 +132,11 @@ class AsyncBatches:
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step
         (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised)."""
-        last_ids, last_workers = self._recv_ids
+        last_ids, last_workers, rows = self._recv_ids
         if last_ids is not None and env_ids is last_ids:
             ids, workers = last_ids, last_workers  # what recv returned: known to be whole workers
         else:
-            ids, workers = self._whole_workers(env_ids)
+            (ids, workers), rows = self._whole_workers(env_ids), None
         busy = [int(w) for w in workers if self._sent[w] is not None]
         if busy:
             a, b = self.ranges[busy[0]]
@@ -147,7 +148,7 @@ class AsyncBatches:
         else:
             by_worker = dict(zip(workers, slots))
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
-        payload = self._slots.write_actions(actions, ids, slot_of)
+        payload = self._slots.write_actions(actions, ids, slot_of, rows)
         self._slots.before_reuse(slots)
         self._pool.send(workers, "step", payload)
         for w in workers:
@@ -207,11 +208,14 @@ class AsyncBatches:
             raise _remote_exception(error)
         # One run of rows when the workers' blocks follow each other in one slot.
         runs = [(pieces[0][0], pieces[0][1], pieces[-1][2])] if _contiguous(pieces) else pieces
-        ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
+        if len(runs) == 1:
+            ids, rows = np.arange(runs[0][1], runs[0][2], dtype=np.int32), slice(runs[0][1], runs[0][2])
+        else:
+            ids, rows = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs]), None
         infos = absorb(messages, restarted)
         infos = _rows(infos, ids) if infos else {}
         infos["env_id"] = ids
-        self._recv_ids = (ids, [b[0] for b in batch])
+        self._recv_ids = (ids, [b[0] for b in batch], rows)
         obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)
         if any(resets):
             for (s, a, b), was_reset in zip(pieces, resets):

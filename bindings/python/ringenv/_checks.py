@@ -189,15 +189,27 @@ def refuse_objects(actions: np.ndarray, space: spaces.Space) -> np.ndarray:
     raise ValueError(f"actions for {space!r} must be numbers, got an array of dtype {actions.dtype}")
 
 
+#: The unsigned integer dtype of each integer width (bytes), for :func:`check_action_values`.
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def check_action_values(actions: np.ndarray, bounds, space: spaces.Space) -> None:
     """Raises ``ValueError`` naming the env and the value when an action is outside ``bounds``
     (from :func:`action_bounds`), or holds NaN for a float Box."""
+    if not actions.size:
+        return
     if bounds == "nan":
-        if actions.dtype.kind == "f" and np.isnan(actions).any():
+        # One reduction on the common path: a sum is NaN when an element is (or +inf meets -inf).
+        if actions.dtype.kind == "f" and np.isnan(np.add.reduce(actions, axis=None)) and np.isnan(actions).any():
             env = int(np.argwhere(np.isnan(actions))[0][0])
             raise ValueError(f"action of env {env} contains NaN, which is not in {space!r}")
         return
     low, high = bounds
+    if isinstance(low, int) and low == 0 and actions.dtype.kind in "iub":
+        # One reduction on the common path (Discrete from 0, MultiBinary): read as unsigned
+        # integers of the same width, a negative action is larger than any bound.
+        if np.maximum.reduce(actions.view(_UNSIGNED[actions.dtype.itemsize]), axis=None) <= high:
+            return
     bad = (actions < low) | (actions > high)
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
@@ -208,7 +220,8 @@ def check_fits(actions: np.ndarray, dtype: np.dtype) -> None:
     """Raises ``ValueError`` naming the env and the value when an integer action does not fit
     the integer ``dtype`` of the action slot (it would wrap around: 300 into ``uint8`` reaching
     the env as 44). Costs nothing when ``actions``' dtype casts safely to ``dtype``."""
-    if dtype.kind not in "iu" or actions.dtype.kind not in "iu" or np.can_cast(actions.dtype, dtype):
+    if actions.dtype == dtype or dtype.kind not in "iu" or actions.dtype.kind not in "iu" \
+            or np.can_cast(actions.dtype, dtype):
         return
     info = np.iinfo(dtype)
     bad = (actions < info.min) | (actions > info.max)

@@ -25,6 +25,11 @@ import numpy as np
 AddInfo = Callable[[Dict[str, Any], Dict[str, Any], int], Dict[str, Any]]
 
 
+#: An all-True mask of each vector size met, copied for a column every env has (a copy costs
+#: less than ``np.ones``).
+_EVERY: Dict[int, np.ndarray] = {}
+
+
 def _scalar_type(values: Sequence[Any]) -> Any:
     """The one number type of ``values`` (``int``, ``float``, ``bool`` or a NumPy number type),
     or ``None`` when they are not all numbers of one such type."""
@@ -39,30 +44,45 @@ def _scalar_type(values: Sequence[Any]) -> Any:
 
 def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, Any]]], num_envs: int,
               add_info: AddInfo) -> Dict[str, Any]:
-    """Adds ``env_infos`` (``(env_id, info)`` pairs in env order) to ``infos`` as calling
-    ``add_info(infos, info, env_id)`` for each pair in turn would (Gymnasium's
+    """Adds ``env_infos`` (``(env_id, info)`` pairs in env order, each env at most once) to
+    ``infos`` as calling ``add_info(infos, info, env_id)`` for each pair in turn would (Gymnasium's
     ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict.
 
     Each numeric column is an array of shape ``(num_envs,)`` of the first value's type (``int`` ->
     ``int64``, ``float`` -> ``float64``, ``bool`` -> ``bool``) with its mask ``"_" + key``, a bool
     array of shape ``(num_envs,)``. Raises what ``add_info`` raises for the other keys.
     """
-    columns: Dict[str, List[Tuple[int, Any]]] = {}
-    for env_id, info in env_infos:
-        for key, value in info.items():
-            column = columns.get(key)
-            if column is None:
-                columns[key] = [(env_id, value)]
-            else:
-                column.append((env_id, value))
-    for key, pairs in columns.items():
-        values = [v for _, v in pairs]
+    if not env_infos:
+        return infos
+    columns: Dict[str, Tuple[List[int], List[Any]]] = {}
+    keys = env_infos[0][1].keys()
+    if all(info.keys() == keys for _, info in env_infos):
+        # The common case, every env with the same keys (then in the first env's order, as
+        # Gymnasium inserts them): a column is one list comprehension.
+        ids = [env_id for env_id, _ in env_infos]
+        for key in keys:
+            columns[key] = (ids, [info[key] for _, info in env_infos])
+    else:
+        for env_id, info in env_infos:
+            for key, value in info.items():
+                column = columns.get(key)
+                if column is None:
+                    columns[key] = ([env_id], [value])
+                else:
+                    column[0].append(env_id)
+                    column[1].append(value)
+    for key, (ids, values) in columns.items():
         t = None if key == "final_obs" or key in infos else _scalar_type(values)
         if t is None:
-            for env_id, value in pairs:
+            for env_id, value in zip(ids, values):
                 infos = add_info(infos, {key: value}, env_id)
             continue
-        ids = [env_id for env_id, _ in pairs]
+        if len(ids) == num_envs:  # every env (each at most once, in order): ids are 0..num_envs-1
+            every = _EVERY.get(num_envs)
+            if every is None:
+                every = _EVERY[num_envs] = np.ones(num_envs, dtype=np.bool_)
+            infos[key], infos[f"_{key}"] = np.array(values, dtype=t), every.copy()
+            continue
         array = np.zeros(num_envs, dtype=t)
         array[ids] = np.array(values, dtype=array.dtype)
         mask = np.zeros(num_envs, dtype=np.bool_)

@@ -108,11 +108,13 @@ class Slots:
         if self.device is not None:
             self.device.before_reuse(slots)
 
-    def write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any) -> Optional[bytes]:
+    def write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any,
+                      rows: Optional[slice] = None) -> Optional[bytes]:
         """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
         action slot of each env (``slots``: one slot for all, or an array with one per env of
-        ``ids``); returns the pickled payload of a non-flat action space instead (a list of
-        ``num_envs`` entries, ``None`` where not sent).
+        ``ids``; ``rows``: ``ids`` as a slice when they are one run of env ids, for a write
+        without fancy indexing); returns the pickled payload of a non-flat action space instead
+        (a list of ``num_envs`` entries, ``None`` where not sent).
 
         Raises:
             TypeError: a scalar instead of a batch.
@@ -149,8 +151,8 @@ class Slots:
             check_action_values(actions, self._action_bounds, self.single_action_space)
         if ids is None:
             np.copyto(self.action[slots], actions, casting="unsafe")
-        elif np.ndim(slots) == 0:
-            self.action[slots][ids] = actions
+        elif not isinstance(slots, np.ndarray):  # one slot for every env
+            self.action[slots][ids if rows is None else rows] = actions
         else:
             for slot in np.unique(slots):
                 mine = slots == slot
@@ -216,6 +218,10 @@ class Slots:
         if self.device is not None:
             return self.device.batch(runs, copy)
         obs = self._row_observations(runs, ids, copy)
+        if len(runs) == 1:  # one run of rows: slices, no concatenation
+            s, a, b = runs[0]
+            return obs, self.reward[s][a:b].astype(np.float64), self.terminated[s][a:b].copy(), \
+                self.truncated[s][a:b].copy()
         rewards = np.concatenate([self.reward[s][a:b] for s, a, b in runs], dtype=np.float64)
         terminated = np.concatenate([self.terminated[s][a:b] for s, a, b in runs])
         truncated = np.concatenate([self.truncated[s][a:b] for s, a, b in runs])

@@ -432,6 +432,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them) unless
         ``vector_infos=False``, and, on the pickled path, takes in the observations."""
+        if not messages and not restarted:  # no env returned an info: nothing to vectorise
+            self._env_infos = {}
+            return {}
         raw: Dict[int, Dict[str, Any]] = {}
         for worker, payload in sorted(messages, key=lambda m: m[0]):
             observations, env_infos = cloudpickle.loads(payload)
