@@ -30,7 +30,10 @@
 //! rows of the slot, [`Pool::batch_mut`]) and hands the result back with
 //! [`Pool::complete_inline`] before it waits ([`Pool::wait`] and [`Pool::recv`] refuse to wait
 //! while that command has not run). It never dies and is never restarted: an env it hosts that
-//! crashes the process takes the main process with it, which is the price of the share.
+//! crashes the process takes the main process with it, which is the price of the share. A layout
+//! of one worker with `inline` is a pool with no process at all: the caller steps every env, and
+//! the segment is only its slots (what a host that is itself the isolation boundary, a Ray actor,
+//! uses).
 //!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
@@ -81,7 +84,8 @@ pub struct PoolConfig {
     /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
     pub cancel: Option<fn() -> bool>,
     /// Whether the layout's last worker is served inline by the caller, in this process (see the
-    /// [module docs](self)); the others are processes. `false`: every worker is a process.
+    /// [module docs](self)); the others are processes (none for a layout of one worker: then the
+    /// caller steps every env). `false`: every worker is a process.
     pub inline: bool,
 }
 
@@ -232,11 +236,6 @@ impl Pool {
         }
         // The worker processes; the inline worker (the last), if any, is this process.
         let processes = n - usize::from(config.inline);
-        if processes == 0 {
-            return Err(PoolError::InvalidArgument(
-                "an inline worker needs at least one worker process beside it (num_workers >= 2)".into(),
-            ));
-        }
         let spin = SpinSettings::for_pool(config.spin, processes);
         let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
         let completions = (0..n)

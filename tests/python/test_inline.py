@@ -4,7 +4,8 @@ processes (``AsyncVectorEnv(..., inline=...)``, ``ringenv._plan.plan_workers``).
 Results equal Gymnasium's and ringenv's all-process results; the share's envs are built,
 closed and reported like a worker's; a timeout shorter than the share raises and keeps the call
 pending; a forked child never touches the creator's inline envs; bad ``inline`` values are
-refused before anything starts.
+refused before anything starts. With ``num_workers=0`` there is no worker process: the share is
+every env, with the same results.
 """
 
 from __future__ import annotations
@@ -61,6 +62,39 @@ def test_inline_and_all_process_pools_give_the_same_results(closing):
     processes = closing(ringenv.AsyncVectorEnv(_info_fns(4), num_workers=2, inline=False))
     assert (processes.num_workers, processes.inline) == (2, False)
     _assert_same(_run(inline, 9, 50), _run(processes, 9, 50))
+
+
+@pytest.mark.parametrize("autoreset_mode", ["NextStep", "SameStep"])
+def test_num_workers_0_steps_every_env_in_this_process_with_gymnasiums_results(closing, autoreset_mode):
+    mode = gym.vector.AutoresetMode.NEXT_STEP if autoreset_mode == "NextStep" else gym.vector.AutoresetMode.SAME_STEP
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    alone = closing(ringenv.AsyncVectorEnv(_info_fns(5), num_workers=0, autoreset_mode=mode))
+    assert (alone.num_workers, alone.inline) == (0, True)
+    assert alone._pool.worker_pids() == [] and alone._pool.inline_worker == 0
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no worker process started"
+    sync = closing(gym.vector.SyncVectorEnv(_info_fns(5), autoreset_mode=mode))
+    _assert_same(_run(alone, 4, 60), _run(sync, 4, 60))
+
+
+def test_builtin_rust_envs_with_num_workers_0_step_as_in_worker_processes(closing):
+    alone = closing(ringenv.make_vec("CartPole-v1", 6, vector_kwargs={"num_workers": 0}))
+    processes = closing(ringenv.make_vec("CartPole-v1", 6, vector_kwargs={"num_workers": 2, "inline": False}))
+    assert (alone.num_workers, alone.inline) == (0, True) and alone._pool.worker_pids() == []
+    np.testing.assert_array_equal(alone.reset(seed=5)[0], processes.reset(seed=5)[0])
+    rng = np.random.default_rng(1)
+    for t in range(300):
+        actions = rng.integers(0, 2, 6)
+        for u, v in zip(alone.step(actions)[:4], processes.step(actions)[:4]):
+            np.testing.assert_array_equal(u, v, err_msg=f"step {t}")
+
+
+def test_num_workers_0_refuses_what_needs_a_process_before_anything_starts():
+    with pytest.raises(ValueError, match="num_workers=0 means no worker process.*inline=False"):
+        ringenv.AsyncVectorEnv([_never_built] * 2, num_workers=0, inline=False)
+    with pytest.raises(ValueError, match=r"batch_size \(2\) must be a multiple of the envs per worker"):
+        ringenv.AsyncVectorEnv([CounterEnv] * 4, num_workers=0, batch_size=2)
+    with pytest.raises(ValueError, match=r"num_workers must be an integer from 0 to num_envs"):
+        ringenv.AsyncVectorEnv([_never_built] * 2, num_workers=-1)
 
 
 def test_builtin_rust_envs_step_inline_as_in_worker_processes(closing):
@@ -200,6 +234,11 @@ def test_the_default_plan_follows_the_cores():
     assert plan_workers(1, None, None, "python", 1, None) == (1, False)
     # asked for on a single core: one process beside it
     assert plan_workers(4, None, True, "python", 4, None)[1] is True
+    # num_workers=0: no process, every env inline (never for envs only a worker binary can run)
+    assert plan_workers(4, 0, None, "rust", 4, None) == (0, True)
+    assert plan_workers(1, 0, True, "python", 1, None) == (0, True)
+    with pytest.raises(ValueError, match="worker binary"):
+        plan_workers(4, 0, None, None, 4, None)
 
 
 def test_the_default_vector_env_uses_the_plan(closing):

@@ -104,6 +104,9 @@ def test_two_nodes_one_actor_each(cluster):
         assert envs.num_actors == 2  # one per alive node by default
         assert [i["env_ids"] for i in envs.actor_info] == [(0, 3), (3, 6)]
         assert len({i["node_id"] for i in envs.actor_info}) == 2  # SPREAD: one per node
+        # an actor of one CPU steps its envs itself: no worker process below it
+        assert [i["num_workers"] for i in envs.actor_info] == [[0], [0]]
+        assert all(not descendants(i["pid"]) for i in envs.actor_info)
         assert envs.observation_space.shape == (6, 4) and envs.action_space.shape == (6,)
         obs, _ = envs.reset(seed=0)
         assert obs.shape == (6, 4) and obs.dtype == np.float32 and obs.flags.writeable
@@ -243,7 +246,7 @@ def _kill_actor_mid_step(envs, actor: int):
 
 
 def test_actor_killed_mid_step_raises_typed_error(cluster):
-    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, vector_kwargs={"num_workers": 1})
     envs.reset(seed=0)
     info = dict(envs.actor_info[1])
     processes = pool_processes(envs)
@@ -387,7 +390,7 @@ def test_actor_killed_with_async_batches_is_restarted(cluster):
 
 
 def test_close_leaves_no_actor_or_worker(cluster):
-    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, vector_kwargs={"num_workers": 1})
     envs.reset(seed=0)
     envs.step(np.zeros(4, np.int64))
     processes = pool_processes(envs)
@@ -647,13 +650,29 @@ def test_errors_of_factories_and_envs_reach_the_caller_as_themselves(cluster):
 def test_worker_death_inside_an_actor_keeps_local_behaviour(cluster):
     """A ringenv worker process exiting inside actor 1 (local ``on_worker_failure="raise"``): the
     local WorkerDiedError reaches the caller, its env ids made global, and everything is closed."""
-    envs = ringenv.ray.make_vec([ExitEnv] * 4, num_actors=2)
+    envs = ringenv.ray.make_vec([ExitEnv] * 4, num_actors=2, vector_kwargs={"num_workers": 1})
     envs.reset(seed=0)
     processes = pool_processes(envs)
     with pytest.raises(ringenv.errors.WorkerDiedError) as caught:
         envs.step(np.array([0, 0, 0, 1]))
     assert not isinstance(caught.value, ActorDiedError)
     assert caught.value.env_ids == (2, 4) and caught.value.exitcode == 3
+    assert envs.closed
+    assert not wait_pids_gone(processes, GONE_S)
+
+
+def test_an_env_ending_a_one_cpu_actors_process_is_that_actors_death(cluster):
+    """By default an actor of one CPU steps its envs itself (no worker process): an env that ends
+    the process (``os._exit``) ends the actor, which is an ActorDiedError naming it and its env ids,
+    and everything is closed."""
+    envs = ringenv.ray.make_vec([ExitEnv] * 4, num_actors=2)
+    envs.reset(seed=0)
+    info = dict(envs.actor_info[1])
+    assert info["num_workers"] == [0]
+    processes = pool_processes(envs)
+    with pytest.raises(ActorDiedError) as caught:
+        envs.step(np.array([0, 0, 0, 1]))
+    assert (caught.value.worker, caught.value.env_ids, caught.value.pid) == (1, (2, 4), info["pid"])
     assert envs.closed
     assert not wait_pids_gone(processes, GONE_S)
 

@@ -1,7 +1,8 @@
 //! Integration tests of the pool's inline worker (`PoolConfig::inline`): the layout's last worker
 //! is served by the calling process with the same host a worker process runs
 //! (`registration::build_host_for`), and its rows, seeds and completions are those of a worker.
-//! A pool with an inline share steps exactly as one where every worker is a process; waiting
+//! A pool with an inline share (also one of only the inline worker, with no process) steps
+//! exactly as one where every worker is a process; waiting
 //! before the inline command ran, or completing one that is not there, is refused; whatever sits
 //! in the inline worker's unused completion ring is ignored.
 
@@ -54,10 +55,20 @@ fn write_actions(pool: &mut Pool, round: usize) {
 
 #[test]
 fn an_inline_share_steps_exactly_as_worker_processes() {
-    let (mut pool, mut host) = inline_pool(N, 2);
-    assert_eq!(pool.worker_pids().len(), 1, "one worker process beside the inline worker");
-    assert_eq!(pool.inline_worker(), Some(1));
-    let mut reference = Pool::spawn(builtin_pool::builtin_config("CartPole-v1", N, 2)).unwrap();
+    steps_exactly_as_worker_processes(2);
+}
+
+#[test]
+fn a_pool_of_only_the_inline_worker_has_no_process_and_steps_exactly_as_one() {
+    steps_exactly_as_worker_processes(1);
+}
+
+/// A pool of `num_workers` workers, the last inline, against one of `num_workers` processes.
+fn steps_exactly_as_worker_processes(num_workers: usize) {
+    let (mut pool, mut host) = inline_pool(N, num_workers);
+    assert_eq!(pool.worker_pids().len(), num_workers - 1, "the worker processes beside the inline worker");
+    assert_eq!(pool.inline_worker(), Some(num_workers - 1));
+    let mut reference = Pool::spawn(builtin_pool::builtin_config("CartPole-v1", N, num_workers)).unwrap();
     let seeds: Vec<Option<u64>> = (0..N as u64).map(|i| Some(40 + i)).collect();
     pool.write_seeds(&seeds);
     pool.submit(CommandKind::Reset, None).unwrap();
@@ -82,7 +93,7 @@ fn an_inline_share_steps_exactly_as_worker_processes() {
         episodes_ended += g.2.iter().filter(|&&t| t != 0).count();
     }
     assert!(episodes_ended > 0, "the run covered autoresets");
-    assert_eq!(pool.control_message_counts(1), (0, 0), "the inline worker has no socket");
+    assert_eq!(pool.control_message_counts(num_workers - 1), (0, 0), "the inline worker has no socket");
 }
 
 #[test]
@@ -158,10 +169,4 @@ fn the_inline_share_takes_its_turn_in_send_order() {
     pool.send(&[1], CommandKind::Step, None).unwrap();
     assert!(!pool.inline_due(1), "the worker's step is older");
     assert_eq!(pool.recv(1, RecvOrder::Arrival, Some(Duration::from_secs(30))).unwrap()[0].worker, 0);
-}
-
-#[test]
-fn an_inline_worker_needs_a_worker_process_beside_it() {
-    let config = PoolConfig { inline: true, ..builtin_pool::builtin_config("CartPole-v1", 1, 1) };
-    assert!(matches!(Pool::spawn(config), Err(PoolError::InvalidArgument(_))));
 }

@@ -58,7 +58,7 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
     """
     n = check_count("num_envs", num_envs)
     if num_workers is not None:
-        check_count("num_workers", num_workers, 1, n, "num_envs")
+        check_count("num_workers", num_workers, 0, n, "num_envs")
     if batch_size is not None:
         check_count("batch_size", batch_size, 1, n, "num_envs")
     if max_concurrency is not None:
@@ -74,6 +74,9 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
         raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
     if inline is not None and not isinstance(inline, (bool, np.bool_)):
         raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
+    if num_workers == 0 and inline is not None and not inline:
+        raise ValueError("num_workers=0 means no worker process: this process steps every env, which needs "
+                         "inline=None or True, got inline=False")
     return n
 
 

@@ -45,16 +45,21 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
     capped by ``num_envs`` and ``max_concurrency``; for ``batch_size < num_envs`` the smallest
     count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). An explicit
     ``num_workers`` means that many processes stepping every env, as before the share existed,
-    unless ``inline=True``.
+    unless ``inline=True``; ``num_workers=0`` means no process: this process steps every env (the
+    share is all of them).
 
     Raises:
-        ValueError: ``inline=True`` where it cannot be (no Python or built-in Rust envs; no env
-            left for a worker process: ``num_workers + 1 > num_envs``), naming the numbers.
+        ValueError: ``inline=True`` (or ``num_workers=0``) where it cannot be (no Python or
+            built-in Rust envs; no env left for a worker process: ``num_workers + 1 > num_envs``),
+            naming the numbers.
     """
     n = num_envs
+    if num_workers == 0:  # (with inline=False refused by ringenv._checks.check_options)
+        inline = True
     if inline and host is None:
         raise ValueError("inline=True needs envs this process can step (Python envs or built-in Rust envs); the "
-                         "envs of a worker binary run only in its worker processes")
+                         "envs of a worker binary run only in its worker processes"
+                         + (" (num_workers=0 asks for no worker process)" if num_workers == 0 else ""))
     if num_workers is None:
         blocks = default_num_workers(n, batch_size, max_concurrency)
         if inline and blocks < 2:

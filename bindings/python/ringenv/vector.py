@@ -73,7 +73,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             dtype or shape), or a ``(batched_space, single_space)`` tuple, as Gymnasium.
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
         max_concurrency: at most this many envs step at once: caps ``num_workers``.
-        num_workers: worker processes (default: one per usable core, less one with ``inline``).
+        num_workers: worker processes (default: one per usable core, less one with ``inline``);
+            ``0``: none, this process steps every env (no crash isolation at all: for a caller
+            that is itself an isolated process, such as a Ray actor; docs/INLINE.md).
         inline: whether this process steps the last block of envs itself while the worker
             processes step theirs (its core works instead of waiting). ``None`` (default): yes
             when ``num_workers`` is not given (the processes are then the usable cores less one)
@@ -220,7 +222,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             raise ValueError("batch_size < num_envs needs an autoreset mode (NEXT_STEP or SAME_STEP): with "
                              "DISABLED an env that ended could never be reset between batches")
         if num_workers is not None:
-            num_workers = check_count("num_workers", num_workers, 1, n, "num_envs")
+            num_workers = check_count("num_workers", num_workers, 0, n, "num_envs")
         processes, use_inline = plan_workers(n, num_workers, None if inline is None else bool(inline), program.host,
                                              batch_size, max_concurrency)
         num_workers = processes + int(use_inline)  # the pool's workers: the processes, then the inline share

@@ -66,8 +66,10 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
             2 when ``batch_size < num_envs``, so that two calls are in flight per actor).
         actor_options: Ray actor options (``ray.remote(...).options``), on top of
             ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}``; give each actor the cores of its
-            node (``num_cpus=16``): its pools run that many worker processes in all unless
-            ``vector_kwargs["num_workers"]`` (per block) says otherwise.
+            node (``num_cpus=16``): its pools step that many blocks of envs at once, one of them
+            in the actor process itself where the envs allow it (Python and built-in Rust envs:
+            15 worker processes and the actor; an actor of 1 CPU runs no worker process), unless
+            ``vector_kwargs["num_workers"]`` (per block) or ``inline=False`` says otherwise.
         vector_kwargs: options of each actor's :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``on_worker_failure``, ``startup_timeout``, ``autoreset_mode``, ``spin_us``, ...).
             ``vector_infos`` applies to the whole vector env; ``copy`` is ignored (results are

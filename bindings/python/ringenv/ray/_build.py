@@ -1,9 +1,16 @@
 """What a ``ringenv.ray`` actor builds: picklable recipes for the local pool of one block of envs,
 made in the driver (where ids are resolved and bad arguments refused) and called in the actor.
 
-A recipe runs on the actor's node: the local pool's ``num_workers`` defaults to the CPUs Ray
-assigned the actor (``actor_options["num_cpus"]``), shared between its blocks, so one actor with
-``num_cpus=16`` on a 16-core node runs 16 worker processes.
+A recipe runs on the actor's node: the local pool's envs step on the CPUs Ray assigned the actor
+(``actor_options["num_cpus"]``), shared between its blocks, as a local pool's default steps them on
+its machine's cores: one block of envs per CPU, the last stepped by the actor process itself (the
+inline share, docs/INLINE.md) when the envs allow it (Python envs and built-in Rust envs; a worker
+binary's envs run in its processes only). So one actor with ``num_cpus=16`` on a 16-core node runs
+15 worker processes and steps one block itself, and an actor of one CPU runs none: it steps its
+envs itself (``num_workers=0``), with no hop between processes on the way to Ray. The actor is the
+isolation boundary there: an env that crashes its process is an actor death
+(:class:`ringenv.ray.ActorDiedError`, or a restart), not a worker death. Giving
+``vector_kwargs["num_workers"]`` (or ``inline=False``) keeps every env in worker processes.
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ __all__ = ["EnvFnsRecipe", "IdRecipe", "id_recipe", "workers_here"]
 
 
 def workers_here(num_envs: int, share: int) -> int:
-    """The default ``num_workers`` of a block's pool: the CPUs Ray assigned this actor divided
-    among its ``share`` blocks (at least 1, at most ``num_envs``); outside Ray, or for an actor
-    with no CPUs assigned, this machine's cores."""
+    """The blocks of envs a block's pool steps at once by default: the CPUs Ray assigned this
+    actor divided among its ``share`` blocks (at least 1, at most ``num_envs``); outside Ray, or
+    for an actor with no CPUs assigned, this machine's cores."""
     cpus = 0.0
     try:
         import ray
@@ -39,10 +46,16 @@ def workers_here(num_envs: int, share: int) -> int:
     return max(1, min(num_envs, int(round(cpus / share))))
 
 
-def _options(vector_kwargs: Dict[str, Any], num_envs: int, share: int) -> Dict[str, Any]:
+def _options(vector_kwargs: Dict[str, Any], num_envs: int, share: int, can_inline: bool) -> Dict[str, Any]:
+    """The options of a block's pool: ``vector_kwargs`` with the worker plan of the module docs
+    (``can_inline``: whether the actor process can step these envs itself)."""
     opts = dict(vector_kwargs)
     if opts.get("num_workers") is None:
-        opts["num_workers"] = workers_here(num_envs, share)
+        blocks = workers_here(num_envs, share)
+        if can_inline and opts.get("inline") is not False:
+            opts["num_workers"], opts["inline"] = blocks - 1, True
+        else:
+            opts["num_workers"] = blocks
     else:
         opts["num_workers"] = min(int(opts["num_workers"]), num_envs)
     # Results are serialised into Ray's object store at once: views of the slot are enough, and
@@ -60,7 +73,7 @@ class EnvFnsRecipe:
         self.env_fns, self.vector_kwargs, self.share = list(env_fns), dict(vector_kwargs), share
 
     def __call__(self) -> AsyncVectorEnv:
-        return AsyncVectorEnv(self.env_fns, **_options(self.vector_kwargs, len(self.env_fns), self.share))
+        return AsyncVectorEnv(self.env_fns, **_options(self.vector_kwargs, len(self.env_fns), self.share, True))
 
 
 class IdRecipe:
@@ -75,7 +88,7 @@ class IdRecipe:
         self.kwargs, self.worker, self.spec, self.wrappers = dict(kwargs or {}), worker, spec, tuple(wrappers)
 
     def __call__(self) -> AsyncVectorEnv:
-        opts = _options(self.vector_kwargs, self.num_envs, self.share)
+        opts = _options(self.vector_kwargs, self.num_envs, self.share, can_inline=self.worker is None)
         if self.kind == "rust":
             return local_make_vec(self.id, self.num_envs, vector_kwargs=opts, worker=self.worker, **self.kwargs)
         env_fn = functools.partial(_make_one, self.spec, self.wrappers, {})
