@@ -73,8 +73,9 @@ def test_make_vec_refuses_a_bad_num_envs_by_name(num_envs, error, match):
 
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"num_workers": True}, TypeError, "num_workers must be an integer, got bool"),
-    ({"num_workers": 0}, ValueError, r"num_workers must be an integer from 1 to num_envs \(2\), got 0"),
-    ({"num_workers": 3}, ValueError, r"num_workers must be an integer from 1 to num_envs \(2\), got 3"),
+    ({"num_workers": -1}, ValueError, r"num_workers must be an integer from 0 to num_envs \(2\), got -1"),
+    ({"num_workers": 3}, ValueError, r"num_workers must be an integer from 0 to num_envs \(2\), got 3"),
+    ({"num_workers": 0, "inline": False}, ValueError, r"num_workers=0 means no worker process.*inline=False"),
     ({"num_workers": 1.5}, TypeError, "num_workers must be an integer, got float"),
     ({"batch_size": 1.0}, TypeError, "batch_size must be an integer, got float"),
     ({"batch_size": -2}, ValueError, r"batch_size must be an integer from 1 to num_envs \(2\)"),
@@ -101,7 +102,7 @@ def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(k
 
 
 def test_rust_env_counts_are_checked_too():
-    with pytest.raises(ValueError, match="num_workers must be an integer from 1 to num_envs"):
+    with pytest.raises(ValueError, match="num_workers must be an integer from 0 to num_envs"):
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})
 
 

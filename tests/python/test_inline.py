@@ -221,7 +221,7 @@ def test_the_default_plan_follows_the_cores():
     if cores >= 2:
         assert (processes, inline) == (cores - 1, True)
     else:
-        assert (processes, inline) == (1, False)
+        assert (processes, inline) == (0, True)
     assert plan_workers(16, None, False, "python", 16, None) == (min(16, cores), False)
     # an explicit count is that many processes stepping every env, unless inline=True
     assert plan_workers(16, 1, None, "python", 16, None) == (1, False)
@@ -239,6 +239,24 @@ def test_the_default_plan_follows_the_cores():
     assert plan_workers(1, 0, True, "python", 1, None) == (0, True)
     with pytest.raises(ValueError, match="worker binary"):
         plan_workers(4, 0, None, None, 4, None)
+
+
+def test_on_one_core_the_default_steps_every_env_in_this_process(closing, monkeypatch):
+    import ringenv._plan
+
+    monkeypatch.setattr(ringenv._plan, "usable_cores", lambda: 1)
+    assert plan_workers(16, None, None, "python", 16, None) == (0, True)
+    assert plan_workers(16, None, None, "rust", 16, None) == (0, True)
+    # not for a worker binary's envs, nor with inline=False, an explicit count or async batches
+    assert plan_workers(16, None, None, None, 16, None) == (1, False)
+    assert plan_workers(16, None, False, "python", 16, None) == (1, False)
+    assert plan_workers(16, 1, None, "python", 16, None) == (1, False)
+    assert plan_workers(16, None, None, "python", 8, None) == (1, True)
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(3)]))
+    assert (envs.num_workers, envs.inline) == (0, True) and envs._pool.worker_pids() == []
+    envs.reset(seed=0)
+    obs, *_ = envs.step(np.ones(3, np.int64))
+    np.testing.assert_array_equal(obs, [[0, 1], [1, 1], [2, 1]])
 
 
 def test_the_default_vector_env_uses_the_plan(closing):

@@ -43,7 +43,9 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
     envs only a worker program can run) allows it and at least one worker process remains beside
     it: then the processes are one fewer than the default block count (one per usable core,
     capped by ``num_envs`` and ``max_concurrency``; for ``batch_size < num_envs`` the smallest
-    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). An explicit
+    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). On a single
+    usable core that plan is one block, and the default steps it in this process with no worker
+    process at all (the share is every env), as it does a block beside the processes. An explicit
     ``num_workers`` means that many processes stepping every env, as before the share existed,
     unless ``inline=True``; ``num_workers=0`` means no process: this process steps every env (the
     share is all of them).
@@ -62,6 +64,8 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
                          + (" (num_workers=0 asks for no worker process)" if num_workers == 0 else ""))
     if num_workers is None:
         blocks = default_num_workers(n, batch_size, max_concurrency)
+        if blocks == 1 and inline is None and host is not None and usable_cores() == 1:
+            return 0, True  # one core: a worker process would only add wake-ups; this process steps all
         if inline and blocks < 2:
             blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)
         use = host is not None and inline is not False and blocks >= 2 and blocks <= n

@@ -78,8 +78,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             that is itself an isolated process, such as a Ray actor; docs/INLINE.md).
         inline: whether this process steps the last block of envs itself while the worker
             processes step theirs (its core works instead of waiting). ``None`` (default): yes
-            when ``num_workers`` is not given (the processes are then the usable cores less one)
-            and the envs are Python or built-in Rust envs. ``False``: every env in a worker
+            when ``num_workers`` is not given (the processes are then the usable cores less one;
+            none on a single usable core, where the share is every env) and the envs are Python
+            or built-in Rust envs. ``False``: every env in a worker
             process (full crash isolation). Same results either way; see docs/INLINE.md.
         startup_timeout: seconds to wait for workers to build their envs.
         on_worker_failure: ``"raise"`` (default): a worker that dies raises
