@@ -173,9 +173,10 @@ def _child_closes_its_copy(envs, queue):
     queue.put("closed")
 
 
-def test_a_forked_child_never_closes_the_creators_inline_envs(closing, tmp_path):
+@pytest.mark.parametrize("num_workers", [1, 0])
+def test_a_forked_child_never_closes_the_creators_inline_envs(closing, tmp_path, num_workers):
     envs = closing(ringenv.AsyncVectorEnv([functools.partial(CloseMarkEnv, i, str(tmp_path)) for i in range(4)],
-                                          num_workers=1, inline=True))
+                                          num_workers=num_workers, inline=True))
     for marker in tmp_path.iterdir():
         marker.unlink()  # the spaces were read from one env built and closed here at construction
     envs.reset(seed=0)

@@ -13,6 +13,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import ringenv
 from helper_envs import FaultEnv
@@ -54,8 +55,9 @@ def test_a_rust_env_built_in_a_thread_works_after_the_thread_ends(closing):
     assert obs.shape == (4, 4)
 
 
-def test_a_python_env_built_in_a_thread_works_after_the_thread_ends(closing):
-    make = lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2)  # noqa: E731
+@pytest.mark.parametrize("num_workers", [2, 0])  # 0: the pool with no worker process
+def test_a_python_env_built_in_a_thread_works_after_the_thread_ends(closing, num_workers):
+    make = lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=num_workers)  # noqa: E731
     envs = closing(_in_thread(make))
     _settle()
     obs, _ = envs.reset(seed=0)
