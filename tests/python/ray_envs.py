@@ -73,3 +73,15 @@ class ExitEnv(WalkEnv):
 
             os._exit(3)
         return super().step(action)
+
+
+class SlowRebuildEnv(WalkEnv):
+    """A :class:`WalkEnv` whose construction sleeps ``sleep_s`` seconds while the file ``marker``
+    exists: an actor restarted then takes that long to come back."""
+
+    def __init__(self, marker: str, sleep_s: float):
+        import os
+
+        if os.path.exists(marker):
+            time.sleep(sleep_s)
+        super().__init__()

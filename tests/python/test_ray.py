@@ -8,6 +8,8 @@ not skipped, unless ``RINGENV_SKIP_RAY=1`` says to skip them.
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -28,7 +30,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 import ringenv  # noqa: E402
 import ringenv.ray  # noqa: E402
-from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, WalkEnv, broken_env  # noqa: E402
+from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, SlowRebuildEnv, WalkEnv, broken_env  # noqa: E402
 import ringenv.ray._device  # noqa: E402
 from ringenv._staging import parse_device  # noqa: E402
 from ringenv.errors import ActorDiedError, CudaUnavailableError  # noqa: E402
@@ -311,6 +313,39 @@ def test_actor_killed_mid_step_is_restarted(cluster):
         for _ in range(3):  # and the run goes on
             obs, r, te, tr, infos = envs.step(np.ones(4, np.int64))
             assert "actor_restarted" not in infos and obs["steps"].shape == (4,)
+    finally:
+        envs.close()
+
+
+def test_a_wait_shorter_than_an_actors_restart_times_out_and_the_step_stays_pending(cluster, tmp_path):
+    """Under ``on_actor_failure="restart"`` the caller's ``timeout`` bounds the wait for a
+    restarted actor too: while actor 0 is rebuilt (its envs' construction sleeps 8 s once it is
+    restarted), ``step_wait(timeout=0.5)`` raises ``multiprocessing.TimeoutError`` saying so and
+    the step stays pending; a later wait returns it, actor 0's envs reset and truncated, actor 1's
+    stepped once."""
+    marker = tmp_path / "rebuild-slowly"
+    fns = [functools.partial(SlowRebuildEnv, str(marker), 8.0) for _ in range(4)]
+    envs = ringenv.ray.make_vec(fns, num_actors=2, on_actor_failure="restart")
+    try:
+        envs.reset(seed=0)
+        marker.touch()  # from now on, a rebuilt actor takes 8 s to come back
+        _kill_actor_mid_step(envs, 0)
+        messages = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the restart's warning
+            for _ in range(120):  # the restart's 8 s sleep starts once Ray has seen the death
+                with pytest.raises(multiprocessing.TimeoutError) as caught:
+                    envs.step_wait(timeout=0.5)
+                messages.append(str(caught.value))
+                if "being restarted" in messages[-1]:
+                    break
+            assert "being restarted" in messages[-1] and "actor 0" in messages[-1], messages
+            obs, r, te, tr, infos = envs.step_wait(timeout=60)
+        assert tr.tolist() == [True, True, False, False] and not te[:2].any()
+        assert infos["actor_restarted"].tolist() == [True, True, False, False]
+        assert obs["steps"][:2].tolist() == [0, 0] and obs["steps"][2:].tolist() == [1, 1]
+        obs, *_ = envs.step(np.ones(4, np.int64))  # and the run goes on
+        assert obs["steps"][:2].tolist() == [1, 1]
     finally:
         envs.close()
 

@@ -36,6 +36,15 @@ __all__ = ["RayVectorEnv"]
 RESTARTED = "actor_restarted"
 
 
+class _RestartPending(Exception):
+    """A restarted actor's reset was still in flight at the caller's deadline (internal: the wait
+    raises ``multiprocessing.TimeoutError`` and keeps ``recovery`` to await it again)."""
+
+    def __init__(self, recovery: Dict[str, Any]):
+        super().__init__("an actor is being restarted")
+        self.recovery = recovery
+
+
 def _concat(space: spaces.Space, parts: List[Any]) -> Any:
     """Batches of ``space`` (one per block, in env order) as one batch: leaf arrays concatenated
     along the first axis (a new array the caller owns); other spaces env by env."""
@@ -195,7 +204,8 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
                 raise self._fail(self._died(k, e, "died")) from None
             return None
 
-    def _recover(self, k: int, blocks: List[int], kind: str, args: Any) -> List[Tuple[Any, ...]]:
+    def _recover(self, k: int, blocks: List[int], kind: str, args: Any,
+                 deadline: Optional[float] = None) -> List[Tuple[Any, ...]]:
         """Actor ``k`` died running ``kind`` on ``blocks`` and Ray restarts it: every block of it
         must be reset. A failed reset is made again with its seeds; a failed step resets its
         envs (no seed) and reports them truncated. Returns one step result per block, with
@@ -204,6 +214,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         Raises:
             ActorDiedError: the actor could not be restarted (Ray's ``max_restarts`` used up, or
                 it did not come back within ``startup_timeout``).
+            _RestartPending: ``deadline`` (the caller's, ``time.monotonic()``) came first.
         """
         base = k * self.blocks_per_actor
         logger.warn(f"ringenv.ray actor {k} (envs {self.actor_info[k]['env_ids'][0]}.."
@@ -213,19 +224,40 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         else:
             seeds = [[None] * (self._blocks[b][1] - self._blocks[b][0]) for b in blocks]
             options = [None] * len(blocks)
+        recovery = {"k": k, "blocks": blocks, "kind": kind, "local": [b - base for b in blocks], "seeds": seeds,
+                    "options": options, "ref": None, "deadline": time.monotonic() + self._timeout}
+        return self._await_recovery(recovery, deadline)
+
+    def _await_recovery(self, recovery: Dict[str, Any], deadline: Optional[float]) -> List[Tuple[Any, ...]]:
+        """Waits for the reset of a restarted actor (:meth:`_recover`'s ``recovery``: its blocks,
+        the reset in flight, ``startup_timeout``'s deadline), asking again while Ray reports the
+        actor still restarting; then its results as :meth:`_recover` returns them. When the
+        caller's ``deadline`` comes before the reset returned (and before ``startup_timeout``'s),
+        raises :class:`_RestartPending` holding ``recovery``, to be awaited again later."""
+        k, blocks = recovery["k"], recovery["blocks"]
         actor = self._actors[k]
-        deadline = time.monotonic() + self._timeout
+        base = k * self.blocks_per_actor
         try:
             while True:
+                if recovery["ref"] is None:
+                    recovery["ref"] = actor.reset.remote(recovery["local"], recovery["seeds"], recovery["options"])
+                until = recovery["deadline"] if deadline is None else min(recovery["deadline"], deadline)
                 try:
-                    parts = ray.get(actor.reset.remote([b - base for b in blocks], seeds, options),
-                                    timeout=max(0.0, deadline - time.monotonic()))
-                    described = ray.get(actor.describe.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                    parts = ray.get(recovery["ref"], timeout=max(0.0, until - time.monotonic()))
+                    described = ray.get(actor.describe.remote(),
+                                        timeout=max(0.0, recovery["deadline"] - time.monotonic()))
                     break
                 except ray.exceptions.ActorUnavailableError:  # still restarting: ask again (a reset may repeat)
-                    if time.monotonic() >= deadline:
+                    recovery["ref"] = None
+                    if time.monotonic() >= recovery["deadline"]:
                         raise
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise _RestartPending(recovery) from None
                     time.sleep(0.05)
+                except ray.exceptions.GetTimeoutError:
+                    if deadline is not None and deadline < recovery["deadline"]:  # the caller's came first
+                        raise _RestartPending(recovery) from None
+                    raise
         except ray.exceptions.RayTaskError as e:
             cause = self._fail(_unwrap(e))
             raise cause from cause.__cause__
@@ -243,7 +275,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             n = self._blocks[b][1] - self._blocks[b][0]
             for i in range(*self._blocks[b]):
                 infos[i] = {**infos.get(i, {}), RESTARTED: True}
-            truncated = np.full(n, kind != "reset", dtype=np.bool_)
+            truncated = np.full(n, recovery["kind"] != "reset", dtype=np.bool_)
             out.append((obs, np.zeros(n), np.zeros(n, dtype=np.bool_), truncated, infos))
         return out
 
@@ -263,14 +295,15 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         return self._actors[k].reset.remote(local, args[0], args[1]), kind, args
 
     def _results(self, ref: Any, k: int, blocks: List[int], kind: str, args: Any,
-                 got: Any = None) -> List[Tuple[Any, ...]]:
+                 got: Any = None, deadline: Optional[float] = None) -> List[Tuple[Any, ...]]:
         """Step-shaped results ``(obs, rewards, terminated, truncated, infos)`` per block of a
         finished call (``got``: its value, when already fetched; reset results get zero rewards,
-        no terminations; a ``"restart"`` reports its envs truncated)."""
+        no terminations; a ``"restart"`` reports its envs truncated; ``deadline``: the caller's,
+        for the wait on a restarted actor, :meth:`_recover`)."""
         if got is None:
             got = self._get(ref, k)
         if got is None:
-            return self._recover(k, blocks, "reset" if kind == "reset" else "step", args)
+            return self._recover(k, blocks, "reset" if kind == "reset" else "step", args, deadline)
         if kind == "step":
             return list(got)
         out = []
@@ -356,16 +389,40 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         return list(range(k * self.blocks_per_actor, (k + 1) * self.blocks_per_actor))
 
     def _wait_pending(self, call: str, state: AsyncState, timeout: Optional[float]) -> Dict[int, Tuple[Any, ...]]:
+        """The results of the pending ``call`` by block, within ``timeout`` seconds: a
+        ``multiprocessing.TimeoutError`` leaves the call pending, also while an actor that died
+        is restarted under ``on_actor_failure="restart"`` (the blocks already in are kept, the
+        restarted actor's reset stays in flight, and the next wait goes on from there)."""
         self._assert_open(f"{call}_wait")
         if self._state != state:
             raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
-        refs = [p[0] for p in self._pending]
-        values = self._fetch(refs, timeout, f"`{call}_wait`", "the call stays pending (wait again or close)")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        live = [p for p in self._pending if p[3] not in ("done", "recovering")]
+        values = self._fetch([p[0] for p in live], timeout, f"`{call}_wait`",
+                             "the call stays pending (wait again or close)")
+        got_of = {id(p): v for p, v in zip(live, values)}
         pending, self._pending = self._pending, []
         self._state = AsyncState.DEFAULT
+        out: List[List[Tuple[Any, ...]]] = []
+        for i, (ref, k, blocks, kind, args) in enumerate(pending):
+            try:
+                if kind == "done":
+                    out.append(args)
+                elif kind == "recovering":
+                    out.append(self._await_recovery(args, deadline))
+                else:
+                    out.append(self._results(ref, k, blocks, kind, args, got_of[id(pending[i])], deadline))
+            except _RestartPending as e:
+                # Keep the call pending: what came in so far, the restart's reset, the rest as sent.
+                self._pending = ([(None, q[1], q[2], "done", r) for q, r in zip(pending, out)]
+                                 + [(None, k, blocks, "recovering", e.recovery)] + pending[i + 1:])
+                self._state = state
+                raise multiprocessing.TimeoutError(
+                    f"`{call}_wait` ran out of time after {timeout} s while actor {k} was being restarted; the call "
+                    "stays pending (wait again or close)") from None
         by_block: Dict[int, Tuple[Any, ...]] = {}
-        for (ref, k, blocks, kind, args), got in zip(pending, values):
-            for b, r in zip(blocks, self._results(ref, k, blocks, kind, args, got)):
+        for (_, _, blocks, _, _), results in zip(pending, out):
+            for b, r in zip(blocks, results):
                 by_block[b] = r
         return by_block
 
@@ -537,7 +594,9 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         actors = getattr(self, "_actors", [])
         if not actors:
             return
-        pending = [p[0] for p in getattr(self, "_pending", [])]
+        pending = [p[4]["ref"] if p[3] == "recovering" else p[0] for p in getattr(self, "_pending", [])
+                   if p[3] != "done"]
+        pending = [r for r in pending if r is not None]
         if pending:  # as Gymnasium, which names the call
             logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
         refs = pending + list(getattr(self, "_inflight", {}))
