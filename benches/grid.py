@@ -63,6 +63,7 @@ from typing import Any, Callable, Dict, List, Optional
 import gymnasium as gym
 import numpy as np
 
+import results_sections
 import ringenv
 from ringenv.cli._common import machine_info, resolve_env, usable_cores, whole_workers_reason
 from ringenv._plan import plan_workers
@@ -505,21 +506,12 @@ def section(report: Dict[str, Any]) -> List[str]:
 def replace_section(text: str, lines: List[str]) -> str:
     """``text`` (a RESULTS.md) with its grid section replaced by ``lines``; without one, the
     section goes before the first ``## `` heading (or at the end)."""
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        return head + block + tail
-    out = text.splitlines()
-    at = next((i for i, line in enumerate(out) if line.startswith("## ")), len(out))
-    return "\n".join(out[:at] + lines + [""] + out[at:]) + ("\n" if text.endswith("\n") else "")
+    return results_sections.replace(text, lines, BEGIN, END, before_first_heading=True)
 
 
 def extract_section(text: str) -> Optional[List[str]]:
     """The grid section of ``text`` as lines (markers included), or ``None``."""
-    if BEGIN not in text or END not in text:
-        return None
-    return (BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END).splitlines()
+    return results_sections.extract(text, BEGIN, END)
 
 
 # -- the run --------------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ from typing import Any, Callable, Dict, List, Optional
 import gymnasium as gym
 import numpy as np
 
+import results_sections
+
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- ray:begin -->"
 END = "<!-- ray:end -->"
@@ -328,11 +330,8 @@ def targets(cheap: List[Dict[str, Any]], busy: List[Dict[str, Any]], cost_us: fl
 
 
 def replace_section(text: str, lines: List[str]) -> str:
-    block = "\n".join(lines)
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + block + rest.split(END, 1)[1]
-    return text.rstrip("\n") + "\n\n" + block + "\n"
+    """``text`` (a RESULTS.md) with its Ray section replaced by ``lines`` (at the end without one)."""
+    return results_sections.replace(text, lines, BEGIN, END, before_first_heading=False)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -448,15 +448,15 @@ def write(output: str, lines: list) -> int:
     ``benches/ray_scaling.py`` that the file already holds (each between its markers)."""
     import grid
     import ray_scaling
+    import results_sections
 
     path = Path(output)
     old = path.read_text() if path.exists() else ""
     kept = grid.extract_section(old) if old else None
     text = "\n".join(lines)
     text = grid.replace_section(text, kept) if kept else text
-    if ray_scaling.BEGIN in old and ray_scaling.END in old:
-        ray_lines = (ray_scaling.BEGIN + old.split(ray_scaling.BEGIN, 1)[1].split(ray_scaling.END, 1)[0]
-                     + ray_scaling.END).split("\n")
+    ray_lines = results_sections.extract(old, ray_scaling.BEGIN, ray_scaling.END)
+    if ray_lines:
         text = ray_scaling.replace_section(text, ray_lines)
     path.write_text(text)
     print(f"wrote {output}", file=sys.stderr)

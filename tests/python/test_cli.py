@@ -779,3 +779,28 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     again = grid.replace_section(once, [grid.BEGIN, "new figures", grid.END])
     assert "new figures" in again and "700 (1.75x)" not in again and again.count(grid.BEGIN) == 1
     assert grid.extract_section(again) == [grid.BEGIN, "new figures", grid.END]
+
+
+def test_scripts_bench_keeps_the_grid_and_ray_sections_of_results_md(tmp_path):
+    """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py`` and
+    ``benches/ray_scaling.py`` own, each between its markers, as they were."""
+    import importlib
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "benches"))
+    try:
+        bench, grid, ray_scaling = (importlib.import_module(m) for m in ("bench", "grid", "ray_scaling"))
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+        sys.path.remove(str(REPO / "benches"))
+    grid_lines = [grid.BEGIN, "grid figures", grid.END]
+    ray_lines = [ray_scaling.BEGIN, "ray figures", ray_scaling.END]
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(grid_lines) + "\n\n## Old tables\nold\n\n"
+                       + "\n".join(ray_lines) + "\n")
+    bench.write(str(results), ["# Benchmark results", "", "new intro", "", "## New tables", "new"])
+    text = results.read_text()
+    assert "new intro" in text and "## New tables" in text and "old intro" not in text and "## Old tables" not in text
+    assert grid.extract_section(text) == grid_lines
+    assert text.count(ray_scaling.BEGIN) == 1 and "\n".join(ray_lines) in text
+    assert text.index(grid.BEGIN) < text.index("## New tables") < text.index(ray_scaling.BEGIN)

@@ -766,3 +766,20 @@ def test_module_docstring_example_runs():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "RAY_ADDRESS": "local"})  # a new local Ray, not the test cluster
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("cpus, can_inline, given, expected", [
+    (16, True, {}, (15, True)),  # N CPUs: N - 1 worker processes and the actor's own block
+    (1, True, {}, (0, True)),  # one CPU: no worker process
+    (16, False, {}, (16, False)),  # a worker binary's envs: processes only
+    (1, False, {}, (1, False)),
+    (16, True, {"inline": False}, (16, False)),
+    (16, True, {"num_workers": 3}, (3, None)),  # an explicit count is kept as given
+])
+def test_an_actors_pools_are_planned_as_a_local_default_pool_on_its_cpus(monkeypatch, cpus, can_inline, given,
+                                                                         expected):
+    import ringenv.ray._build as build
+
+    monkeypatch.setattr(build, "workers_here", lambda num_envs, share: min(num_envs, cpus))
+    opts = build._options(given, 32, 1, can_inline)
+    assert (opts["num_workers"], opts.get("inline")) == expected

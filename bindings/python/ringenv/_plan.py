@@ -21,11 +21,13 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optional[int]) -> int:
+def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optional[int],
+                        cores: Optional[int] = None) -> int:
     """The default number of blocks of envs stepping at once (worker processes, with the inline
-    share counted as one): one per usable core, at most ``num_envs`` and ``max_concurrency``, for
-    ``batch_size == num_envs``; else :func:`ringenv._batches.default_async_workers`."""
-    cores = usable_cores()
+    share counted as one): one per core (``cores``; default :func:`usable_cores`), at most
+    ``num_envs`` and ``max_concurrency``, for ``batch_size == num_envs``; else
+    :func:`ringenv._batches.default_async_workers`."""
+    cores = usable_cores() if cores is None else cores
     if batch_size < num_envs:
         return default_async_workers(num_envs, batch_size, cores)
     cap = num_envs if max_concurrency is None else min(num_envs, max_concurrency)
@@ -33,8 +35,9 @@ def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optiona
 
 
 def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[bool], host: Optional[str],
-                 batch_size: int, max_concurrency: Optional[int]) -> Tuple[int, bool]:
-    """``(worker processes, whether this process steps a share inline)`` for a vector env.
+                 batch_size: int, max_concurrency: Optional[int], cores: Optional[int] = None) -> Tuple[int, bool]:
+    """``(worker processes, whether this process steps a share inline)`` for a vector env on
+    ``cores`` cores (default: :func:`usable_cores`; ``ringenv.ray`` passes an actor's CPUs).
 
     The envs split into contiguous blocks (``numpy.array_split``'s rule), one per worker process,
     plus with the inline share one last block that this process steps itself while the processes
@@ -63,8 +66,9 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
                          "envs of a worker binary run only in its worker processes"
                          + (" (num_workers=0 asks for no worker process)" if num_workers == 0 else ""))
     if num_workers is None:
-        blocks = default_num_workers(n, batch_size, max_concurrency)
-        if blocks == 1 and inline is None and host is not None and usable_cores() == 1:
+        cores = usable_cores() if cores is None else cores
+        blocks = default_num_workers(n, batch_size, max_concurrency, cores)
+        if blocks == 1 and inline is None and host is not None and cores == 1:
             return 0, True  # one core: a worker process would only add wake-ups; this process steps all
         if inline and blocks < 2:
             blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import gymnasium as gym
 
+from ringenv._plan import plan_workers
 from ringenv.registration import VECTOR_OPTIONS, VectorEntryPoint, _make_one, _Repeated, builtin_env_ids, split_worker_id
 from ringenv.registration import make_vec as local_make_vec
 from ringenv.vector import AsyncVectorEnv
@@ -47,15 +48,18 @@ def workers_here(num_envs: int, share: int) -> int:
 
 
 def _options(vector_kwargs: Dict[str, Any], num_envs: int, share: int, can_inline: bool) -> Dict[str, Any]:
-    """The options of a block's pool: ``vector_kwargs`` with the worker plan of the module docs
-    (``can_inline``: whether the actor process can step these envs itself)."""
+    """The options of a block's pool: ``vector_kwargs`` with the worker plan of the module docs, a
+    local pool's default plan (:func:`ringenv._plan.plan_workers`) on the actor's CPUs
+    (``can_inline``: whether the actor process can step these envs itself).
+
+    Raises:
+        ValueError: ``inline=True`` for envs only a worker binary can run (plan_workers').
+    """
     opts = dict(vector_kwargs)
     if opts.get("num_workers") is None:
-        blocks = workers_here(num_envs, share)
-        if can_inline and opts.get("inline") is not False:
-            opts["num_workers"], opts["inline"] = blocks - 1, True
-        else:
-            opts["num_workers"] = blocks
+        opts["num_workers"], opts["inline"] = plan_workers(
+            num_envs, None, opts.get("inline"), "python" if can_inline else None, num_envs,
+            opts.get("max_concurrency"), cores=workers_here(num_envs, share))
     else:
         opts["num_workers"] = min(int(opts["num_workers"]), num_envs)
     # Results are serialised into Ray's object store at once: views of the slot are enough, and

@@ -400,7 +400,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         live = [p for p in self._pending if p[3] not in ("done", "recovering")]
         values = self._fetch([p[0] for p in live], timeout, f"`{call}_wait`",
                              "the call stays pending (wait again or close)")
-        got_of = {id(p): v for p, v in zip(live, values)}
+        fetched = iter(values)  # in the order of the pending calls that are not done or recovering
         pending, self._pending = self._pending, []
         self._state = AsyncState.DEFAULT
         out: List[List[Tuple[Any, ...]]] = []
@@ -411,7 +411,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
                 elif kind == "recovering":
                     out.append(self._await_recovery(args, deadline))
                 else:
-                    out.append(self._results(ref, k, blocks, kind, args, got_of[id(pending[i])], deadline))
+                    out.append(self._results(ref, k, blocks, kind, args, next(fetched), deadline))
             except _RestartPending as e:
                 # Keep the call pending: what came in so far, the restart's reset, the rest as sent.
                 self._pending = ([(None, q[1], q[2], "done", r) for q, r in zip(pending, out)]
