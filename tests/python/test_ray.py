@@ -424,6 +424,48 @@ def test_actor_killed_with_async_batches_is_restarted(cluster):
         envs.close()
 
 
+def test_a_recv_shorter_than_an_actors_restart_times_out_and_keeps_the_batch(cluster, tmp_path):
+    """Asynchronous batches: ``recv(timeout=...)`` keeps to the caller's timeout while an actor is
+    restarted. Actor 0 (blocks 0 and 1, one env each) is killed mid-step and takes 8 s to come
+    back; a ``recv(timeout=0.5)`` that takes its blocks raises ``multiprocessing.TimeoutError``
+    naming the restart, nothing is lost: a later ``recv`` returns envs 0 and 1 reset and
+    truncated, and the run goes on."""
+    marker = tmp_path / "rebuild-slowly"
+    fns = [functools.partial(SlowRebuildEnv, str(marker), 8.0) for _ in range(4)]
+    envs = ringenv.ray.make_vec(fns, num_actors=2, batch_size=2, deterministic=True, on_actor_failure="restart")
+    try:
+        envs.async_reset(seed=0)
+        assert envs.recv(timeout=60)[4]["env_id"].tolist() == [0, 1]
+        assert envs.recv(timeout=60)[4]["env_id"].tolist() == [2, 3]
+        marker.touch()  # from now on, a rebuilt actor takes 8 s to come back
+        envs.send(np.array([2, 0]), [0, 1])  # env 0 blocks in its step
+        os.kill(envs.actor_info[0]["pid"], signal.SIGKILL)
+        envs.send(np.zeros(2, np.int64), [2, 3])
+        messages = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the restart's warning
+            for _ in range(120):  # deterministic: blocks 0 and 1 (the earliest sent) come first
+                with pytest.raises(multiprocessing.TimeoutError) as caught:
+                    envs.recv(timeout=0.5)
+                messages.append(str(caught.value))
+                if "being restarted" in messages[-1]:
+                    break
+            assert "being restarted" in messages[-1] and "actor 0" in messages[-1], messages
+            with pytest.raises(gym.error.AlreadyPendingCallError):
+                envs.step(np.zeros(4, np.int64))  # the batch is still in flight
+            obs, r, te, tr, infos = envs.recv(timeout=60)
+        assert infos["env_id"].tolist() == [0, 1]
+        assert tr.tolist() == [True, True] and not te.any() and r.tolist() == [0.0, 0.0]
+        assert infos["actor_restarted"].tolist() == [True, True] and obs["steps"].tolist() == [0, 0]
+        obs, r, te, tr, infos = envs.recv(timeout=60)  # actor 1's, stepped once
+        assert infos["env_id"].tolist() == [2, 3] and obs["steps"].tolist() == [1, 1]
+        envs.send(np.ones(2, np.int64), [0, 1])
+        obs, *_, infos = envs.recv(timeout=60)
+        assert infos["env_id"].tolist() == [0, 1] and obs["steps"].tolist() == [1, 1]
+    finally:
+        envs.close()
+
+
 def test_close_leaves_no_actor_or_worker(cluster):
     envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, vector_kwargs={"num_workers": 1})
     envs.reset(seed=0)

@@ -11,6 +11,7 @@ while the other's results travel to the learner.
 from __future__ import annotations
 
 import multiprocessing
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -60,6 +61,9 @@ class BlockBatchesMixin:
     _fetch: Callable[[List[Any], Optional[float], str, str], List[Any]]
     _results: Callable[..., List[Tuple[Any, ...]]]
     _assemble: Callable[[List[int], Dict[int, Tuple[Any, ...]]], Tuple[Any, ...]]
+    _await_recovery: Callable[[Dict[str, Any], Optional[float]], List[Tuple[Any, ...]]]
+    _recovery_ref: Callable[[Dict[str, Any]], Any]
+    _received: Dict[int, Tuple[Any, ...]]
 
     def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None) -> None:
@@ -127,6 +131,11 @@ class BlockBatchesMixin:
         """Waits for the next ``batch_size`` envs: the first blocks to finish (``ray.wait``), or
         with ``deterministic=True`` the earliest sent.
 
+        ``timeout`` (seconds) bounds the whole call, the wait for an actor restarted under
+        ``on_actor_failure="restart"`` included: a block whose actor is still being restarted at
+        the deadline stays in flight (its reset goes on), the blocks already in are kept for the
+        next ``recv``, and ``multiprocessing.TimeoutError`` is raised.
+
         Returns:
             ``(observations, rewards, terminations, truncations, infos)`` of the batch in the
             order of ``infos["env_id"]`` (``int32``, shape ``(batch_size,)``, ascending), as
@@ -137,25 +146,53 @@ class BlockBatchesMixin:
             multiprocessing.TimeoutError: ``timeout`` passed (the batches stay in flight).
             ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception.
         """
+        from ringenv.ray.vector import _RestartPending  # the driver's module, which imports this one
+
         self._assert_open("recv")
+        deadline = None if timeout is None else time.monotonic() + timeout
         block = self._blocks[0][1] - self._blocks[0][0]
         k = len(self._blocks) if self.batch_size == self.num_envs else self.batch_size // block
         refs = list(self._inflight)
-        if len(refs) < k:
+        need = k - len(self._received)
+        if len(refs) < need:
             raise ValueError(f"recv needs {k} blocks in flight for a batch of {self.batch_size} envs, but "
-                             f"{len(refs)} are: send actions first")
-        candidates = refs[:k] if self.deterministic else refs
-        ready, _ = ray.wait(candidates, num_returns=k, timeout=timeout)
-        if len(ready) < k:
-            raise multiprocessing.TimeoutError(f"recv ran out of time after {timeout} s; the batches stay in flight")
-        by_block: Dict[int, Tuple[Any, ...]] = {}
-        taken = sorted(ready, key=lambda r: self._inflight[r][0])
-        values = self._fetch(taken, None, "recv", "")
-        for ref, got in zip(taken, values):
-            b, kind, args = self._inflight.pop(ref)
+                             f"{len(refs) + len(self._received)} are: send actions first")
+        if need > 0:
+            candidates = refs[:need] if self.deterministic else refs
+            ready, _ = ray.wait(candidates, num_returns=need, timeout=timeout)
+            if len(ready) < need:
+                raise multiprocessing.TimeoutError(f"recv ran out of time after {timeout} s; the batches stay in flight")
+            taken = sorted(ready, key=lambda r: self._inflight[r][0])
+            fresh = [r for r in taken if self._inflight[r][1] != "recovering"]
+            values = dict(zip(fresh, self._fetch(fresh, None, "recv", "")))
+            order = {r: i for i, r in enumerate(self._inflight)}  # send order, kept for a restart's reset
+            back = []
+            restarting = None
+            for ref in taken:
+                b, kind, args = self._inflight.pop(ref)
+                try:
+                    if kind == "recovering":
+                        self._received[b] = self._await_recovery(args, deadline)[0]
+                    else:
+                        self._received[b] = self._results(ref, b // self.blocks_per_actor, [b], kind, args,
+                                                          values[ref], deadline)[0]
+                except _RestartPending as e:  # in flight again, where it was: the restarted actor's reset
+                    back.append((order[ref], self._recovery_ref(e.recovery), (b, "recovering", e.recovery)))
+                    restarting = b // self.blocks_per_actor
+                except BaseException:
+                    self._busy[b] = False
+                    raise
+            if back:
+                merged = sorted(back + [(order[r], r, v) for r, v in self._inflight.items()], key=lambda t: t[0])
+                self._inflight = {r: v for _, r, v in merged}
+            if restarting is not None:
+                raise multiprocessing.TimeoutError(
+                    f"recv ran out of time after {timeout} s while actor {restarting} was being restarted; the "
+                    "batches stay in flight (recv again or close)")
+        blocks = sorted(self._received)
+        by_block = {b: self._received.pop(b) for b in blocks}
+        for b in blocks:
             self._busy[b] = False
-            by_block[b] = self._results(ref, b // self.blocks_per_actor, [b], kind, args, got)[0]
-        blocks = sorted(by_block)
         obs, rewards, terminated, truncated, infos = self._assemble(blocks, by_block)
         ids = np.concatenate([np.arange(*self._blocks[b], dtype=np.int32) for b in blocks])
         infos = _rows(infos, ids) if infos else {}

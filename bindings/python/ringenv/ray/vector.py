@@ -141,6 +141,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         self._state = AsyncState.DEFAULT
         self._pending: List[Tuple[Any, int, List[int], str, Any]] = []  # (ref, actor, blocks, kind, args)
         self._inflight: Dict[Any, Tuple[int, str, Any]] = {}  # ref -> (block, kind, args), in send order
+        self._received: Dict[int, Tuple[Any, ...]] = {}  # block -> results in, not yet returned by recv
         self._busy = [False] * nb
         self._needs_reset: Set[int] = set()
         self._last_obs: List[Any] = [None] * nb
@@ -172,7 +173,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         self._kill_all()
         self.closed = True
         self._state = AsyncState.DEFAULT
-        self._pending, self._inflight = [], {}
+        self._pending, self._inflight, self._received = [], {}, {}
         return error
 
     def _kill_all(self) -> None:
@@ -239,8 +240,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         base = k * self.blocks_per_actor
         try:
             while True:
-                if recovery["ref"] is None:
-                    recovery["ref"] = actor.reset.remote(recovery["local"], recovery["seeds"], recovery["options"])
+                self._recovery_ref(recovery)
                 until = recovery["deadline"] if deadline is None else min(recovery["deadline"], deadline)
                 try:
                     parts = ray.get(recovery["ref"], timeout=max(0.0, until - time.monotonic()))
@@ -278,6 +278,14 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             truncated = np.full(n, recovery["kind"] != "reset", dtype=np.bool_)
             out.append((obs, np.zeros(n), np.zeros(n, dtype=np.bool_), truncated, infos))
         return out
+
+    def _recovery_ref(self, recovery: Dict[str, Any]) -> Any:
+        """The ref of the reset of a restarted actor that :meth:`_await_recovery` awaits
+        (``recovery["ref"]``), sent now when there is none (the actor was still unavailable)."""
+        if recovery["ref"] is None:
+            recovery["ref"] = self._actors[recovery["k"]].reset.remote(recovery["local"], recovery["seeds"],
+                                                                       recovery["options"])
+        return recovery["ref"]
 
     def _submit(self, k: int, blocks: List[int], kind: str, args: Any) -> Tuple[Any, str, Any]:
         """Sends one call to actor ``k`` for its ``blocks``: ``kind`` ``"reset"`` (``args``:
@@ -327,9 +335,10 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             raise AlreadyPendingCallError(
                 f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
                 str(self._state.value))
-        if self._inflight:
+        if self._inflight or self._received:
             raise AlreadyPendingCallError(
-                f"Calling `{name}` while {len(self._inflight)} blocks sent with `send`/`async_reset` are in flight: "
+                f"Calling `{name}` while {len(self._inflight) + len(self._received)} blocks sent with "
+                "`send`/`async_reset` are in flight: "
                 "`recv` them first", "step")
 
     def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
@@ -611,7 +620,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             except Exception:  # dead or slow: killed below all the same
                 pass
         self._kill_all()
-        self._pending, self._inflight = [], {}
+        self._pending, self._inflight, self._received = [], {}, {}
         self._state = AsyncState.DEFAULT
         self.closed = True
 
