@@ -317,6 +317,20 @@ def test_actor_killed_mid_step_is_restarted(cluster):
         envs.close()
 
 
+def _time_out_until_the_restart(wait, actor: int):
+    """Calls ``wait(timeout=0.5)`` (each must raise ``multiprocessing.TimeoutError``) until one
+    says that ``actor`` is being restarted (the rebuild's sleep starts once Ray has seen the
+    death), at most 120 times."""
+    messages = []
+    for _ in range(120):
+        with pytest.raises(multiprocessing.TimeoutError) as caught:
+            wait(timeout=0.5)
+        messages.append(str(caught.value))
+        if "being restarted" in messages[-1]:
+            break
+    assert "being restarted" in messages[-1] and f"actor {actor}" in messages[-1], messages
+
+
 def test_a_wait_shorter_than_an_actors_restart_times_out_and_the_step_stays_pending(cluster, tmp_path):
     """Under ``on_actor_failure="restart"`` the caller's ``timeout`` bounds the wait for a
     restarted actor too: while actor 0 is rebuilt (its envs' construction sleeps 8 s once it is
@@ -330,16 +344,9 @@ def test_a_wait_shorter_than_an_actors_restart_times_out_and_the_step_stays_pend
         envs.reset(seed=0)
         marker.touch()  # from now on, a rebuilt actor takes 8 s to come back
         _kill_actor_mid_step(envs, 0)
-        messages = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the restart's warning
-            for _ in range(120):  # the restart's 8 s sleep starts once Ray has seen the death
-                with pytest.raises(multiprocessing.TimeoutError) as caught:
-                    envs.step_wait(timeout=0.5)
-                messages.append(str(caught.value))
-                if "being restarted" in messages[-1]:
-                    break
-            assert "being restarted" in messages[-1] and "actor 0" in messages[-1], messages
+            _time_out_until_the_restart(envs.step_wait, 0)
             obs, r, te, tr, infos = envs.step_wait(timeout=60)
         assert tr.tolist() == [True, True, False, False] and not te[:2].any()
         assert infos["actor_restarted"].tolist() == [True, True, False, False]
@@ -441,16 +448,9 @@ def test_a_recv_shorter_than_an_actors_restart_times_out_and_keeps_the_batch(clu
         envs.send(np.array([2, 0]), [0, 1])  # env 0 blocks in its step
         os.kill(envs.actor_info[0]["pid"], signal.SIGKILL)
         envs.send(np.zeros(2, np.int64), [2, 3])
-        messages = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the restart's warning
-            for _ in range(120):  # deterministic: blocks 0 and 1 (the earliest sent) come first
-                with pytest.raises(multiprocessing.TimeoutError) as caught:
-                    envs.recv(timeout=0.5)
-                messages.append(str(caught.value))
-                if "being restarted" in messages[-1]:
-                    break
-            assert "being restarted" in messages[-1] and "actor 0" in messages[-1], messages
+            _time_out_until_the_restart(envs.recv, 0)  # deterministic: blocks 0 and 1 come first
             with pytest.raises(gym.error.AlreadyPendingCallError):
                 envs.step(np.zeros(4, np.int64))  # the batch is still in flight
             obs, r, te, tr, infos = envs.recv(timeout=60)
