@@ -1,9 +1,11 @@
-"""Fixtures shared by the ringenv tests: a per-test time limit, and factories of vector envs
-that are always closed at teardown."""
+"""Fixtures shared by the ringenv tests: a per-test time limit, factories of vector envs that are
+always closed at teardown, and Stable-Baselines3's log folders kept out of the system's temporary
+directory."""
 
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
 import sys
 
@@ -35,6 +37,21 @@ def _time_limit():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_log_folder(tmp_path_factory):
+    """Stable-Baselines3's ``learn`` makes a log folder ``SB3-<date>`` in the system's temporary
+    directory on every call unless ``SB3_LOGDIR`` names one
+    (``stable_baselines3.common.logger.configure``); the suite's go to pytest's own temporary
+    directory instead (subprocesses inherit the variable)."""
+    previous = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+    yield
+    if previous is None:
+        del os.environ["SB3_LOGDIR"]
+    else:
+        os.environ["SB3_LOGDIR"] = previous
 
 
 @pytest.fixture
