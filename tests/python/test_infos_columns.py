@@ -1,4 +1,4 @@
-"""`ringenv._infos.add_infos` builds exactly the dict Gymnasium's env-by-env `_add_info` builds:
+"""`ringenv._infos.add_infos` (and `add_batch_infos`, over a batch of envs) builds exactly the dict Gymnasium's env-by-env `_add_info` builds:
 same keys in the same order, same dtypes, values and masks, for numeric columns (the fast path)
 and everything else (nested dicts, arrays, objects, `final_obs`, mixed types: Gymnasium's own
 function)."""
@@ -12,7 +12,7 @@ import pytest
 from gymnasium.vector import SyncVectorEnv
 import gymnasium as gym
 
-from ringenv._infos import add_infos
+from ringenv._infos import add_batch_infos, add_infos
 
 NUM_ENVS = 6
 
@@ -149,3 +149,53 @@ def test_every_env_with_the_same_keys_in_any_order_equals_gymnasiums(seed):
         _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
     finally:
         env.close()
+
+
+def _rows(x, index):
+    """The rows ``index`` of every array of a (possibly nested) info dict."""
+    if isinstance(x, dict):
+        return {k: _rows(v, index) for k, v in x.items()}
+    return x[index] if isinstance(x, np.ndarray) and x.ndim >= 1 else x
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_a_batchs_infos_equal_gymnasiums_over_every_env_then_the_batchs_rows(seed):
+    """A recv's infos, built at the batch's size, equal Gymnasium's `_add_info` over all
+    `num_envs` followed by taking the batch's rows: one run of ids or several, envs of the batch
+    without an info, every kind of value."""
+    rng = random.Random(seed)
+    if seed % 2:
+        start = rng.randint(0, NUM_ENVS - 1)
+        ids = np.arange(start, rng.randint(start + 1, NUM_ENVS), dtype=np.int32)
+    else:
+        ids = np.array(sorted(rng.sample(range(NUM_ENVS), rng.randint(1, NUM_ENVS))), dtype=np.int32)
+    batch = [(e, info) for e, info in _batch(rng) if e in set(ids.tolist())]
+    env = _reference_env()
+    try:
+        ref: dict = {}
+        try:
+            for env_id, info in batch:
+                ref = env._add_info(ref, info, env_id)
+            ref = _rows(ref, ids)
+        except Exception:  # Gymnasium's own error, or rows of what it built that do not exist
+            with pytest.raises(Exception):
+                add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info)
+            return
+        ours = add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info)
+    finally:
+        env.close()
+    if not batch:
+        assert ours == {}
+        return
+    _assert_same(ours, ref)
+    for key, value in ours.items():
+        if isinstance(value, np.ndarray):
+            assert value.shape[0] == len(ids), f"{key}: {value.shape} for a batch of {len(ids)}"
+
+
+def test_an_info_of_an_env_outside_the_batch_is_named():
+    add_info = gym.vector.VectorEnv._add_info
+    with pytest.raises(KeyError, match=r"env 5 returned an info but is not in the batch \[1, 2\]"):
+        add_batch_infos({1: {"x": 1}, 5: {"x": 2}}, np.array([1, 2], dtype=np.int32), NUM_ENVS, add_info)
+    with pytest.raises(KeyError, match="env 0 returned an info"):
+        add_batch_infos({0: {"x": 1}}, np.array([1, 3], dtype=np.int32), NUM_ENVS, add_info)

@@ -242,6 +242,35 @@ def test_the_default_plan_follows_the_cores():
         plan_workers(4, 0, None, None, 4, None)
 
 
+def test_asynchronous_batches_take_no_share_by_default_on_two_cores_or_more():
+    # 8 envs in batches of 4: two blocks of 4, both worker processes (the caller's time between
+    # recv and send is its own), whatever the cores beyond 2
+    for cores in (2, 3, 4, 16):
+        processes, inline = plan_workers(8, None, None, "python", 4, None, cores=cores)
+        assert inline is False and processes >= 2 and 4 % (8 // processes) == 0, (cores, processes)
+    assert plan_workers(8, None, None, "rust", 4, None, cores=2) == (2, False)
+    # asked for: the share is one of the blocks, as before
+    assert plan_workers(8, None, True, "python", 4, None, cores=2) == (1, True)
+    # a single core keeps one process and the share (two processes would share the one core)
+    assert plan_workers(8, None, None, "python", 4, None, cores=1) == (1, True)
+    # stepping every env per call keeps the share
+    assert plan_workers(8, None, None, "python", 8, None, cores=2) == (1, True)
+
+
+def test_the_default_asynchronous_vector_env_steps_every_env_in_worker_processes(closing):
+    if usable_cores() < 2:
+        pytest.skip("one usable core: the default keeps the share there (checked by the plan test above)")
+    env = closing(ringenv.AsyncVectorEnv([CounterEnv] * 4, batch_size=2, deterministic=True))
+    assert (env.num_workers, env.inline) == (2, False)
+    env.async_reset(seed=0)
+    seen = []
+    for _ in range(4):
+        _, _, _, _, infos = env.recv()
+        seen.extend(infos["env_id"].tolist())
+        env.send(np.ones(2, dtype=np.int64), infos["env_id"])
+    assert sorted(seen) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
 def test_on_one_core_the_default_steps_every_env_in_this_process(closing, monkeypatch):
     import ringenv._plan
 

@@ -71,17 +71,9 @@ def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:
     return all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
 
 
-def _rows(x: Any, index: np.ndarray) -> Any:
-    """The rows ``index`` of every array in a (possibly nested) info dict."""
-    if isinstance(x, dict):
-        return {k: _rows(v, index) for k, v in x.items()}
-    if isinstance(x, np.ndarray) and x.ndim >= 1:
-        return x[index]
-    return x
-
-
-#: What takes in a batch's messages and restarted workers and returns its infos (the vector env's).
-Absorb = Callable[[List[Tuple[int, bytes]], List[dict]], Dict[str, Any]]
+#: What takes in a batch's messages, restarted workers and env ids, and returns its infos vectorised
+#: over the batch (the vector env's).
+Absorb = Callable[[List[Tuple[int, bytes]], List[dict], np.ndarray], Dict[str, Any]]
 
 
 class AsyncBatches:
@@ -212,8 +204,7 @@ class AsyncBatches:
             ids, rows = np.arange(runs[0][1], runs[0][2], dtype=np.int32), slice(runs[0][1], runs[0][2])
         else:
             ids, rows = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs]), None
-        infos = absorb(messages, restarted)
-        infos = _rows(infos, ids) if infos else {}
+        infos = absorb(messages, restarted, ids)
         infos["env_id"] = ids
         self._recv_ids = (ids, [b[0] for b in batch], rows)
         obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
+from gymnasium.vector.vector_env import VectorEnv
 
 AddInfo = Callable[[Dict[str, Any], Dict[str, Any], int], Dict[str, Any]]
 
@@ -89,3 +90,64 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
         mask[ids] = True
         infos[key], infos[f"_{key}"] = array, mask
     return infos
+
+
+
+class _Batch:
+    """What Gymnasium's ``VectorEnv._add_info`` reads of its vector env, for a batch of
+    ``num_envs`` entries: its ``num_envs`` (the size of each column) and itself."""
+
+    _add_info = VectorEnv._add_info
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+
+
+def _rows(x: Any, index: np.ndarray) -> Any:
+    """The rows ``index`` of every array in a (possibly nested) info dict."""
+    if isinstance(x, dict):
+        return {k: _rows(v, index) for k, v in x.items()}
+    if isinstance(x, np.ndarray) and x.ndim >= 1:
+        return x[index]
+    return x
+
+
+def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, num_envs: int,
+                    add_info: AddInfo) -> Dict[str, Any]:
+    """The infos of a batch of envs (an asynchronous ``recv``), vectorised over the batch: each
+    column and mask has ``len(env_ids)`` entries, entry ``i`` for env ``env_ids[i]``.
+
+    Args:
+        env_infos: each env's info by env id (only envs of the batch; envs without an info may be
+            missing).
+        env_ids: the batch's env ids, ascending, an integer array of shape ``(batch_size,)``.
+        num_envs, add_info: the vector env's, as for :func:`add_infos`.
+
+    Returns:
+        what :func:`add_infos` over all ``num_envs`` envs, followed by taking the rows ``env_ids``
+        of every array, gives (same keys, order, dtypes, values and masks). Infos without a
+        nested dict are built at the batch's size, with the batch's positions in place of the env
+        ids; a nested dict goes the long way, since Gymnasium's ``_add_info`` can write an env id
+        into it as a key (a key that is a dict in one env and a number in another).
+
+    Raises:
+        KeyError: naming an env id of ``env_infos`` that is not in ``env_ids``; what
+            ``add_info`` raises.
+    """
+    if not env_infos:
+        return {}
+    members = set(env_ids.tolist())
+    for e in env_infos:
+        if e not in members:
+            raise KeyError(f"env {e} returned an info but is not in the batch {sorted(members)}")
+    pairs = sorted(env_infos.items())
+    if any(isinstance(v, dict) for _, info in pairs for v in info.values()):
+        return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)
+    n = len(env_ids)
+    first = int(env_ids[0])
+    if int(env_ids[-1]) - first + 1 == n:  # one run of ids (the usual batch): positions by offset
+        local = [(e - first, info) for e, info in pairs]
+    else:
+        at = {e: i for i, e in enumerate(env_ids.tolist())}
+        local = [(at[e], info) for e, info in pairs]
+    return add_infos({}, local, n, _Batch(n)._add_info)

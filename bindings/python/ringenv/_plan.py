@@ -46,7 +46,10 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
     envs only a worker program can run) allows it and at least one worker process remains beside
     it: then the processes are one fewer than the default block count (one per usable core,
     capped by ``num_envs`` and ``max_concurrency``; for ``batch_size < num_envs`` the smallest
-    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). On a single
+    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). Asynchronous
+    batches (``batch_size < num_envs``) on two or more cores take no share by default: the
+    processes step while the caller computes the next actions between ``recv`` and ``send``,
+    which a share, stepped inside ``recv``, would delay (docs/INLINE.md). On a single
     usable core that plan is one block, and the default steps it in this process with no worker
     process at all (the share is every env), as it does a block beside the processes. An explicit
     ``num_workers`` means that many processes stepping every env, as before the share existed,
@@ -70,6 +73,10 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
         blocks = default_num_workers(n, batch_size, max_concurrency, cores)
         if blocks == 1 and inline is None and host is not None and cores == 1:
             return 0, True  # one core: a worker process would only add wake-ups; this process steps all
+        if inline is None and batch_size < n and cores >= 2:
+            # Asynchronous batches: the caller works (its policy) between recv and send while the
+            # processes step; a share could only step inside recv, in that work's time.
+            return blocks, False
         if inline and blocks < 2:
             blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)
         use = host is not None and inline is not False and blocks >= 2 and blocks <= n

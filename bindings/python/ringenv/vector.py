@@ -24,7 +24,7 @@ from ringenv import _layout, _native
 from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
 from ringenv._checks import check_count, check_options, check_segment_fits, reset_mask_of, seeds_of
-from ringenv._infos import add_infos
+from ringenv._infos import add_batch_infos, add_infos
 from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv
 from ringenv._slots import Slots
@@ -431,10 +431,12 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    def _absorb(self, messages: List[Tuple[int, bytes]], restarted: List[dict]) -> Dict[str, Any]:
+    def _absorb(self, messages: List[Tuple[int, bytes]], restarted: List[dict],
+                env_ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
-        workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them) unless
-        ``vector_infos=False``, and, on the pickled path, takes in the observations."""
+        workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
+        the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
+        and, on the pickled path, takes in the observations."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}
@@ -451,6 +453,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         if not self._vector_infos:
             return {}
         # Column by column, exactly as Gymnasium's env-by-env `_add_info` would (ringenv/_infos.py).
+        if env_ids is not None:
+            return add_batch_infos(raw, env_ids, self.num_envs, self._add_info)
         return add_infos({}, sorted(raw.items()), self.num_envs, self._add_info)
 
     def env_infos(self) -> List[Dict[str, Any]]:

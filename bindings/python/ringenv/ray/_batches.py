@@ -20,7 +20,6 @@ from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from ringenv._batches import _rows
 from ringenv.vector import AsyncState
 
 __all__ = ["BlockBatchesMixin", "take"]
@@ -60,7 +59,7 @@ class BlockBatchesMixin:
     _submit: Callable[[int, List[int], str, Any], Tuple[Any, str, Any]]
     _fetch: Callable[[List[Any], Optional[float], str, str], List[Any]]
     _results: Callable[..., List[Tuple[Any, ...]]]
-    _assemble: Callable[[List[int], Dict[int, Tuple[Any, ...]]], Tuple[Any, ...]]
+    _assemble: Callable[..., Tuple[Any, ...]]
     _await_recovery: Callable[[Dict[str, Any], Optional[float]], List[Tuple[Any, ...]]]
     _recovery_ref: Callable[[Dict[str, Any]], Any]
     _received: Dict[int, Tuple[Any, ...]]
@@ -193,8 +192,7 @@ class BlockBatchesMixin:
         by_block = {b: self._received.pop(b) for b in blocks}
         for b in blocks:
             self._busy[b] = False
-        obs, rewards, terminated, truncated, infos = self._assemble(blocks, by_block)
         ids = np.concatenate([np.arange(*self._blocks[b], dtype=np.int32) for b in blocks])
-        infos = _rows(infos, ids) if infos else {}
+        obs, rewards, terminated, truncated, infos = self._assemble(blocks, by_block, ids)
         infos["env_id"] = ids
         return obs, rewards, terminated, truncated, infos

@@ -22,7 +22,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from ringenv._infos import add_infos
+from ringenv._infos import add_batch_infos, add_infos
 from ringenv._staging import host_actions
 from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
 from ringenv.ray._actor import PoolActor
@@ -453,9 +453,10 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
                 raise multiprocessing.TimeoutError(f"{what} ran out of time after {timeout} s; {stays}") from None
             return [None] * len(refs)
 
-    def _assemble(self, blocks: List[int], by_block: Dict[int, Tuple[Any, ...]]) -> Tuple[Any, ...]:
+    def _assemble(self, blocks: List[int], by_block: Dict[int, Tuple[Any, ...]],
+                  env_ids: Optional[np.ndarray] = None) -> Tuple[Any, ...]:
         """Concatenates the blocks' results (in env order) and vectorises their infos over the
-        whole vector env."""
+        batch ``env_ids`` (a ``recv``'s), else over the whole vector env."""
         parts = [by_block[b] for b in blocks]
         for b, p in zip(blocks, parts):
             self._last_obs[b] = p[0]
@@ -470,7 +471,12 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         for p in parts:
             raw.update(p[4])
         self._env_infos = raw
-        infos = add_infos({}, sorted(raw.items()), self.num_envs, self._add_info) if self._vector_infos else {}
+        if not self._vector_infos:
+            infos: Dict[str, Any] = {}
+        elif env_ids is not None:
+            infos = add_batch_infos(raw, env_ids, self.num_envs, self._add_info)
+        else:
+            infos = add_infos({}, sorted(raw.items()), self.num_envs, self._add_info)
         return obs, rewards, terminated, truncated, infos
 
     def reset_wait(self, timeout: Optional[float] = None) -> Tuple[Any, Dict[str, Any]]:
