@@ -13,8 +13,10 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ringenv.cli
@@ -590,6 +592,41 @@ def test_measure_closes_the_env_when_a_step_raises():
     with pytest.raises(RuntimeError, match="env broke"):
         measure(lambda: Broken([lambda: gym.make("CartPole-v1")]), num_envs=1, seconds=0.1, seed=0)
     assert closed == [True]
+
+
+def test_measure_spends_the_policy_time_between_recv_and_send_and_before_each_step():
+    # the caller's own work (policy_s) falls between a recv and its send, and before each step
+    import gymnasium as gym
+
+    from ringenv.cli._measure import measure
+
+    events = []
+    clock = time.perf_counter
+
+    class Recorded(gym.vector.SyncVectorEnv):
+        def async_reset(self, seed=None):
+            self.reset(seed=seed)
+
+        def recv(self):
+            events.append(("recv", clock()))
+            return None, None, None, None, {"env_id": np.arange(1)}
+
+        def send(self, actions, env_ids):
+            events.append(("send", clock()))
+
+        def step(self, actions):
+            events.append(("step", clock()))
+            return super().step(actions)
+
+    make = lambda: Recorded([lambda: gym.make("CartPole-v1")] * 2)  # noqa: E731
+    measure(make, num_envs=2, batch_size=1, seconds=0.05, seed=0, policy_s=0.002)
+    pairs = list(zip(events[::2], events[1::2]))
+    assert len(pairs) >= 8 and all(a[0] == "recv" and b[0] == "send" for a, b in pairs)
+    assert min(b[1] - a[1] for a, b in pairs) >= 0.002
+    events.clear()
+    measure(make, num_envs=2, seconds=0.05, seed=0, policy_s=0.002)
+    steps = [t for kind, t in events]
+    assert len(steps) >= 8 and min(b - a for a, b in zip(steps, steps[1:])) >= 0.002
 
 
 def _cuda_unavailable_reason():

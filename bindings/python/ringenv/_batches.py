@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+import operator
+
 import cloudpickle
 import numpy as np
 
@@ -70,6 +72,9 @@ def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:
     """Whether the ``(slot, start, stop)`` pieces are one run of rows of one slot."""
     return all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
 
+
+#: A completion's worker (its first field): the key batches are sorted by.
+_worker = operator.itemgetter(0)
 
 #: What takes in a batch's messages, restarted workers and env ids, and returns its infos vectorised
 #: over the batch (the vector env's).
@@ -181,7 +186,8 @@ class AsyncBatches:
         Raises:
             the exception an env raised.
         """
-        batch.sort(key=lambda b: b[0])  # ascending env ids (the order is the same in both modes)
+        if len(batch) > 1:
+            batch.sort(key=_worker)  # ascending env ids (the order is the same in both modes)
         pieces, messages, restarted, error = [], [], [], None
         resets = []
         for worker, slot, message, err, restart in batch:
@@ -199,7 +205,7 @@ class AsyncBatches:
         if error is not None:
             raise _remote_exception(error)
         # One run of rows when the workers' blocks follow each other in one slot.
-        runs = [(pieces[0][0], pieces[0][1], pieces[-1][2])] if _contiguous(pieces) else pieces
+        runs = pieces if len(pieces) == 1 or not _contiguous(pieces) else [(pieces[0][0], pieces[0][1], pieces[-1][2])]
         if len(runs) == 1:
             ids, rows = np.arange(runs[0][1], runs[0][2], dtype=np.int32), slice(runs[0][1], runs[0][2])
         else:

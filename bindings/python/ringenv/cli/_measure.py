@@ -158,15 +158,33 @@ def default_worker_pids(envs) -> List[int]:
     return descendants()
 
 
-def _stepper(envs, batch_size: int, num_envs: int) -> Callable[[np.ndarray], None]:
+def busy_wait(seconds: float) -> None:
+    """Keeps this thread's core busy for ``seconds`` of wall time (``time.perf_counter``), as a
+    policy's forward pass on the CPU would."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _stepper(envs, batch_size: int, num_envs: int, policy_s: float = 0.0) -> Callable[[np.ndarray], None]:
     """One vector step: ``envs.step(actions)``; with async batches (``batch_size < num_envs``),
     ``recv()`` the next ready batch and ``send()`` it ``actions`` (shape ``(batch_size, ...)``)
-    for its ``infos["env_id"]``."""
+    for its ``infos["env_id"]``. ``policy_s`` seconds of :func:`busy_wait` stand for the caller's
+    work on the results before the actions go (between ``recv`` and ``send``; before ``step``)."""
     if batch_size >= num_envs:
-        return envs.step
+        if not policy_s:
+            return envs.step
+
+        def step(actions: np.ndarray) -> None:
+            busy_wait(policy_s)
+            envs.step(actions)
+
+        return step
 
     def cycle(actions: np.ndarray) -> None:
         infos = envs.recv()[4]
+        if policy_s:
+            busy_wait(policy_s)
         envs.send(actions, infos["env_id"])
 
     return cycle
@@ -180,7 +198,8 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
             synchronize: Optional[Callable[[], None]] = None,
             on_phase: Callable[[str], None] = lambda phase: None,
             on_progress: Callable[[float, int], None] = lambda elapsed, steps: None,
-            progress_every_s: float = 0.1) -> Measurement:
+            progress_every_s: float = 0.1,
+            policy_s: float = 0.0) -> Measurement:
     """Builds the vector env with ``make()``, resets it with ``seed``, warms up, then steps it for
     ``seconds`` seconds of wall time.
 
@@ -206,6 +225,10 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         on_phase: called with ``"start"``, ``"warmup"``, ``"measure"`` and ``"close"``.
         on_progress: called with ``(elapsed seconds, vector steps)`` at most every
             ``progress_every_s`` seconds while measuring.
+        policy_s: seconds of the caller's own work per vector step, busy-waited in this process
+            (:func:`busy_wait`) before each ``step``, or between ``recv`` and ``send``: a policy's
+            forward pass, which asynchronous batches overlap with the other envs' steps.
+            Default 0 (none).
 
     Returns:
         A :class:`Measurement`. CPU times are read before the env is closed; the env is always
@@ -224,7 +247,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         startup_s = time.perf_counter() - t0
         if actions is None:
             actions = pregenerate_actions(envs.single_action_space, batch, seed)
-        step = _stepper(envs, batch, num_envs)
+        step = _stepper(envs, batch, num_envs, policy_s)
         n_actions = len(actions)
         on_phase("warmup")
         if warmup_s is None:
