@@ -150,4 +150,4 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
     else:
         at = {e: i for i, e in enumerate(env_ids.tolist())}
         local = [(at[e], info) for e, info in pairs]
-    return add_infos({}, local, n, _Batch(n)._add_info)
+    return add_infos({}, local, n, _Batch(n)._add_info)  # type: ignore[misc]
