@@ -11,9 +11,8 @@ actions for that batch, the other workers keep stepping.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
-
 import operator
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import cloudpickle
 import numpy as np

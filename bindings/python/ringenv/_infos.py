@@ -92,7 +92,6 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
     return infos
 
 
-
 class _Batch:
     """What Gymnasium's ``VectorEnv._add_info`` reads of its vector env, for a batch of
     ``num_envs`` entries: its ``num_envs`` (the size of each column) and itself."""
@@ -136,18 +135,12 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
     """
     if not env_infos:
         return {}
-    members = set(env_ids.tolist())
+    at = {e: i for i, e in enumerate(env_ids.tolist())}  # each env's position in the batch
     for e in env_infos:
-        if e not in members:
-            raise KeyError(f"env {e} returned an info but is not in the batch {sorted(members)}")
+        if e not in at:
+            raise KeyError(f"env {e} returned an info but is not in the batch {sorted(at)}")
     pairs = sorted(env_infos.items())
     if any(isinstance(v, dict) for _, info in pairs for v in info.values()):
         return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)
     n = len(env_ids)
-    first = int(env_ids[0])
-    if int(env_ids[-1]) - first + 1 == n:  # one run of ids (the usual batch): positions by offset
-        local = [(e - first, info) for e, info in pairs]
-    else:
-        at = {e: i for i, e in enumerate(env_ids.tolist())}
-        local = [(at[e], info) for e, info in pairs]
-    return add_infos({}, local, n, _Batch(n)._add_info)  # type: ignore[misc]
+    return add_infos({}, [(at[e], info) for e, info in pairs], n, _Batch(n)._add_info)  # type: ignore[misc]
