@@ -201,3 +201,51 @@ def test_an_info_of_an_env_outside_the_batch_is_named():
         add_batch_infos({1: {"x": 1}, 5: {"x": 2}}, np.array([1, 2], dtype=np.int32), NUM_ENVS, add_info)
     with pytest.raises(KeyError, match="env 0 returned an info"):
         add_batch_infos({0: {"x": 1}}, np.array([1, 3], dtype=np.int32), NUM_ENVS, add_info)
+
+
+def _same_keys_batch(rng: random.Random, env_ids):
+    """Per-step infos as real envs return them: every env the same keys in the same order, each
+    key's values one number type (Python's or NumPy's); now and then one env's value of another
+    type, a key whose mask name is also a key, ``final_obs``, or an int too large for int64."""
+    keys = rng.sample(["step", "score", "flag", "_score", "final_obs", "cost", "lives"], rng.randint(1, 5))
+    makers = {k: rng.choice([int, float, bool, np.float32, np.int8, np.bool_, np.uint16]) for k in keys}
+    batch = []
+    for env_id in env_ids:
+        info = {}
+        for k in keys:
+            v = makers[k](rng.randint(0, 100))
+            if rng.random() < 0.03:
+                v = _value(rng)  # another type for one env
+            elif rng.random() < 0.01 and makers[k] is int:
+                v = 2**70  # does not fit Gymnasium's int64 column
+            info[k] = v
+        batch.append((env_id, info))
+    return batch
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_every_env_with_the_same_keys_in_the_same_order_equals_gymnasiums(seed):
+    """The per-step case that builds each column in one pass (`_uniform`): over every env
+    (`add_infos`) and over a batch (`add_batch_infos`), equal to Gymnasium's env-by-env
+    `_add_info` (then the batch's rows), and refused where Gymnasium refuses."""
+    rng = random.Random(seed)
+    env = _reference_env()
+    try:
+        batch = _same_keys_batch(rng, range(NUM_ENVS))
+        ref = _gymnasiums(env, batch)
+        if ref is None:
+            with pytest.raises(Exception):
+                add_infos({}, batch, NUM_ENVS, env._add_info)
+        else:
+            _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
+        start = rng.randint(0, NUM_ENVS - 1)
+        ids = np.arange(start, rng.randint(start + 1, NUM_ENVS), dtype=np.int32)  # randint: both ends in
+        batch = _same_keys_batch(rng, ids.tolist())
+        ref = _gymnasiums(env, batch)
+        if ref is None:
+            with pytest.raises(Exception):
+                add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info)
+        else:
+            _assert_same(add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info), _rows(ref, ids))
+    finally:
+        env.close()

@@ -18,7 +18,7 @@ own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from gymnasium.vector.vector_env import VectorEnv
@@ -30,17 +30,100 @@ AddInfo = Callable[[Dict[str, Any], Dict[str, Any], int], Dict[str, Any]]
 #: less than ``np.ones``).
 _EVERY: Dict[int, np.ndarray] = {}
 
+#: The Python number types whose values ``np.array(values, dtype=T)`` holds exactly as Gymnasium's
+#: item-by-item assignment would (NumPy number types are checked with ``issubclass``).
+_PLAIN = frozenset((int, float, bool))
+
+Columns = Dict[Any, Tuple[List[int], List[Any]]]
+
 
 def _scalar_type(values: Sequence[Any]) -> Any:
     """The one number type of ``values`` (``int``, ``float``, ``bool`` or a NumPy number type),
     or ``None`` when they are not all numbers of one such type."""
-    t = type(values[0])
-    if not (t in (int, float, bool) or issubclass(t, np.number)):
+    types = set(map(type, values))
+    if len(types) != 1:
         return None
-    for v in values:
-        if type(v) is not t:
+    t = types.pop()
+    return t if t in _PLAIN or issubclass(t, np.number) else None
+
+
+def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The vectorised infos of ``infos`` (one info per env, in env order, every env of the vector
+    env) when every info has the same keys in the same order and each key's values are numbers of
+    one type: then each column is ``np.array(values, dtype=T)`` and each mask all True, as in
+    :func:`_fill`. ``None`` otherwise (and for a ``final_obs`` key or a key whose mask name is also
+    a key), for the general path. The common per-step case, in one pass over the values."""
+    first = infos[0]
+    keys = list(first)
+    for info in infos:
+        if list(info) != keys:
             return None
-    return t
+    every = _EVERY.get(len(infos))
+    if every is None:
+        every = _EVERY[len(infos)] = np.ones(len(infos), dtype=np.bool_)
+    out: Dict[str, Any] = {}
+    for key, values in zip(keys, zip(*[info.values() for info in infos])):
+        types = set(map(type, values))
+        t = types.pop()
+        if types or not (t in _PLAIN or issubclass(t, np.number)) or key == "final_obs":
+            return None
+        mask = f"_{key}"
+        if mask in first:
+            return None
+        out[key], out[mask] = np.array(values, dtype=t), every.copy()
+    return out
+
+
+def _columns(env_infos: Sequence[Tuple[int, Dict[str, Any]]]) -> Columns:
+    """Each key's ``(env ids, values)`` over ``env_infos`` (``(env_id, info)`` pairs), keys in
+    the order Gymnasium's env-by-env ``_add_info`` first meets them."""
+    keys = env_infos[0][1].keys()
+    if all(info.keys() == keys for _, info in env_infos):
+        # The common case, every env with the same keys (then in the first env's order, as
+        # Gymnasium inserts them): a column is one list comprehension.
+        ids = [env_id for env_id, _ in env_infos]
+        infos = [info for _, info in env_infos]
+        return {key: (ids, [info[key] for info in infos]) for key in keys}
+    columns: Columns = {}
+    for env_id, info in env_infos:
+        for key, value in info.items():
+            column = columns.get(key)
+            if column is None:
+                columns[key] = ([env_id], [value])
+            else:
+                column[0].append(env_id)
+                column[1].append(value)
+    return columns
+
+
+def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: int,
+          add_info: AddInfo) -> Dict[str, Any]:
+    """Adds ``columns`` to ``infos`` (see :func:`add_infos`); ``types`` holds each column's
+    :func:`_scalar_type`, in the columns' order."""
+    for (key, (ids, values)), t in zip(columns.items(), types):
+        mask = f"_{key}"
+        if t is None or key == "final_obs" or key in infos or mask in infos:
+            for env_id, value in zip(ids, values):
+                infos = add_info(infos, {key: value}, env_id)
+            continue
+        if len(ids) == num_envs:  # every env (each at most once, in order): ids are 0..num_envs-1
+            every = _EVERY.get(num_envs)
+            if every is None:
+                every = _EVERY[num_envs] = np.ones(num_envs, dtype=np.bool_)
+            infos[key], infos[mask] = np.array(values, dtype=t), every.copy()
+            continue
+        array = np.zeros(num_envs, dtype=t)
+        array[ids] = np.array(values, dtype=array.dtype)
+        present = np.zeros(num_envs, dtype=np.bool_)
+        present[ids] = True
+        infos[key], infos[mask] = array, present
+    return infos
+
+
+def _clash(columns: Columns) -> bool:
+    """Whether a key's mask name (``"_" + key``) is also a key: then Gymnasium writes one into
+    the other env by env, which only its own ``_add_info`` reproduces."""
+    return any(f"_{key}" in columns for key in columns)
 
 
 def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, Any]]], num_envs: int,
@@ -55,41 +138,16 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
     """
     if not env_infos:
         return infos
-    columns: Dict[str, Tuple[List[int], List[Any]]] = {}
-    keys = env_infos[0][1].keys()
-    if all(info.keys() == keys for _, info in env_infos):
-        # The common case, every env with the same keys (then in the first env's order, as
-        # Gymnasium inserts them): a column is one list comprehension.
-        ids = [env_id for env_id, _ in env_infos]
-        for key in keys:
-            columns[key] = (ids, [info[key] for _, info in env_infos])
-    else:
+    if not infos and len(env_infos) == num_envs:  # every env (each once, in order)
+        uniform = _uniform([info for _, info in env_infos])
+        if uniform is not None:
+            return uniform
+    columns = _columns(env_infos)
+    if _clash(columns):
         for env_id, info in env_infos:
-            for key, value in info.items():
-                column = columns.get(key)
-                if column is None:
-                    columns[key] = ([env_id], [value])
-                else:
-                    column[0].append(env_id)
-                    column[1].append(value)
-    for key, (ids, values) in columns.items():
-        t = None if key == "final_obs" or key in infos else _scalar_type(values)
-        if t is None:
-            for env_id, value in zip(ids, values):
-                infos = add_info(infos, {key: value}, env_id)
-            continue
-        if len(ids) == num_envs:  # every env (each at most once, in order): ids are 0..num_envs-1
-            every = _EVERY.get(num_envs)
-            if every is None:
-                every = _EVERY[num_envs] = np.ones(num_envs, dtype=np.bool_)
-            infos[key], infos[f"_{key}"] = np.array(values, dtype=t), every.copy()
-            continue
-        array = np.zeros(num_envs, dtype=t)
-        array[ids] = np.array(values, dtype=array.dtype)
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[ids] = True
-        infos[key], infos[f"_{key}"] = array, mask
-    return infos
+            infos = add_info(infos, info, env_id)
+        return infos
+    return _fill(infos, columns, [_scalar_type(values) for _, values in columns.values()], num_envs, add_info)
 
 
 class _Batch:
@@ -100,6 +158,10 @@ class _Batch:
 
     def __init__(self, num_envs: int):
         self.num_envs = num_envs
+
+
+#: Gymnasium's ``_add_info`` bound to a stand-in vector env of each batch size met.
+_BATCH_ADD_INFO: Dict[int, AddInfo] = {}
 
 
 def _rows(x: Any, index: np.ndarray) -> Any:
@@ -135,12 +197,34 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
     """
     if not env_infos:
         return {}
-    at = {e: i for i, e in enumerate(env_ids.tolist())}  # each env's position in the batch
-    for e in env_infos:
-        if e not in at:
-            raise KeyError(f"env {e} returned an info but is not in the batch {sorted(at)}")
+    ids = env_ids.tolist()
+    n = len(ids)
     pairs = sorted(env_infos.items())
-    if any(isinstance(v, dict) for _, info in pairs for v in info.values()):
+    if ids[-1] - ids[0] == n - 1:  # one run of ids (ascending, each once): a position is an offset
+        first = ids[0]
+        outside = [e for e in (pairs[0][0], pairs[-1][0]) if not first <= e < first + n]
+        at = [(e - first, info) for e, info in pairs]
+    else:
+        position = {e: i for i, e in enumerate(ids)}
+        outside = [e for e, _ in pairs if e not in position]
+        at = [(position.get(e, -1), info) for e, info in pairs]
+    if outside:
+        raise KeyError(f"env {outside[0]} returned an info but is not in the batch {ids}")
+    if len(at) == n:  # every env of the batch (each once, in order)
+        uniform = _uniform([info for _, info in at])
+        if uniform is not None:
+            return uniform
+    columns = _columns(at)
+    types = [_scalar_type(values) for _, values in columns.values()]
+    if any(t is None and any(isinstance(v, dict) for v in values)
+           for t, (_, values) in zip(types, columns.values())):
         return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)
-    n = len(env_ids)
-    return add_infos({}, [(at[e], info) for e, info in pairs], n, _Batch(n)._add_info)  # type: ignore[misc]
+    add_batch = _BATCH_ADD_INFO.get(n)
+    if add_batch is None:
+        add_batch = _BATCH_ADD_INFO[n] = _Batch(n)._add_info  # type: ignore[assignment]
+    if _clash(columns):
+        infos: Dict[str, Any] = {}
+        for position, info in at:
+            infos = add_batch(infos, info, position)
+        return infos
+    return _fill({}, columns, types, n, add_batch)
