@@ -43,8 +43,8 @@ def run_cli(*args, cwd=TESTS_DIR, launcher=None, timeout=50):
 
 BAD_ARGUMENTS = [
     (["tune", "CartPole-v1", "--workers", "1,x"], "argument --workers", "'1,x'"),
-    (["tune", "CartPole-v1", "--workers", "0,2"], "argument --workers", "positive integers"),
-    (["tune", "CartPole-v1", "--workers", ""], "argument --workers", "positive integers"),
+    (["tune", "CartPole-v1", "--workers", "1,-2"], "argument --workers", "integers >= 0"),
+    (["tune", "CartPole-v1", "--workers", ""], "argument --workers", "integers >= 0"),
     (["tune", "CartPole-v1", "--num-envs", "4", "--workers", "1,8"], "argument --workers", "8 workers"),
     (["tune", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
     (["tune", "helper_envs:no_such_factory"], "argument ENV", "no_such_factory"),
@@ -204,8 +204,15 @@ F, T = False, True
     (PY_ENV, 6, 3, [1, 2], "auto", 8, [(1, T), (2, F)],
      [(1, F, "batch 3 is not whole workers of 6 envs each"),
       (2, T, "batch 3 is not whole blocks of 2 envs each over 3 blocks (2 workers + inline)")]),
+    # 0 workers: one configuration, the main process stepping every env (inline), where it can be
+    (PY_ENV, 16, 16, [0, 1], "auto", 2, [(0, T), (1, F), (1, T)], []),
+    (RUST_ENV, 16, 16, [0, 2], "on", 2, [(0, T), (2, T)], []),
+    (PY_ENV, 16, 16, [0, 1], "off", 2, [(1, F)], [(0, T, "--inline off excludes")]),
+    (BINARY_ENV, 16, 16, [0, 1], "auto", 2, [(1, F)], [(0, T, "worker binary")]),
+    (PY_ENV, 16, 8, [0, 2], "auto", 2, [(2, F)], [(0, T, "0 workers step all 16 envs in one block: async batches "
+                                                      "need worker processes")]),
 ], ids=["off", "on", "auto-4-cores", "auto-rust-2-cores", "auto-1-core", "auto-binary", "on-binary", "on-too-few-envs",
-        "auto-too-few-envs", "on-async", "auto-async"])
+        "auto-too-few-envs", "on-async", "auto-async", "0-auto", "0-on", "0-off", "0-binary", "0-async"])
 def test_plan_configurations(env, num_envs, batch, workers, inline, cores, measured, skipped):
     got, got_skipped = tune_mod.plan_configurations(env, num_envs, batch, workers, inline, cores)
     assert got == measured
@@ -221,13 +228,14 @@ def test_plan_configurations_refuses_an_unknown_inline_mode():
 
 # -- tune ------------------------------------------------------------------------------------------
 
-ROW = re.compile(r"^\s*(\d+(?: \+ inline)?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+ROW = re.compile(r"^\s*(\d+(?: \+ inline| \(in-process\))?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
                  r"\s+([\d.]+)\s+([\d.]+)(\s+<- recommended)?\s*$")
 
 
 def _row_config(m):
-    """``(workers, inline)`` of a table row: "2" is (2, False), "1 + inline" is (1, True)."""
-    return int(m.group(1).split()[0]), m.group(1).endswith("+ inline")
+    """``(workers, inline)`` of a table row: "2" is (2, False), "1 + inline" is (1, True),
+    "0 (in-process)" is (0, True)."""
+    return int(m.group(1).split()[0]), m.group(1).endswith(("+ inline", "(in-process)"))
 
 
 def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind: str, env_id: str,
@@ -243,7 +251,7 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
     rows = [m for m in map(ROW.match, stdout.splitlines()) if m]
     assert [_row_config(m) for m in rows] == expected, stdout
     assert sum(1 for m in rows if m.group(10)) == 1, "exactly one row is marked recommended"
-    names = ", ".join(f"{w} worker{'' if w == 1 else 's'}{' + inline' if i else ''}" for w, i in expected)
+    names = ", ".join(tune_mod.config_text(w, i) for w, i in expected)
     assert f"configurations {names};" in stdout
 
     report = json.loads(report_path.read_text())
@@ -270,9 +278,9 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
         lat = c["batch_latency_ms"]
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
         cpu = c["cpu"]
-        for key in ("tree_s", "main_s", "workers_s", "tree_cores", "main_cores", "tree_us_per_env_step",
-                    "main_us_per_env_step"):
+        for key in ("tree_s", "main_s", "tree_cores", "main_cores", "tree_us_per_env_step", "main_us_per_env_step"):
             assert cpu[key] > 0, key
+        assert (cpu["workers_s"] > 0) == (c["workers"] > 0), "worker processes' CPU, none without one"
         assert cpu["tree_s"] == pytest.approx(cpu["main_s"] + cpu["workers_s"])
         assert cpu["tree_cores"] == pytest.approx(cpu["tree_s"] / c["wall_s"])
         assert cpu["tree_us_per_env_step"] == pytest.approx(1e6 * cpu["tree_s"] / c["env_steps"])
@@ -290,10 +298,8 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
     assert rec["arguments"] == {"num_workers": rec["workers"], "inline": rec["inline"]}
     marked = next(m for m in rows if m.group(10))
     assert _row_config(marked) == (rec["workers"], rec["inline"])
-    noun = "worker" if rec["workers"] == 1 else "workers"
-    plus = " + inline" if rec["inline"] else ""
-    assert (f"recommended: {rec['workers']} {noun}{plus} (num_workers={rec['workers']}, inline={rec['inline']}) - "
-            in stdout), stdout
+    assert (f"recommended: {tune_mod.config_text(rec['workers'], rec['inline'])} (num_workers={rec['workers']}, "
+            f"inline={rec['inline']}) - " in stdout), stdout
 
     data = plot_path.read_bytes()
     assert data.startswith(PNG_SIGNATURE)
@@ -355,6 +361,38 @@ def test_tune_inline_auto_measures_both_where_a_core_is_left_for_the_main_proces
     _check_tune(captured.out, report, png, expected, "gymnasium", "CartPole-v1")
     assert built == expected, "each configuration reached the vector env as measured: processes and inline share"
     assert json.loads(report.read_text())["skipped"] == []
+
+
+def test_tune_0_workers_steps_every_env_in_the_main_process(tmp_path, capsys, monkeypatch):
+    # --workers 0: no worker process (num_workers=0), the main process steps every env, its CPU
+    # the whole tree's; measured and named like any configuration, and recommendable
+    monkeypatch.setattr(_common, "usable_cores", lambda: 2)
+    built = _record_vector_envs(monkeypatch)
+    report, png = tmp_path / "tune.json", tmp_path / "tune.png"
+    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "0,1", "--json", str(report), "--plot", str(png)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    expected = [(0, True), (1, False), (1, True)]
+    _check_tune(captured.out, report, png, expected, "factory", FACTORY)
+    assert built == expected
+    in_process = json.loads(report.read_text())["configurations"][0]
+    assert in_process["worker_processes"] == 0 and in_process["cpu"]["workers_s"] == 0
+    assert in_process["cpu"]["tree_s"] == in_process["cpu"]["main_s"] > 0
+
+
+@pytest.mark.parametrize("extra,expected", [
+    ([], [(0, True), (1, False), (1, True), (2, False)]),  # auto: the in-process baseline first
+    (["--inline", "off"], [(1, False), (2, False)]),  # no main-process stepping asked for: no 0
+    (["--batch-size", "2"], [(1, True), (2, False)]),  # async batches need worker processes: no 0
+])
+def test_tune_auto_workers_include_0_where_the_main_process_can_step_every_env(capsys, monkeypatch, extra, expected):
+    monkeypatch.setattr(_common, "usable_cores", lambda: 2)
+    built = _record_vector_envs(monkeypatch)
+    code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "auto", *extra])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert built == expected, out
+    assert ("0 workers (in-process)" in out) == ((0, True) in expected)
 
 
 def _tune(tmp_path, capsys, *args: str) -> tuple:

@@ -61,16 +61,17 @@ def non_negative_int(text: str) -> int:
 
 
 def workers_list(text: str):
-    """``auto`` (returned as the string) or a comma-separated list of positive integers."""
+    """``auto`` (returned as the string) or a comma-separated list of integers >= 0 (0: no worker
+    process, the main process steps every env: ``num_workers=0``)."""
     if text.strip().lower() == "auto":
         return "auto"
     values = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) < 1:
+        if not part.isdigit():
             raise argparse.ArgumentTypeError(
-                f"{text!r} is not 'auto' or a comma-separated list of positive integers (e.g. 1,2,4); "
-                f"bad entry {part!r}")
+                f"{text!r} is not 'auto' or a comma-separated list of integers >= 0 (e.g. 0,1,2,4; 0: no worker "
+                f"process); bad entry {part!r}")
         values.append(int(part))
     return sorted(set(values))
 
@@ -146,6 +147,8 @@ def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int, *, in
     if batch_size >= num_envs:
         return None
     blocks = num_workers + int(inline)
+    if num_workers == 0:
+        return f"0 workers step all {num_envs} envs in one block: async batches need worker processes"
     try:
         check_batch_size(num_envs, blocks, batch_size)
     except ValueError:

@@ -47,8 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-envs", type=_common.positive_int, default=16, metavar="N",
                    help="envs in the vector env (default 16)")
     p.add_argument("--workers", type=_common.workers_list, default="auto", metavar="LIST",
-                   help="worker counts to try: comma-separated (1,2,4) or 'auto' (default): 1, 2, 4, ... "
-                        "up to the core count, plus the core count, none above --num-envs")
+                   help="worker counts to try: comma-separated (0,1,2,4; 0: no worker process, the main process "
+                        "steps every env, num_workers=0) or 'auto' (default): 0 where the env can be stepped in "
+                        "this process (not with async batches or --inline off), then 1, 2, 4, ... up to the core "
+                        "count, plus the core count, none above --num-envs")
     p.add_argument("--inline", choices=INLINE_MODES, default="auto",
                    help="whether the main process also steps a share of the envs (AsyncVectorEnv(inline=...)): "
                         "'off' measures each worker count w with inline=False (w worker processes step every env); "
@@ -107,8 +109,15 @@ def workers_text(n: int) -> str:
     return f"{n} worker" if n == 1 else f"{n} workers"
 
 
+#: How the configuration of no worker process (``num_workers=0``) is named.
+IN_PROCESS = "0 workers (in-process)"
+
+
 def config_text(workers: int, inline: bool) -> str:
-    """How a configuration is named in output: ``"2 workers"``, ``"1 worker + inline"``."""
+    """How a configuration is named in output: ``"2 workers"``, ``"1 worker + inline"``,
+    :data:`IN_PROCESS`."""
+    if workers == 0:
+        return IN_PROCESS
     return workers_text(workers) + (" + inline" if inline else "")
 
 
@@ -121,10 +130,13 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
     ``"off"``: each ``w`` with ``inline=False``; ``"on"``: each ``w`` with ``inline=True``;
     ``"auto"``: each ``w`` with ``inline=False``, and also with ``inline=True`` where ``w + 1 <=
     cores`` (every block then has a core) and the env can be stepped inline
-    (:attr:`~ringenv.cli._common.EnvTarget.steps_inline`). A configuration is skipped, with the
+    (:attr:`~ringenv.cli._common.EnvTarget.steps_inline`). ``w = 0`` is one configuration,
+    ``(0, True)``: no worker process, the main process steps every env (``num_workers=0``, as
+    Gymnasium's ``SyncVectorEnv``); ``"off"`` skips it. A configuration is skipped, with the
     reason, when a batch is not whole blocks (:func:`~ringenv.cli._common.whole_workers_reason`),
     and an inline one also when ``w + 1 > num_envs`` (no env left for the main process's block)
-    or, under ``"on"``, when the env cannot be stepped inline.
+    or when the env cannot be stepped inline (under ``"auto"`` only ``w = 0`` says so; the
+    others are not considered).
     """
     if inline not in INLINE_MODES:
         raise ValueError(f"inline must be one of {INLINE_MODES}, got {inline!r}")
@@ -135,6 +147,8 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
         why = None
         if use_inline and not env.steps_inline:
             why = "a worker binary's envs run only in its worker processes, never inline"
+        elif w == 0:
+            why = _common.whole_workers_reason(num_envs, 0, batch_size, inline=True)
         elif use_inline and w + 1 > num_envs:
             why = f"{num_envs} envs are too few for {w} worker processes + inline (needs num_envs >= {w + 1})"
         else:
@@ -145,6 +159,14 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
             skipped.append({"workers": w, "inline": use_inline, "reason": why})
 
     for w in workers:
+        if w == 0:
+            if inline == "off":
+                skipped.append({"workers": 0, "inline": True,
+                                "reason": "no worker process means the main process steps every env, which "
+                                          "--inline off excludes"})
+            else:
+                consider(0, True)
+            continue
         if inline != "on":
             consider(w, False)
         if inline == "on" or (inline == "auto" and env.steps_inline and w + 1 <= cores):
@@ -239,7 +261,7 @@ def _table(configs: List[Dict[str, Any]], rec: Dict[str, Any], skipped: List[Dic
     t.add_column("", no_wrap=True)
     rows: List[Dict[str, Any]] = sorted([*configs, *skipped], key=lambda c: (c["workers"], c["inline"]))
     for c in rows:
-        name = f"{c['workers']}" + (" + inline" if c["inline"] else "")
+        name = "0 (in-process)" if c["workers"] == 0 else f"{c['workers']}" + (" + inline" if c["inline"] else "")
         if "reason" in c:
             t.add_row(name, *["-"] * 8, f"skipped: {c['reason']}")
             continue
@@ -329,6 +351,8 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     env = _common.resolve_env(args.env, args.env_kwargs, prefer_builtin=not args.no_builtin)
     n, seconds = args.num_envs, args.seconds
     batch = n if args.batch_size is None else args.batch_size
+    if args.workers == "auto" and args.inline != "off" and batch == n and env.steps_inline:
+        workers = [0, *workers]  # the in-process baseline, SyncVectorEnv's layout
     plan, skipped = plan_configurations(env, n, batch, workers, args.inline, _common.usable_cores())
     if not plan:
         raise UsageError(nothing_to_measure(args.inline, n, batch, workers, skipped))
