@@ -73,7 +73,12 @@ impl LoadTracker {
     /// Learns one sample: `runnable` tasks on the machine (the reader included), `None` where the
     /// count could not be read (counts as not oversubscribed).
     pub fn observe(&mut self, runnable: Option<u32>) {
-        let over = runnable.is_some_and(|r| r > self.cores);
+        self.observe_over(runnable.is_some_and(|r| r > self.cores));
+    }
+
+    /// Learns one sample that says directly whether the machine looked oversubscribed (`over`):
+    /// a [`crate::Probe::Yield`] spinner's yield that kept it off its core for a time slice.
+    pub fn observe_over(&mut self, over: bool) {
         let sample = if over { ONE } else { 0 };
         let delta = (i64::from(sample) - i64::from(self.average)) >> SHIFT;
         self.average = (i64::from(self.average) + delta).clamp(0, i64::from(ONE)) as u32;

@@ -40,7 +40,14 @@
 //! **Not on a crowded machine.** Under AUTO a [`Probe::Pause`] waiter also watches whether the
 //! machine runs more tasks than cores ([`crate::LoadTracker`]); while it does, it sleeps at once
 //! whatever the peer-ready times said: its peer may be queued behind another process, and a
-//! sleeping waiter frees its core for it.
+//! sleeping waiter frees its core for it. A [`Probe::Yield`] waiter cannot use that count (its
+//! own pool already outnumbers the cores), so it watches its yields instead: a yield after which
+//! it ran again only a time slice later ([`STALL`], 1 ms) handed its core to another task's whole
+//! slice (a busy neighbour), and a spinner that yielded to a CPU hog may then sit behind it while
+//! its peer has long been ready. While most of its recent spinning waits had such a yield (the
+//! same moving verdict, [`crate::LoadTracker::observe_over`]), it sleeps at once, as a sleeper
+//! the kernel wakes is run promptly, and spins one wait every 100 ms to learn whether the
+//! stalls went on.
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
@@ -252,14 +259,36 @@ pub struct Spinner {
     /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
     /// [`SpinPolicy::AUTO`] with [`Probe::Pause`].
     load: LoadTracker,
+    /// Under [`SpinPolicy::AUTO`] with [`Probe::Yield`]: whether this waiter's yields recently
+    /// kept it off its core for a time slice ([`STALL`]), from one sample per wait that yielded.
+    stalls: LoadTracker,
+    /// While `stalls` says so, waits sleep at once, but one wait spins again at this time
+    /// (`CLOCK_MONOTONIC` ns) to take a new sample.
+    next_stall_probe_ns: u64,
 }
+
+/// A yield after which a [`Probe::Yield`] waiter ran again only this much later was kept off its
+/// core by a time slice of another task (a busy neighbour), not by a peer's short turn: 1 ms
+/// (as [`MAX_WAKE_SAMPLE`]; the time slices of Linux's fair scheduler are 0.75-3 ms).
+const STALL: Duration = Duration::from_millis(1);
+
+/// While its yields stall, a [`Probe::Yield`] waiter spins one wait in this many nanoseconds
+/// (100 ms) to learn whether they still do; the others sleep at once.
+const STALL_PROBE_EVERY_NS: u64 = 100_000_000;
 
 impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins (so
     /// its first wait spins the whole bound).
     pub fn new(settings: SpinSettings) -> Spinner {
         let mut spinner =
-            Spinner { settings, average_ns: 0, wake_ns: nanos(INITIAL_WAKE), load: LoadTracker::for_this_process() };
+            Spinner {
+                settings,
+                average_ns: 0,
+                wake_ns: nanos(INITIAL_WAKE),
+                load: LoadTracker::for_this_process(),
+                stalls: LoadTracker::new(1),
+                next_stall_probe_ns: 0,
+            };
         spinner.average_ns = spinner.edge_ns();
         spinner
     }
@@ -341,6 +370,24 @@ impl Spinner {
         self.settings.policy.is_auto() && self.settings.probe == Probe::Pause
     }
 
+    /// Whether the policy watches its yields for time slices lost to other tasks:
+    /// [`SpinPolicy::AUTO`] in a pool that outnumbers the cores ([`Probe::Yield`]), where the
+    /// machine-wide count of runnable tasks includes the pool's own surplus and cannot tell.
+    fn watches_stalls(&self) -> bool {
+        self.settings.policy.is_auto() && self.settings.probe == Probe::Yield
+    }
+
+    /// Whether a waiter whose yields stall should spin this wait anyway, to take a new sample
+    /// (once every [`STALL_PROBE_EVERY_NS`]).
+    fn stall_probe_due(&mut self) -> bool {
+        let now = monotonic_ns();
+        if now < self.next_stall_probe_ns {
+            return false;
+        }
+        self.next_stall_probe_ns = now.saturating_add(STALL_PROBE_EVERY_NS);
+        true
+    }
+
     /// Whether the last waits found the machine running more tasks than cores, so that they slept
     /// at once whatever the peer-ready times said (only under [`SpinPolicy::AUTO`] with
     /// [`Probe::Pause`]; see [`crate::LoadTracker`]).
@@ -391,11 +438,17 @@ impl Spinner {
         // count is read only while the peer is still at work (not ready at a first look), when
         // this waiter and its peer both count as runnable whether or not they slept before.
         let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
-        let budget = if crowded { Duration::ZERO } else { self.budget().min(timeout) };
+        let stalled = self.watches_stalls() && self.stalls.oversubscribed() && !self.stall_probe_due();
+        let budget = if crowded || stalled { Duration::ZERO } else { self.budget().min(timeout) };
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
-        if spin(ready, start + budget, self.settings.probe) {
+        let mut longest_yield = Duration::ZERO;
+        let ready_in_spin = spin(ready, start + budget, self.settings.probe, &mut longest_yield);
+        if self.watches_stalls() && longest_yield > Duration::ZERO {
+            self.stalls.observe_over(longest_yield >= STALL);
+        }
+        if ready_in_spin {
             self.record(Instant::now() - start);
             return true;
         }
@@ -419,19 +472,32 @@ impl Spinner {
 
 /// Looks at `ready()` until it holds (`true`) or `until` passed (`false`), probing with `probe`.
 /// Looks at least once.
-pub(crate) fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe) -> bool {
+/// With [`Probe::Yield`], `longest_yield` becomes the longest time from before a yield to the
+/// look after it (the look is one atomic load in a pool's waits, so this is how long the yield
+/// kept the caller off its core); it stays zero if the caller never yielded.
+pub(crate) fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe, longest_yield: &mut Duration) -> bool {
     let mut probes = 0u32;
+    let mut yielded_at: Option<Instant> = None;
     loop {
-        if ready() {
+        let is_ready = ready();
+        if let Some(before) = yielded_at.take() {
+            *longest_yield = (*longest_yield).max(Instant::now() - before);
+        }
+        if is_ready {
             return true;
         }
-        if Instant::now() >= until {
+        let now = Instant::now();
+        if now >= until {
             return false;
         }
         probes = probes.wrapping_add(1);
         match probe {
             Probe::Pause if probes % YIELD_EVERY != 0 => spin_loop(),
-            Probe::Pause | Probe::Yield => yield_now(),
+            Probe::Pause => yield_now(),
+            Probe::Yield => {
+                yield_now();
+                yielded_at = Some(now);
+            }
         }
     }
 }
@@ -662,6 +728,82 @@ mod tests {
         assert!(s.wait(&w, ready, Duration::from_secs(1)));
         assert_eq!(w.spins(), 1);
         assert!(!s.yields_to_load());
+    }
+
+    /// A waiter of a pool that outnumbers the cores (AUTO, [`Probe::Yield`]) whose yields keep
+    /// losing a time slice (here: the look after each yield takes 2 ms) sleeps at once from then
+    /// on, except for one probing wait every [`STALL_PROBE_EVERY_NS`]; a fixed bound keeps
+    /// spinning, and a pool that fits the cores never samples its yields.
+    #[test]
+    fn yields_that_lose_a_time_slice_make_a_yielding_auto_waiter_sleep_at_once() {
+        // Not ready at the first look; the second look (after the first yield) takes 2 ms, the
+        // time slice another task took; ready from the third look on.
+        let looks = std::cell::Cell::new(0u32);
+        let slow_ready = || {
+            looks.set(looks.get() + 1);
+            if looks.get() == 2 {
+                std::thread::sleep(2 * STALL);
+            }
+            looks.get() > 2
+        };
+        // The learned peer-ready times are reset before each wait (`average_ns = 0`), so that only
+        // the yields decide whether a wait spins.
+        let yielding = SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield };
+        let mut s = Spinner::new(yielding);
+        for round in 0..5 {
+            let w = Wakeup::default();
+            looks.set(0);
+            s.average_ns = 0;
+            assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
+            assert_eq!(w.spins(), 1, "round {round}: spins while its yields are not known to stall");
+        }
+        assert!(s.stalls.oversubscribed(), "five stalled yields in a row");
+        s.next_stall_probe_ns = u64::MAX; // no probe due
+        let w = Wakeup::default();
+        looks.set(0);
+        s.average_ns = 0;
+        assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
+        assert_eq!(w.spins(), 0, "sleeps at once");
+        s.next_stall_probe_ns = 0; // a probe is due: this wait spins and samples again
+        let w = Wakeup::default();
+        looks.set(0);
+        s.average_ns = 0;
+        assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
+        assert_eq!(w.spins(), 1, "the probing wait spins");
+        assert!(s.next_stall_probe_ns > 0, "the next probe is scheduled");
+
+        for settings in [
+            SpinSettings { policy: SpinPolicy { spin: BOUND }, probe: Probe::Yield },
+            SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Pause },
+        ] {
+            let mut s = Spinner::new(settings);
+            s.load = LoadTracker::settled(false);
+            for _ in 0..6 {
+                let w = Wakeup::default();
+                looks.set(0);
+                s.average_ns = 0;
+                assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
+                assert_eq!(w.spins(), 1, "{settings:?} keeps spinning");
+            }
+            assert!(!s.stalls.oversubscribed(), "{settings:?} does not sample its yields");
+        }
+    }
+
+    #[test]
+    fn the_longest_yield_is_measured_only_when_yielding() {
+        for (probe, yields) in [(Probe::Yield, true), (Probe::Pause, false)] {
+            let looks = std::cell::Cell::new(0u32);
+            let mut ready = || {
+                looks.set(looks.get() + 1);
+                if looks.get() == 2 {
+                    std::thread::sleep(2 * STALL);
+                }
+                looks.get() > 2
+            };
+            let mut longest = Duration::ZERO;
+            assert!(spin(&mut ready, Instant::now() + Duration::from_secs(5), probe, &mut longest));
+            assert_eq!(longest >= 2 * STALL, yields, "{probe:?}: {longest:?}");
+        }
     }
 
     #[test]
