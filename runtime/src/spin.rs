@@ -280,15 +280,14 @@ impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins (so
     /// its first wait spins the whole bound).
     pub fn new(settings: SpinSettings) -> Spinner {
-        let mut spinner =
-            Spinner {
-                settings,
-                average_ns: 0,
-                wake_ns: nanos(INITIAL_WAKE),
-                load: LoadTracker::for_this_process(),
-                stalls: LoadTracker::new(1),
-                next_stall_probe_ns: 0,
-            };
+        let mut spinner = Spinner {
+            settings,
+            average_ns: 0,
+            wake_ns: nanos(INITIAL_WAKE),
+            load: LoadTracker::for_this_process(),
+            stalls: LoadTracker::new(1),
+            next_stall_probe_ns: 0,
+        };
         spinner.average_ns = spinner.edge_ns();
         spinner
     }
@@ -475,7 +474,12 @@ impl Spinner {
 /// With [`Probe::Yield`], `longest_yield` becomes the longest time from before a yield to the
 /// look after it (the look is one atomic load in a pool's waits, so this is how long the yield
 /// kept the caller off its core); it stays zero if the caller never yielded.
-pub(crate) fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe, longest_yield: &mut Duration) -> bool {
+pub(crate) fn spin(
+    ready: &mut dyn FnMut() -> bool,
+    until: Instant,
+    probe: Probe,
+    longest_yield: &mut Duration,
+) -> bool {
     let mut probes = 0u32;
     let mut yielded_at: Option<Instant> = None;
     loop {
