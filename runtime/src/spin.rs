@@ -750,30 +750,24 @@ mod tests {
             }
             looks.get() > 2
         };
-        // The learned peer-ready times are reset before each wait (`average_ns = 0`), so that only
-        // the yields decide whether a wait spins.
-        let yielding = SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield };
-        let mut s = Spinner::new(yielding);
-        for round in 0..5 {
+        // One wait; the spin phases it had. The learned peer-ready times are reset first
+        // (`average_ns = 0`), so that only the yields decide whether a wait spins.
+        let wait_once = |s: &mut Spinner| {
             let w = Wakeup::default();
             looks.set(0);
             s.average_ns = 0;
             assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
-            assert_eq!(w.spins(), 1, "round {round}: spins while its yields are not known to stall");
+            w.spins()
+        };
+        let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield });
+        for round in 0..5 {
+            assert_eq!(wait_once(&mut s), 1, "round {round}: spins while its yields are not known to stall");
         }
         assert!(s.stalls.oversubscribed(), "five stalled yields in a row");
         s.next_stall_probe_ns = u64::MAX; // no probe due
-        let w = Wakeup::default();
-        looks.set(0);
-        s.average_ns = 0;
-        assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
-        assert_eq!(w.spins(), 0, "sleeps at once");
+        assert_eq!(wait_once(&mut s), 0, "sleeps at once");
         s.next_stall_probe_ns = 0; // a probe is due: this wait spins and samples again
-        let w = Wakeup::default();
-        looks.set(0);
-        s.average_ns = 0;
-        assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
-        assert_eq!(w.spins(), 1, "the probing wait spins");
+        assert_eq!(wait_once(&mut s), 1, "the probing wait spins");
         assert!(s.next_stall_probe_ns > 0, "the next probe is scheduled");
 
         for settings in [
@@ -783,11 +777,7 @@ mod tests {
             let mut s = Spinner::new(settings);
             s.load = LoadTracker::settled(false);
             for _ in 0..6 {
-                let w = Wakeup::default();
-                looks.set(0);
-                s.average_ns = 0;
-                assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
-                assert_eq!(w.spins(), 1, "{settings:?} keeps spinning");
+                assert_eq!(wait_once(&mut s), 1, "{settings:?} keeps spinning");
             }
             assert!(!s.stalls.oversubscribed(), "{settings:?} does not sample its yields");
         }

@@ -221,7 +221,7 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
         return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)
     add_batch = _BATCH_ADD_INFO.get(n)
     if add_batch is None:
-        add_batch = _BATCH_ADD_INFO[n] = _Batch(n)._add_info  # type: ignore[assignment]
+        add_batch = _BATCH_ADD_INFO[n] = _Batch(n)._add_info  # type: ignore[misc]
     if _clash(columns):
         infos: Dict[str, Any] = {}
         for position, info in at:
