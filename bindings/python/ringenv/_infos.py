@@ -37,6 +37,14 @@ _PLAIN = frozenset((int, float, bool))
 Columns = Dict[Any, Tuple[List[int], List[Any]]]
 
 
+def _every(n: int) -> np.ndarray:
+    """The cached all-True mask of ``n`` entries (copy it before handing it out)."""
+    every = _EVERY.get(n)
+    if every is None:
+        every = _EVERY[n] = np.ones(n, dtype=np.bool_)
+    return every
+
+
 def _scalar_type(values: Sequence[Any]) -> Any:
     """The one number type of ``values`` (``int``, ``float``, ``bool`` or a NumPy number type),
     or ``None`` when they are not all numbers of one such type."""
@@ -58,9 +66,7 @@ def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     for info in infos:
         if list(info) != keys:
             return None
-    every = _EVERY.get(len(infos))
-    if every is None:
-        every = _EVERY[len(infos)] = np.ones(len(infos), dtype=np.bool_)
+    every = _every(len(infos))
     out: Dict[str, Any] = {}
     for key, values in zip(keys, zip(*[info.values() for info in infos])):
         types = set(map(type, values))
@@ -107,10 +113,7 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
                 infos = add_info(infos, {key: value}, env_id)
             continue
         if len(ids) == num_envs:  # every env (each at most once, in order): ids are 0..num_envs-1
-            every = _EVERY.get(num_envs)
-            if every is None:
-                every = _EVERY[num_envs] = np.ones(num_envs, dtype=np.bool_)
-            infos[key], infos[mask] = np.array(values, dtype=t), every.copy()
+            infos[key], infos[mask] = np.array(values, dtype=t), _every(num_envs).copy()
             continue
         array = np.zeros(num_envs, dtype=t)
         array[ids] = np.array(values, dtype=array.dtype)
