@@ -734,29 +734,31 @@ mod tests {
         assert!(!s.yields_to_load());
     }
 
+    /// A condition not ready at the first look, whose second look (after the first yield) takes
+    /// 2 ms, the time slice another task took, and ready from the third look on.
+    fn stalling_ready() -> impl FnMut() -> bool {
+        let mut looks = 0u32;
+        move || {
+            looks += 1;
+            if looks == 2 {
+                std::thread::sleep(2 * STALL);
+            }
+            looks > 2
+        }
+    }
+
     /// A waiter of a pool that outnumbers the cores (AUTO, [`Probe::Yield`]) whose yields keep
     /// losing a time slice (here: the look after each yield takes 2 ms) sleeps at once from then
     /// on, except for one probing wait every [`STALL_PROBE_EVERY_NS`]; a fixed bound keeps
     /// spinning, and a pool that fits the cores never samples its yields.
     #[test]
     fn yields_that_lose_a_time_slice_make_a_yielding_auto_waiter_sleep_at_once() {
-        // Not ready at the first look; the second look (after the first yield) takes 2 ms, the
-        // time slice another task took; ready from the third look on.
-        let looks = std::cell::Cell::new(0u32);
-        let slow_ready = || {
-            looks.set(looks.get() + 1);
-            if looks.get() == 2 {
-                std::thread::sleep(2 * STALL);
-            }
-            looks.get() > 2
-        };
         // One wait; the spin phases it had. The learned peer-ready times are reset first
         // (`average_ns = 0`), so that only the yields decide whether a wait spins.
         let wait_once = |s: &mut Spinner| {
             let w = Wakeup::default();
-            looks.set(0);
             s.average_ns = 0;
-            assert!(s.wait(&w, slow_ready, Duration::from_secs(5)));
+            assert!(s.wait(&w, stalling_ready(), Duration::from_secs(5)));
             w.spins()
         };
         let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe: Probe::Yield });
@@ -786,14 +788,7 @@ mod tests {
     #[test]
     fn the_longest_yield_is_measured_only_when_yielding() {
         for (probe, yields) in [(Probe::Yield, true), (Probe::Pause, false)] {
-            let looks = std::cell::Cell::new(0u32);
-            let mut ready = || {
-                looks.set(looks.get() + 1);
-                if looks.get() == 2 {
-                    std::thread::sleep(2 * STALL);
-                }
-                looks.get() > 2
-            };
+            let mut ready = stalling_ready();
             let mut longest = Duration::ZERO;
             assert!(spin(&mut ready, Instant::now() + Duration::from_secs(5), probe, &mut longest));
             assert_eq!(longest >= 2 * STALL, yields, "{probe:?}: {longest:?}");

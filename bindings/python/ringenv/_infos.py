@@ -69,12 +69,10 @@ def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     every = _every(len(infos))
     out: Dict[str, Any] = {}
     for key, values in zip(keys, zip(*[info.values() for info in infos])):
-        types = set(map(type, values))
-        t = types.pop()
-        if types or not (t in _PLAIN or issubclass(t, np.number)) or key == "final_obs":
-            return None
+        t = _scalar_type(values)
         mask = f"_{key}"
-        if mask in first:
+        # (:func:`_clash`'s test, key by key here: this loop is a step's hot path)
+        if t is None or key == "final_obs" or mask in first:
             return None
         out[key], out[mask] = np.array(values, dtype=t), every.copy()
     return out
@@ -123,10 +121,11 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
     return infos
 
 
-def _clash(columns: Columns) -> bool:
-    """Whether a key's mask name (``"_" + key``) is also a key: then Gymnasium writes one into
-    the other env by env, which only its own ``_add_info`` reproduces."""
-    return any(f"_{key}" in columns for key in columns)
+def _clash(keys: Any) -> bool:
+    """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name
+    (``"_" + key``) is also a key: then Gymnasium writes one into the other env by env, which only
+    its own ``_add_info`` reproduces."""
+    return any(f"_{key}" in keys for key in keys)
 
 
 def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, Any]]], num_envs: int,

@@ -147,8 +147,6 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
         why = None
         if use_inline and not env.steps_inline:
             why = "a worker binary's envs run only in its worker processes, never inline"
-        elif w == 0:
-            why = _common.whole_workers_reason(num_envs, 0, batch_size, inline=True)
         elif use_inline and w + 1 > num_envs:
             why = f"{num_envs} envs are too few for {w} worker processes + inline (needs num_envs >= {w + 1})"
         else:
