@@ -7,6 +7,7 @@
 
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
+use crate::python_envs::Handover;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -191,6 +192,9 @@ pub struct PyPool {
     /// every worker is a process, or once closed. (In a mutex only because a pyclass must be
     /// `Sync`; the pool's methods take `&mut self`, so it is never contended.)
     inline: Option<Mutex<Box<dyn EnvHost>>>,
+    /// Where the Python inline share leaves its messages as Python objects (not pickled; see
+    /// [`crate::python_envs::Handover`]); `None` without a Python inline share.
+    handover: Option<Handover>,
 }
 
 impl PyPool {
@@ -260,8 +264,27 @@ impl PyPool {
         Ok(Some(left.max(0.0)))
     }
 
+    /// Worker `w`'s message as Python sees it: the bytes a worker process sent, or the inline
+    /// share's step or reset message itself (its [`Handover`]: the tuple those bytes would unpickle
+    /// to), which the share completes with an empty payload (a pickle is never empty; a `call`'s
+    /// results stay pickled).
+    ///
+    /// # Errors
+    /// `InternalError` when the inline share completed with a message but left none to take.
+    fn message<'py>(&self, py: Python<'py>, w: usize, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        match &self.handover {
+            Some(handover) if bytes.is_empty() && self.pool.as_ref().and_then(Pool::inline_worker) == Some(w) => {
+                let kept = handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                kept.map(|m| m.into_bound(py))
+                    .ok_or_else(|| internal_error(py, "the inline share's message was not handed over".into()))
+            }
+            _ => Ok(PyBytes::new(py, bytes).into_any()),
+        }
+    }
+
     /// Closes the inline envs (in the creator process only: a fork child's copy is let go).
     fn close_inline(&mut self) {
+        self.handover = None;
         if let Some(host) = self.inline.take() {
             if current_pid() == self.creator_pid {
                 let mut host = host.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -370,13 +393,14 @@ impl PyPool {
             return Err(e); // Ctrl-C during start-up: the workers were stopped
         }
         let mut pool = spawned.map_err(|e| to_pyerr(py, e))?;
+        let handover: Option<Handover> = (python_host == Some(true)).then(Handover::default);
         let host = match (python_host, pool.inline_worker()) {
             (Some(python), Some(w)) => {
                 let init = config_init(&init_payloads, w);
                 let env_ids = layout.worker_envs(w);
                 let built = catch(|| {
                     if python {
-                        crate::python_envs::build_for(py, init, pool.segment(), env_ids.clone())
+                        crate::python_envs::build_for(py, init, pool.segment(), env_ids.clone(), handover.clone())
                     } else {
                         ringenv_worker::registration::build_host_for(init, env_ids.clone(), &layout)
                     }
@@ -392,7 +416,14 @@ impl PyPool {
             }
             _ => None,
         };
-        Ok(PyPool { pool: Some(pool), layout, creator_pid: current_pid(), last_pids: Vec::new(), inline: host })
+        Ok(PyPool {
+            pool: Some(pool),
+            layout,
+            creator_pid: current_pid(),
+            last_pids: Vec::new(),
+            inline: host,
+            handover,
+        })
     }
 
     /// Bytes of the segment a pool with these arguments would map (the layout's total size,
@@ -557,7 +588,7 @@ impl PyPool {
         let out = wait_in_slices(py, timeout, |slice| pool.recv(num_workers, order, Some(slice)))?;
         let list = PyList::empty(py);
         for b in &out {
-            let message = b.message.as_ref().map(|m| PyBytes::new(py, m));
+            let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
             let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
             let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
             list.append((b.worker, b.slot, message, error, restarted))?;
@@ -623,7 +654,7 @@ impl PyPool {
         let out = wait_in_slices(py, timeout, |slice| pool.wait(Some(slice)))?;
         let messages = PyList::empty(py);
         for (w, bytes) in &out.messages {
-            messages.append((w, PyBytes::new(py, bytes)))?;
+            messages.append((w, self.message(py, *w, bytes)?))?;
         }
         let errors = PyList::empty(py);
         for (w, e) in &out.errors {

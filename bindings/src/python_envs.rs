@@ -14,7 +14,9 @@
 //! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
 //! the non-empty ones of a command are pickled together into one payload, which the endpoint
 //! leaves in the worker's info arena in the segment (the control socket only when it does not
-//! fit; see `ringenv_runtime::info_arena`). An exception in an env
+//! fit; see `ringenv_runtime::info_arena`). The inline share's message never leaves the process,
+//! so it is not pickled: it is handed over as the Python objects themselves ([`Handover`]), as
+//! Gymnasium's `SyncVectorEnv` hands over its envs' infos. An exception in an env
 //! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
 //! exception, built by `ringenv._worker._describe_exception`.
 
@@ -23,6 +25,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use ringenv_runtime::{Array, RemoteError, Segment, SlotView, WorkerEndpoint};
 use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -45,6 +48,12 @@ enum ObsTarget {
 /// What `ringenv._worker._build` returns.
 type Built = (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<PyAny>>>, bool, String);
 
+/// Where the inline share leaves its message: `(observations or None, [(env_id, info), ...])`,
+/// the tuple a worker's message unpickles to. The host puts it here and completes the command with
+/// an empty payload; the pool's `wait` or `recv` takes it out (`PyPool`). Shared (an `Arc`) because
+/// the host is a `Box<dyn EnvHost>` the pool cannot look into.
+pub type Handover = Arc<Mutex<Option<Py<PyAny>>>>;
+
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
@@ -63,15 +72,18 @@ pub struct PyEnvs {
     /// action never sees it change; Discrete actions arrive as NumPy scalars.
     copy_action: bool,
     ellipsis: Py<PyAny>,
+    /// The inline share's [`Handover`]; `None` in a worker process, whose messages are pickled.
+    handover: Option<Handover>,
 }
 
 /// Builds a worker's envs from the init payload by calling `ringenv._worker._build`.
 pub fn build(py: Python<'_>, init: &[u8], endpoint: &WorkerEndpoint) -> Result<Box<dyn EnvHost>, RemoteError> {
-    build_for(py, init, endpoint.segment(), endpoint.env_ids())
+    build_for(py, init, endpoint.segment(), endpoint.env_ids(), None)
 }
 
 /// Builds the envs `env_ids` of a pool over `segment` from the init payload, wherever they are
-/// hosted: a worker process ([`build`]) or the main process's inline share.
+/// hosted: a worker process ([`build`]) or the main process's inline share (with a `handover`:
+/// its messages are left there as Python objects instead of pickled).
 ///
 /// # Errors
 /// The factory's or the space check's exception, described as a [`RemoteError`].
@@ -80,9 +92,10 @@ pub fn build_for(
     init: &[u8],
     segment: &Segment,
     env_ids: Range<usize>,
+    handover: Option<Handover>,
 ) -> Result<Box<dyn EnvHost>, RemoteError> {
     let helpers = py.import("ringenv._worker").map_err(|e| describe_without_helpers(py, e))?;
-    build_with(py, &helpers, init, segment, env_ids).map_err(|e| describe(&helpers, e, None))
+    build_with(py, &helpers, init, segment, env_ids, handover).map_err(|e| describe(&helpers, e, None))
 }
 
 fn leaves<'py>(py: Python<'py>, specs: &[ringenv_runtime::ArraySpec]) -> PyResult<Bound<'py, PyList>> {
@@ -99,6 +112,7 @@ fn build_with(
     init: &[u8],
     segment: &Segment,
     env_ids: Range<usize>,
+    handover: Option<Handover>,
 ) -> PyResult<Box<dyn EnvHost>> {
     let layout = segment.layout();
     let info = PyDict::new(py);
@@ -142,6 +156,7 @@ fn build_with(
         actions,
         copy_action,
         ellipsis: py.Ellipsis(),
+        handover,
     }))
 }
 
@@ -302,6 +317,11 @@ impl PyEnvs {
             return Ok(None);
         }
         let obs = if has_obs { PyList::new(py, pickled).map(Bound::into_any) } else { Ok(py.None().into_bound(py)) };
+        if let Some(handover) = &self.handover {
+            let message = obs.and_then(|o| (o, infos).into_pyobject(py)).map_err(|e| self.describe(py, e, None))?;
+            *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.into_any().unbind());
+            return Ok(Some(Vec::new()));
+        }
         obs.and_then(|o| self.helper(py, "_pack", (o, infos)))
             .and_then(|b| b.extract::<Vec<u8>>())
             .map(Some)

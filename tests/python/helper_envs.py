@@ -115,6 +115,24 @@ class RaisingEnv(CounterEnv):
         return self._obs(), float(action), False, False, {}
 
 
+class LogInfoEnv(CounterEnv):
+    """A :class:`CounterEnv` whose every info is ``{"log": log}``, one list it keeps for its whole
+    life and appends ``t`` to at each step: the same object every time."""
+
+    def __init__(self, env_index: int = 0):
+        super().__init__(env_index)
+        self.log: list = []
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed, options=options)
+        return obs, {"log": self.log}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        self.log.append(self.t)
+        return obs, reward, terminated, truncated, {"log": self.log}
+
+
 class SlowEnv(CounterEnv):
     """A :class:`CounterEnv` whose ``step`` sleeps ``delay`` seconds."""
 

@@ -22,7 +22,7 @@ import pytest
 import ringenv
 from ringenv._plan import plan_workers, usable_cores
 from vec_asserts import assert_step_identical, wait_new_children_gone
-from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, RaisingEnv, SlowEnv, StepError, failing_factory
+from helper_envs import CloseMarkEnv, CounterEnv, InfoEnv, LogInfoEnv, RaisingEnv, SlowEnv, StepError, failing_factory
 from vec_compare import assert_vec_reset_identical
 
 
@@ -74,6 +74,23 @@ def test_num_workers_0_steps_every_env_in_this_process_with_gymnasiums_results(c
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no worker process started"
     sync = closing(gym.vector.SyncVectorEnv(_info_fns(5), autoreset_mode=mode))
     _assert_same(_run(alone, 4, 60), _run(sync, 4, 60))
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_the_inline_shares_infos_are_its_envs_own_objects_as_in_sync_vector_env(closing, num_workers):
+    # The share's infos never leave this process, so they are not pickled on the way: an info
+    # value an env keeps returning is that same object at every step, as SyncVectorEnv gives it.
+    # A worker process's arrive as copies. 4 envs: with 1 worker, envs 2 and 3 are the share's.
+    envs = closing(ringenv.AsyncVectorEnv([LogInfoEnv] * 4, num_workers=num_workers, inline=True))
+    sync = closing(gym.vector.SyncVectorEnv([LogInfoEnv] * 4))
+    shared = [k >= 2 * num_workers for k in range(4)]
+    for vec in (envs, sync):
+        vec.reset(seed=0)
+        first = vec.step(np.zeros(4, np.int64))[4]["log"]
+        second = vec.step(np.zeros(4, np.int64))[4]["log"]
+        expected = shared if vec is envs else [True] * 4
+        assert [a is b for a, b in zip(first, second)] == expected, type(vec).__name__
+        assert [list(v) for v in second] == [[1, 2]] * 4
 
 
 def test_builtin_rust_envs_with_num_workers_0_step_as_in_worker_processes(closing):

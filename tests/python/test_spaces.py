@@ -13,6 +13,7 @@ from gymnasium.spaces import Box, Dict, Discrete, Graph, MultiBinary, MultiDiscr
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
+import ringenv
 from helper_envs import ColourSpace, SpaceEnv
 from ringenv.errors import WorkerStartupError
 from vec_compare import (
@@ -108,6 +109,25 @@ def test_observation_space_matches_sync(closing, space_id, shared_memory):
     assert_spaces_match(ours, ref)
     ends = run_lockstep(ours, ref, seed=SEED, steps=STEPS)
     assert ends > 0  # episodes last at most 6 steps: next-step autoresets were exercised
+
+
+#: Observations a worker process pickles (no fixed layout), and one it writes into the slot.
+PICKLED_PATH_SPACES = ["sequence", "sequence-stacked", "graph", "custom", "dict-with-custom", "text"]
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
+@pytest.mark.parametrize("space_id", PICKLED_PATH_SPACES)
+def test_the_inline_share_hands_over_what_a_worker_would_pickle_with_syncs_results(closing, space_id, mode,
+                                                                                    num_workers):
+    # The share's observations of the pickled path and its infos reach the vector env as the
+    # env's own objects (never pickled), through the same slots, masks and autoreset modes.
+    env_fn = functools.partial(SpaceEnv, OBS_SPACES[space_id]())
+    ours = closing(ringenv.AsyncVectorEnv([env_fn] * N, num_workers=num_workers, inline=True, autoreset_mode=mode))
+    assert ours._pool.inline_worker == num_workers
+    ref = closing(make_ref([env_fn] * N, autoreset_mode=mode))
+    assert_spaces_match(ours, ref)
+    assert run_lockstep(ours, ref, seed=SEED, steps=STEPS, autoreset_mode=mode) > 0
 
 
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "pickled"])

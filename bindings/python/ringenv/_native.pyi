@@ -4,7 +4,7 @@ Checked against the built module by ``python -m mypy.stubtest ringenv._native`` 
 scripts/test.sh.
 """
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, final
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +13,10 @@ __all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CudaStaging", "Pool", "Segment
            "cuda_device_count", "current_pid", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker"]
 
 LAYOUT_VERSION: int
+
+#: A worker's message of a step or reset: pickled bytes from a worker process, or the inline
+#: share's ``(observations or None, [(env_id, info), ...])`` itself, never pickled.
+Message = Union[bytes, Tuple[Optional[List[Any]], List[Tuple[int, Dict[str, Any]]]]]
 
 @final
 class Segment:
@@ -99,13 +103,13 @@ class Pool:
     def submit(self, kind: str, payload: Optional[bytes] = None) -> int: ...
     def wait(
         self, timeout: Optional[float] = None
-    ) -> Tuple[int, List[Tuple[int, bytes]], List[Tuple[int, dict]], List[dict]]: ...
+    ) -> Tuple[int, List[Tuple[int, Message]], List[Tuple[int, dict]], List[dict]]: ...
     def next_slot_of(self, worker: int) -> int: ...
     def is_busy(self, worker: int) -> bool: ...
     def send(self, workers: Sequence[int], kind: str, payload: Optional[bytes] = None) -> None: ...
     def recv(
         self, num_workers: int, deterministic: bool = False, timeout: Optional[float] = None
-    ) -> List[Tuple[int, int, Optional[bytes], Optional[dict], Optional[dict]]]: ...
+    ) -> List[Tuple[int, int, Optional[Message], Optional[dict], Optional[dict]]]: ...
     def close(self, timeout: float = 1.0) -> None: ...
     def layout(self) -> dict: ...
 

@@ -431,7 +431,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
-    def _absorb(self, messages: List[Tuple[int, bytes]], restarted: List[dict],
+    def _absorb(self, messages: List[Tuple[int, Any]], restarted: List[dict],
                 env_ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
@@ -442,7 +442,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             return {}
         raw: Dict[int, Dict[str, Any]] = {}
         for worker, payload in sorted(messages, key=lambda m: m[0]):
-            observations, env_infos = cloudpickle.loads(payload)
+            # A worker process's message is pickled; the inline share's is the tuple itself.
+            observations, env_infos = payload if type(payload) is tuple else cloudpickle.loads(payload)
             if observations is not None:
                 self._slots.take_pickled(self._pool.env_ids(worker)[0], observations)
             raw.update(env_infos)
