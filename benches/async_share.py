@@ -25,12 +25,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import platform
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results_sections  # noqa: E402
 import ringenv  # noqa: E402
 from grid import OBSERVATIONS, make_grid_env  # noqa: E402
+from neighbour import busy_neighbour  # noqa: E402
 from ringenv.cli._common import machine_info, machine_line  # noqa: E402
 from ringenv.cli._measure import measure  # noqa: E402
 
@@ -60,12 +60,8 @@ def measure_layout(layout: str, cost: float, obs: str, policy_us: float, num_env
 
 def run_condition(name: str, args) -> List[Dict[str, object]]:
     """Every row, ``args.repeats`` rounds each, under ``name`` (``quiet`` or ``neighbour``)."""
-    neighbour = None
-    if name == "neighbour":
-        neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        time.sleep(0.2)  # running before the first pool starts
     rows = []
-    try:
+    with busy_neighbour() if name == "neighbour" else contextlib.nullcontext():
         for cost in args.costs:
             for obs in args.observations:
                 for policy in args.policies:
@@ -80,10 +76,6 @@ def run_condition(name: str, args) -> List[Dict[str, object]]:
                     print(f"  [{name}] {cost} µs, {obs}, policy {policy} µs: default "
                           f"{np.median(row['default']):,.0f}, share {np.median(row['share']):,.0f}",
                           file=sys.stderr, flush=True)
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
     return rows
 
 

@@ -49,25 +49,26 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 
 import results_sections
 import ringenv
+from neighbour import busy_neighbour
 from ringenv.cli._common import machine_info, resolve_env, usable_cores, whole_workers_reason
 from ringenv._plan import plan_workers
-from ringenv.cli._measure import WARMUP_MIN_STEPS, measure, single_loop_steps_per_s
+from ringenv.cli._measure import WARMUP_MIN_STEPS, busy_wait, measure, single_loop_steps_per_s
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- grid:begin -->"
@@ -130,9 +131,7 @@ class GridEnv(gym.Env):
 
     def step(self, action):
         if self.cost_s:
-            end = time.perf_counter() + self.cost_s
-            while time.perf_counter() < end:
-                pass
+            busy_wait(self.cost_s)
         self.t += 1
         self._cell[0] = self.t % 100
         return self.obs, 1.0, False, self.t >= TRUNCATE_AFTER, self._info()
@@ -273,15 +272,12 @@ def label(row: Dict[str, Any]) -> str:
 
 def run_condition(name: str, args) -> Dict[str, Any]:
     """Every row once, under condition ``name`` (``quiet`` or ``neighbour``)."""
-    neighbour = None
-    if name == "neighbour":
-        neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        time.sleep(0.2)
+    neighbour = busy_neighbour() if name == "neighbour" else contextlib.nullcontext()
     started = time.time()
     load = os.getloadavg()[0]
     envs: List[Dict[str, Any]] = []
     cartpole: List[Dict[str, Any]] = []
-    try:
+    with neighbour:
         for cost in args.costs:
             for obs in args.observations:
                 for infos in args.infos:
@@ -297,10 +293,6 @@ def run_condition(name: str, args) -> Dict[str, Any]:
             run_row(r, args.seconds, args.warmup)
             progress(name, r)
             cartpole.append(r)
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
     for env in envs:
         add_ratios(env["rows"], env["ceiling_steps_per_s"])
     for n in args.cartpole_envs:

@@ -49,7 +49,6 @@ import functools
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -57,7 +56,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 from ringenv.cli._common import usable_cores
-from ringenv.cli._measure import Measurement, measure
+from ringenv.cli._measure import Measurement, busy_wait, measure
 from ringenv.cli._measure import single_loop_steps_per_s as _single_loop
 
 OBS_SHAPE = (4,)
@@ -91,9 +90,7 @@ class BusyEnv(NullEnv):
         self.cost_s = cost_s
 
     def step(self, action):
-        end = time.perf_counter() + self.cost_s
-        while time.perf_counter() < end:
-            pass
+        busy_wait(self.cost_s)
         return self.obs, 0.0, False, False, {}
 
 

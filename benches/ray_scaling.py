@@ -63,6 +63,7 @@ import gymnasium as gym
 import numpy as np
 
 import results_sections
+from ringenv.cli._measure import busy_wait
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- ray:begin -->"
@@ -88,9 +89,7 @@ class BusyEnv(gym.Env):
 
     def step(self, action):
         if self.cost_s:
-            end = time.perf_counter() + self.cost_s
-            while time.perf_counter() < end:
-                pass
+            busy_wait(self.cost_s)
         self._t += 1
         self._obs[0] = self._t * 1e-3
         return self._obs.copy(), 1.0, False, self._t >= TRUNCATE_AFTER, {}

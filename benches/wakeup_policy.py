@@ -34,19 +34,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
-import subprocess
 import sys
-import time
 from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 
 import ringenv
-from ringenv.cli._measure import measure
+from neighbour import busy_neighbour
+from ringenv.cli._measure import busy_wait, measure
 
 OBS_SHAPE = (4,)
 DEFAULT_SPINS = "none,0,20,50,100,200,500,2000"
@@ -68,9 +68,7 @@ class NullEnv(gym.Env):
 
     def step(self, action):
         if self.cost_s:
-            end = time.perf_counter() + self.cost_s
-            while time.perf_counter() < end:
-                pass
+            busy_wait(self.cost_s)
         return self.obs, 0.0, False, False, {}
 
 
@@ -100,10 +98,6 @@ def parse_spins(text: str) -> List[Optional[float]]:
 
 def name(spin: Optional[float]) -> str:
     return "None (default)" if spin is None else f"{spin:g}"
-
-
-def start_neighbour() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
 def run_grid(env: str, num_envs: int, workers: Optional[int], spins: List[Optional[float]], repeats: int,
@@ -162,17 +156,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                                           "cpus": len(__import__("os").sched_getaffinity(0))},
                               "args": vars(a), "grids": []}
     for neighbour in phases:
-        proc = start_neighbour() if neighbour else None
-        try:
+        with busy_neighbour() if neighbour else contextlib.nullcontext():
             for w in workers:
                 grid = run_grid(a.env, a.num_envs, w, spins, a.repeats, a.seconds)
                 grid["neighbour"] = neighbour
                 report["grids"].append(grid)
                 print(markdown(grid, neighbour), end="\n\n", flush=True)
-        finally:
-            if proc is not None:
-                proc.kill()
-                proc.wait()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)

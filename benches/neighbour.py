@@ -1,0 +1,35 @@
+"""The busy neighbour of the benchmarks: one other process that keeps a core busy, as another
+user's job on a shared machine would (issue 12's "one busy-looping neighbour process").
+
+Used by ``benches/grid.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py``, so each
+measures beside the same neighbour, started the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+#: What the neighbour runs: a Python loop that never sleeps (one core's worth of runnable work).
+PROGRAM = "while True: pass"
+
+#: Seconds the neighbour runs before the first measurement, so the kernel already counts it as
+#: runnable (and ringenv's machine-load check already sees it) when the first pool starts.
+HEAD_START_S = 0.2
+
+
+@contextlib.contextmanager
+def busy_neighbour(head_start_s: float = HEAD_START_S) -> Iterator[subprocess.Popen]:
+    """Runs ``python -c "while True: pass"`` for the duration of the ``with`` block, after a head
+    start of ``head_start_s`` seconds; kills it (and waits for it) on the way out, exception or
+    not. Yields the process."""
+    proc = subprocess.Popen([sys.executable, "-c", PROGRAM])
+    try:
+        time.sleep(head_start_s)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
