@@ -12,14 +12,15 @@ What runs (``--quick`` runs a corner of it, for a check in a minute or two):
   with either no infos or three scalars every step (a float, an int and a bool). Episodes are
   truncated every 1000 steps, so autoreset runs as in real envs. Per env: Gymnasium's
   ``SyncVectorEnv(env_fns)`` and ``AsyncVectorEnv(env_fns)`` (the peers), then
-  ``ringenv.AsyncVectorEnv(env_fns, num_workers=w)`` for each ``w`` in ``--workers`` (1, 2, 4)
-  stepping every env per step, and with async batches (``batch_size=num_envs/2``, EnvPool-style
+  ``ringenv.AsyncVectorEnv(env_fns, num_workers=w)`` for each ``w`` in ``--workers`` (0, 1, 2, 4;
+  0 is no worker process: this process steps every env, as ``SyncVectorEnv`` does) stepping every
+  env per step, and with async batches (``batch_size=num_envs/2``, EnvPool-style
   ``async_reset`` then ``recv``/``send``) for each ``w`` whose blocks make whole batches. Every
   runtime runs with its default settings otherwise (no ``copy=False``, no ``spin_us``, no
   ``check_actions=False``); ringenv's default worker count is ``min(num_envs, cores)``, the row
   marked *default*. The **ceiling** is the cores times a plain single-env loop's steps/s
   (``env.step`` in this process), measured just before the env's rows.
-- **Rust CartPole** (ringenv's built-in ``CartPole-v1``), 16 and 64 envs, 1 and 2 workers, through
+- **Rust CartPole** (ringenv's built-in ``CartPole-v1``), 16 and 64 envs, 0, 1 and 2 workers, through
   ``ringenv.make_vec`` and through ``ringenv tune``'s own code path
   (``ringenv.cli.tune.measure_configuration``), against Gymnasium's vectorised CartPole
   (``gymnasium.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")``) and, when
@@ -236,7 +237,7 @@ def run_row(row: Dict[str, Any], seconds: float, warmup: float) -> None:
             from ringenv.cli.tune import measure_configuration
 
             figures = measure_configuration(resolve_env("CartPole-v1"), row["num_envs"], row["workers"],
-                                            seconds=seconds, warmup_s=warmup)
+                                            inline=row["inline"], seconds=seconds, warmup_s=warmup)
         else:
             actions = None
             if row.get("actions") == "int32":
@@ -388,7 +389,7 @@ def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
              and r["infos"] != "none" and r["stepping"] == 2], "vs_sync", 1.5,
             why_missing="the 200 µs Dict env with infos did not run")
     verdict("Rust CartPole, 16 and 64 envs, 1 and 2 workers, make_vec and tune: at least 3x Gymnasium's "
-            "vectorised CartPole", cart_rows, "vs_vector", 3.0)
+            "vectorised CartPole", [r for r in cart_rows if r["workers"] != 0], "vs_vector", 3.0)
     out.append({"target": "spin_us=None within 10% of the best fixed spin_us on every row", "met": None,
                 "measured": "not measured here: the grid runs default settings only (docs/WAKEUP.md)"})
     return out
@@ -419,7 +420,7 @@ def _column(r: Dict[str, Any]) -> str:
     name = {"ringenv": "ringenv", "ringenv make_vec": "make_vec", "ringenv tune": "tune"}[r["runtime"]]
     mode = f" async {r['batch_size']}" if r["mode"] == "async" else ""
     who = f"default ({r['processes']}w{'+inline' if r['inline'] else ''})" if r.get("default") else (
-        f"{r['workers']}w{'+inline' if r['inline'] else ''}")
+        "0w (in-process)" if r["workers"] == 0 else f"{r['workers']}w{'+inline' if r['inline'] else ''}")
     return f"{name} {who}{mode}"
 
 
@@ -444,7 +445,9 @@ def section(report: Dict[str, Any]) -> List[str]:
         f"{TRUNCATE_AFTER} steps. Every runtime with its default settings (ringenv: `AsyncVectorEnv(env_fns)`, "
         "the *default* column, then `AsyncVectorEnv(env_fns, num_workers=w)`; with `batch_size=num_envs/2` for the "
         "async rows, recv/send). `Nw`: N worker processes; `+inline`: the main process steps one more share "
-        "itself (ringenv's default wherever the processes plus the main process fit the cores).",
+        "itself (ringenv's default wherever the processes plus the main process fit the cores); `0w (in-process)`: "
+        "`num_workers=0`, no worker process, the main process steps every env. The Rust CartPole target counts "
+        "the default, 1 and 2 workers.",
         "Ratios in brackets: ringenv's steps/s over the best peer's (in **bold**) in the same condition. The "
         "ceiling is cores x a single-env loop in one process.",
         "",
@@ -482,12 +485,12 @@ def section(report: Dict[str, Any]) -> List[str]:
         for r in c["cartpole"]:
             if _column(r) not in columns:
                 columns.append(_column(r))
-        lines.append("| envs | " + " | ".join(columns) + " | worst x Gymnasium vector |")
+        lines.append("| envs | " + " | ".join(columns) + " | worst x Gymnasium vector (the target's rows) |")
         lines.append("|---|" + "---|" * (len(columns) + 1))
         for n in report["settings"]["cartpole_envs"]:
             rows = [r for r in c["cartpole"] if r["num_envs"] == n]
             by = {_column(r): r for r in rows}
-            vs = [r["vs_vector"] for r in rows if "vs_vector" in r]
+            vs = [r["vs_vector"] for r in rows if "vs_vector" in r and r["workers"] != 0]  # default, 1 and 2
             worst = f"{min(vs):.2f}x" if vs else "-"
             lines.append(f"| {n} | " + " | ".join(_cell(by.get(col)) for col in columns) + f" | {worst} |")
         lines.append("")
@@ -519,14 +522,19 @@ def _floats(text: str) -> List[float]:
     return values
 
 
-def _ints(text: str) -> List[int]:
+def _ints(text: str, minimum: int = 1) -> List[int]:
+    wanted = f"expected comma-separated integers of at least {minimum}, got {text!r}"
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+        raise argparse.ArgumentTypeError(wanted) from None
+    if not values or min(values) < minimum:
+        raise argparse.ArgumentTypeError(wanted)
     return sorted(set(values))
+
+
+def _worker_counts(text: str) -> List[int]:
+    return _ints(text, minimum=0)  # 0: no worker process
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -541,7 +549,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="measured seconds per row (default 0.8; quick 0.2)")
     parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds per row (default 0.3; quick 0.1)")
     parser.add_argument("--num-envs", type=int, default=8, help="envs of each Python env row (default 8)")
-    parser.add_argument("--workers", type=_ints, default=None, help="ringenv worker counts (default 1,2,4; quick 1,2)")
+    parser.add_argument("--workers", type=_worker_counts, default=None, help="ringenv worker counts (default 0,1,2,4; quick 1,2)")
     parser.add_argument("--costs", type=_floats, default=None, help="µs per env step (default 0,40,200,1000)")
     parser.add_argument("--cartpole-envs", type=_ints, default=None, help="Rust CartPole sizes (default 16,64)")
     parser.add_argument("--output", default=None,
@@ -552,7 +560,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.2 if q else 0.8)
     args.warmup = args.warmup if args.warmup is not None else (0.1 if q else 0.3)
-    args.workers = args.workers or ([1, 2] if q else [1, 2, 4])
+    args.workers = args.workers or ([1, 2] if q else [0, 1, 2, 4])
     args.costs = args.costs or ([0.0, 200.0] if q else list(COSTS_US))
     args.cartpole_envs = args.cartpole_envs or ([16] if q else [16, 64])
     args.observations = list(OBSERVATIONS)

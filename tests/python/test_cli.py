@@ -820,7 +820,10 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     cart_rows = [_grid_row("gymnasium make_vec (vector_entry_point)", True, 100.0, **cart),
                  _grid_row("EnvPool", True, None, workers=None, **{**cart, "status": "not installed"}),
                  _grid_row("ringenv make_vec", False, 350.0, workers=1, **cart),
-                 _grid_row("ringenv tune", False, 250.0, workers=2, **cart)]
+                 _grid_row("ringenv tune", False, 250.0, workers=2, **cart),
+                 # in-process: in the every-row verdict, not in the Rust target (default, 1 and 2 workers)
+                 {**_grid_row("ringenv make_vec", False, 120.0, workers=0, **cart), "processes": 0, "inline": True,
+                  "stepping": 1}]
     grid.add_ratios(env_rows, 1000.0)
     grid.add_ratios(cart_rows, None)
     assert env_rows[2]["vs_best_peer"] == pytest.approx(1.75) and env_rows[3]["ceiling_ratio"] == pytest.approx(0.35)
@@ -831,11 +834,12 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     verdicts = {t["target"].split(":")[0].split(" (")[0]: t for t in grid.evaluate(cond, 2)}
     every = verdicts["at least 1.0x the best peer on every row"]
     assert every["met"] is False
-    assert "1 of 4 rows below" in every["measured"] and "0.88x" in every["measured"]
+    assert "1 of 5 rows below" in every["measured"] and "0.88x" in every["measured"]
     assert verdicts["envs of 200 µs or more, 2 workers"]["met"] is True
     assert verdicts["big Dict with per-step infos at ~200 µs, 2 workers"]["met"] is True
     rust = next(t for k, t in verdicts.items() if k.startswith("Rust CartPole"))
-    assert rust["met"] is False and "worst 2.50x" in rust["measured"] and "ringenv tune 2 workers" in rust["measured"]
+    assert rust["met"] is False and "1 of 2 rows below; worst 2.50x" in rust["measured"]
+    assert "ringenv tune 2 workers" in rust["measured"]
     ceiling = next(t for k, t in verdicts.items() if k.startswith("at least 90%"))
     assert ceiling["met"] is None and "no 40 µs env ran" in ceiling["measured"]
 
@@ -847,7 +851,9 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     lines = grid.section(report)
     text = "\n".join(lines)
     assert lines[0] == grid.BEGIN and lines[-1] == grid.END
-    assert "**NOT met**: 1 of 4 rows below" in text and "700 (1.75x)" in text and "**400**" in text
+    assert "**NOT met**: 1 of 5 rows below" in text and "700 (1.75x)" in text and "**400**" in text
+    assert "make_vec 0w (in-process)" in text and "| 16 | **100** | not installed | 350 (3.50x) | 250 (2.50x) | " \
+        "120 (1.20x) | 2.50x |" in text, "the in-process row is shown, and left out of the target's worst"
     results = "# Benchmark results\n\nintro\n\n## Other section\nkept\n"
     once = grid.replace_section(results, lines)
     assert once.index(grid.BEGIN) < once.index("## Other section") and once.endswith("## Other section\nkept\n")
