@@ -289,4 +289,7 @@ def _gather(space: spaces.Space, parts: List[Tuple[Any, int, int]]) -> Any:
         return {key: _gather(sub, [(batch[key], a, b) for batch, a, b in parts]) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
         return tuple(_gather(sub, [(batch[i], a, b) for batch, a, b in parts]) for i, sub in enumerate(space.spaces))
+    if len(parts) == 1:  # one run (every step's case): a copy, ~1 µs less per leaf than concatenating one array
+        batch, a, b = parts[0]
+        return batch[a:b].copy()
     return np.concatenate([batch[a:b] for batch, a, b in parts])
