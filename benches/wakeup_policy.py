@@ -23,31 +23,43 @@ process tree read from ``/proc``. Each row prints steps/s (median and spread), t
 cores busy, and for the default its ratio to the best fixed bound's median, with ``ok`` when it
 is at least 0.90.
 
+The run is written to ``benches/RESULTS.md`` as its section between ``<!-- wakeup:begin -->`` and
+``<!-- wakeup:end -->`` (``--output -``: nothing written): one row per env, worker count and
+condition, with the default's median and spread, the best fixed bound's, ``spin_us=0``'s and the
+ratio, and a line counting the rows within 10%.
+
 Usage::
 
+    python benches/wakeup_policy.py --env cartpole,py:0,py:40 --num-envs 16 --workers default,1,2
     python benches/wakeup_policy.py --env cartpole --num-envs 16 --workers 1,2
     python benches/wakeup_policy.py --env py:40 --num-envs 16 --workers 1,2,4 --seconds 2
     python benches/wakeup_policy.py --env cartpole --spins none,0,2000 --repeats 3 --seconds 0.5 \\
-        --neighbour off --json /tmp/wakeup.json
+        --neighbour off --json /tmp/wakeup.json --output -
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import platform
 import statistics
 import sys
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 
+import results_sections
 import ringenv
 from neighbour import busy_neighbour
+from ringenv.cli._common import machine_info, machine_line
 from ringenv.cli._measure import busy_wait, measure
 
+BEGIN = "<!-- wakeup:begin -->"
+END = "<!-- wakeup:end -->"
 OBS_SHAPE = (4,)
 DEFAULT_SPINS = "none,0,20,50,100,200,500,2000"
 
@@ -137,9 +149,49 @@ def markdown(grid: Dict[str, Any], neighbour: bool) -> str:
     return "\n".join(lines)
 
 
+def section(report: Dict[str, Any], started: str) -> List[str]:
+    """The run as the ``wakeup`` section of ``benches/RESULTS.md`` (markers included)."""
+    a = report["args"]
+    lines = [
+        BEGIN,
+        "## The wake-up policy against fixed spin bounds (`benches/wakeup_policy.py`)",
+        "",
+        "Written by `benches/wakeup_policy.py`; edit the script, not this section. "
+        f"Machine: {machine_line(machine_info())}; {started}.",
+        f"Issue 12's target: the default (`spin_us=None`) within 10% of the best fixed `spin_us` of "
+        f"{a['spins']} (all measured). Each setting: the median of {a['repeats']} rounds of {a['seconds']:g} s "
+        "through the one measurement loop, the settings in a rotated order each round (spread in brackets). "
+        "*workers*: `default` is no `num_workers` (the cores less one and the main process's share); "
+        "*py:C*: a Python env busy-waiting C µs per step; *neighbour*: one `while True: pass` process.",
+        "",
+        "| env | envs | workers | condition | default steps/s (spread) | best fixed spin_us: steps/s | spin_us=0 | "
+        "default / best |",
+        "|---|---:|---|---|---|---|---:|---:|",
+    ]
+    below = []
+    for g in report["grids"]:
+        rows = g["rows"]
+        d = rows[name(None)]
+        zero = rows.get(name(0.0))
+        who = "default" if g["workers"] is None else str(g["workers"])
+        cond = "busy neighbour" if g["neighbour"] else "quiet"
+        ratio = g["default_over_best"]
+        mark = "" if g["within_10pct"] else " **below 0.90**"
+        if not g["within_10pct"]:
+            below.append(f"{g['env']} {g['num_envs']} envs, {who} workers, {cond}: {ratio:.2f}")
+        lines.append(f"| {g['env']} | {g['num_envs']} | {who} | {cond} | {d['median']:,.0f} ({d['min']:,.0f}.."
+                     f"{d['max']:,.0f}) | {g['best_fixed']}: {rows[g['best_fixed']]['median']:,.0f} | "
+                     + (f"{zero['median']:,.0f}" if zero else "-") + f" | {ratio:.2f}{mark} |")
+    n = len(report["grids"])
+    lines += ["", f"Within 10% on {n - len(below)} of {n} rows" + (f"; below: {'; '.join(below)}." if below else "."),
+              END]
+    return lines
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--env", default="cartpole", help="cartpole, or py:MICROSECONDS per step")
+    p.add_argument("--env", default="cartpole",
+                   help="comma-separated envs: cartpole, or py:MICROSECONDS per step")
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--workers", default="default,1,2",
                    help="comma-separated worker counts; default = no num_workers (cores - 1 + the inline share)")
@@ -148,6 +200,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
     p.add_argument("--neighbour", choices=["off", "on", "both"], default="both")
     p.add_argument("--json", help="write every figure to this file")
+    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                   help="the results file to write this run's section into; - for none")
     a = p.parse_args(argv)
     spins = parse_spins(a.spins)
     workers = [None if w == "default" else int(w) for w in a.workers.split(",")]
@@ -155,16 +209,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     report: Dict[str, Any] = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
                                           "cpus": len(__import__("os").sched_getaffinity(0))},
                               "args": vars(a), "grids": []}
+    envs = [e.strip() for e in a.env.split(",") if e.strip()]
+    for env in envs:
+        maker(env, a.num_envs, None, None)  # a bad --env fails before anything runs
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for neighbour in phases:
         with busy_neighbour() if neighbour else contextlib.nullcontext():
-            for w in workers:
-                grid = run_grid(a.env, a.num_envs, w, spins, a.repeats, a.seconds)
+            for env, w in ((e, w) for e in envs for w in workers):
+                grid = run_grid(env, a.num_envs, w, spins, a.repeats, a.seconds)
                 grid["neighbour"] = neighbour
                 report["grids"].append(grid)
                 print(markdown(grid, neighbour), end="\n\n", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
+    lines = section(report, started)
+    print("\n".join(lines))
+    if a.output != "-":
+        path = Path(a.output)
+        text = path.read_text() if path.exists() else "# Benchmark results\n"
+        path.write_text(results_sections.replace(text, lines, BEGIN, END, before_first_heading=False))
     return 0
 
 
