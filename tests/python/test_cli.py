@@ -612,6 +612,45 @@ def test_measure_counts_only_the_envs_own_worker_processes():
         neighbour.wait()
 
 
+_CHURN = """
+import resource, sys
+import numpy as np
+from ringenv.cli import _measure
+
+if sys.argv[1] == "measure":  # measure() settles the allocator before building the env
+    _measure.measure(lambda: _measure_probe.Env(), num_envs=1, seconds=0.0, seed=0, warmup_s=0.0,
+                     actions=[np.zeros(1, np.int64)])
+
+def step():  # what a copying vector env does each step: blocks above glibc's first mmap threshold
+    blocks = [np.ones(135 << 10, np.uint8) for _ in range(9)]
+    del blocks
+
+step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(50):
+    step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+                    reason="glibc's dynamic mmap threshold is what settle_allocator sets up")
+def test_every_measurement_starts_from_a_settled_allocator_so_no_runtime_pays_fresh_page_faults(tmp_path):
+    # In a fresh process, glibc hands 1.2 MB of blocks back to the kernel after every step, so
+    # each step faults its pages in again; once measure() has run (settle_allocator), it keeps them.
+    (tmp_path / "_measure_probe.py").write_text(
+        "import gymnasium as gym, numpy as np\n"
+        "class Env(gym.vector.SyncVectorEnv):\n"
+        "    def __init__(self):\n"
+        "        super().__init__([lambda: gym.make('CartPole-v1')])\n")
+    script = "import _measure_probe\n" + _CHURN
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    faults = {how: int(subprocess.run([sys.executable, "-c", script, how], env=env, capture_output=True, text=True,
+                                      check=True).stdout) for how in ("fresh", "measure")}
+    assert faults["fresh"] > 50 * 100, faults  # ~300 pages a step: the premise on this glibc
+    assert faults["measure"] < 50, faults
+
+
 def test_measure_closes_the_env_when_a_step_raises():
     import gymnasium as gym
 
