@@ -238,6 +238,11 @@ def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_po
     (gym.spaces.MultiBinary(2), np.array([[0, 1], [1, 2]], np.int64), r"action 2 of env 1 is outside"),
     (gym.spaces.MultiDiscrete([2, 5]), np.array([[1, 4], [1, 5]]), r"action 5 of env 1 is outside"),
     (gym.spaces.Box(-1, 1, (2,)), np.array([[0, 1], [np.nan, 0]], np.float32), r"action of env 1 contains NaN"),
+    # larger batches: the bad action is found and named among many
+    (gym.spaces.Discrete(3), np.where(np.arange(100) == 77, -1, 1), r"action -1 of env 77 is outside"),
+    (gym.spaces.Discrete(3), np.where(np.arange(100) == 5, 3, 0).astype(np.uint8), r"action 3 of env 5 is outside"),
+    (gym.spaces.Discrete(3, start=-1), np.where(np.arange(40) == 39, -2, 0), r"action -2 of env 39 is outside"),
+    (gym.spaces.MultiBinary(2), np.where(np.arange(80).reshape(40, 2) == 61, 2, 1), r"action 2 of env 30 is outside"),
 ])
 def test_action_range_checks_name_the_env_and_value(space, actions, message):
     """Every action outside its space is found, whichever path checks it (the one-reduction path
@@ -255,6 +260,9 @@ def test_action_range_checks_name_the_env_and_value(space, actions, message):
     (gym.spaces.MultiBinary(2), np.array([[0, 1], [1, 1]], np.uint8)),
     (gym.spaces.Box(-1, 1, (2,)), np.array([[np.inf, 0], [-np.inf, 0]], np.float64)),  # inf - inf: no NaN
     (gym.spaces.Discrete(3), np.zeros(0, np.int64)),
+    (gym.spaces.Discrete(3), np.arange(100) % 3),
+    (gym.spaces.Discrete(3, start=-1), np.arange(100) % 3 - 1),
+    (gym.spaces.MultiBinary(2), np.ones((40, 2), np.int8)),
 ])
 def test_actions_inside_their_space_pass_the_range_checks(space, actions):
     from ringenv._checks import action_bounds, check_action_values
