@@ -44,7 +44,7 @@ from neighbour import busy_neighbour  # noqa: E402
 from ringenv.cli._common import machine_info, machine_line  # noqa: E402
 from ringenv.cli._measure import measure  # noqa: E402
 
-BEGIN, END = "<!-- async_share:begin -->", "<!-- async_share:end -->"
+BEGIN, END = results_sections.markers("async_share")
 LAYOUTS = ("default", "share")
 
 
@@ -133,9 +133,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = section(rows, args, started)
     print("\n".join(lines))
     if args.output != "-":
-        path = Path(args.output)
-        text = path.read_text() if path.exists() else "# Benchmark results\n"
-        path.write_text(results_sections.replace(text, lines, BEGIN, END, before_first_heading=False))
+        results_sections.write(Path(args.output), "async_share", lines)
     return 0
 
 

@@ -72,8 +72,7 @@ from ringenv._plan import plan_workers
 from ringenv.cli._measure import WARMUP_MIN_STEPS, busy_wait, measure, single_loop_steps_per_s
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN = "<!-- grid:begin -->"
-END = "<!-- grid:end -->"
+BEGIN, END = results_sections.markers("grid")
 
 COSTS_US = (0.0, 40.0, 200.0, 1000.0)
 OBSERVATIONS = ("16 floats", "Dict 148 KiB")
@@ -501,7 +500,7 @@ def section(report: Dict[str, Any]) -> List[str]:
 def replace_section(text: str, lines: List[str]) -> str:
     """``text`` (a RESULTS.md) with its grid section replaced by ``lines``; without one, the
     section goes before the first ``## `` heading (or at the end)."""
-    return results_sections.replace(text, lines, BEGIN, END, before_first_heading=True)
+    return results_sections.replace(text, lines, BEGIN, END, results_sections.OWNED["grid"])
 
 
 def extract_section(text: str) -> Optional[List[str]]:
@@ -599,9 +598,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
         print(f"wrote {args.json}", file=sys.stderr)
     if output:
-        path = Path(output)
-        text = path.read_text() if path.exists() else "# Benchmark results\n"
-        path.write_text(replace_section(text, lines))
+        results_sections.write(Path(output), "grid", lines)
         print(f"wrote the grid section of {output}", file=sys.stderr)
     return 0
 

@@ -66,8 +66,7 @@ import results_sections
 from ringenv.cli._measure import busy_wait
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN = "<!-- ray:begin -->"
-END = "<!-- ray:end -->"
+BEGIN, END = results_sections.markers("ray")
 TRUNCATE_AFTER = 1000
 HAND_WRITTEN = "hand-written Ray actor per node (no ringenv)"
 
@@ -402,7 +401,7 @@ def targets(cheap: List[Dict[str, Any]], busy: List[Dict[str, Any]], cost_us: fl
 
 def replace_section(text: str, lines: List[str]) -> str:
     """``text`` (a RESULTS.md) with its Ray section replaced by ``lines`` (at the end without one)."""
-    return results_sections.replace(text, lines, BEGIN, END, before_first_heading=False)
+    return results_sections.replace(text, lines, BEGIN, END, results_sections.OWNED["ray"])
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -453,9 +452,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.output == "-" or (args.quick and args.output == str(ROOT / "benches" / "RESULTS.md")):
         print("\n".join(lines))
         return 0
-    path = Path(args.output)
-    path.write_text(replace_section(path.read_text() if path.exists() else "", lines))
-    print(f"wrote {path}", file=sys.stderr)
+    results_sections.write(Path(args.output), "ray", lines)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 

@@ -1,11 +1,22 @@
 """Sections of ``benches/RESULTS.md`` that one script owns: the lines between that script's two
 markers (``<!-- NAME:begin -->``, ``<!-- NAME:end -->``), replaced by its own run and kept as they
-are by every other writer of the file (``benches/grid.py``, ``benches/ray_scaling.py``,
-``scripts/bench.py``)."""
+are by every other writer of the file (:data:`OWNED` lists them; ``scripts/bench.py`` rewrites
+the rest of the file and keeps them all, :func:`keep`)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+#: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
+#: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``), and
+#: whether a new one goes before the file's first ``## `` heading (else at the end).
+OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False}
+
+
+def markers(name: str) -> Tuple[str, str]:
+    """The begin and end markers of the section ``name``."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
 def extract(text: str, begin: str, end: str) -> Optional[List[str]]:
@@ -29,3 +40,21 @@ def replace(text: str, lines: List[str], begin: str, end: str, before_first_head
     out = text.splitlines()
     at = next((i for i, line in enumerate(out) if line.startswith("## ")), len(out))
     return "\n".join(out[:at] + lines + [""] + out[at:]) + ("\n" if text.endswith("\n") else "")
+
+
+def write(path: Path, name: str, lines: List[str]) -> None:
+    """Replaces (or adds) the section ``name`` of the results file at ``path`` with ``lines``
+    (markers included); a file that does not exist yet starts as ``# Benchmark results``."""
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    begin, end = markers(name)
+    path.write_text(replace(text, lines, begin, end, OWNED[name]))
+
+
+def keep(old: str, new: str) -> str:
+    """``new`` (a rewritten results file) with every owned section that ``old`` holds, as it was."""
+    for name, before_first_heading in OWNED.items():
+        begin, end = markers(name)
+        lines = extract(old, begin, end)
+        if lines:
+            new = replace(new, lines, begin, end, before_first_heading)
+    return new

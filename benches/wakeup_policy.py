@@ -58,8 +58,7 @@ from neighbour import busy_neighbour
 from ringenv.cli._common import machine_info, machine_line
 from ringenv.cli._measure import busy_wait, measure
 
-BEGIN = "<!-- wakeup:begin -->"
-END = "<!-- wakeup:end -->"
+BEGIN, END = results_sections.markers("wakeup")
 OBS_SHAPE = (4,)
 DEFAULT_SPINS = "none,0,20,50,100,200,500,2000"
 
@@ -226,9 +225,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = section(report, started)
     print("\n".join(lines))
     if a.output != "-":
-        path = Path(a.output)
-        text = path.read_text() if path.exists() else "# Benchmark results\n"
-        path.write_text(results_sections.replace(text, lines, BEGIN, END, before_first_heading=False))
+        results_sections.write(Path(a.output), "wakeup", lines)
     return 0
 
 

@@ -20,9 +20,10 @@ it TorchRL's 8 worker processes importing torch). ``--skip-examples`` leaves the
 On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 16 --device cuda``
 adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
 
-The grid of issue 12 (``benches/grid.py``, which scripts/bench.sh runs after this script) writes
-its own section of the file, between ``<!-- grid:begin -->`` and ``<!-- grid:end -->``; this
-script keeps that section when it rewrites the rest. Every measurement, here and in the grid, is
+The grid of issue 12 (``benches/grid.py``, which scripts/bench.sh runs after this script),
+``benches/ray_scaling.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py`` each write
+their own section of the file, between their markers (``benches/results_sections.py``); this
+script keeps those sections when it rewrites the rest. Every measurement, here and in the grid, is
 made by ringenv's one measurement loop (``ringenv.cli._measure``).
 """
 
@@ -444,21 +445,14 @@ def header(machine_line: str) -> list:
 
 
 def write(output: str, lines: list) -> int:
-    """Writes ``lines`` to ``output``, keeping the sections of ``benches/grid.py`` and
-    ``benches/ray_scaling.py`` that the file already holds (each between its markers)."""
-    import grid
-    import ray_scaling
+    """Writes ``lines`` to ``output``, keeping every section a benchmark script owns that the file
+    already holds (``results_sections.OWNED``: the grid, Ray, asynchronous-batch and wake-up
+    sections, each between its markers)."""
     import results_sections
 
     path = Path(output)
     old = path.read_text() if path.exists() else ""
-    kept = grid.extract_section(old) if old else None
-    text = "\n".join(lines)
-    text = grid.replace_section(text, kept) if kept else text
-    ray_lines = results_sections.extract(old, ray_scaling.BEGIN, ray_scaling.END)
-    if ray_lines:
-        text = ray_scaling.replace_section(text, ray_lines)
-    path.write_text(text)
+    path.write_text(results_sections.keep(old, "\n".join(lines)))
     print(f"wrote {output}", file=sys.stderr)
     return 0
 

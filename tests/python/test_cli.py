@@ -614,12 +614,13 @@ def test_measure_counts_only_the_envs_own_worker_processes():
 
 _CHURN = """
 import resource, sys
+import gymnasium as gym
 import numpy as np
 from ringenv.cli import _measure
 
 if sys.argv[1] == "measure":  # measure() settles the allocator before building the env
-    _measure.measure(lambda: _measure_probe.Env(), num_envs=1, seconds=0.0, seed=0, warmup_s=0.0,
-                     actions=[np.zeros(1, np.int64)])
+    _measure.measure(lambda: gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")]), num_envs=1,
+                     seconds=0.0, seed=0, warmup_s=0.0)
 
 def step():  # what a copying vector env does each step: blocks above glibc's first mmap threshold
     blocks = [np.ones(135 << 10, np.uint8) for _ in range(9)]
@@ -635,17 +636,10 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
                     reason="glibc's dynamic mmap threshold is what settle_allocator sets up")
-def test_every_measurement_starts_from_a_settled_allocator_so_no_runtime_pays_fresh_page_faults(tmp_path):
+def test_every_measurement_starts_from_a_settled_allocator_so_no_runtime_pays_fresh_page_faults():
     # In a fresh process, glibc hands 1.2 MB of blocks back to the kernel after every step, so
     # each step faults its pages in again; once measure() has run (settle_allocator), it keeps them.
-    (tmp_path / "_measure_probe.py").write_text(
-        "import gymnasium as gym, numpy as np\n"
-        "class Env(gym.vector.SyncVectorEnv):\n"
-        "    def __init__(self):\n"
-        "        super().__init__([lambda: gym.make('CartPole-v1')])\n")
-    script = "import _measure_probe\n" + _CHURN
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    faults = {how: int(subprocess.run([sys.executable, "-c", script, how], env=env, capture_output=True, text=True,
+    faults = {how: int(subprocess.run([sys.executable, "-c", _CHURN, how], capture_output=True, text=True,
                                       check=True).stdout) for how in ("fresh", "measure")}
     assert faults["fresh"] > 50 * 100, faults  # ~300 pages a step: the premise on this glibc
     assert faults["measure"] < 50, faults
@@ -901,26 +895,33 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert grid.extract_section(again) == [grid.BEGIN, "new figures", grid.END]
 
 
-def test_scripts_bench_keeps_the_grid_and_ray_sections_of_results_md(tmp_path):
-    """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py`` and
-    ``benches/ray_scaling.py`` own, each between its markers, as they were."""
+def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
+    """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py``,
+    ``benches/ray_scaling.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py`` own,
+    each between its markers, as they were; each script writes only its own."""
     import importlib
 
     sys.path.insert(0, str(REPO / "scripts"))
     sys.path.insert(0, str(REPO / "benches"))
     try:
-        bench, grid, ray_scaling = (importlib.import_module(m) for m in ("bench", "grid", "ray_scaling"))
+        bench, grid, ray_scaling, results_sections = (
+            importlib.import_module(m) for m in ("bench", "grid", "ray_scaling", "results_sections"))
     finally:
         sys.path.remove(str(REPO / "scripts"))
         sys.path.remove(str(REPO / "benches"))
-    grid_lines = [grid.BEGIN, "grid figures", grid.END]
-    ray_lines = [ray_scaling.BEGIN, "ray figures", ray_scaling.END]
+    sections = {name: [*results_sections.markers(name)] for name in results_sections.OWNED}
+    assert sections["grid"] == [grid.BEGIN, grid.END] and sections["ray"] == [ray_scaling.BEGIN, ray_scaling.END]
+    owned = {name: [begin, f"{name} figures", end] for name, (begin, end) in sections.items()}
     results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(grid_lines) + "\n\n## Old tables\nold\n\n"
-                       + "\n".join(ray_lines) + "\n")
+    results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(owned["grid"]) + "\n\n## Old tables\nold\n\n"
+                       + "\n\n".join("\n".join(owned[n]) for n in ("ray", "async_share", "wakeup")) + "\n")
     bench.write(str(results), ["# Benchmark results", "", "new intro", "", "## New tables", "new"])
     text = results.read_text()
     assert "new intro" in text and "## New tables" in text and "old intro" not in text and "## Old tables" not in text
-    assert grid.extract_section(text) == grid_lines
-    assert text.count(ray_scaling.BEGIN) == 1 and "\n".join(ray_lines) in text
+    for name, lines in owned.items():
+        assert text.count(lines[0]) == 1 and "\n".join(lines) in text, name
     assert text.index(grid.BEGIN) < text.index("## New tables") < text.index(ray_scaling.BEGIN)
+    results_sections.write(results, "wakeup", [sections["wakeup"][0], "new wakeup figures", sections["wakeup"][1]])
+    again = results.read_text()
+    assert "new wakeup figures" in again and "wakeup figures\n" not in again.replace("new wakeup figures\n", "")
+    assert all("\n".join(owned[n]) in again for n in ("grid", "ray", "async_share"))
