@@ -12,8 +12,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    current_pid, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool, PoolConfig, PoolError,
-    RecvOrder, RemoteError, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
+    current_pid, ActionBounds, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool,
+    PoolConfig, PoolError, RecvOrder, RemoteError, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure,
+    DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::Mutex;
@@ -195,6 +196,8 @@ pub struct PyPool {
     /// Where the Python inline share leaves its messages as Python objects (not pickled; see
     /// [`crate::python_envs::Handover`]); `None` without a Python inline share.
     handover: Option<Handover>,
+    /// What [`PyPool::write_actions`] checks before it writes (`set_action_bounds`).
+    action_bounds: ActionBounds,
 }
 
 impl PyPool {
@@ -423,6 +426,7 @@ impl PyPool {
             last_pids: Vec::new(),
             inline: host,
             handover,
+            action_bounds: ActionBounds::Unchecked,
         })
     }
 
@@ -531,6 +535,63 @@ impl PyPool {
     #[getter]
     fn pending(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.open(py)?.is_pending())
+    }
+
+    /// Sets what [`PyPool::write_actions`] checks: with `low` and `high` (one inclusive bound per
+    /// element of one env's action), integers within them; with `nan`, floats that are not NaN;
+    /// with neither, nothing.
+    ///
+    /// # Errors
+    /// `ValueError` for `low` without `high` (or of another length), or bounds with `nan`.
+    #[pyo3(signature = (low=None, high=None, nan=false))]
+    fn set_action_bounds(&mut self, low: Option<Vec<i64>>, high: Option<Vec<i64>>, nan: bool) -> PyResult<()> {
+        self.action_bounds = match (low, high, nan) {
+            (None, None, false) => ActionBounds::Unchecked,
+            (None, None, true) => ActionBounds::NotNan,
+            (Some(low), Some(high), false) => ActionBounds::integer(low, high).map_err(PyValueError::new_err)?,
+            _ => return Err(PyValueError::new_err("action bounds are low and high together, or nan alone")),
+        };
+        Ok(())
+    }
+
+    /// Checks `actions` (every env's action, C order, in the action leaf's dtype) against the
+    /// bounds of `set_action_bounds` and, when they pass, copies them into slot `slot`'s action
+    /// array; returns whether it wrote them. Nothing is written when a value is refused: the
+    /// caller finds and names it.
+    ///
+    /// # Errors
+    /// `ValueError` when the pool has no flat action leaf, `slot` is not a slot, `actions` is not
+    /// as long as the slot's action array, or a worker has a command in flight (it may be reading
+    /// actions); `ForkedProcessError`, `ClosedEnvironmentError` as every call.
+    fn write_actions(&mut self, py: Python<'_>, slot: usize, actions: &[u8]) -> PyResult<bool> {
+        let depth = self.layout.depth;
+        let n = self.layout.num_envs;
+        let (dtype, elements) = match self.layout.action.as_slice() {
+            [leaf] => (leaf.dtype, leaf.elements()),
+            _ => return Err(PyValueError::new_err("this pool's actions do not cross through shared memory")),
+        };
+        if slot >= depth {
+            return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
+        }
+        self.open(py)?;
+        let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
+        if pool.in_flight() > 0 {
+            return Err(PyValueError::new_err("actions cannot be written while workers have commands in flight"));
+        }
+        let mut view = pool.batch_mut(slot);
+        let rows = view.rows_mut(Array::Action(0), 0..n);
+        if actions.len() != rows.len() {
+            return Err(PyValueError::new_err(format!(
+                "{} bytes of actions for an action array of {} bytes ({n} envs of {elements} {dtype})",
+                actions.len(),
+                rows.len()
+            )));
+        }
+        if bounds.first_outside(dtype, actions).is_some() {
+            return Ok(false);
+        }
+        rows.copy_from_slice(actions);
+        Ok(true)
     }
 
     /// The slot worker `worker`'s next command uses (write its actions there before `send`).

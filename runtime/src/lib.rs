@@ -10,6 +10,7 @@
 //! (processes), then `pool.rs` (main side) and `endpoint.rs` (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod action_bounds;
 mod advert;
 mod async_batch;
 mod control;
@@ -38,6 +39,7 @@ mod supervisor;
 mod sync;
 mod wakeup;
 
+pub use action_bounds::ActionBounds;
 pub use advert::{
     check_peer, check_segment_fd, connect as connect_to_pool, list as list_pools, Advert, AdvertError, Peer, PoolEntry,
     MAX_SEGMENT_BYTES,

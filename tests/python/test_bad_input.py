@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 import ringenv
-from helper_envs import CallEnv, CounterEnv
+from helper_envs import CallEnv, CounterEnv, SpaceEnv
 from ringenv._checks import available_memory
 
 
@@ -229,7 +229,8 @@ def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_po
     assert handled, "the signals reached their Python handler"
 
 
-@pytest.mark.parametrize("space, actions, message", [
+#: Actions outside their space, and the error naming each.
+BAD_ACTIONS = [
     (gym.spaces.Discrete(3), np.array([0, 2, -1], np.int64), r"action -1 of env 2 is outside"),
     (gym.spaces.Discrete(3), np.array([-128, 0, 0], np.int8), r"action -128 of env 0 is outside"),
     (gym.spaces.Discrete(3), np.array([0, 3, 0], np.uint16), r"action 3 of env 1 is outside"),
@@ -243,7 +244,10 @@ def test_signals_handled_in_python_during_start_up_and_waits_do_not_break_the_po
     (gym.spaces.Discrete(3), np.where(np.arange(100) == 5, 3, 0).astype(np.uint8), r"action 3 of env 5 is outside"),
     (gym.spaces.Discrete(3, start=-1), np.where(np.arange(40) == 39, -2, 0), r"action -2 of env 39 is outside"),
     (gym.spaces.MultiBinary(2), np.where(np.arange(80).reshape(40, 2) == 61, 2, 1), r"action 2 of env 30 is outside"),
-])
+]
+
+
+@pytest.mark.parametrize("space, actions, message", BAD_ACTIONS)
 def test_action_range_checks_name_the_env_and_value(space, actions, message):
     """Every action outside its space is found, whichever path checks it (the one-reduction path
     for spaces from 0 reads negative integers as large unsigned ones)."""
@@ -268,3 +272,45 @@ def test_actions_inside_their_space_pass_the_range_checks(space, actions):
     from ringenv._checks import action_bounds, check_action_values
 
     check_action_values(actions, action_bounds(space), space)
+
+
+@pytest.mark.parametrize("space, actions, message", BAD_ACTIONS)
+def test_a_bad_batch_in_the_action_leafs_own_dtype_is_refused_before_a_byte_is_written(space, actions, message):
+    """A batch of every env's actions in the action leaf's dtype is checked and written by one
+    native call (``Pool.write_actions``); it refuses what the NumPy check refuses, writes nothing
+    then, and the step still raises the NumPy check's error naming the env and value."""
+    n = len(actions)
+    make = functools.partial(SpaceEnv, gym.spaces.Box(0, 1, (2,)), space)
+    env = ringenv.AsyncVectorEnv([make] * n, num_workers=0, check_actions=True)
+    try:
+        env.reset(seed=0)
+        slot = env._pool.next_slot
+        rows = env._slots.action[slot]
+        bad = actions.astype(rows.dtype)
+        assert np.array_equal(bad, actions, equal_nan=True)  # the same values, in the leaf's dtype
+        good = np.stack([space.sample() for _ in range(n)]).astype(rows.dtype)
+        assert env._pool.write_actions(slot, good.tobytes())
+        assert np.array_equal(rows, good)
+        assert not env._pool.write_actions(slot, bad.tobytes())
+        assert np.array_equal(rows, good), "a refused batch wrote nothing"
+        with pytest.raises(ValueError, match=message):
+            env.step(bad)
+        assert np.array_equal(rows, good)
+        env.step(good)  # the env goes on
+    finally:
+        env.close()
+
+
+def test_the_native_action_writer_refuses_bytes_that_do_not_fit_and_unknown_slots():
+    env = ringenv.AsyncVectorEnv([functools.partial(SpaceEnv, gym.spaces.Box(0, 1, (2,)))] * 3, num_workers=0,
+                                 check_actions=True)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"16 bytes of actions for an action array of 24 bytes \(3 envs of 1 int64\)"):
+            env._pool.write_actions(0, np.zeros(2, np.int64).tobytes())
+        with pytest.raises(ValueError, match="no slot 2: the pool has 2"):
+            env._pool.write_actions(2, np.zeros(3, np.int64).tobytes())
+        with pytest.raises(ValueError, match="low and high together"):
+            env._pool.set_action_bounds([0], None)
+    finally:
+        env.close()

@@ -92,6 +92,18 @@ class Slots:
         self._action_shape = (n, *(single_action_space.shape or ()))
         self._integer_actions = not isinstance(single_action_space, spaces.Box)
         self._action_bounds = action_bounds(single_action_space) if check_actions else None
+        # A batch of every env's actions of the leaf's own dtype is checked and written in one
+        # native call (the same rules as check_action_values, over its bytes); any other batch,
+        # or one it refuses, takes the NumPy path below, which names the bad value.
+        self._action_dtype = self.action[0].dtype if self.action is not None else None
+        self._write_native = pool.write_actions
+        if self._action_bounds == "nan":
+            pool.set_action_bounds(nan=True)
+        elif self._action_bounds is not None:
+            low, high = self._action_bounds
+            per_env = max(1, int(np.prod(self._action_shape[1:], dtype=np.int64)))
+            pool.set_action_bounds([int(v) for v in np.broadcast_to(low, (per_env,))],
+                                   [int(v) for v in np.broadcast_to(high, (per_env,))])
 
     def to_device(self, device: Any, segment: Any) -> None:
         """Reads the results as tensors on ``device`` (a CUDA ``torch.device``) from now on,
@@ -121,8 +133,11 @@ class Slots:
             ValueError: wrong shape, count or dtype, or (``check_actions=True``) value, naming
                 the env; nothing is written.
         """
-        count = self.num_envs if ids is None else len(ids)
         actions = host_actions(actions, self.device)
+        if ids is None and type(actions) is np.ndarray and actions.dtype == self._action_dtype \
+                and actions.shape == self._action_shape and self._write_native(slots, actions.tobytes()):
+            return None
+        count = self.num_envs if ids is None else len(ids)
         if self.action is None:
             space = self.action_space if ids is None else batch_space(self.single_action_space, count)
             batch = list(iterate(space, actions))
