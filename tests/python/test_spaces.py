@@ -153,6 +153,35 @@ def test_action_space_matches_sync(closing, space_id, shared_memory):
         assert_step_identical(out, ref_out, f"step {t}")
 
 
+#: Views of a C-ordered batch of actions that hold the same values in other memory: what a step
+#: must hand the envs unchanged (a batch in the leaf's own dtype crosses as its bytes, in C order).
+ACTION_LAYOUTS = {
+    "fortran": np.asfortranarray,
+    "strided": lambda a: np.repeat(a, 2, axis=0)[::2],
+    "read-only": lambda a: np.lib.stride_tricks.as_strided(a, writeable=False),
+    "reversed": lambda a: a[::-1].copy()[::-1],
+}
+
+
+@pytest.mark.parametrize("layout", list(ACTION_LAYOUTS))
+@pytest.mark.parametrize("space_id", ["box-float64-2d", "multidiscrete-start", "multibinary", "discrete-start"])
+def test_actions_in_any_memory_layout_reach_the_envs_as_in_sync(closing, space_id, layout):
+    env_fn = functools.partial(SpaceEnv, Box(-1.0, 1.0, (3,), np.float32), ACT_SPACES[space_id]())
+    ours, ref = _pair(closing, [env_fn] * N)
+    checked = closing(make_ours([env_fn] * N, check_actions=True))
+    assert_vec_reset_identical(ours.reset(seed=SEED), ref.reset(seed=SEED))
+    checked.reset(seed=SEED)
+    ref.action_space.seed(SEED)
+    for t in range(STEPS):
+        actions = np.ascontiguousarray(ref.action_space.sample())
+        viewed = ACTION_LAYOUTS[layout](actions)
+        assert np.array_equal(viewed, actions) and viewed.dtype == actions.dtype
+        assert layout == "read-only" or not viewed.flags.c_contiguous or actions.ndim == 1
+        ref_out = ref.step(actions)
+        assert_step_identical(ours.step(viewed), ref_out, f"step {t}")
+        assert_step_identical(checked.step(viewed), ref_out, f"step {t}, checked")
+
+
 @pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "pickled"])
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.DISABLED], ids=["same-step", "disabled"])
 @pytest.mark.parametrize("space_id", AUTORESET_SPACES)
