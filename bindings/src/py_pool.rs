@@ -554,43 +554,51 @@ impl PyPool {
         Ok(())
     }
 
-    /// Checks `actions` (every env's action, C order, in the action leaf's dtype) against the
-    /// bounds of `set_action_bounds` and, when they pass, copies them into slot `slot`'s action
-    /// array; returns whether it wrote them. Nothing is written when a value is refused: the
-    /// caller finds and names it.
+    /// Checks `actions` (the actions of the envs `start, start + 1, ...`, one after the other in
+    /// C order, in the action leaf's dtype) against the bounds of `set_action_bounds` and, when
+    /// they pass, copies them into those envs' rows of slot `slot`'s action array; returns
+    /// whether it wrote them. Nothing is written when a value is refused: the caller finds and
+    /// names it.
     ///
     /// # Errors
     /// `ValueError` when the pool has no flat action leaf, `slot` is not a slot, `actions` is not
-    /// as long as the slot's action array, or a worker has a command in flight (it may be reading
-    /// actions); `ForkedProcessError`, `ClosedEnvironmentError` as every call.
-    fn write_actions(&mut self, py: Python<'_>, slot: usize, actions: &[u8]) -> PyResult<bool> {
-        let depth = self.layout.depth;
-        let n = self.layout.num_envs;
-        let (dtype, elements) = match self.layout.action.as_slice() {
+    /// a whole number of actions or runs past the last env, or a worker of those envs has a
+    /// command in flight (it may be reading them); `ForkedProcessError`,
+    /// `ClosedEnvironmentError` as every call.
+    #[pyo3(signature = (slot, actions, start=0))]
+    fn write_actions(&mut self, py: Python<'_>, slot: usize, actions: &[u8], start: usize) -> PyResult<bool> {
+        let layout = &self.layout;
+        let (n, depth) = (layout.num_envs, layout.depth);
+        let (dtype, elements) = match layout.action.as_slice() {
             [leaf] => (leaf.dtype, leaf.elements()),
             _ => return Err(PyValueError::new_err("this pool's actions do not cross through shared memory")),
         };
         if slot >= depth {
             return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
         }
+        let row = elements * dtype.size();
+        let count = actions.len().checked_div(row).unwrap_or(0);
+        if count * row != actions.len() || start + count > n {
+            return Err(PyValueError::new_err(format!(
+                "{} bytes of actions from env {start} are not whole actions of envs of this pool ({n} envs of \
+                 {elements} {dtype}, {row} bytes each)",
+                actions.len()
+            )));
+        }
+        let envs = start..start + count;
+        let workers =
+            if envs.is_empty() { 0..0 } else { layout.worker_of(envs.start)..layout.worker_of(envs.end - 1) + 1 };
         self.open(py)?;
         let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
-        if pool.in_flight() > 0 {
-            return Err(PyValueError::new_err("actions cannot be written while workers have commands in flight"));
-        }
-        let mut view = pool.batch_mut(slot);
-        let rows = view.rows_mut(Array::Action(0), 0..n);
-        if actions.len() != rows.len() {
+        if pool.is_pending() || workers.clone().any(|w| pool.is_busy(w)) {
             return Err(PyValueError::new_err(format!(
-                "{} bytes of actions for an action array of {} bytes ({n} envs of {elements} {dtype})",
-                actions.len(),
-                rows.len()
+                "the actions of envs {envs:?} cannot be written while their workers have a command in flight"
             )));
         }
         if bounds.first_outside(dtype, actions).is_some() {
             return Ok(false);
         }
-        rows.copy_from_slice(actions);
+        pool.batch_mut(slot).rows_mut(Array::Action(0), envs).copy_from_slice(actions);
         Ok(true)
     }
 

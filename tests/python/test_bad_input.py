@@ -306,11 +306,41 @@ def test_the_native_action_writer_refuses_bytes_that_do_not_fit_and_unknown_slot
                                  check_actions=True)
     try:
         env.reset(seed=0)
-        with pytest.raises(ValueError, match=r"16 bytes of actions for an action array of 24 bytes \(3 envs of 1 int64\)"):
-            env._pool.write_actions(0, np.zeros(2, np.int64).tobytes())
+        with pytest.raises(ValueError, match=r"12 bytes of actions from env 0 are not whole actions of envs of this "
+                                             r"pool \(3 envs of 1 int64, 8 bytes each\)"):
+            env._pool.write_actions(0, bytes(12))
+        with pytest.raises(ValueError, match="24 bytes of actions from env 1 are not whole actions"):
+            env._pool.write_actions(0, np.zeros(3, np.int64).tobytes(), 1)  # envs 1..4 of 3
         with pytest.raises(ValueError, match="no slot 2: the pool has 2"):
             env._pool.write_actions(2, np.zeros(3, np.int64).tobytes())
         with pytest.raises(ValueError, match="low and high together"):
             env._pool.set_action_bounds([0], None)
+    finally:
+        env.close()
+
+
+def test_the_native_action_writer_writes_a_run_of_envs_and_never_under_a_worker_in_flight():
+    """Async batches write one worker's run of envs; the rows of a worker whose step is in flight
+    (which it may be reading) are refused, the other worker's rows are written."""
+    env = ringenv.AsyncVectorEnv([functools.partial(SpaceEnv, gym.spaces.Box(0, 1, (2,)))] * 4, num_workers=2,
+                                 batch_size=2, check_actions=True)
+    try:
+        env.async_reset(seed=0)
+        _, _, _, _, infos = env.recv()
+        ready = [0, 1] if infos["env_id"][0] == 0 else [2, 3]
+        other = [2, 3] if ready == [0, 1] else [0, 1]
+        slot = env._pool.next_slot_of(ready[0] // 2)
+        rows = env._slots.action[slot]
+        assert env._pool.write_actions(slot, np.array([2, 1], np.int64).tobytes(), ready[0])
+        assert rows[ready].tolist() == [2, 1]
+        assert not env._pool.write_actions(slot, np.array([3, 0], np.int64).tobytes(), ready[0])  # 3 is outside
+        assert rows[ready].tolist() == [2, 1]
+        with pytest.raises(ValueError, match=rf"envs {other[0]}..{other[1] + 1} cannot be written while their "
+                                             "workers have a command in flight"):
+            env._pool.write_actions(slot, np.array([0, 0], np.int64).tobytes(), other[0])
+        with pytest.raises(ValueError, match="cannot be written while their workers have a command in flight"):
+            env._pool.write_actions(slot, np.zeros(4, np.int64).tobytes())  # every env
+        env.send(np.array([1, 1]), infos["env_id"])
+        env.recv()
     finally:
         env.close()

@@ -134,9 +134,13 @@ class Slots:
                 the env; nothing is written.
         """
         actions = host_actions(actions, self.device)
-        if ids is None and type(actions) is np.ndarray and actions.dtype == self._action_dtype \
-                and actions.shape == self._action_shape and self._write_native(slots, actions.tobytes()):
-            return None
+        if type(actions) is np.ndarray and actions.dtype == self._action_dtype and not isinstance(slots, np.ndarray):
+            if ids is None:  # every env, one slot
+                if actions.shape == self._action_shape and self._write_native(slots, actions.tobytes()):
+                    return None
+            elif rows is not None and actions.shape == (len(ids), *self._action_shape[1:]) \
+                    and self._write_native(slots, actions.tobytes(), rows.start):  # one run of envs, one slot
+                return None
         count = self.num_envs if ids is None else len(ids)
         if self.action is None:
             space = self.action_space if ids is None else batch_space(self.single_action_space, count)
