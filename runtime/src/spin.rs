@@ -45,9 +45,11 @@
 //! it ran again only a time slice later ([`STALL`], 1 ms) handed its core to another task's whole
 //! slice (a busy neighbour), and a spinner that yielded to a CPU hog may then sit behind it while
 //! its peer has long been ready. While most of its recent spinning waits had such a yield (the
-//! same moving verdict, [`crate::LoadTracker::observe_over`]), it sleeps at once, as a sleeper
-//! the kernel wakes is run promptly, and spins one wait every 100 ms to learn whether the
-//! stalls went on.
+//! same moving verdict, [`crate::LoadTracker::observe_over`]), its spin is cut to one wake-up
+//! latency (what a sleep would cost, the competitive bound; a sleeper the kernel wakes is run
+//! promptly), and one wait every 100 ms spins its full budget to learn whether the stalls went
+//! on. (Sleeping at once there, the first version, measured 0.77x of the best fixed bound beside
+//! a busy neighbour with Rust CartPole and 2 workers on 2 cores; the cut spin 0.95x, docs/WAKEUP.md.)
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
@@ -262,8 +264,8 @@ pub struct Spinner {
     /// Under [`SpinPolicy::AUTO`] with [`Probe::Yield`]: whether this waiter's yields recently
     /// kept it off its core for a time slice ([`STALL`]), from one sample per wait that yielded.
     stalls: LoadTracker,
-    /// While `stalls` says so, waits sleep at once, but one wait spins again at this time
-    /// (`CLOCK_MONOTONIC` ns) to take a new sample.
+    /// While `stalls` says so, waits spin one wake-up latency at most, but one wait spins its
+    /// full budget at this time (`CLOCK_MONOTONIC` ns) to take a new sample.
     next_stall_probe_ns: u64,
 }
 
@@ -272,8 +274,8 @@ pub struct Spinner {
 /// (as [`MAX_WAKE_SAMPLE`]; the time slices of Linux's fair scheduler are 0.75-3 ms).
 const STALL: Duration = Duration::from_millis(1);
 
-/// While its yields stall, a [`Probe::Yield`] waiter spins one wait in this many nanoseconds
-/// (100 ms) to learn whether they still do; the others sleep at once.
+/// While its yields stall, a [`Probe::Yield`] waiter spins one wait its full budget in this many
+/// nanoseconds (100 ms) to learn whether they still do; the others spin one wake-up at most.
 const STALL_PROBE_EVERY_NS: u64 = 100_000_000;
 
 impl Spinner {
@@ -362,6 +364,19 @@ impl Spinner {
         Duration::from_nanos(self.wanted_ns())
     }
 
+    /// The spin phase of the next wait: [`Spinner::budget`]; none while the machine is crowded
+    /// ([`Probe::Pause`]: the peer may be queued behind another process, so this core is freed
+    /// at once); at most one wake-up latency while the yields stall ([`Probe::Yield`]: a yield may
+    /// hand the core to another task's time slice, so the spin is cut to the competitive bound,
+    /// what a sleep would cost; Karlin et al., SOSP 1991).
+    fn spin_budget(&self, crowded: bool, stalled: bool) -> Duration {
+        match (crowded, stalled) {
+            (true, _) => Duration::ZERO,
+            (false, true) => self.budget().min(self.wake_latency()),
+            (false, false) => self.budget(),
+        }
+    }
+
     /// Whether the policy watches the machine's load: [`SpinPolicy::AUTO`] in a pool whose
     /// processes fit the cores ([`Probe::Pause`]). A fixed bound is the user's to keep, and a pool
     /// that outnumbers the cores already yields its core at every probe ([`Probe::Yield`]).
@@ -438,7 +453,7 @@ impl Spinner {
         // this waiter and its peer both count as runnable whether or not they slept before.
         let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
         let stalled = self.watches_stalls() && self.stalls.oversubscribed() && !self.stall_probe_due();
-        let budget = if crowded || stalled { Duration::ZERO } else { self.budget().min(timeout) };
+        let budget = self.spin_budget(crowded, stalled).min(timeout);
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
@@ -748,11 +763,11 @@ mod tests {
     }
 
     /// A waiter of a pool that outnumbers the cores (AUTO, [`Probe::Yield`]) whose yields keep
-    /// losing a time slice (here: the look after each yield takes 2 ms) sleeps at once from then
-    /// on, except for one probing wait every [`STALL_PROBE_EVERY_NS`]; a fixed bound keeps
-    /// spinning, and a pool that fits the cores never samples its yields.
+    /// losing a time slice (here: the look after each yield takes 2 ms) spins one wake-up latency
+    /// at most from then on, except for one probing wait every [`STALL_PROBE_EVERY_NS`]; a fixed
+    /// bound keeps spinning, and a pool that fits the cores never samples its yields.
     #[test]
-    fn yields_that_lose_a_time_slice_make_a_yielding_auto_waiter_sleep_at_once() {
+    fn yields_that_lose_a_time_slice_cut_a_yielding_auto_waiters_spin_to_one_wake_up() {
         // One wait; the spin phases it had. The learned peer-ready times are reset first
         // (`average_ns = 0`), so that only the yields decide whether a wait spins.
         let wait_once = |s: &mut Spinner| {
@@ -766,9 +781,17 @@ mod tests {
             assert_eq!(wait_once(&mut s), 1, "round {round}: spins while its yields are not known to stall");
         }
         assert!(s.stalls.oversubscribed(), "five stalled yields in a row");
-        s.next_stall_probe_ns = u64::MAX; // no probe due
-        assert_eq!(wait_once(&mut s), 0, "sleeps at once");
-        s.next_stall_probe_ns = 0; // a probe is due: this wait spins and samples again
+        // While stalled, a wait spins one wake-up latency at most, however long the learned
+        // peer-ready times would have it spin.
+        s.wake_ns = 30_000;
+        s.average_ns = 40_000;
+        assert_eq!(s.budget(), Duration::from_micros(110), "2 x 40 µs + one 30 µs wake-up, within 240 µs");
+        assert_eq!(s.spin_budget(false, true), Duration::from_micros(30));
+        assert_eq!(s.spin_budget(false, false), Duration::from_micros(110));
+        assert_eq!(s.spin_budget(true, false), Duration::ZERO);
+        s.average_ns = 200_000; // asks for more than the bound: no spin, stalled or not
+        assert_eq!(s.spin_budget(false, true), Duration::ZERO);
+        s.next_stall_probe_ns = 0; // a probe is due: this wait spins its full budget and samples again
         assert_eq!(wait_once(&mut s), 1, "the probing wait spins");
         assert!(s.next_stall_probe_ns > 0, "the next probe is scheduled");
 
