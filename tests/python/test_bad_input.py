@@ -238,6 +238,8 @@ BAD_ACTIONS = [
     (gym.spaces.Discrete(3, start=-1), np.array([2, 1, 0], np.int32), r"action 2 of env 0 is outside"),
     (gym.spaces.MultiBinary(2), np.array([[0, 1], [1, 2]], np.int64), r"action 2 of env 1 is outside"),
     (gym.spaces.MultiDiscrete([2, 5]), np.array([[1, 4], [1, 5]]), r"action 5 of env 1 is outside"),
+    (gym.spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [-1, 0]]),
+     np.array([[[1, 3], [2, 4]], [[1, 1], [3, 4]]]), r"action 3 of env 1 is outside"),
     (gym.spaces.Box(-1, 1, (2,)), np.array([[0, 1], [np.nan, 0]], np.float32), r"action of env 1 contains NaN"),
     # larger batches: the bad action is found and named among many
     (gym.spaces.Discrete(3), np.where(np.arange(100) == 77, -1, 1), r"action -1 of env 77 is outside"),

@@ -100,10 +100,12 @@ class Slots:
         if self._action_bounds == "nan":
             pool.set_action_bounds(nan=True)
         elif self._action_bounds is not None:
-            low, high = self._action_bounds
-            per_env = max(1, int(np.prod(self._action_shape[1:], dtype=np.int64)))
-            pool.set_action_bounds([int(v) for v in np.broadcast_to(low, (per_env,))],
-                                   [int(v) for v in np.broadcast_to(high, (per_env,))])
+            # One (low, high) per element of one env's action, in C order.
+            low, high = (np.broadcast_to(b, self._action_shape[1:]).reshape(-1).tolist() for b in self._action_bounds)
+            try:
+                pool.set_action_bounds(low, high)
+            except OverflowError:  # a bound beyond int64 (a uint64 space): the NumPy path checks every batch
+                self._action_dtype = None
 
     def to_device(self, device: Any, segment: Any) -> None:
         """Reads the results as tensors on ``device`` (a CUDA ``torch.device``) from now on,
