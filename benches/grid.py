@@ -497,17 +497,6 @@ def section(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def replace_section(text: str, lines: List[str]) -> str:
-    """``text`` (a RESULTS.md) with its grid section replaced by ``lines``; without one, the
-    section goes before the first ``## `` heading (or at the end)."""
-    return results_sections.replace(text, lines, BEGIN, END, results_sections.OWNED["grid"])
-
-
-def extract_section(text: str) -> Optional[List[str]]:
-    """The grid section of ``text`` as lines (markers included), or ``None``."""
-    return results_sections.extract(text, BEGIN, END)
-
-
 # -- the run --------------------------------------------------------------------------------------
 
 

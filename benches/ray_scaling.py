@@ -399,11 +399,6 @@ def targets(cheap: List[Dict[str, Any]], busy: List[Dict[str, Any]], cost_us: fl
     return out
 
 
-def replace_section(text: str, lines: List[str]) -> str:
-    """``text`` (a RESULTS.md) with its Ray section replaced by ``lines`` (at the end without one)."""
-    return results_sections.replace(text, lines, BEGIN, END, results_sections.OWNED["ray"])
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, default=32)

@@ -48,8 +48,9 @@
 //! same moving verdict, [`crate::LoadTracker::observe_over`]), its spin is cut to one wake-up
 //! latency (what a sleep would cost, the competitive bound; a sleeper the kernel wakes is run
 //! promptly), and one wait every 100 ms spins its full budget to learn whether the stalls went
-//! on. (Sleeping at once there, the first version, measured 0.77x of the best fixed bound beside
-//! a busy neighbour with Rust CartPole and 2 workers on 2 cores; the cut spin 0.95x, docs/WAKEUP.md.)
+//! on. (Sleeping at once there, the first version, measured 0.77 of the best fixed bound beside a
+//! busy neighbour with Rust CartPole and 2 workers on 2 cores; the cut spin 0.90-0.98 in three
+//! runs of `benches/wakeup_policy.py`, docs/WAKEUP.md.)
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`

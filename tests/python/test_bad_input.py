@@ -346,3 +346,31 @@ def test_the_native_action_writer_writes_a_run_of_envs_and_never_under_a_worker_
         env.recv()
     finally:
         env.close()
+
+
+class _HugeMultiDiscreteEnv(gym.Env):
+    """Actions of a ``uint64`` MultiDiscrete whose largest value does not fit an ``int64``."""
+
+    observation_space = gym.spaces.Box(0, 1, (2,))
+    action_space = gym.spaces.MultiDiscrete(np.array([2**63 + 5], np.uint64), dtype=np.uint64)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {"action": action[0]}
+
+
+def test_bounds_beyond_int64_are_checked_by_the_numpy_path():
+    """The native check's bounds are int64: a space whose bound is larger leaves every batch to the
+    NumPy check, which still refuses the value outside and passes the largest one inside."""
+    env = ringenv.AsyncVectorEnv([_HugeMultiDiscreteEnv] * 2, num_workers=0, check_actions=True)
+    try:
+        env.reset(seed=0)
+        assert env._slots._action_dtype is None, "the native writer is off for this space"
+        *_, infos = env.step(np.array([[2**63 + 4], [0]], np.uint64))
+        assert infos["action"].tolist() == [2**63 + 4, 0]
+        with pytest.raises(ValueError, match=r"action 9223372036854775813 of env 0 is outside"):
+            env.step(np.array([[2**63 + 5], [0]], np.uint64))
+    finally:
+        env.close()

@@ -842,7 +842,7 @@ def _grid_row(runtime, peer, sps, workers=None, **extra):
     return row
 
 
-def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_not_met():
+def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_not_met(tmp_path):
     grid = _grid()
     py = dict(group="python", cost_us=200.0, obs=grid.OBSERVATIONS[1], infos="3 scalars", num_envs=8)
     env_rows = [_grid_row("gymnasium SyncVectorEnv", True, 400.0, **py),
@@ -887,12 +887,17 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert "**NOT met**: 1 of 5 rows below" in text and "700 (1.75x)" in text and "**400**" in text
     assert "make_vec 0w (in-process)" in text and "| 16 | **100** | not installed | 350 (3.50x) | 250 (2.50x) | " \
         "120 (1.20x) | 2.50x |" in text, "the in-process row is shown, and left out of the target's worst"
-    results = "# Benchmark results\n\nintro\n\n## Other section\nkept\n"
-    once = grid.replace_section(results, lines)
+    # What grid.py's main writes: a new grid section goes before the first "## " heading, a
+    # second run replaces it.
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nintro\n\n## Other section\nkept\n")
+    grid.results_sections.write(results, "grid", lines)
+    once = results.read_text()
     assert once.index(grid.BEGIN) < once.index("## Other section") and once.endswith("## Other section\nkept\n")
-    again = grid.replace_section(once, [grid.BEGIN, "new figures", grid.END])
+    grid.results_sections.write(results, "grid", [grid.BEGIN, "new figures", grid.END])
+    again = results.read_text()
     assert "new figures" in again and "700 (1.75x)" not in again and again.count(grid.BEGIN) == 1
-    assert grid.extract_section(again) == [grid.BEGIN, "new figures", grid.END]
+    assert grid.results_sections.extract(again, grid.BEGIN, grid.END) == [grid.BEGIN, "new figures", grid.END]
 
 
 def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
