@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ringenv import _layout, _native
+from ringenv._allocator import settle_allocator
 from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
 from ringenv._checks import check_count, check_options, check_segment_fits, reset_mask_of, seeds_of
@@ -211,6 +212,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Checks what depends on the spaces, then starts the pool and makes the views of its
         slots: the one place a pool is built, for Python and Rust envs alike."""
         n, single_obs, single_act = self.num_envs, program.single_observation_space, program.single_action_space
+        settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         self._vector_infos = bool(vector_infos)
         self._env_infos: Dict[int, Dict[str, Any]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing

@@ -26,6 +26,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 import numpy as np
 import psutil
 
+from ringenv._allocator import settle_allocator
+
 ACTION_BATCHES = 256  # distinct pre-generated action batches, used in turn
 
 #: The warm-up when none is given: ``min(WARMUP_MAX_S, seconds * WARMUP_FRACTION)``, and at least
@@ -34,31 +36,6 @@ WARMUP_MAX_S = 0.5
 WARMUP_FRACTION = 0.2
 WARMUP_MIN_STEPS = 8
 WARMUP_TEXT = (f"min({WARMUP_MAX_S:g} s, {WARMUP_FRACTION:g} x seconds), at least {WARMUP_MIN_STEPS} vector steps")
-
-#: Bytes of the block :func:`settle_allocator` allocates and frees: half of glibc's largest
-#: dynamic mmap threshold (``DEFAULT_MMAP_THRESHOLD_MAX``, 32 MiB on 64-bit; glibc's malloc.c).
-SETTLE_BYTES = 16 << 20
-
-
-def settle_allocator() -> None:
-    """Puts this process's C allocator in the state of any process that has freed a large array,
-    so that no runtime is measured in a fresh process's worse state.
-
-    glibc's ``malloc`` serves blocks above its mmap threshold (128 KiB at start) with ``mmap`` and
-    returns freed heap memory above its trim threshold (twice the mmap threshold) to the kernel.
-    Freeing one mmapped block raises both thresholds to that block's size (glibc's malloc.c,
-    "dynamic mmap threshold"). Until then, a runtime that allocates and frees a few 100 KiB per
-    step (Gymnasium's ``SyncVectorEnv`` copying a 148 KiB Dict observation per env, 1.2 MB a
-    step for 8 envs) gets fresh pages from the kernel at every step: on the 2-core VM, 250 page
-    faults a step and 8,711 steps/s, against 26,040-40,104 once one 2 MiB array had been freed
-    before (2026-11-24 23:20 UTC, `benches/grid.py`'s 0 µs Dict env, 8 envs). Which state a
-    benchmark process was in depended on what it had run before. Allocating and freeing
-    :data:`SETTLE_BYTES` here (``numpy.empty``: no page is touched) makes it the same for every
-    measurement. Elsewhere (musl, macOS) it is a harmless allocation.
-    """
-    block = np.empty(SETTLE_BYTES, np.uint8)
-    del block
-
 
 # -- CPU time -------------------------------------------------------------------------------------
 

@@ -1,0 +1,69 @@
+"""A vector env settles glibc's allocator in the main process (``ringenv/_allocator.py``): the
+arrays of a ``copy=True`` batch then come from the heap instead of pages the kernel faults in and
+zeroes at every step. Page faults are counted (``getrusage``), so nothing here depends on
+timing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+                                reason="glibc's dynamic mmap threshold is what ringenv._allocator sets up")
+
+STEPS = 40
+
+_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    import numpy as np
+    import gymnasium as gym
+    from gymnasium import spaces
+    import ringenv, ringenv.vector
+
+    class BigEnv(gym.Env):
+        # 12 leaves, 148 KiB (uint8, int16, int64; benches/grid.py's Dict), one preallocated observation
+        def __init__(self):
+            leaves = {}
+            for i in range(4):
+                leaves[f"frame{i}"] = spaces.Box(0, 255, (64, 64, 3), np.uint8)
+                leaves[f"height{i}"] = spaces.Box(-1000, 1000, (48, 48, 2), np.int16)
+                leaves[f"ids{i}"] = spaces.Box(0, 2**31 - 1, (32, 32, 2), np.int64)
+            self.observation_space = spaces.Dict(leaves)
+            self.action_space = spaces.Discrete(2)
+            self.obs = {k: np.zeros(s.shape, s.dtype) for k, s in leaves.items()}
+
+        def reset(self, *, seed=None, options=None):
+            return self.obs, {}
+
+        def step(self, action):
+            return self.obs, 0.0, False, False, {}
+
+    if sys.argv[1] == "unsettled":
+        ringenv.vector.settle_allocator = lambda: None
+    envs = ringenv.AsyncVectorEnv([BigEnv] * 8, num_workers=0)   # copy=True: 1.2 MB a batch
+    obs, _ = envs.reset(seed=0)
+    actions = np.zeros(8, np.int64)
+    for _ in range(5):
+        obs = envs.step(actions)[0]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(STEPS):
+        obs = envs.step(actions)[0]   # the last batch kept, as a policy loop keeps it
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    envs.close()
+""").replace("STEPS", str(STEPS))
+
+
+def _faults(how: str) -> int:
+    out = subprocess.run([sys.executable, "-c", _SCRIPT, how], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def test_copy_true_batches_come_from_the_heap_not_fresh_pages():
+    unsettled = _faults("unsettled")
+    assert unsettled > STEPS * 50, unsettled  # the premise: ~300 pages a batch faulted in at each step
+    settled = _faults("default")
+    assert settled < STEPS * 5, (settled, unsettled)
