@@ -57,22 +57,28 @@ def _scalar_type(values: Sequence[Any]) -> Any:
 
 def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The vectorised infos of ``infos`` (one info per env, in env order, every env of the vector
-    env) when every info has the same keys in the same order and each key's values are numbers of
-    one type: then each column is ``np.array(values, dtype=T)`` and each mask all True, as in
-    :func:`_fill`. ``None`` otherwise (and for a ``final_obs`` key or a key whose mask name is also
-    a key), for the general path. The common per-step case, in one pass over the values."""
+    env) when every info has the same keys (in any order: Gymnasium's columns follow the first
+    env's, and each env's values land in their own rows whatever its order) and each key's values
+    are numbers of one type: then each column is ``np.array(values, dtype=T)`` and each mask all
+    True, as in :func:`_fill`. ``None`` otherwise (and for a ``final_obs`` key or a key whose mask
+    name is also a key), for the general path. The common per-step case, in one pass over the
+    values."""
     first = infos[0]
-    keys = list(first)
+    keys = first.keys()
     for info in infos:
-        if list(info) != keys:
+        if info.keys() != keys:  # a set comparison, in C
             return None
     every = _every(len(infos))
     out: Dict[str, Any] = {}
-    for key, values in zip(keys, zip(*[info.values() for info in infos])):
-        t = _scalar_type(values)
+    for key in first:
+        values = [info[key] for info in infos]
+        types = set(map(type, values))
+        if len(types) != 1:
+            return None
+        t = types.pop()
         mask = f"_{key}"
-        # (:func:`_clash`'s test, key by key here: this loop is a step's hot path)
-        if t is None or key == "final_obs" or mask in first:
+        # (:func:`_scalar_type`'s and :func:`_clash`'s tests, key by key: this loop is a step's hot path)
+        if (t not in _PLAIN and not issubclass(t, np.number)) or key == "final_obs" or mask in first:
             return None
         out[key], out[mask] = np.array(values, dtype=t), every.copy()
     return out
