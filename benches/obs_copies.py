@@ -1,31 +1,44 @@
-"""How fast big structured observations move: a Dict of ~150 KB in 14 leaves (uint8, int16,
-int64), as issue 12 item 3 describes it.
+"""How fast big structured observations move (issue 12, item 3): a Dict of ~150 KB in 14 leaves
+(uint8, int16, int64), as the issue describes it. Writes its section of ``benches/RESULTS.md``.
 
-Measures, in bytes of observation per second:
-- the worker's write path (one env's observation into its row of the segment): Gymnasium's
+Measures:
+
+- the worker's write path, one env's observation into its row of the segment: Gymnasium's
   ``write_to_shared_memory`` (two copies per leaf: ``flatten``, then ``copyto``) against
-  ``ringenv._obs_writer`` (one ``copyto`` per leaf), in one process over a segment-like buffer;
-- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``_slots.observations``, what
-  ``step`` returns) with ``copy=True`` (one copy per leaf per batch) and ``copy=False`` (views);
-- end to end, steps/s of the env (with infos on every step and ~160 us of work) in
-  ``ringenv.AsyncVectorEnv`` with default settings and in Gymnasium's ``SyncVectorEnv``, and the
-  env's own ``step`` time in each (the env times itself), for the investigation of why it ran
-  slower inside a worker.
+  ``ringenv._obs_writer`` (one ``copyto`` per leaf), over a segment-like buffer;
+- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``Slots.observations``, what
+  ``step`` returns), in a loop that keeps the last batch as a policy loop does, each row in a
+  new process: ``copy=True`` (one copy per leaf per batch into new arrays), with the default
+  layout and with ``num_workers=0``, each also with the vector env's ``settle_allocator``
+  (``ringenv/_allocator.py``) left out, as before it existed, for this script's observation and
+  for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False`` (views);
+- end to end, steps/s of the env (fresh arrays and infos every step, ~120 µs of Python work per
+  step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings and with
+  ``copy=False``, through the one measurement loop (``ringenv.cli._measure``).
 
-Usage: ``python benches/obs_copies.py [--seconds 2] [--envs 8] [--workers 2]``. Figures from a
-shared machine are noisy; rerun on a quiet one before quoting them.
+Function timings use ``timeit`` (best of ``--repeats`` runs). Usage:
+``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--output RESULTS.md|-]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import datetime
+import functools
+import json
+import subprocess
+import sys
 import time
+import timeit
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import create_shared_memory, write_to_shared_memory
+
+import results_sections
 
 LEAVES = (
     [(f"rgb{i}", (80, 80, 3), np.uint8) for i in range(5)]
@@ -34,13 +47,15 @@ LEAVES = (
 )
 SPACE = spaces.Dict({k: spaces.Box(0, 100, shape, dtype) for k, shape, dtype in LEAVES})
 OBS_BYTES = sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in LEAVES)
+GRID_OBS_BYTES = 151_552  # benches/grid.py's Dict (grid.space_bytes(grid.dict_space()))
+
+#: The read paths of :func:`read_row`, by name.
+READ_PATHS = ("copy=True", "copy=False")
 
 
 class BigDictEnv(gym.Env):
-    """Fresh arrays every step (as real envs return), infos every step, ~``work_us`` of Python
-    work per step; ``step_seconds`` accumulates the wall time spent inside ``step`` and
-    ``step_cpu_seconds`` the thread's CPU time there (wall well above CPU: the step was descheduled,
-    for example by a spinning neighbour on a shared core; CPU time up too: cache or frequency)."""
+    """New arrays every step (as real envs return), infos every step, ~``work_us`` µs of Python
+    work per step."""
 
     metadata = {"render_modes": []}
 
@@ -49,9 +64,6 @@ class BigDictEnv(gym.Env):
         self.action_space = spaces.Discrete(4)
         self.work = max(1, int(work_us * 25))  # ~25 loop iterations per microsecond, roughly
         self.t = 0
-        self.step_seconds = 0.0
-        self.step_cpu_seconds = 0.0
-        self.steps = 0
         self.base = {k: np.zeros(shape, dtype) for k, shape, dtype in LEAVES}
 
     def _obs(self):
@@ -63,31 +75,24 @@ class BigDictEnv(gym.Env):
         return self._obs(), {"t": 0}
 
     def step(self, action):
-        start, cpu = time.perf_counter(), time.thread_time()
         self.t += 1
         acc = 0
         for i in range(self.work):
             acc += i
-        obs = self._obs()
-        out = obs, 1.0, False, self.t % 200 == 0, {"t": self.t, "score": acc % 97, "ok": True}
-        self.step_seconds += time.perf_counter() - start
-        self.step_cpu_seconds += time.thread_time() - cpu
-        self.steps += 1
-        return out
+        return self._obs(), 1.0, False, self.t % 200 == 0, {"t": self.t, "score": acc % 97, "ok": True}
 
 
-def _rate(fn, seconds: float) -> float:
-    """Calls per second of ``fn`` over about ``seconds``."""
-    fn()
-    n, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        for _ in range(10):
-            fn()
-        n += 10
-    return n / elapsed
+def _best_s(fn: Callable[[], Any], seconds: float, repeats: int) -> float:
+    """Seconds per call of ``fn``: the best of ``repeats`` ``timeit`` runs of about
+    ``seconds / repeats`` each."""
+    timer = timeit.Timer(fn)
+    number, took = timer.autorange()
+    number = max(1, int(number * seconds / repeats / max(took, 1e-9)))
+    return min(timer.repeat(repeat=repeats, number=number)) / number
 
 
-def worker_write_path(seconds: float) -> dict:
+def write_path(seconds: float, repeats: int) -> Dict[str, float]:
+    """Seconds to write one env's observation into its row, per writer."""
     from ringenv import _layout, _obs_writer
 
     n = 8
@@ -97,72 +102,149 @@ def worker_write_path(seconds: float) -> dict:
     value = BigDictEnv()._obs()
     write = _obs_writer.writer(SPACE, 3, mem)
     return {
-        "gymnasium write_to_shared_memory": _rate(lambda: write_to_shared_memory(SPACE, 3, value, mem), seconds),
-        "ringenv _obs_writer": _rate(lambda: write(value), seconds),
+        "Gymnasium `write_to_shared_memory`": _best_s(lambda: write_to_shared_memory(SPACE, 3, value, mem),
+                                                      seconds, repeats),
+        "ringenv `_obs_writer` (one `copyto` per leaf)": _best_s(lambda: write(value), seconds, repeats),
     }
 
 
-def main_read_path(seconds: float, envs: int, workers: int) -> dict:
+def _env(obs: str) -> Callable[[], gym.Env]:
+    """A factory of the env of the read rows' observation ``obs`` (one of :data:`READ_OBS`)."""
+    if obs == "14 leaves":
+        return BigDictEnv
+    from grid import make_grid_env  # benches/grid.py's env: its 12-leaf Dict, one preallocated observation
+
+    return functools.partial(make_grid_env, 0.0, "Dict 148 KiB", "none")
+
+
+def read_row(obs: str, path: str, workers: Optional[int], settle: bool, envs: int, seconds: float,
+             repeats: int) -> float:
+    """Seconds per batch of the read ``path`` (one of :data:`READ_PATHS`) of a live vector env of
+    ``envs`` envs of observation ``obs`` (``workers``: its ``num_workers``, ``None`` for the
+    default), in this process, keeping the last batch as a policy loop does; without ``settle``,
+    the vector env leaves the allocator as it found it (what it did before
+    ``ringenv._allocator``)."""
     import ringenv
+    import ringenv.vector
 
-    out = {}
-    for copy in (True, False):
-        vec = ringenv.AsyncVectorEnv([BigDictEnv for _ in range(envs)], num_workers=workers, copy=copy)
-        try:
-            vec.reset(seed=0)
-            out[f"copy={copy}"] = _rate(lambda: vec._slots.observations(0, vec.copy), seconds)
-        finally:
-            vec.close()
-    return out
+    if not settle:
+        ringenv.vector.settle_allocator = lambda: None
+    vec = ringenv.AsyncVectorEnv([_env(obs)] * envs, num_workers=workers, copy=path == "copy=True")
+    try:
+        vec.reset(seed=0)
+        slots, held = vec._slots, [None]
+
+        def read() -> None:
+            held[0] = slots.observations(0, vec.copy)
+
+        return _best_s(read, seconds, repeats)
+    finally:
+        vec.close()
 
 
-def end_to_end(seconds: float, envs: int, workers: int) -> dict:
+def _read_in_child(row: Dict[str, Any], envs: int, seconds: float, repeats: int) -> float:
+    """:func:`read_row` of ``row`` (a :data:`READ_ROWS` entry as a dict) in a new Python process
+    (its allocator as a fresh program's)."""
+    spec = json.dumps({**row, "envs": envs, "seconds": seconds, "repeats": repeats})
+    out = subprocess.run([sys.executable, __file__, "--read-row", spec], check=True, capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parent)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+#: The observations of the read rows: this script's (a batch of 8 has leaves of 37-154 KB, the
+#: largest above glibc's first mmap threshold, 128 KiB) and ``benches/grid.py``'s (every leaf of
+#: a batch of 8 at or below it: served from the heap, whose top glibc trims until it is settled).
+READ_OBS = ("14 leaves", "grid Dict")
+
+#: The read rows: (observation, path, num_workers, settle).
+READ_ROWS = [(obs, "copy=True", workers, settle) for obs in READ_OBS for workers in (None, 0) for settle in (True, False)] \
+    + [("14 leaves", "copy=False", None, True)]
+
+
+def end_to_end(seconds: float, envs: int) -> Dict[str, float]:
+    """Steps/s through the one measurement loop, per runtime."""
     import ringenv
+    from ringenv.cli._measure import measure
 
-    out = {}
-    makers = {"SyncVectorEnv": lambda: gym.vector.SyncVectorEnv([BigDictEnv for _ in range(envs)])}
-    for w in sorted({1, workers}):
-        for spin in (None, 0.0):
-            makers[f"ringenv {w} workers spin_us={spin}"] = (
-                lambda w=w, spin=spin: ringenv.AsyncVectorEnv([BigDictEnv for _ in range(envs)], num_workers=w,
-                                                              spin_us=spin))
-    for name, make in makers.items():
-        vec = make()
-        try:
-            vec.reset(seed=0)
-            actions = np.zeros(envs, np.int64)
-            for _ in range(20):
-                vec.step(actions)
-            def totals():
-                return [sum(vec.get_attr(a)) for a in ("step_seconds", "step_cpu_seconds", "steps")]
-
-            s0, c0, n0 = totals()
-            rate = _rate(lambda: vec.step(actions), seconds)
-            s1, c1, n1 = totals()
-            steps = max(1, n1 - n0)
-            out[name] = (rate * envs, 1e6 * (s1 - s0) / steps, 1e6 * (c1 - c0) / steps)
-        finally:
-            vec.close()
-    return out
+    makers = {
+        "Gymnasium `SyncVectorEnv`": lambda: gym.vector.SyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, default": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, `copy=False`": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs, copy=False),
+    }
+    return {name: measure(make, num_envs=envs, seconds=seconds, seed=0).steps_per_s for name, make in makers.items()}
 
 
-def main() -> None:
+def section(report: Dict[str, Any]) -> List[str]:
+    m, envs, batch = report["machine"], report["envs"], report["envs"] * OBS_BYTES
+    begin, end = results_sections.markers("obs_copies")
+    lines = [
+        begin,
+        "## Big structured observations: the copies of issue 12 item 3 (`benches/obs_copies.py`)",
+        "",
+        "Written by `benches/obs_copies.py`; edit the script, not this section. "
+        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
+        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
+        f"{report['started']}.",
+        f"Observation: a Dict of {len(LEAVES)} leaves (uint8, int16, int64), {OBS_BYTES:,} bytes per env; "
+        f"{envs} envs ({batch:,} bytes a batch). Function timings: best of {report['repeats']} `timeit` runs.",
+        "",
+        "| path | µs | GB/s |",
+        "|---|---:|---:|",
+    ]
+    for name, s in report["write"].items():
+        lines.append(f"| worker: one env's observation into its row, {name} | {s * 1e6:,.1f} | "
+                     f"{OBS_BYTES / s / 1e9:.1f} |")
+    for row in report["read"]:
+        layout = "default layout" if row["workers"] is None else f"`num_workers={row['workers']}`"
+        state = "" if row["settle"] else ", allocator not settled (as before `ringenv._allocator`)"
+        what = "`copy=True`" if row["path"] == "copy=True" else "`copy=False` (views of the slot)"
+        obs = (f"{OBS_BYTES:,} B in 14 leaves" if row["obs"] == "14 leaves"
+               else f"{GRID_OBS_BYTES:,} B in 12 leaves, `grid.py`'s")
+        lines.append(f"| main: a batch of {envs} of {obs}, {what}, {layout}{state} | {row['s'] * 1e6:,.1f} | "
+                     f"{envs * (OBS_BYTES if row['obs'] == '14 leaves' else GRID_OBS_BYTES) / row['s'] / 1e9:.1f} |")
+    lines += ["", f"End to end, {envs} envs of ~120 µs of Python work per step, infos every step, "
+              f"{report['seconds']:g} s per row through the one measurement loop (`ringenv.cli._measure`, "
+              "which settles the allocator first):", "", "| runtime | steps/s | x SyncVectorEnv |", "|---|---:|---:|"]
+    sync = report["end_to_end"]["Gymnasium `SyncVectorEnv`"]
+    for name, sps in report["end_to_end"].items():
+        lines.append(f"| {name} | {sps:,.0f} | {sps / sync:.2f}x |")
+    return lines + [end]
+
+
+def main(argv: List[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds per row (timeit rows: all repeats)")
     p.add_argument("--envs", type=int, default=8)
-    p.add_argument("--workers", type=int, default=2)
-    args = p.parse_args()
-    print(f"observation: Dict of {len(LEAVES)} leaves, {OBS_BYTES} bytes per env; {os.cpu_count()} cores")
-    print("worker write path, one env's observation:")
-    for name, rate in worker_write_path(args.seconds).items():
-        print(f"  {name:36s} {rate:9.0f} obs/s  {rate * OBS_BYTES / 1e9:6.2f} GB/s")
-    print(f"main process read path, a batch of {args.envs}:")
-    for name, rate in main_read_path(args.seconds, args.envs, args.workers).items():
-        print(f"  {name:36s} {rate:9.0f} batches/s  {rate * OBS_BYTES * args.envs / 1e9:6.2f} GB/s")
-    print(f"end to end, {args.envs} envs, infos every step (env step time measured inside the env):")
-    for name, (sps, step_us, cpu_us) in end_to_end(args.seconds, args.envs, args.workers).items():
-        print(f"  {name:36s} {sps:9.0f} steps/s  env.step {step_us:6.1f} us wall, {cpu_us:6.1f} us CPU")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                   help="the results file to write this run's section into; - for none")
+    p.add_argument("--read-row", help=argparse.SUPPRESS)  # internal: one read_row in this process
+    a = p.parse_args(argv)
+    if a.read_row:
+        spec = json.loads(a.read_row)
+        print(read_row(spec["obs"], spec["path"], spec["workers"], spec["settle"], spec["envs"], spec["seconds"],
+                       spec["repeats"]))
+        return 0
+    from ringenv.cli._common import machine_info
+
+    report: Dict[str, Any] = {
+        "machine": machine_info(), "envs": a.envs, "repeats": a.repeats, "seconds": a.seconds,
+        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    t0 = time.perf_counter()
+    report["write"] = write_path(a.seconds, a.repeats)
+    report["read"] = []
+    for obs, path, workers, settle in READ_ROWS:
+        row = {"obs": obs, "path": path, "workers": workers, "settle": settle}
+        report["read"].append({**row, "s": _read_in_child(row, a.envs, a.seconds, a.repeats)})
+    report["end_to_end"] = end_to_end(a.seconds, a.envs)
+    lines = section(report)
+    print("\n".join(lines))
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    if a.output != "-":
+        results_sections.write(Path(a.output), "obs_copies", lines)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

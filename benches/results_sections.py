@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
-#: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``), and
+#: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
+#: ``benches/obs_copies.py``: ``obs_copies``), and
 #: whether a new one goes before the file's first ``## `` heading (else at the end).
-OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False}
+OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False}
 
 
 def markers(name: str) -> Tuple[str, str]:

@@ -21,7 +21,8 @@ On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 1
 adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
 
 The grid of issue 12 (``benches/grid.py``, which scripts/bench.sh runs after this script),
-``benches/ray_scaling.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py`` each write
+``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py`` and
+``benches/obs_copies.py`` each write
 their own section of the file, between their markers (``benches/results_sections.py``); this
 script keeps those sections when it rewrites the rest. Every measurement, here and in the grid, is
 made by ringenv's one measurement loop (``ringenv.cli._measure``).

@@ -5,8 +5,9 @@
 # its socket peer, the main job's table, `ringenv bench`, and issue 7's examples; ~15 min on 2
 # cores), then benches/grid.py (issue 12's grid, quiet and with a busy neighbour, with its targets'
 # verdicts; ~10 min on 2 cores), then benches/ray_scaling.py (issue 15: ringenv.ray on a simulated
-# 2-node Ray cluster against a local pool and one actor per env; ~4 min); the last two replace
-# their own sections of the file.
+# 2-node Ray cluster against a local pool and one actor per env; ~4 min), then
+# benches/obs_copies.py (issue 12 item 3: the copies of a ~150 KB Dict observation; ~30 s); the
+# last three replace their own sections of the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
 #        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
@@ -25,4 +26,5 @@ if [ "${1:-}" = "--ray" ]; then
 fi
 "$PY" scripts/bench.py "$@"
 "$PY" benches/grid.py
-exec "$PY" benches/ray_scaling.py
+"$PY" benches/ray_scaling.py
+exec "$PY" benches/obs_copies.py
