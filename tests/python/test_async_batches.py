@@ -305,3 +305,46 @@ def test_dict_observations_come_in_new_containers_each_step(closing, copy):
         assert_tree_identical(obs, want, what=f"step {t}")
     assert all(leaf.flags.owndata is copy for leaf in (obs["a"], obs["b"][0], obs["b"][1])), \
         "copy=False: views of shared memory; copy=True: arrays of the caller's own"
+
+
+@pytest.mark.parametrize("batch_size", [2, 4], ids=["one-worker-per-recv", "two-workers-per-recv"])
+def test_a_recv_after_async_reset_has_zero_rewards_and_no_ends_though_the_slot_held_a_step(closing, batch_size):
+    # The slots still hold the last step's rewards (1.0 each) when the reset's results arrive.
+    from helper_envs import CounterEnv
+
+    env = closing(AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(4)], num_workers=2,
+                                 batch_size=batch_size))
+    env.async_reset(seed=0)
+    for _ in range(6):  # both slots of every worker hold steps of reward 1.0
+        _, rewards, _, _, infos = env.recv()
+        env.send(np.ones(batch_size, np.int64), infos["env_id"])
+    for _ in range(4 // batch_size):
+        env.recv()
+    env.async_reset(seed=1)
+    seen = []
+    for _ in range(4 // batch_size):
+        obs, rewards, terminated, truncated, infos = env.recv()
+        assert rewards.tolist() == [0.0] * batch_size and not terminated.any() and not truncated.any()
+        assert obs[:, 1].tolist() == [0.0] * batch_size  # step count 0: reset observations
+        seen += infos["env_id"].tolist()
+    assert sorted(seen) == [0, 1, 2, 3]
+
+
+def test_the_env_ids_a_recv_returns_are_the_callers_own(closing):
+    from helper_envs import CounterEnv
+
+    env = closing(AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(4)], num_workers=2, batch_size=2,
+                                 deterministic=True))
+    env.async_reset(seed=0)
+    kept = []
+    for _ in range(6):
+        obs, _, _, _, infos = env.recv()
+        ids = infos["env_id"]
+        kept.append((ids, ids.copy()))
+        env.send(np.zeros(2, np.int64), ids)
+        ids[:] = -1  # the caller reuses the array once sent
+    for _ in range(2):
+        obs, _, _, _, infos = env.recv()
+        assert infos["env_id"].tolist() == obs[:, 0].astype(int).tolist()  # CounterEnv: [env_index, t]
+    assert all((ids == -1).all() for ids, _ in kept)
+    assert [c.tolist() for _, c in kept] == [[0, 1], [2, 3]] * 3
