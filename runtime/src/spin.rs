@@ -27,10 +27,11 @@
 //! the condition true) subtracts that average instead. Either way a learned wait is never less
 //! than the time the waiter had already spun (a censored sample: the peer was not ready then).
 //!
-//! **The bound follows the machine** ([`SpinPolicy::AUTO`], the default): `8 *` the waiter's
-//! average wake-up latency, within 200 µs..1 ms (400 µs when the pool's processes outnumber the
-//! cores), so it spins through peer-ready times of up to
-//! ~3.5 wake-ups. That threshold is above one wake-up on purpose: in a ping-pong where both sides
+//! **The bound follows the machine** ([`SpinPolicy::AUTO`], the default): `8 *` what one of the
+//! waiter's sleeps costs ([`Spinner::sleep_cost`]: its average wake-up latency plus the average
+//! time its producers spent in the system call that woke it, which the producer records in the
+//! [`Wakeup`]), within 200 µs..1 ms (400 µs when the pool's processes outnumber the cores), so it
+//! spins through peer-ready times of up to ~3.5 sleeps' cost. That threshold is above one wake-up on purpose: in a ping-pong where both sides
 //! sleep, each side's peer-ready time holds the *peer's* wake-up plus its work, so a threshold of
 //! one wake-up (Karlin et al.'s competitive "spin as long as a block costs", SOSP 1991) would
 //! leave both asleep for ever; with ~3.5 wake-ups the pair leaves the sleeping state whenever the
@@ -259,6 +260,9 @@ pub struct Spinner {
     /// The moving average of this waiter's wake-up latencies (a producer's stamp to the woken
     /// waiter running), in nanoseconds.
     wake_ns: u64,
+    /// The moving average of what waking this waiter cost its producers (their time in the
+    /// `FUTEX_WAKE` system call, [`Wakeup`]'s `wake_cost_ns`), in nanoseconds; 0 until known.
+    waker_ns: u64,
     /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
     /// [`SpinPolicy::AUTO`] with [`Probe::Pause`].
     load: LoadTracker,
@@ -287,6 +291,7 @@ impl Spinner {
             settings,
             average_ns: 0,
             wake_ns: nanos(INITIAL_WAKE),
+            waker_ns: 0,
             load: LoadTracker::for_this_process(),
             stalls: LoadTracker::new(1),
             next_stall_probe_ns: 0,
@@ -304,7 +309,7 @@ impl Spinner {
         let policy = self.settings.policy;
         if policy.is_auto() {
             let max = if self.settings.probe == Probe::Yield { AUTO_MAX_OVERSUBSCRIBED } else { AUTO_MAX };
-            self.wake_ns.saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max))
+            self.sleep_cost_ns().saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max))
         } else {
             nanos(policy.spin)
         }
@@ -326,13 +331,36 @@ impl Spinner {
         Duration::from_nanos(self.wake_ns)
     }
 
+    /// What one of this waiter's sleeps costs: its wake-up latency plus the time its producers
+    /// spent waking it ([`Spinner::record_waker_cost`]); the unit of the AUTO bound, margin and
+    /// threshold. The competitive rule spins for what a block costs, and a block costs both the
+    /// sleeper, which runs later, and the producer, whose own work waits for its wake-up system
+    /// call (~35-40 µs for the main process waking an idle worker on the 2-core Intel Xeon VM,
+    /// against ~1 µs on the spin path; docs/WAKEUP.md).
+    pub fn sleep_cost(&self) -> Duration {
+        Duration::from_nanos(self.sleep_cost_ns())
+    }
+
+    fn sleep_cost_ns(&self) -> u64 {
+        self.wake_ns.saturating_add(self.waker_ns)
+    }
+
+    /// Learns what waking this waiter cost a producer (its time in the wake-up system call, at
+    /// most [`MAX_WAKE_SAMPLE`]); a zero cost (none recorded yet) teaches nothing.
+    pub fn record_waker_cost(&mut self, cost: Duration) {
+        let sample = nanos(cost.min(MAX_WAKE_SAMPLE));
+        if sample > 0 {
+            self.waker_ns = if self.waker_ns == 0 { sample } else { ewma(self.waker_ns, sample) };
+        }
+    }
+
     /// What a wait spins beyond twice the average: a tenth of the bound, and under
     /// [`SpinPolicy::AUTO`] at least one wake-up latency (the competitive rule: a wait that ends
     /// up asleep anyway has then spun no more than the sleep costs), in nanoseconds.
     fn margin_ns(&self) -> u64 {
         let bound = self.bound_ns();
         if self.settings.policy.is_auto() {
-            (bound / 10).max(self.wake_ns.min(bound))
+            (bound / 10).max(self.sleep_cost_ns().min(bound))
         } else {
             bound / 10
         }
@@ -373,7 +401,7 @@ impl Spinner {
     fn spin_budget(&self, crowded: bool, stalled: bool) -> Duration {
         match (crowded, stalled) {
             (true, _) => Duration::ZERO,
-            (false, true) => self.budget().min(self.wake_latency()),
+            (false, true) => self.budget().min(self.sleep_cost()),
             (false, false) => self.budget(),
         }
     }
@@ -476,6 +504,7 @@ impl Spinner {
         let waited = Instant::now() - start;
         if woke && wakeup.sleeps() != sleeps {
             let latency = (stamp != 0).then(|| Duration::from_nanos(now_ns.saturating_sub(stamp)));
+            self.record_waker_cost(Duration::from_nanos(wakeup.wake_cost()));
             self.record_woken(waited, spun, latency);
         } else {
             // Ready at the re-check before sleeping (no wake-up in it), or timed out.
@@ -661,6 +690,35 @@ mod tests {
         let before = s.wake_latency();
         s.record_woken(200 * US, 150 * US, Some(120 * US));
         assert_eq!(s.wake_latency(), before);
+    }
+
+    #[test]
+    fn the_automatic_bound_counts_what_waking_the_waiter_cost_its_producer() {
+        // 25 us wake-ups: the floor's threshold, ~88 us, sleeps through peer-ready times of 150 us.
+        let mut s = auto();
+        for _ in 0..200 {
+            s.record_woken(175 * US, Duration::ZERO, Some(25 * US));
+        }
+        assert_eq!(s.bound(), AUTO_MIN);
+        assert!(s.sleeps_at_once(), "150 us waits, 25 us wake-ups: average {:?}", s.average());
+        // The producers spent 40 us in each wake-up system call: a sleep costs 65 us, the bound
+        // is eight of them and the same waits are spun through.
+        for _ in 0..200 {
+            s.record_waker_cost(40 * US);
+            s.record_woken(175 * US, Duration::ZERO, Some(25 * US));
+        }
+        assert_eq!(s.wake_latency(), 25 * US, "the latency alone is still what a slept wait subtracts");
+        assert_eq!(s.sleep_cost(), 65 * US);
+        assert_eq!(s.bound(), 8 * 65 * US);
+        assert!(!s.sleeps_at_once(), "average {:?}, bound {:?}", s.average(), s.bound());
+        // A fixed bound keeps its bound whatever the wake-ups cost.
+        let mut f = spinner();
+        f.record_waker_cost(Duration::from_millis(5));
+        assert_eq!(f.bound(), BOUND);
+        // A producer that records no cost (0: an older worker binary) teaches nothing.
+        let before = s.sleep_cost();
+        s.record_waker_cost(Duration::ZERO);
+        assert_eq!(s.sleep_cost(), before);
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub struct Wakeup {
     /// last took it); the first producer's stamp stays. Lets the waiter learn its peer's ready
     /// time without its own wake-up latency (`spin.rs`).
     ready_ns: AtomicU64,
+    /// How long the last producer that woke the sleeping waiter spent in that wake-up (the
+    /// `FUTEX_WAKE` system call), in ns; 0 until one did. The waiter counts it in what a sleep
+    /// costs (`spin.rs`): on some VMs waking an idle CPU keeps the producer in the kernel for
+    /// tens of µs, time its own work waits.
+    wake_cost_ns: AtomicU64,
     /// Waits with a spin phase, on its own cache line: written by the waiter on its fast path,
     /// which must not take the line producers read.
     spins: SpinCount,
@@ -83,8 +88,11 @@ impl Wakeup {
             return false;
         }
         // A hint for the waiter's learning, not a sync point: any value is safe.
-        let _ = self.ready_ns.compare_exchange(0, crate::spin::monotonic_ns(), Ordering::Relaxed, Ordering::Relaxed);
+        let stamp = crate::spin::monotonic_ns();
+        let _ = self.ready_ns.compare_exchange(0, stamp, Ordering::Relaxed, Ordering::Relaxed);
         self.wake_all_with::<F>();
+        // A hint as well: what this wake-up cost the producer.
+        self.wake_cost_ns.store(crate::spin::monotonic_ns().saturating_sub(stamp), Ordering::Relaxed);
         true
     }
 
@@ -108,6 +116,12 @@ impl Wakeup {
     /// Takes the stamp a producer left when it woke the waiter (`CLOCK_MONOTONIC` ns), 0 if none.
     pub(crate) fn take_ready_stamp(&self) -> u64 {
         self.ready_ns.swap(0, Ordering::Relaxed)
+    }
+
+    /// How long the last producer that woke the waiter spent in the wake-up system call, in ns
+    /// (0: none yet, or a producer that does not record it).
+    pub(crate) fn wake_cost(&self) -> u64 {
+        self.wake_cost_ns.load(Ordering::Relaxed)
     }
 
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
