@@ -719,6 +719,13 @@ mod tests {
         let before = s.sleep_cost();
         s.record_waker_cost(Duration::ZERO);
         assert_eq!(s.sleep_cost(), before);
+        // Whatever a producer (a worker process: its word is in shared memory) writes there, a
+        // sample counts at most MAX_WAKE_SAMPLE, and the bound stays within its ceiling.
+        for _ in 0..200 {
+            s.record_waker_cost(Duration::from_nanos(u64::MAX));
+        }
+        assert!(s.sleep_cost() <= 25 * US + MAX_WAKE_SAMPLE, "{:?}", s.sleep_cost());
+        assert_eq!(s.bound(), AUTO_MAX);
     }
 
     #[test]
