@@ -212,7 +212,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Checks what depends on the spaces, then starts the pool and makes the views of its
         slots: the one place a pool is built, for Python and Rust envs alike."""
         n, single_obs, single_act = self.num_envs, program.single_observation_space, program.single_action_space
-        settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         self._vector_infos = bool(vector_infos)
         self._env_infos: Dict[int, Dict[str, Any]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
@@ -247,6 +246,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         inits = [program.make_init(a, b, use_inline and w == num_workers - 1)
                  for w, (a, b) in enumerate(worker_ranges(n, num_workers))]
         self._creator_pid = os.getpid()
+        settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         self._pool = _native.Pool(
             n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
             env=worker_environ(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
