@@ -7,7 +7,7 @@
 //! its peer published what it waited for), and
 //!
 //! - spins for `2 * average + bound / 10` (under [`SpinPolicy::AUTO`], `2 * average +` one
-//!   wake-up latency, the competitive rule's spin) when that fits within the bound
+//!   sleep's cost, the competitive rule's spin) when that fits within the bound
 //!   ([`Spinner::bound`]), then sleeps if the wait is not over. This is glibc's adaptive mutex
 //!   (`PTHREAD_MUTEX_ADAPTIVE_NP`, nptl `pthread_mutex_lock.c`): spin at most
 //!   `min(MAX_ADAPTIVE_COUNT, 2 * spins + 10)` probes, then learn `spins += (cnt - spins) / 8`;
@@ -31,8 +31,8 @@
 //! waiter's sleeps costs ([`Spinner::sleep_cost`]: its average wake-up latency plus the average
 //! time its producers spent in the system call that woke it, which the producer records in the
 //! [`Wakeup`]), within 200 µs..1 ms (400 µs when the pool's processes outnumber the cores), so it
-//! spins through peer-ready times of up to ~3.5 sleeps' cost. That threshold is above one wake-up on purpose: in a ping-pong where both sides
-//! sleep, each side's peer-ready time holds the *peer's* wake-up plus its work, so a threshold of
+//! spins through peer-ready times of up to ~3.5 sleeps' cost. That threshold is above one
+//! wake-up on purpose: in a ping-pong where both sides sleep, each side's peer-ready time holds the *peer's* wake-up plus its work, so a threshold of
 //! one wake-up (Karlin et al.'s competitive "spin as long as a block costs", SOSP 1991) would
 //! leave both asleep for ever; with ~3.5 wake-ups the pair leaves the sleeping state whenever the
 //! peer's work is below ~2.5 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
@@ -46,8 +46,8 @@
 //! it ran again only a time slice later ([`STALL`], 1 ms) handed its core to another task's whole
 //! slice (a busy neighbour), and a spinner that yielded to a CPU hog may then sit behind it while
 //! its peer has long been ready. While most of its recent spinning waits had such a yield (the
-//! same moving verdict, [`crate::LoadTracker::observe_over`]), its spin is cut to one wake-up
-//! latency (what a sleep would cost, the competitive bound; a sleeper the kernel wakes is run
+//! same moving verdict, [`crate::LoadTracker::observe_over`]), its spin is cut to one sleep's
+//! cost ([`Spinner::sleep_cost`]: the competitive bound; a sleeper the kernel wakes is run
 //! promptly), and one wait every 100 ms spins its full budget to learn whether the stalls went
 //! on. (Sleeping at once there, the first version, measured 0.77 of the best fixed bound beside a
 //! busy neighbour with Rust CartPole and 2 workers on 2 cores; the cut spin 0.90-0.98 in three
@@ -86,7 +86,7 @@ use std::time::Duration;
 /// at all, when their peers took long to become ready; [`crate::Wakeup::wait`], which keeps no
 /// state, always spins the whole bound ([`SpinPolicy::fixed_bound`]). `spin: ZERO`
 /// ([`SpinPolicy::NEVER`]) sleeps at once on every wait. [`SpinPolicy::AUTO`], the default, sets
-/// the bound from the wake-up latency each waiter measures (see the module docs).
+/// the bound from what a sleep costs each waiter, as it measures it (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpinPolicy {
     /// Upper bound of one wait's spin phase. `Duration::ZERO` sleeps at once; `u64::MAX`
@@ -98,8 +98,9 @@ impl SpinPolicy {
     /// The bound of a stateless [`crate::Wakeup::wait`] under [`SpinPolicy::AUTO`], and the
     /// smallest bound AUTO picks: 200 µs.
     pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
-    /// The bound follows the machine: `8 *` each waiter's measured wake-up latency, within
-    /// [`SpinPolicy::DEFAULT_SPIN`] and 1 ms (400 µs for [`Probe::Yield`]). Stored in the segment header as `u64::MAX` ns.
+    /// The bound follows the machine: `8 *` what one of each waiter's sleeps costs
+    /// ([`Spinner::sleep_cost`]), within [`SpinPolicy::DEFAULT_SPIN`] and 1 ms (400 µs for
+    /// [`Probe::Yield`]). Stored in the segment header as `u64::MAX` ns.
     pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
     /// Never spin: every wait announces itself and sleeps on the futex at once.
     pub const NEVER: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
@@ -269,7 +270,7 @@ pub struct Spinner {
     /// Under [`SpinPolicy::AUTO`] with [`Probe::Yield`]: whether this waiter's yields recently
     /// kept it off its core for a time slice ([`STALL`]), from one sample per wait that yielded.
     stalls: LoadTracker,
-    /// While `stalls` says so, waits spin one wake-up latency at most, but one wait spins its
+    /// While `stalls` says so, waits spin one sleep's cost at most, but one wait spins its
     /// full budget at this time (`CLOCK_MONOTONIC` ns) to take a new sample.
     next_stall_probe_ns: u64,
 }
@@ -280,7 +281,7 @@ pub struct Spinner {
 const STALL: Duration = Duration::from_millis(1);
 
 /// While its yields stall, a [`Probe::Yield`] waiter spins one wait its full budget in this many
-/// nanoseconds (100 ms) to learn whether they still do; the others spin one wake-up at most.
+/// nanoseconds (100 ms) to learn whether they still do; the others spin one sleep's cost at most.
 const STALL_PROBE_EVERY_NS: u64 = 100_000_000;
 
 impl Spinner {
@@ -316,7 +317,7 @@ impl Spinner {
     }
 
     /// The bound of the spin phase now: the policy's, or for [`SpinPolicy::AUTO`] eight times
-    /// [`Spinner::wake_latency`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]).
+    /// [`Spinner::sleep_cost`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]).
     pub fn bound(&self) -> Duration {
         Duration::from_nanos(self.bound_ns())
     }
@@ -346,7 +347,7 @@ impl Spinner {
     }
 
     /// Learns what waking this waiter cost a producer (its time in the wake-up system call, at
-    /// most [`MAX_WAKE_SAMPLE`]); a zero cost (none recorded yet) teaches nothing.
+    /// most 1 ms, as a wake-up latency sample); a zero cost (none recorded yet) teaches nothing.
     pub fn record_waker_cost(&mut self, cost: Duration) {
         let sample = nanos(cost.min(MAX_WAKE_SAMPLE));
         if sample > 0 {
@@ -355,8 +356,9 @@ impl Spinner {
     }
 
     /// What a wait spins beyond twice the average: a tenth of the bound, and under
-    /// [`SpinPolicy::AUTO`] at least one wake-up latency (the competitive rule: a wait that ends
-    /// up asleep anyway has then spun no more than the sleep costs), in nanoseconds.
+    /// [`SpinPolicy::AUTO`] at least one sleep's cost ([`Spinner::sleep_cost`]; the competitive
+    /// rule: a wait that ends up asleep anyway has then spun no more than the sleep costs), in
+    /// nanoseconds.
     fn margin_ns(&self) -> u64 {
         let bound = self.bound_ns();
         if self.settings.policy.is_auto() {
@@ -378,14 +380,14 @@ impl Spinner {
 
     /// Whether the next wait sleeps at once: the spin the recent peer-ready times ask for does
     /// not fit within the bound (their average is above `0.45 * bound`; under AUTO
-    /// `(bound - wake-up latency) / 2`, ~3.5 wake-ups), or the bound is zero.
+    /// `(bound - sleep's cost) / 2`, ~3.5 sleeps' cost), or the bound is zero.
     pub fn sleeps_at_once(&self) -> bool {
         let bound = self.bound_ns();
         bound == 0 || self.wanted_ns() > bound
     }
 
     /// How long the next wait spins at most: `2 * average + bound / 10` (under AUTO, plus at least
-    /// one wake-up latency) when that fits within the bound, else zero.
+    /// one sleep's cost) when that fits within the bound, else zero.
     pub fn budget(&self) -> Duration {
         if self.sleeps_at_once() {
             return Duration::ZERO;
@@ -395,7 +397,7 @@ impl Spinner {
 
     /// The spin phase of the next wait: [`Spinner::budget`]; none while the machine is crowded
     /// ([`Probe::Pause`]: the peer may be queued behind another process, so this core is freed
-    /// at once); at most one wake-up latency while the yields stall ([`Probe::Yield`]: a yield may
+    /// at once); at most one sleep's cost while the yields stall ([`Probe::Yield`]: a yield may
     /// hand the core to another task's time slice, so the spin is cut to the competitive bound,
     /// what a sleep would cost; Karlin et al., SOSP 1991).
     fn spin_budget(&self, crowded: bool, stalled: bool) -> Duration {
@@ -829,7 +831,7 @@ mod tests {
     }
 
     /// A waiter of a pool that outnumbers the cores (AUTO, [`Probe::Yield`]) whose yields keep
-    /// losing a time slice (here: the look after each yield takes 2 ms) spins one wake-up latency
+    /// losing a time slice (here: the look after each yield takes 2 ms) spins one sleep's cost
     /// at most from then on, except for one probing wait every [`STALL_PROBE_EVERY_NS`]; a fixed
     /// bound keeps spinning, and a pool that fits the cores never samples its yields.
     #[test]
@@ -847,7 +849,7 @@ mod tests {
             assert_eq!(wait_once(&mut s), 1, "round {round}: spins while its yields are not known to stall");
         }
         assert!(s.stalls.oversubscribed(), "five stalled yields in a row");
-        // While stalled, a wait spins one wake-up latency at most, however long the learned
+        // While stalled, a wait spins one sleep's cost at most, however long the learned
         // peer-ready times would have it spin.
         s.wake_ns = 30_000;
         s.average_ns = 40_000;

@@ -105,8 +105,6 @@ class AsyncBatches:
         self._per_recv = num_workers if batch_size == num_envs else batch_size // (num_envs // num_workers)
         #: What each worker runs for send/recv: "reset", "step" or None.
         self._sent: List[Optional[str]] = [None] * num_workers
-        #: Each worker's env ids, ``int32`` (a recv of one worker returns a copy).
-        self._ids = [np.arange(a, b, dtype=np.int32) for a, b in self.ranges]
         #: The env ids array the last recv returned, its workers and (one run of ids) the ids
         #: as a slice: send's fast path.
         self._recv_ids: Tuple[Optional[np.ndarray], List[int], Optional[slice]] = (None, [], None)
@@ -187,8 +185,6 @@ class AsyncBatches:
         Raises:
             the exception an env raised.
         """
-        if len(batch) == 1 and batch[0][3] is None and batch[0][4] is None:
-            return self._take_one(batch[0][0], batch[0][1], batch[0][2], copy, absorb)
         if len(batch) > 1:
             batch.sort(key=_worker)  # ascending env ids (the order is the same in both modes)
         pieces, messages, restarted, error = [], [], [], None
@@ -222,22 +218,4 @@ class AsyncBatches:
                 if was_reset:
                     at = int(np.searchsorted(ids, a))
                     rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
-        return obs, rewards, terminated, truncated, infos
-
-    def _take_one(self, worker: int, slot: int, message: Any, copy: bool,
-                  absorb: Absorb) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
-        """:meth:`take` of one worker's results with no error and no restart (a recv of one
-        block: every recv with the default ``batch_size`` of one worker's envs)."""
-        start, stop = self.ranges[worker]
-        was_reset = self._sent[worker] == "reset"
-        self._sent[worker] = None
-        self._slots.latest[worker] = slot
-        ids = self._ids[worker].copy()  # the caller's own: it may change infos["env_id"]
-        infos = absorb([(worker, message)] if message is not None else [], [], ids)
-        infos["env_id"] = ids
-        rows = slice(start, stop)
-        self._recv_ids = (ids, [worker], rows)
-        obs, rewards, terminated, truncated = self._slots.rows([(slot, start, stop)], ids, copy)
-        if was_reset:
-            rewards[:], terminated[:], truncated[:] = 0.0, False, False
         return obs, rewards, terminated, truncated, infos

@@ -72,13 +72,10 @@ def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     out: Dict[str, Any] = {}
     for key in first:
         values = [info[key] for info in infos]
-        types = set(map(type, values))
-        if len(types) != 1:
-            return None
-        t = types.pop()
+        t = _scalar_type(values)
         mask = f"_{key}"
-        # (:func:`_scalar_type`'s and :func:`_clash`'s tests, key by key: this loop is a step's hot path)
-        if (t not in _PLAIN and not issubclass(t, np.number)) or key == "final_obs" or mask in first:
+        # (:func:`_clash`'s test, key by key here: this loop is a step's hot path)
+        if t is None or key == "final_obs" or mask in first:
             return None
         out[key], out[mask] = np.array(values, dtype=t), every.copy()
     return out
