@@ -37,8 +37,10 @@ enum Mode {
 /// Where observations go.
 enum ObsTarget {
     /// `rows[slot][k]`: env k's row, written by NumPy assignment once the observation's shape
-    /// is checked against `shape` (assignment would broadcast a wrong shape silently).
-    Rows { rows: Vec<Vec<Py<PyAny>>>, shape: Py<PyAny> },
+    /// is checked against `shape` (assignment would broadcast a wrong shape silently). `scalar`:
+    /// the Python type (`int`, `float` or `bool`) that the rows take as they are, when they have
+    /// shape `()` and that type's NumPy dtype (`int64`, `float64`, `bool`; see `put_obs`).
+    Rows { rows: Vec<Vec<Py<PyAny>>>, shape: Py<PyAny>, scalar: Option<Py<PyAny>> },
     /// `writers[slot][k]`: a callable writing env k's observation.
     Writers(Vec<Vec<Py<PyAny>>>),
     /// Pickled into the completion's message.
@@ -141,8 +143,11 @@ fn build_with(
     let obs = match targets {
         None => ObsTarget::Pickled,
         Some(t) if obs_fast => {
-            let shape = t[0][0].bind(py).getattr("shape")?.unbind();
-            ObsTarget::Rows { rows: t, shape }
+            let row = t[0][0].bind(py);
+            let shape = row.getattr("shape")?.unbind();
+            let scalar = helpers.getattr("_scalar_obs_type")?.call1((row,))?;
+            let scalar = if scalar.is_none() { None } else { Some(scalar.unbind()) };
+            ObsTarget::Rows { rows: t, shape, scalar }
         }
         Some(t) => ObsTarget::Writers(t),
     };
@@ -209,7 +214,18 @@ impl PyEnvs {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows { rows, shape } => {
+            ObsTarget::Rows { rows, shape, scalar } => {
+                // A Python scalar of the row's own type (a Discrete's `int`: FrozenLake, Taxi) is
+                // assigned as it is, as `np.asarray(obs)` then assigning that would write it
+                // (`np.asarray` of an `int`, `float` or `bool` has dtype int64, float64 or bool);
+                // if NumPy refuses it (an `int` beyond int64), the checked path below runs.
+                if let Some(t) = scalar {
+                    if obs.get_type().is(t.bind(py))
+                        && rows[slot][k].bind(py).set_item(self.ellipsis.bind(py), &obs).is_ok()
+                    {
+                        return Ok(());
+                    }
+                }
                 let shape = shape.bind(py);
                 let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
                 let obs = if same {

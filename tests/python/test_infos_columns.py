@@ -21,6 +21,10 @@ def _reference_env():
     return SyncVectorEnv([lambda: gym.make("CartPole-v1")] * NUM_ENVS)
 
 
+class _SubArray(np.ndarray):
+    """A subclass of ``numpy.ndarray``, as an info value."""
+
+
 def _value(rng: random.Random, depth: int = 0):
     kind = rng.choice(["int", "float", "bool", "np.float32", "np.int8", "np.bool_", "str", "array", "dict", "none"])
     if kind == "int":
@@ -38,7 +42,12 @@ def _value(rng: random.Random, depth: int = 0):
     if kind == "str":
         return rng.choice(["a", "bb", ""])
     if kind == "array":
-        return np.arange(3, dtype=rng.choice([np.int16, np.float64])) * rng.randint(1, 4)
+        # Shapes that stack, broadcast ((1,) into (3,)) or neither; dtypes that match or cast; now
+        # and then a subclass (Gymnasium's isinstance takes it as an array).
+        shape = rng.choice([(3,), (3,), (1,), (2, 2), ()])
+        array = np.array(np.arange(int(np.prod(shape))).reshape(shape) * rng.randint(1, 4),
+                         dtype=rng.choice([np.int16, np.float64, np.uint8, object]))
+        return array.view(_SubArray) if rng.random() < 0.1 else array
     if kind == "dict" and depth < 2:
         return {k: _value(rng, depth + 1) for k in rng.sample(["x", "y", "z"], rng.randint(1, 3))}
     return None
@@ -56,6 +65,8 @@ def _batch(rng: random.Random):
             v = kinds[k] if same else _value(rng)
             if same and isinstance(v, (int, float)) and not isinstance(v, bool):
                 v = type(v)(v + env_id)  # same type, another value
+            elif same and type(v) is np.ndarray:
+                v = v + np.asarray(env_id % 2, v.dtype)  # same shape and dtype, other values
             info[k] = v
         batch.append((env_id, info))
     return batch
@@ -74,7 +85,7 @@ def _assert_same(ours, ref, path="infos"):
             continue
         assert a.dtype == b.dtype and a.shape == b.shape, f"{path}[{key!r}]: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
         if a.dtype == object:
-            assert all((x is y) or (isinstance(x, np.ndarray) and np.array_equal(x, y)) or x == y
+            assert all(type(x) is type(y) and ((x is y) or (isinstance(x, np.ndarray) and np.array_equal(x, y)) or x == y)
                        for x, y in zip(a, b)), f"{path}[{key!r}]"
         else:
             assert a.tobytes() == b.tobytes(), f"{path}[{key!r}]: {a} != {b}"
@@ -249,3 +260,101 @@ def test_every_env_with_the_same_keys_in_the_same_order_equals_gymnasiums(seed):
             _assert_same(add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info), _rows(ref, ids))
     finally:
         env.close()
+
+
+def _refuse(*args):
+    raise AssertionError("Gymnasium's env-by-env _add_info was called")
+
+
+def test_arrays_of_one_shape_and_dtype_are_stacked_without_gymnasiums_path():
+    """Taxi's infos (a float and an int8 action mask per env, the masks differing): the columns
+    Gymnasium builds, without its env-by-env path, for every env, some envs and a recv's batch."""
+    batch = [(i, {"prob": 1.0, "action_mask": np.array([1, i % 2, 0, 1, i % 3, 0], np.int8)}) for i in range(NUM_ENVS)]
+    env = _reference_env()
+    try:
+        _assert_same(add_infos({}, batch, NUM_ENVS, _refuse), _gymnasiums(env, batch))
+        some = [batch[1], batch[4]]
+        _assert_same(add_infos({}, some, NUM_ENVS, _refuse), _gymnasiums(env, some))
+        ids = np.array([2, 3, 5], dtype=np.int32)
+        ours = add_batch_infos({i: batch[i][1] for i in ids.tolist()}, ids, NUM_ENVS, _refuse)
+        _assert_same(ours, _rows(_gymnasiums(env, [batch[i] for i in ids.tolist()]), ids))
+    finally:
+        env.close()
+    assert ours["action_mask"].shape == (3, 6) and ours["action_mask"][2].tolist() == [1, 1, 0, 1, 2, 0]
+
+
+#: Numbers of every kind the fast path takes, at the edges where a conversion overflows, truncates,
+#: warns or raises.
+_NUMBERS = [0, 1, 2**70, -2**70, True, 0.333, float("nan"), 1e300, np.complex64(1 + 2j), np.float32(0.5),
+            np.int8(-3), np.uint64(2**64 - 1), np.uint8(255), np.float16(65504), np.int64(-2**63)]
+
+
+def _outcome(build):
+    """``(infos, exception type, warning categories)`` of ``build()``."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result, error = build(), None
+        except Exception as e:  # the type is compared
+            result, error = None, type(e)
+    return result, error, sorted({w.category.__name__ for w in caught})
+
+
+@pytest.mark.parametrize("first", _NUMBERS, ids=repr)
+def test_numbers_of_mixed_types_convert_as_gymnasiums_assignment(first):
+    """A column whose envs return numbers of different types (FrozenLake's prob: a float, then the
+    int 1 after a reset) has the first value's type, each value converted as Gymnasium's item
+    assignment converts it: the same values, the same error, the same warnings; without calling
+    Gymnasium's env-by-env path where it succeeds."""
+    env = _reference_env()
+    try:
+        for other in _NUMBERS:
+            batch = [(0, {"v": first}), (2, {"v": other}), (3, {"v": first})]
+            ref, ref_error, ref_warnings = _outcome(lambda: _gymnasiums_or_raise(env, batch))
+            ours, error, warnings = _outcome(lambda: add_infos({}, batch, NUM_ENVS, _refuse))
+            assert (error, warnings) == (ref_error, ref_warnings), (first, other)
+            if ref is not None:
+                _assert_same(ours, ref)
+    finally:
+        env.close()
+
+
+def _gymnasiums_or_raise(env, batch):
+    ref: dict = {}
+    for env_id, info in batch:
+        ref = env._add_info(ref, info, env_id)
+    return ref
+
+
+def test_timedelta_columns_fail_as_gymnasiums():
+    """np.timedelta64 is a NumPy number type, but Gymnasium's column of it (np.zeros without a
+    unit) refuses a value with one: the same TypeError, not a column Gymnasium cannot build."""
+    batch = [(0, {"d": np.timedelta64(5, "s")}), (1, {"d": np.timedelta64(7, "s")})]
+    env = _reference_env()
+    try:
+        with pytest.raises(TypeError):
+            _gymnasiums_or_raise(env, batch)
+        with pytest.raises(TypeError):
+            add_infos({}, batch, NUM_ENVS, env._add_info)
+    finally:
+        env.close()
+
+
+def test_zero_dimensional_object_arrays_are_kept_as_gymnasium_keeps_them():
+    """0-d object arrays (each holding a list): Gymnasium's assignment keeps each 0-d array as its
+    row's element (np.stack would unpack it into the list); so does the column built here."""
+    def holding(value):
+        a = np.empty((), dtype=object)
+        a[()] = value
+        return a
+    batch = [(i, {"o": holding([i, i + 1])}) for i in range(NUM_ENVS)]
+    env = _reference_env()
+    try:
+        ref = _gymnasiums(env, batch)
+    finally:
+        env.close()
+    ours = add_infos({}, batch, NUM_ENVS, _refuse)
+    assert [type(x) for x in ref["o"]] == [np.ndarray] * NUM_ENVS
+    assert [type(x) for x in ours["o"]] == [np.ndarray] * NUM_ENVS
+    assert [x[()] for x in ours["o"]] == [x[()] for x in ref["o"]] == [[i, i + 1] for i in range(NUM_ENVS)]

@@ -92,3 +92,52 @@ def test_one_copy_per_leaf_no_temporary():
         tracemalloc.stop()
     assert ref_peak >= 1 << 20, "Gymnasium's path makes a temporary copy of a leaf (flatten)"
     assert ours_peak < 64 << 10, f"the writer allocated {ours_peak} bytes writing 2 MiB of leaves"
+
+
+#: Python scalars at and past the edges of every dtype below (and values NumPy warns about).
+_EDGES = [0, 1, -1, 127, 128, 255, 256, -129, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -2**63 - 1,
+          True, False, 0.5, -1.7, float("nan"), float("inf"), 1e300, 70000.0]
+
+
+def _write_outcome(write, value):
+    """``(bytes written, exception type, warning categories)`` of ``write(value)``."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            write(value)
+            error = None
+        except Exception as e:  # the type is compared
+            error = type(e)
+    return error, [w.category for w in caught]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int64, np.uint64, np.float16, np.float32,
+                                   np.float64, np.bool_])
+def test_python_scalars_into_scalar_leaves_as_gymnasium(dtype):
+    """A Python int, float or bool for a leaf of shape () (Blackjack's Tuple of Discretes) is
+    assigned to the view: the bytes, the error and the warnings are Gymnasium's for every value."""
+    space = spaces.Tuple((spaces.Box(0, 1, (), dtype), spaces.Discrete(3)))
+    for value in _EDGES:
+        ours_bufs, ours_mem, ref_bufs, ref_mem = _memories(space)
+        for b in ours_bufs + ref_bufs:
+            b[:] = 0xAB  # what a failed write must leave alone
+        ours = _write_outcome(_obs_writer.writer(space, 1, ours_mem), (value, 2))
+        ref = _write_outcome(lambda v: write_to_shared_memory(space, 1, v, ref_mem), (value, 2))
+        assert ours == ref, (np.dtype(dtype).name, value)
+        for a, b in zip(ours_bufs, ref_bufs):
+            assert a.tobytes() == b.tobytes(), (np.dtype(dtype).name, value)
+
+
+def test_python_scalars_skip_gymnasiums_path(monkeypatch):
+    """The scalar path is taken (Gymnasium's function is not called) for a Python int, and not for
+    a list of one int (a shape Gymnasium reshapes, left to it)."""
+    space = spaces.Tuple((spaces.Discrete(5), spaces.Discrete(5)))
+    _, mem, _, _ = _memories(space)
+    write = _obs_writer.writer(space, 0, mem)
+    calls = []
+    monkeypatch.setattr(_obs_writer, "write_to_shared_memory", lambda *a: calls.append(a))
+    write((3, 4))
+    assert calls == []
+    write(([3], 4))
+    assert len(calls) == 1

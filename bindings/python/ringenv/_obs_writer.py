@@ -6,9 +6,13 @@ Gymnasium's ``write_to_shared_memory`` writes each Box-like leaf as
 temporary copy (``flatten``) per leaf per step, so every byte is copied twice. :func:`writer`
 builds, once per env and slot, a view of each leaf's row shaped like the leaf's space, and writes
 a NumPy value of that shape with a single ``np.copyto(view, value, casting="unsafe")``: the same
-bytes (``np.asarray(value, dtype)`` casts with the same unsafe rule) with one copy. Any other
-value (a list, a Python scalar, a wrong shape) and any other space (Text, OneOf, ...) goes
-through Gymnasium's own function, so its result and errors stay exactly Gymnasium's.
+bytes (``np.asarray(value, dtype)`` casts with the same unsafe rule) with one copy. A Python
+``int``, ``float`` or ``bool`` for a leaf of shape ``()`` (a Discrete in a Tuple, as Blackjack's
+observation) is assigned to the view, ``view[()] = value``: NumPy converts it as
+``np.asarray(value, dtype)`` does, with the same bytes, errors and warnings
+(``tests/python/test_obs_writer.py`` compares them over every dtype and edge value). Any other
+value (a list, a wrong shape) and any other space (Text, OneOf, ...) goes through Gymnasium's own
+function, so its result and errors stay exactly Gymnasium's.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from gymnasium.vector.utils import write_to_shared_memory
 from ringenv._layout import FLAT_SPACES
 
 Writer = Callable[[Any], None]
+
+#: The Python scalar types a leaf of shape ``()`` takes by assignment (see the module's docstring).
+_PYTHON_SCALARS = frozenset((int, float, bool))
 
 
 def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
@@ -61,10 +68,13 @@ def _leaf_writer(space: spaces.Space, index: int, memory: Any) -> Writer:
     size = int(np.prod(shape, dtype=np.int64))
     flat = np.frombuffer(memory.get_obj(), dtype=space.dtype)[index * size:(index + 1) * size]
     view = flat.reshape(shape)  # a view: the slice is contiguous
+    scalar = shape == ()
 
     def write_leaf(value: Any) -> None:
         if (type(value) is np.ndarray or isinstance(value, np.generic)) and value.shape == shape:
             np.copyto(view, value, casting="unsafe")
+        elif scalar and type(value) in _PYTHON_SCALARS:
+            view[()] = value
         else:
             write_to_shared_memory(space, index, value, memory)
 
