@@ -53,6 +53,15 @@
 //! busy neighbour with Rust CartPole and 2 workers on 2 cores; the cut spin 0.90-0.98 in three
 //! runs of `benches/wakeup_policy.py`, docs/WAKEUP.md.)
 //!
+//! **Synchronized probes.** A waiter that sleeps at once cannot learn what spinning would give,
+//! and in a pool whose workers all sleep between commands the waits are long *because* they sleep
+//! (each must be woken, one after another, and the kernel may place woken workers beside each
+//! other). Under AUTO such a waiter spins anyway through three waits in a row at every boundary of
+//! a ~134 ms period of `CLOCK_MONOTONIC`, the same instants in every process, so the pool's
+//! sleepers probe together, and learns from those waits with full weight; a probe that leaves it
+//! sleeping doubles its period, up to ~2.1 s ([`Spinner`]'s `sync_probe_due`; on a 16-core VM,
+//! 16 workers stepping 750 µs envs gave half the throughput of a fixed 2 ms bound without it).
+//!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
 //! between every two looks when the pool's processes (its workers and the main process)
@@ -273,6 +282,16 @@ pub struct Spinner {
     /// While `stalls` says so, waits spin one sleep's cost at most, but one wait spins its
     /// full budget at this time (`CLOCK_MONOTONIC` ns) to take a new sample.
     next_stall_probe_ns: u64,
+    /// The start (`CLOCK_MONOTONIC` ns) of the probe period of the last synchronized probe
+    /// ([`Spinner::sync_probe_due`]).
+    probe_period_ns: u64,
+    /// Probes since the last one that ended the sleeping: the period is `2^(27 + backoff)` ns.
+    probe_backoff: u32,
+    /// Waits left in the synchronized probe under way (0: none).
+    probe_left: u8,
+    /// Whether the wait being learned is a probe's: its sample replaces the average instead of
+    /// moving it by an eighth.
+    probing: bool,
 }
 
 /// A yield after which a [`Probe::Yield`] waiter ran again only this much later was kept off its
@@ -283,6 +302,16 @@ const STALL: Duration = Duration::from_millis(1);
 /// While its yields stall, a [`Probe::Yield`] waiter spins one wait its full budget in this many
 /// nanoseconds (100 ms) to learn whether they still do; the others spin one sleep's cost at most.
 const STALL_PROBE_EVERY_NS: u64 = 100_000_000;
+
+/// A sleeping [`SpinPolicy::AUTO`] waiter tries spinning again at every boundary of this
+/// `CLOCK_MONOTONIC` period (2^27 ns, ~134 ms; see [`Spinner::sync_probe_due`]) ...
+const SYNC_PROBE_PERIOD_SHIFT: u32 = 27;
+/// ... doubled after each probe that did not end its sleeping, up to 2^4 times (~2.1 s) ...
+const SYNC_PROBE_MAX_BACKOFF: u32 = 4;
+/// ... for this many waits in a row ...
+const SYNC_PROBE_WAITS: u8 = 3;
+/// ... each spinning at least the bound and at most this long.
+const SYNC_PROBE_MAX: Duration = Duration::from_millis(5);
 
 impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins (so
@@ -296,6 +325,10 @@ impl Spinner {
             load: LoadTracker::for_this_process(),
             stalls: LoadTracker::new(1),
             next_stall_probe_ns: 0,
+            probe_period_ns: monotonic_ns() >> SYNC_PROBE_PERIOD_SHIFT << SYNC_PROBE_PERIOD_SHIFT,
+            probe_backoff: 0,
+            probe_left: 0,
+            probing: false,
         };
         spinner.average_ns = spinner.edge_ns();
         spinner
@@ -448,7 +481,71 @@ impl Spinner {
             return;
         }
         let sample = nanos(ready_after).min(bound.saturating_mul(SAMPLE_CAP_BOUNDS));
-        self.average_ns = ewma(self.average_ns, sample);
+        self.average_ns = if self.probing { sample } else { ewma(self.average_ns, sample) };
+    }
+
+    /// Whether this wait is part of a **synchronized probe**, and if so starts or continues it.
+    ///
+    /// A waiter that sleeps at once learns nothing about what spinning would have given: its waits
+    /// may be long *because* its peers sleep too. In a pool stepping every env at once, each
+    /// worker that sleeps between commands must be woken, one `FUTEX_WAKE` after another by the
+    /// main process, and a woken worker may be placed beside another on one core by the
+    /// scheduler, so the workers start, and finish, apart; the first done then wait for the last,
+    /// their waits look long, and they keep sleeping. On a 16-core VM (`.dev` run of
+    /// 2026-11-26, 16 workers of 2 envs of 750 µs) that halved the pool's throughput against a
+    /// fixed bound that spun through the start-up: 10,680 steps/s and 8.2 busy cores against
+    /// 20,270 and 15.8 with `spin_us=2000`; no single waiter's learning can leave that state.
+    ///
+    /// So under [`SpinPolicy::AUTO`] a waiter that would sleep at once spins anyway through
+    /// [`SYNC_PROBE_WAITS`] waits in a row (each up to twice its average, at least the bound and
+    /// at most [`SYNC_PROBE_MAX`]), once per period of `CLOCK_MONOTONIC`, and learns from each
+    /// with full weight. The periods' boundaries are the same instants in every process of the
+    /// machine, so the pool's sleeping waiters probe together: the commands then find them
+    /// spinning, no wake-up staggers them, and if the short waits were only held back by the
+    /// sleeping, the last probe's sample says so and the waiter goes on spinning. A probe that
+    /// ends with the waiter still sleeping at once doubles its period (~134 ms up to ~2.1 s),
+    /// so waits that are long in truth (a learner's long update) cost at most three spins of
+    /// at most 5 ms every 2.1 s; one that ends it resets the period. Never while the machine is
+    /// crowded (`crowded`: the peers may be queued behind other processes).
+    fn sync_probe_due(&mut self, crowded: bool, now_ns: u64) -> bool {
+        if !self.settings.policy.is_auto() || crowded {
+            return false;
+        }
+        if self.probe_left == 0 {
+            if !self.sleeps_at_once() {
+                self.probe_backoff = 0;
+                return false;
+            }
+            let shift = SYNC_PROBE_PERIOD_SHIFT + self.probe_backoff;
+            let period = now_ns >> shift << shift;
+            if period <= self.probe_period_ns {
+                return false;
+            }
+            self.probe_period_ns = period;
+            self.probe_left = SYNC_PROBE_WAITS;
+        }
+        self.probe_left -= 1;
+        true
+    }
+
+    /// What a probe's wait spins: twice the average plus the margin, within the bound and
+    /// [`SYNC_PROBE_MAX`].
+    fn probe_budget(&self) -> Duration {
+        let bound = self.bound_ns();
+        Duration::from_nanos(self.wanted_ns().clamp(bound, nanos(SYNC_PROBE_MAX).max(bound)))
+    }
+
+    /// Ends the learning of a probe's wait; after its last wait, doubles the probe period if
+    /// the waiter still sleeps at once, else resets it.
+    fn end_probe_wait(&mut self) {
+        if !self.probing {
+            return;
+        }
+        self.probing = false;
+        if self.probe_left == 0 {
+            self.probe_backoff =
+                if self.sleeps_at_once() { (self.probe_backoff + 1).min(SYNC_PROBE_MAX_BACKOFF) } else { 0 };
+        }
     }
 
     /// Learns from a wait that slept on the futex and was woken: it lasted `waited` in all, of
@@ -483,8 +580,13 @@ impl Spinner {
         // count is read only while the peer is still at work (not ready at a first look), when
         // this waiter and its peer both count as runnable whether or not they slept before.
         let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
-        let stalled = self.watches_stalls() && self.stalls.oversubscribed() && !self.stall_probe_due();
-        let budget = self.spin_budget(crowded, stalled).min(timeout);
+        self.probing = self.sync_probe_due(crowded, monotonic_ns());
+        let budget = if self.probing {
+            self.probe_budget().min(timeout)
+        } else {
+            let stalled = self.watches_stalls() && self.stalls.oversubscribed() && !self.stall_probe_due();
+            self.spin_budget(crowded, stalled).min(timeout)
+        };
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
@@ -495,6 +597,7 @@ impl Spinner {
         }
         if ready_in_spin {
             self.record(Instant::now() - start);
+            self.end_probe_wait();
             return true;
         }
         let spun = Instant::now() - start;
@@ -512,6 +615,7 @@ impl Spinner {
             // Ready at the re-check before sleeping (no wake-up in it), or timed out.
             self.record(waited);
         }
+        self.end_probe_wait();
         woke
     }
 }
@@ -564,6 +668,81 @@ fn yield_now() {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    const PERIOD: u64 = 1 << SYNC_PROBE_PERIOD_SHIFT;
+
+    fn sleeping_auto(period_start: u64) -> Spinner {
+        let mut s = auto();
+        s.probe_period_ns = period_start;
+        for _ in 0..50 {
+            s.record(Duration::from_millis(2));
+        }
+        assert!(s.sleeps_at_once(), "2 ms waits put an AUTO waiter to sleep at once");
+        s
+    }
+
+    #[test]
+    fn a_sleeping_auto_waiter_probes_three_waits_at_each_period_boundary_and_keeps_spinning_if_they_were_short() {
+        let mut s = sleeping_auto(10 * PERIOD);
+        // Within the period of its last probe: no probe, however many waits.
+        for k in 0..5 {
+            assert!(!s.sync_probe_due(false, 10 * PERIOD + k * 1000), "no probe before the next boundary");
+        }
+        // The next boundary: three waits probe, each spinning at least the bound, at most 5 ms.
+        let at = 11 * PERIOD + 5;
+        for (i, sample) in [Duration::from_millis(2), Duration::from_micros(30), Duration::from_micros(20)].into_iter().enumerate() {
+            assert!(s.sync_probe_due(false, at + i as u64), "wait {i} of the probe");
+            s.probing = true;
+            let budget = s.probe_budget();
+            assert!(budget >= s.bound() && budget <= SYNC_PROBE_MAX, "probe budget {budget:?}, bound {:?}", s.bound());
+            s.record(sample);
+            s.end_probe_wait();
+        }
+        assert_eq!(s.average(), Duration::from_micros(20), "a probe's sample replaces the average");
+        assert!(!s.sleeps_at_once(), "short probe waits end the sleeping");
+        assert_eq!(s.probe_backoff, 0);
+        assert!(!s.sync_probe_due(false, at + 10), "a spinning waiter does not probe");
+    }
+
+    #[test]
+    fn probes_that_find_long_waits_double_their_period_up_to_16_periods() {
+        let mut s = sleeping_auto(0);
+        let mut probes = Vec::new();
+        for p in 1..=64u64 {
+            // one wait at each base boundary, then the rest of a probe's waits right after
+            let now = p * PERIOD + 1;
+            if s.sync_probe_due(false, now) {
+                probes.push(p);
+                s.probing = true;
+                s.record(Duration::from_millis(2));
+                s.end_probe_wait();
+                for _ in 1..SYNC_PROBE_WAITS {
+                    assert!(s.sync_probe_due(false, now + 1), "a probe runs its waits in a row");
+                    s.probing = true;
+                    s.record(Duration::from_millis(2));
+                    s.end_probe_wait();
+                }
+                assert!(s.sleeps_at_once());
+            }
+        }
+        // Periods of 1, 2, 4, 8, then 16 base periods, each probe at a boundary of its own period.
+        assert_eq!(probes, vec![1, 2, 4, 8, 16, 32, 48, 64], "probes at {probes:?}");
+        assert_eq!(s.probe_backoff, SYNC_PROBE_MAX_BACKOFF);
+    }
+
+    #[test]
+    fn no_probe_under_a_fixed_bound_or_on_a_crowded_machine() {
+        let mut fixed = spinner();
+        for _ in 0..50 {
+            fixed.record(Duration::from_millis(2));
+        }
+        assert!(fixed.sleeps_at_once());
+        assert!(!fixed.sync_probe_due(false, u64::MAX / 2), "a fixed bound is the user's to keep");
+        let mut s = sleeping_auto(0);
+        assert!(!s.sync_probe_due(true, 5 * PERIOD), "crowded: the peers may wait for a core");
+        assert!(s.sync_probe_due(false, 5 * PERIOD), "not crowded: the probe runs");
+        assert!(!sleeping_auto(0).sync_probe_due(false, PERIOD - 1), "no boundary passed since its last probe period");
+    }
 
     const BOUND: Duration = Duration::from_micros(200);
     const US: Duration = Duration::from_micros(1);

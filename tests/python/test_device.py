@@ -125,3 +125,27 @@ def test_rust_env_batches_on_cuda(cuda, closing):
     assert obs.device == cuda and obs.shape == (8, 4)
     _, rewards, _, _, _ = env.step(torch.zeros(8, dtype=torch.int64, device=cuda))
     assert rewards.dtype == torch.float64 and bool((rewards == 1).all())
+
+
+def test_batches_of_several_pieces_and_copies_are_new_tensors_holding_the_rows(cuda, closing):
+    """DeviceBatches.batch over rows of several workers, in two slots, and with copy=True: new
+    tensors (not the reused staging buffers), holding exactly the host rows asked for, in order."""
+    env = closing(AsyncVectorEnv(cartpoles(8), num_workers=4, device=cuda))
+    env.reset(seed=3)
+    env.step(torch.ones(8, dtype=torch.int64, device=cuda))
+    slots = env._slots
+    device = slots.device
+    for pieces in ([(0, 4, 6), (0, 0, 2)], [(1, 2, 4), (0, 6, 8), (1, 0, 1)], [(1, 0, 8)]):
+        for copy in (True, False):
+            obs, reward, terminated, truncated = device.batch(pieces, copy)
+            torch.cuda.synchronize()
+            want = [np.concatenate([a[s][start:stop] for s, start, stop in pieces])
+                    for a in (slots.obs_flat, slots.reward, slots.terminated, slots.truncated)]
+            assert (reward.dtype, terminated.dtype, truncated.dtype) == (torch.float64, torch.bool, torch.bool)
+            for got, host in zip((obs, reward, terminated, truncated), want):
+                assert got.device == cuda
+                np.testing.assert_array_equal(got.cpu().numpy(), host.astype(got.cpu().numpy().dtype),
+                                              err_msg=f"{pieces} copy={copy}")
+            reused = {t.data_ptr() for out in device.staging._out for t in out}
+            if copy or len(pieces) > 1:
+                assert not {obs.data_ptr(), terminated.data_ptr(), truncated.data_ptr()} & reused, pieces

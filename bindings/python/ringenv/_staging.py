@@ -185,6 +185,9 @@ class GpuStaging:
         self._out: List[List["torch.Tensor"]] = [
             [torch.empty(a.shape, dtype=d, device=torch_device) for a, d in zip(first, dtypes)] for _ in range(2)]
         self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
+        #: Each array's row shape and torch dtype, for :meth:`stage_new`.
+        self._rows_of = [(tuple(a.shape[1:]), d) for a, d in zip(first, dtypes)]
+        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._turn = 0
         # Streams the output tensors were told about (Tensor.record_stream), so that the caching
         # allocator never hands their memory out while a copy on another stream may still write it.
@@ -232,11 +235,11 @@ class GpuStaging:
             stop = max(start, stop)
         else:
             raise ValueError(f"rows must be a slice with step 1, got {rows!r}")
-        import torch
-
-        stream = torch.cuda.current_stream(self.device)
-        handle = stream.cuda_stream
+        handle = self._stream_handle()
         if handle not in self._streams:
+            import torch
+
+            stream = torch.cuda.current_stream(self.device)
             for out in self._out:
                 for t in out:
                     t.record_stream(stream)
@@ -248,6 +251,61 @@ class GpuStaging:
         native.copy_to_device(slot, copies, handle)
         out = self._out[turn]
         return out if count == n else [t[:count] for t in out]
+
+    def stage_new(self, pieces: Sequence[Tuple[int, int, int]]) -> List["torch.Tensor"]:
+        """Enqueues the copy of the rows ``start:stop`` of slot ``slot`` of each ``(slot, start,
+        stop)`` piece, in order, into **new** tensors on ``torch.cuda.current_stream(device)``
+        (allocated on that stream, so the caching allocator orders their reuse after the copies),
+        and returns at once. One driver call per slot met; no device-to-device copy: a batch of
+        ``copy=True`` or of rows of several workers costs the host-to-device copies alone.
+
+        Returns:
+            One tensor per host array, of shape ``(rows, ...)`` (``rows`` the pieces' rows in
+            all) and the array's dtype; the caller's own (never rewritten by a later stage).
+
+        Raises:
+            ValueError: a piece's slot out of range or rows outside ``0..num_envs``.
+            CudaError: a driver call failed. RuntimeError: the staging is closed.
+        """
+        native = self._open()
+        import torch
+
+        n = self.num_envs
+        rows = 0
+        for slot, start, stop in pieces:
+            if not 0 <= slot < len(self._host):
+                raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
+            if not 0 <= start <= stop <= n:
+                raise ValueError(f"rows {start}:{stop} are not within 0..{n}")
+            rows += stop - start
+        out = [torch.empty((rows, *shape), dtype=dtype, device=self.device) for shape, dtype in self._rows_of]
+        ptrs = [t.data_ptr() for t in out]
+        handle = self._stream_handle()
+        by_slot: dict = {}
+        at = 0
+        for slot, start, stop in pieces:
+            count = stop - start
+            by_slot.setdefault(slot, []).extend(
+                (address + start * row_bytes, ptr + at * row_bytes, count * row_bytes)
+                for (address, row_bytes), ptr in zip(self._host[slot], ptrs))
+            at += count
+        for slot, copies in by_slot.items():
+            native.copy_to_device(slot, copies, handle)
+        return out
+
+    def _stream_handle(self) -> int:
+        """The ``cudaStream_t`` of ``torch.cuda.current_stream(device)``, as an integer.
+
+        PyTorch's ``torch._C._cuda_getCurrentRawStream`` (what its compiled kernels call) where it
+        exists: ~0.5 µs, against ~13 µs for ``current_stream(...).cuda_stream``, which builds a
+        ``Stream`` object (profiled on an H100 machine, 2026-11-26: 40 ms of 376 ms over 3,000
+        steps of a 256-env Rust CartPole); the public call otherwise."""
+        raw = self._raw_stream
+        if raw is not None:
+            return raw(self.device.index)
+        import torch
+
+        return torch.cuda.current_stream(self.device).cuda_stream
 
     def copy_done(self, slot: int) -> bool:
         """Whether the last copy of ``slot`` finished on the device (never blocks; True for a
@@ -347,18 +405,19 @@ class DeviceBatches:
         the rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
         observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the
         flags ``bool``. Copies are enqueued on the caller's current stream and nothing waits for
-        them. Without ``copy`` the tensors are reused two batches later (see
-        :meth:`GpuStaging.stage`); with it they are the caller's own.
+        them. Without ``copy``, a batch of one piece is the staging's reused tensors (rewritten two
+        batches later, see :meth:`GpuStaging.stage`); with it, or for several pieces, new tensors
+        copied straight from the host (:meth:`GpuStaging.stage_new`), the caller's own.
         """
         import torch
 
-        parts = [self.staging.stage(slot, slice(start, stop)) for slot, start, stop in pieces]
-        if len(parts) == 1:
-            obs, reward, terminated, truncated = parts[0]
-            if copy:
-                obs, terminated, truncated = obs.clone(), terminated.clone(), truncated.clone()
-        else:  # torch.cat makes new tensors, enqueued on the same stream after the copies
-            obs, reward, terminated, truncated = (torch.cat(column) for column in zip(*parts))
+        if copy or len(pieces) > 1:
+            # New tensors, copied straight from the host: no clone, no torch.cat (on an H100
+            # machine a 256-env step's three clones cost 30 µs of the main process's time).
+            obs, reward, terminated, truncated = self.staging.stage_new(pieces)
+            return obs, reward if reward.dtype == torch.float64 else reward.to(torch.float64), terminated, truncated
+        slot, start, stop = pieces[0]
+        obs, reward, terminated, truncated = self.staging.stage(slot, slice(start, stop))
         return obs, reward.to(torch.float64, copy=True), terminated, truncated
 
     def observations(self, slot: int, copy: bool) -> Any:
