@@ -5,6 +5,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod errors;
+mod infos;
 mod monitor;
 mod py_pool;
 mod py_segment;
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(monitor::list_pools, m)?)?;
     m.add_function(wrap_pyfunction!(errors::panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::pool_snapshot, m)?)?;
+    m.add_function(wrap_pyfunction!(infos::uniform_infos, m)?)?;
     m.add("LAYOUT_VERSION", ringenv_runtime::LAYOUT_VERSION)?;
     Ok(())
 }

@@ -59,8 +59,10 @@
 //! other). Under AUTO such a waiter spins anyway through three waits in a row at every boundary of
 //! a ~134 ms period of `CLOCK_MONOTONIC`, the same instants in every process, so the pool's
 //! sleepers probe together, and learns from those waits with full weight; a probe that leaves it
-//! sleeping doubles its period, up to ~2.1 s ([`Spinner`]'s `sync_probe_due`; on a 16-core VM,
-//! 16 workers stepping 750 µs envs gave half the throughput of a fixed 2 ms bound without it).
+//! sleeping doubles its period, up to ~2.1 s ([`Spinner`]'s `sync_probe_due`). On a 16-core
+//! machine, 16 workers stepping 750 µs envs gave half the throughput of a fixed 2 ms bound
+//! without them; with them, 0.95-0.97 of it for 4 envs per worker, but still 0.56-0.79 for 2
+//! (docs/WAKEUP.md).
 //!
 //! How a spinner probes is its [`Probe`]: the CPU's pause instruction between looks (yielding the
 //! core every [`YIELD_EVERY`]th look) when each process of the pool has a core, or `sched_yield`
@@ -491,10 +493,12 @@ impl Spinner {
     /// worker that sleeps between commands must be woken, one `FUTEX_WAKE` after another by the
     /// main process, and a woken worker may be placed beside another on one core by the
     /// scheduler, so the workers start, and finish, apart; the first done then wait for the last,
-    /// their waits look long, and they keep sleeping. On a 16-core VM (`.dev` run of
+    /// their waits look long, and they keep sleeping. On a 16-core machine (docs/WAKEUP.md, run of
     /// 2026-11-26, 16 workers of 2 envs of 750 µs) that halved the pool's throughput against a
     /// fixed bound that spun through the start-up: 10,680 steps/s and 8.2 busy cores against
     /// 20,270 and 15.8 with `spin_us=2000`; no single waiter's learning can leave that state.
+    /// (The probes below took a pool of 4 such envs per worker out of it, 13,993 -> 19,691 steps/s;
+    /// with 2 envs per worker, in one run of four.)
     ///
     /// So under [`SpinPolicy::AUTO`] a waiter that would sleep at once spins anyway through
     /// [`SYNC_PROBE_WAITS`] waits in a row (each up to twice its average, at least the bound and
@@ -690,7 +694,9 @@ mod tests {
         }
         // The next boundary: three waits probe, each spinning at least the bound, at most 5 ms.
         let at = 11 * PERIOD + 5;
-        for (i, sample) in [Duration::from_millis(2), Duration::from_micros(30), Duration::from_micros(20)].into_iter().enumerate() {
+        for (i, sample) in
+            [Duration::from_millis(2), Duration::from_micros(30), Duration::from_micros(20)].into_iter().enumerate()
+        {
             assert!(s.sync_probe_due(false, at + i as u64), "wait {i} of the probe");
             s.probing = true;
             let budget = s.probe_budget();
