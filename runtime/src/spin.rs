@@ -510,7 +510,8 @@ impl Spinner {
     /// ends with the waiter still sleeping at once doubles its period (~134 ms up to ~2.1 s),
     /// so waits that are long in truth (a learner's long update) cost at most three spins of
     /// at most 5 ms every 2.1 s; one that ends it resets the period. Never while the machine is
-    /// crowded (`crowded`: the peers may be queued behind other processes).
+    /// crowded (`crowded`: this wait's reading or the standing verdict of
+    /// [`crate::LoadTracker`]; the peers may be queued behind other processes).
     fn sync_probe_due(&mut self, crowded: bool, now_ns: u64) -> bool {
         if !self.settings.policy.is_auto() || crowded {
             return false;
@@ -584,7 +585,7 @@ impl Spinner {
         // count is read only while the peer is still at work (not ready at a first look), when
         // this waiter and its peer both count as runnable whether or not they slept before.
         let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
-        self.probing = self.sync_probe_due(crowded, monotonic_ns());
+        self.probing = self.sync_probe_due(crowded || self.yields_to_load(), monotonic_ns());
         let budget = if self.probing {
             self.probe_budget().min(timeout)
         } else {
