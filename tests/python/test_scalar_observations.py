@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from helper_envs import CounterEnv
 
 import ringenv
 from ringenv import _worker
@@ -18,9 +19,9 @@ from ringenv import _worker
 NUM_ENVS = 4
 
 
-class ScalarEnv(gym.Env):
+class ScalarEnv(CounterEnv):
     """Returns ``values[t % len(values)]`` as the observation of its t-th step (``values[0]`` at
-    reset), each env offset by its ``shift`` steps."""
+    reset), each env offset by its ``shift`` steps (reset and step: :class:`CounterEnv`'s)."""
 
     def __init__(self, space, values, shift=0):
         self.observation_space, self.action_space = space, spaces.Discrete(2)
@@ -28,15 +29,6 @@ class ScalarEnv(gym.Env):
 
     def _obs(self):
         return self.values[(self.t + self.shift) % len(self.values)]
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), 0.0, False, False, {}
 
 
 CASES = {
