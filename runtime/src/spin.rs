@@ -512,7 +512,14 @@ impl Spinner {
     /// at most 5 ms every 2.1 s; one that ends it resets the period. Never while the machine is
     /// crowded (`crowded`: this wait's reading or the standing verdict of
     /// [`crate::LoadTracker`]; the peers may be queued behind other processes).
-    fn sync_probe_due(&mut self, crowded: bool, now_ns: u64) -> bool {
+    /// Sets `probing` for the wait about to start and returns it; `now_ns` (`CLOCK_MONOTONIC`)
+    /// is read only when a new probe could start, not on every wait.
+    fn sync_probe_due(&mut self, crowded: bool, now_ns: impl FnOnce() -> u64) -> bool {
+        self.probing = self.starts_or_continues_probe(crowded, now_ns);
+        self.probing
+    }
+
+    fn starts_or_continues_probe(&mut self, crowded: bool, now_ns: impl FnOnce() -> u64) -> bool {
         if !self.settings.policy.is_auto() || crowded {
             return false;
         }
@@ -522,7 +529,7 @@ impl Spinner {
                 return false;
             }
             let shift = SYNC_PROBE_PERIOD_SHIFT + self.probe_backoff;
-            let period = now_ns >> shift << shift;
+            let period = now_ns() >> shift << shift;
             if period <= self.probe_period_ns {
                 return false;
             }
@@ -585,8 +592,7 @@ impl Spinner {
         // count is read only while the peer is still at work (not ready at a first look), when
         // this waiter and its peer both count as runnable whether or not they slept before.
         let crowded = self.watches_load() && !ready() && self.load.check(monotonic_ns());
-        self.probing = self.sync_probe_due(crowded || self.yields_to_load(), monotonic_ns());
-        let budget = if self.probing {
+        let budget = if self.sync_probe_due(crowded || self.yields_to_load(), monotonic_ns) {
             self.probe_budget().min(timeout)
         } else {
             let stalled = self.watches_stalls() && self.stalls.oversubscribed() && !self.stall_probe_due();
@@ -676,6 +682,15 @@ mod tests {
 
     const PERIOD: u64 = 1 << SYNC_PROBE_PERIOD_SHIFT;
 
+    /// One wait as `wait_with` learns it at `now_ns`, whose peer was ready after `ready_after`:
+    /// whether it was a probe's.
+    fn probe_wait(s: &mut Spinner, now_ns: u64, ready_after: Duration) -> bool {
+        let probed = s.sync_probe_due(false, || now_ns);
+        s.record(ready_after);
+        s.end_probe_wait();
+        probed
+    }
+
     fn sleeping_auto(period_start: u64) -> Spinner {
         let mut s = auto();
         s.probe_period_ns = period_start;
@@ -691,15 +706,14 @@ mod tests {
         let mut s = sleeping_auto(10 * PERIOD);
         // Within the period of its last probe: no probe, however many waits.
         for k in 0..5 {
-            assert!(!s.sync_probe_due(false, 10 * PERIOD + k * 1000), "no probe before the next boundary");
+            assert!(!s.sync_probe_due(false, || 10 * PERIOD + k * 1000), "no probe before the next boundary");
         }
         // The next boundary: three waits probe, each spinning at least the bound, at most 5 ms.
         let at = 11 * PERIOD + 5;
         for (i, sample) in
             [Duration::from_millis(2), Duration::from_micros(30), Duration::from_micros(20)].into_iter().enumerate()
         {
-            assert!(s.sync_probe_due(false, at + i as u64), "wait {i} of the probe");
-            s.probing = true;
+            assert!(s.sync_probe_due(false, || at + i as u64), "wait {i} of the probe");
             let budget = s.probe_budget();
             assert!(budget >= s.bound() && budget <= SYNC_PROBE_MAX, "probe budget {budget:?}, bound {:?}", s.bound());
             s.record(sample);
@@ -708,7 +722,7 @@ mod tests {
         assert_eq!(s.average(), Duration::from_micros(20), "a probe's sample replaces the average");
         assert!(!s.sleeps_at_once(), "short probe waits end the sleeping");
         assert_eq!(s.probe_backoff, 0);
-        assert!(!s.sync_probe_due(false, at + 10), "a spinning waiter does not probe");
+        assert!(!s.sync_probe_due(false, || at + 10), "a spinning waiter does not probe");
     }
 
     #[test]
@@ -718,16 +732,10 @@ mod tests {
         for p in 1..=64u64 {
             // one wait at each base boundary, then the rest of a probe's waits right after
             let now = p * PERIOD + 1;
-            if s.sync_probe_due(false, now) {
+            if probe_wait(&mut s, now, Duration::from_millis(2)) {
                 probes.push(p);
-                s.probing = true;
-                s.record(Duration::from_millis(2));
-                s.end_probe_wait();
                 for _ in 1..SYNC_PROBE_WAITS {
-                    assert!(s.sync_probe_due(false, now + 1), "a probe runs its waits in a row");
-                    s.probing = true;
-                    s.record(Duration::from_millis(2));
-                    s.end_probe_wait();
+                    assert!(probe_wait(&mut s, now + 1, Duration::from_millis(2)), "a probe runs its waits in a row");
                 }
                 assert!(s.sleeps_at_once());
             }
@@ -744,11 +752,14 @@ mod tests {
             fixed.record(Duration::from_millis(2));
         }
         assert!(fixed.sleeps_at_once());
-        assert!(!fixed.sync_probe_due(false, u64::MAX / 2), "a fixed bound is the user's to keep");
+        assert!(!fixed.sync_probe_due(false, || u64::MAX / 2), "a fixed bound is the user's to keep");
         let mut s = sleeping_auto(0);
-        assert!(!s.sync_probe_due(true, 5 * PERIOD), "crowded: the peers may wait for a core");
-        assert!(s.sync_probe_due(false, 5 * PERIOD), "not crowded: the probe runs");
-        assert!(!sleeping_auto(0).sync_probe_due(false, PERIOD - 1), "no boundary passed since its last probe period");
+        assert!(!s.sync_probe_due(true, || 5 * PERIOD), "crowded: the peers may wait for a core");
+        assert!(s.sync_probe_due(false, || 5 * PERIOD), "not crowded: the probe runs");
+        assert!(
+            !sleeping_auto(0).sync_probe_due(false, || PERIOD - 1),
+            "no boundary passed since its last probe period"
+        );
     }
 
     const BOUND: Duration = Duration::from_micros(200);
