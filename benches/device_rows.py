@@ -4,8 +4,9 @@ that builds can alternate row by row (``PYTHONPATH`` picks the build). A benchma
 Each row is one vector env measured by the one measurement loop (:func:`ringenv.cli._measure.measure`):
 reset with seed 0, 0.3 s of warm-up, ``--seconds`` of stepping; ``torch.cuda.synchronize()`` ends
 the timed window of a ``device="cuda"`` row. Python rows use ``benches/python_envs.py``'s busy env
-(``copy=False, check_actions=False``, as that script measures), Rust rows ``ringenv.make_vec`` with
-default settings but the worker count. Prints ``ROW steps/s, main process cores, tree cores``.
+(``copy=False, check_actions=False``, as that script measures; the ``_def`` rows with every setting
+at its default, the worker layout included, but ``spin_us``), Rust rows ``ringenv.make_vec`` with
+default settings but the worker count (``cartpole64_def``: none given). Prints ``ROW steps/s, main process cores, tree cores``.
 
 Usage::
 
@@ -48,8 +49,14 @@ def _python(cost_us: float, n: int, workers: int, batch: Optional[int] = None, s
         n, seconds, batch, device is not None)
 
 
-def _cartpole(n: int, workers: int, device: Optional[str] = None) -> Callable[[float], str]:
-    kwargs = {"num_workers": workers, **({"device": device} if device else {})}
+def _default(cost_us: float, n: int, spin_us: Optional[float] = None) -> Callable[[float], str]:
+    """A Python row with every setting at its default (the worker layout included) but ``spin_us``."""
+    fns = [functools.partial(make_env, cost_us)] * n
+    return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(fns, spin_us=spin_us), n, seconds)
+
+
+def _cartpole(n: int, workers: Optional[int], device: Optional[str] = None) -> Callable[[float], str]:
+    kwargs = {**({"num_workers": workers} if workers is not None else {}), **({"device": device} if device else {})}
     return lambda seconds: _run(lambda: ringenv.make_vec("CartPole-v1", n, vector_kwargs=kwargs), n, seconds,
                                 cuda=device is not None)
 
@@ -65,6 +72,12 @@ ROWS: Dict[str, Callable[[float], str]] = {
     "py40x32_16w": _python(40.0, 32, 16),
     "py750x32_16w_async8": _python(750.0, 32, 16, batch=8),
     "py750x32_16w_async8_cuda": _python(750.0, 32, 16, batch=8, device="cuda"),
+    "py750x32_def": _default(750.0, 32),
+    "py750x32_def_spin2000": _default(750.0, 32, spin_us=2000),
+    "py200x32_def": _default(200.0, 32),
+    "py200x32_def_spin400": _default(200.0, 32, spin_us=400),
+    "py40x32_def": _default(40.0, 32),
+    "cartpole64_def": _cartpole(64, None),
     "cartpole256_4w_cpu": _cartpole(256, 4),
     "cartpole256_4w_cuda": _cartpole(256, 4, "cuda"),
     "cartpole256_16w_cpu": _cartpole(256, 16),

@@ -38,6 +38,23 @@
 //! peer's work is below ~2.5 wake-ups, where spinning pays. A fixed bound ([`SpinPolicy`] with
 //! `spin` given) keeps the bound as given.
 //!
+//! **And the waiter's own work.** Under AUTO the bound is also at least twice the waiter's own
+//! work between two waits ([`Spinner::busy`]: the end of one wait to the start of the next,
+//! averaged), at most 1 ms, whatever the probe: a worker that steps its envs for 400 µs-1.5 ms per
+//! command spins through waits of up to about that long. Where wake-ups are cheap (the floor's
+//! 200 µs bound sleeps through waits of ~90 µs), the competitive rule would put it to sleep
+//! through the main process's turnaround, but in a pool that steps every env at once one sleeping
+//! worker costs the whole pool: it must be woken before it starts, the others then wait for it,
+//! and their waits grow long enough to put them to sleep too (the 16-core trap of the synchronized
+//! probes, below). Spinning
+//! there costs the waiter at most about as much CPU as its work (a wait is spun through only while
+//! the waits average under ~the work), typically a few percent (waits of ~100 µs after 1.5 ms of
+//! work). Barrier-synchronised worker pools spin far longer by default: LLVM's OpenMP runtime
+//! spins 200 ms at a barrier before it sleeps (`KMP_DEFAULT_BLOCKTIME`, `openmp/runtime/src/kmp.h`).
+//! On a 16-core machine this took a 200 µs row of docs/WAKEUP.md (16 workers of 2 envs) to
+//! 0.95-0.99 of the best fixed bound in six runs of six (the build before: 0.52-0.98 in five); a
+//! bound of once the work was not enough ([`BUSY_FACTOR`]).
+//!
 //! **Not on a crowded machine.** Under AUTO a [`Probe::Pause`] waiter also watches whether the
 //! machine runs more tasks than cores ([`crate::LoadTracker`]); while it does, it sleeps at once
 //! whatever the peer-ready times said: its peer may be queued behind another process, and a
@@ -111,7 +128,8 @@ impl SpinPolicy {
     pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
     /// The bound follows the machine: `8 *` what one of each waiter's sleeps costs
     /// ([`Spinner::sleep_cost`]), within [`SpinPolicy::DEFAULT_SPIN`] and 1 ms (400 µs for
-    /// [`Probe::Yield`]). Stored in the segment header as `u64::MAX` ns.
+    /// [`Probe::Yield`]), and at least twice the waiter's own work between waits
+    /// ([`Spinner::busy`]), at most 1 ms. Stored in the segment header as `u64::MAX` ns.
     pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
     /// Never spin: every wait announces itself and sleeps on the futex at once.
     pub const NEVER: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
@@ -237,6 +255,12 @@ const AUTO_MAX: Duration = Duration::from_millis(1);
 /// waiter spinning through a long wait there holds a core a peer needs for its work (a 40 µs env,
 /// 4 workers on 2 cores lost up to 18% with bounds above 300 µs, docs/WAKEUP.md).
 const AUTO_MAX_OVERSUBSCRIBED: Duration = Duration::from_micros(400);
+/// [`SpinPolicy::AUTO`]'s bound is at least this many times the waiter's own work between waits
+/// ([`Spinner::busy`]), at most [`AUTO_MAX`] (also with [`Probe::Yield`]). Measured on a 16-core
+/// machine (docs/WAKEUP.md, 2026-11-26): with 1, a 200 µs row of 16 workers stayed trapped in 4
+/// of 6 runs (53,117-68,451 steps/s against 72,888 for `spin_us=400`); with 2, in none of 6
+/// (69,041-71,892).
+const BUSY_FACTOR: u64 = 2;
 
 fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
@@ -275,6 +299,11 @@ pub struct Spinner {
     /// The moving average of what waking this waiter cost its producers (their time in the
     /// `FUTEX_WAKE` system call, [`Wakeup`]'s `wake_cost_ns`), in nanoseconds; 0 until known.
     waker_ns: u64,
+    /// The moving average of this waiter's own work between two waits (the end of one wait to
+    /// the start of the next), each sample at most [`AUTO_MAX`], in nanoseconds; 0 until known.
+    busy_ns: u64,
+    /// When its last wait ended (`None` before the first).
+    last_end: Option<Instant>,
     /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
     /// [`SpinPolicy::AUTO`] with [`Probe::Pause`].
     load: LoadTracker,
@@ -324,6 +353,8 @@ impl Spinner {
             average_ns: 0,
             wake_ns: nanos(INITIAL_WAKE),
             waker_ns: 0,
+            busy_ns: 0,
+            last_end: None,
             load: LoadTracker::for_this_process(),
             stalls: LoadTracker::new(1),
             next_stall_probe_ns: 0,
@@ -345,16 +376,31 @@ impl Spinner {
         let policy = self.settings.policy;
         if policy.is_auto() {
             let max = if self.settings.probe == Probe::Yield { AUTO_MAX_OVERSUBSCRIBED } else { AUTO_MAX };
-            self.sleep_cost_ns().saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max))
+            let wake = self.sleep_cost_ns().saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max));
+            wake.max(self.busy_ns.saturating_mul(BUSY_FACTOR).min(nanos(AUTO_MAX)))
         } else {
             nanos(policy.spin)
         }
     }
 
     /// The bound of the spin phase now: the policy's, or for [`SpinPolicy::AUTO`] eight times
-    /// [`Spinner::sleep_cost`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]).
+    /// [`Spinner::sleep_cost`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]), raised to
+    /// twice [`Spinner::busy`] (at most 1 ms) where that is longer.
     pub fn bound(&self) -> Duration {
         Duration::from_nanos(self.bound_ns())
+    }
+
+    /// The moving average of this waiter's own work between two waits: the time from the end of
+    /// one [`Spinner::wait`] to the start of the next, each sample counted as at most 1 ms
+    /// (zero before the second wait). Under [`SpinPolicy::AUTO`] the bound is at least twice this.
+    pub fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy_ns)
+    }
+
+    /// Learns one stretch of this waiter's own work between two waits (see [`Spinner::busy`]).
+    pub fn record_busy(&mut self, busy: Duration) {
+        let sample = nanos(busy).min(nanos(AUTO_MAX));
+        self.busy_ns = if self.busy_ns == 0 { sample } else { ewma(self.busy_ns, sample) };
     }
 
     /// The moving average of recent peer-ready times.
@@ -587,6 +633,9 @@ impl Spinner {
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
+        if let Some(end) = self.last_end {
+            self.record_busy(start - end);
+        }
         // Under AUTO, a machine with more runnable tasks than cores means the peer may be queued
         // behind another process: sleep at once, freeing this core for it (machine_load.rs). The
         // count is read only while the peer is still at work (not ready at a first look), when
@@ -607,8 +656,10 @@ impl Spinner {
             self.stalls.observe_over(longest_yield >= STALL);
         }
         if ready_in_spin {
-            self.record(Instant::now() - start);
+            let end = Instant::now();
+            self.record(end - start);
             self.end_probe_wait();
+            self.last_end = Some(end);
             return true;
         }
         let spun = Instant::now() - start;
@@ -617,7 +668,8 @@ impl Spinner {
         let woke = wakeup.sleep_with::<F>(ready, start + timeout);
         let stamp = wakeup.take_ready_stamp();
         let now_ns = if stamp == 0 { 0 } else { monotonic_ns() };
-        let waited = Instant::now() - start;
+        let end = Instant::now();
+        let waited = end - start;
         if woke && wakeup.sleeps() != sleeps {
             let latency = (stamp != 0).then(|| Duration::from_nanos(now_ns.saturating_sub(stamp)));
             self.record_waker_cost(Duration::from_nanos(wakeup.wake_cost()));
@@ -627,6 +679,7 @@ impl Spinner {
             self.record(waited);
         }
         self.end_probe_wait();
+        self.last_end = Some(end);
         woke
     }
 }
@@ -958,6 +1011,58 @@ mod tests {
         let mut f = spinner();
         f.record_woken(Duration::from_secs(1), Duration::ZERO, Some(Duration::from_millis(900)));
         assert_eq!(f.bound(), BOUND);
+    }
+
+    /// The 16-core trap of docs/WAKEUP.md: fast wake-ups (20 µs) give the floor's bound, whose
+    /// threshold (~90 µs) sleeps through waits of 130 µs, the main process's turnaround in a pool
+    /// of 16 workers each working 1.5 ms per command; sleeping there staggers the whole pool. A
+    /// waiter that works that long between its waits gets a bound of its work (at most 1 ms,
+    /// also when the pool outnumbers the cores) and spins through them.
+    #[test]
+    fn the_automatic_bound_is_at_least_the_waiters_own_work_between_waits() {
+        for (probe, cap) in [(Probe::Pause, AUTO_MAX), (Probe::Yield, AUTO_MAX_OVERSUBSCRIBED)] {
+            let mut s = Spinner::new(SpinSettings { policy: SpinPolicy::AUTO, probe });
+            for _ in 0..200 {
+                s.record_woken(150 * US, Duration::ZERO, Some(20 * US));
+            }
+            assert_eq!(s.bound(), AUTO_MIN, "{probe:?}: 20 us wake-ups, no work known: the floor");
+            assert!(s.sleeps_at_once(), "{probe:?}: 130 us waits sleep at once: average {:?}", s.average());
+            for _ in 0..200 {
+                s.record_busy(300 * US);
+            }
+            assert_eq!(s.busy(), 300 * US);
+            assert_eq!(s.bound(), 600 * US, "{probe:?}: the bound is twice the work between waits");
+            for _ in 0..200 {
+                s.record_busy(Duration::from_micros(1500));
+            }
+            let below = AUTO_MAX - s.busy();
+            assert!(
+                below < Duration::from_nanos(8),
+                "a sample counts at most 1 ms (within the 1/8 rounding): {below:?}"
+            );
+            assert_eq!(s.bound(), AUTO_MAX, "{probe:?}: beyond the wake-up term's ceiling {cap:?}");
+            assert!(!s.sleeps_at_once(), "{probe:?}: 130 us waits are spun through: bound {:?}", s.bound());
+            for _ in 0..200 {
+                s.record_busy(50 * US);
+            }
+            assert_eq!(s.bound(), AUTO_MIN, "{probe:?}: 50 us of work between waits: the wake-up term again");
+        }
+        // A fixed bound is the user's whatever the waiter's work.
+        let mut f = spinner();
+        f.record_busy(Duration::from_millis(5));
+        assert_eq!(f.bound(), BOUND);
+    }
+
+    #[test]
+    fn a_waiters_work_is_the_time_between_the_end_of_one_wait_and_the_start_of_the_next() {
+        let mut s = auto();
+        let w = Wakeup::default();
+        assert!(s.wait(&w, || true, Duration::from_secs(1)));
+        assert_eq!(s.busy(), Duration::ZERO, "nothing known before the second wait");
+        std::thread::sleep(Duration::from_millis(2)); // at least 2 ms of "work"
+        assert!(s.wait(&w, || true, Duration::from_secs(1)));
+        assert_eq!(s.busy(), AUTO_MAX, "one sample of 2 ms or more, counted as 1 ms");
+        assert_eq!(s.bound(), AUTO_MAX);
     }
 
     #[test]
