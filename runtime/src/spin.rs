@@ -302,6 +302,8 @@ pub struct Spinner {
     /// The moving average of this waiter's own work between two waits (the end of one wait to
     /// the start of the next), each sample at most [`AUTO_MAX`], in nanoseconds; 0 until known.
     busy_ns: u64,
+    /// The last stretch of work measured (capped as a sample), `None` before the first.
+    last_busy_ns: Option<u64>,
     /// When its last wait ended (`None` before the first).
     last_end: Option<Instant>,
     /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
@@ -354,6 +356,7 @@ impl Spinner {
             wake_ns: nanos(INITIAL_WAKE),
             waker_ns: 0,
             busy_ns: 0,
+            last_busy_ns: None,
             last_end: None,
             load: LoadTracker::for_this_process(),
             stalls: LoadTracker::new(1),
@@ -391,15 +394,19 @@ impl Spinner {
     }
 
     /// The moving average of this waiter's own work between two waits: the time from the end of
-    /// one [`Spinner::wait`] to the start of the next, each sample counted as at most 1 ms
-    /// (zero before the second wait). Under [`SpinPolicy::AUTO`] the bound is at least twice this.
+    /// one [`Spinner::wait`] to the start of the next, each stretch counted as at most 1 ms and as
+    /// at most the stretch before it (so that one stretch lengthened by a preemption, another
+    /// process's time slice, does not count; two in a row do), zero before the second wait.
+    /// Under [`SpinPolicy::AUTO`] the bound is at least twice this.
     pub fn busy(&self) -> Duration {
         Duration::from_nanos(self.busy_ns)
     }
 
     /// Learns one stretch of this waiter's own work between two waits (see [`Spinner::busy`]).
     pub fn record_busy(&mut self, busy: Duration) {
-        let sample = nanos(busy).min(nanos(AUTO_MAX));
+        let stretch = nanos(busy).min(nanos(AUTO_MAX));
+        let sample = self.last_busy_ns.map_or(stretch, |last| stretch.min(last));
+        self.last_busy_ns = Some(stretch);
         self.busy_ns = if self.busy_ns == 0 { sample } else { ewma(self.busy_ns, sample) };
     }
 
@@ -1046,6 +1053,13 @@ mod tests {
                 s.record_busy(50 * US);
             }
             assert_eq!(s.bound(), AUTO_MIN, "{probe:?}: 50 us of work between waits: the wake-up term again");
+            // One stretch lengthened by a preemption (a neighbour's time slice) does not count;
+            // two in a row do.
+            let before = s.busy();
+            s.record_busy(Duration::from_millis(3));
+            assert_eq!(s.busy(), before, "{probe:?}: one long stretch among short ones");
+            s.record_busy(Duration::from_millis(3));
+            assert!(s.busy() > before, "{probe:?}: two long stretches in a row");
         }
         // A fixed bound is the user's whatever the waiter's work.
         let mut f = spinner();
