@@ -14,6 +14,12 @@ import pytest
 # Every test must finish well within this; a hung test fails instead of blocking the suite.
 TEST_TIMEOUT_S = 60.0
 
+# How long the ``closing`` fixture lets a vector env's close wait for a call still pending in its
+# workers (a failed test may leave one that sleeps for minutes) before the workers are killed.
+# The time limit's last resort does not cover that wait: pytest cancels faulthandler's pending
+# dump when a test fails (its ``pytest_exception_interact`` hook).
+CLOSE_TIMEOUT_S = 10.0
+
 
 class _TestTimeout(Exception):
     pass
@@ -57,7 +63,9 @@ def _sb3_log_folder(tmp_path_factory):
 @pytest.fixture
 def closing():
     """``closing(env)`` registers a vector env (ringenv's or Gymnasium's) to be closed at teardown
-    and returns it."""
+    and returns it. A Gymnasium ``VectorEnv`` (ringenv's included) is closed with
+    ``timeout=CLOSE_TIMEOUT_S``: a call still pending is waited for that long, then its workers
+    are killed."""
     envs = []
 
     def register(env):
@@ -69,7 +77,10 @@ def closing():
     for env in reversed(envs):
         try:
             if not getattr(env, "closed", False):
-                env.close()
+                if hasattr(env, "close_extras"):  # a Gymnasium VectorEnv: a bounded wait
+                    env.close(timeout=CLOSE_TIMEOUT_S)
+                else:
+                    env.close()
         except Exception as e:  # close the others anyway, then report
             errors.append(e)
     if errors:

@@ -4,6 +4,7 @@ that are not numbers. Waits on the control plane honour the caller's timeout and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -159,18 +160,32 @@ def test_a_call_wait_honours_its_timeout_and_the_call_stays_pending(closing):
     assert envs.call_wait() == (0, 1)
 
 
+@contextlib.contextmanager
+def _python_sigint_handler():
+    """Python's own SIGINT handler (``KeyboardInterrupt``) for the duration, whatever the test
+    process inherited: a job started in the background by a non-interactive shell (``cmd &``,
+    ``nohup``) starts with SIGINT ignored, and Python then installs no handler, so a Ctrl-C test
+    would wait for a signal that never arrives."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_interrupts_a_call_that_would_block_for_ever(closing):
     envs = closing(ringenv.AsyncVectorEnv([functools.partial(CallEnv, i) for i in range(2)], num_workers=2))
     envs.reset(seed=0)
     # The call sleeps far past the test's time limit: only a wait that checks for signals ends.
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            envs.call("sleep", 1000.0)
+        with _python_sigint_handler():
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                envs.call("sleep", 1000.0)
     finally:
         timer.cancel()
-    envs.close(terminate=True)
+        envs.close(terminate=True)  # the call is still pending in the workers, asleep for 1000 s
 
 
 def _sleep_in_workers(main_pid: int, seconds: float):
@@ -188,11 +203,12 @@ def test_ctrl_c_interrupts_a_start_up_waiting_for_a_worker_and_stops_the_workers
 
     before = child_pids()
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt) as info:
-            ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2, num_workers=2,
-                                   startup_timeout=30.0)
+        with _python_sigint_handler():
+            timer.start()
+            with pytest.raises(KeyboardInterrupt) as info:
+                ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2,
+                                       num_workers=2, startup_timeout=30.0)
     finally:
         timer.cancel()
     # Raised by the wait itself, not on top of another error (the start-up running out of time,
