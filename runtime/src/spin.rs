@@ -257,8 +257,8 @@ const AUTO_MAX: Duration = Duration::from_millis(1);
 const AUTO_MAX_OVERSUBSCRIBED: Duration = Duration::from_micros(400);
 /// [`SpinPolicy::AUTO`]'s bound is at least this many times the waiter's own work between waits
 /// ([`Spinner::busy`]), at most [`AUTO_MAX`] (also with [`Probe::Yield`]). Measured on a 16-core
-/// machine (docs/WAKEUP.md, 2026-11-26): with 1, a 200 µs row of 16 workers stayed trapped in 4
-/// of 6 runs (53,117-68,451 steps/s against 72,888 for `spin_us=400`); with 2, in none of 6
+/// machine (docs/WAKEUP.md, 2026-11-26): with 1, a 200 µs row of 16 workers came within 5% of
+/// `spin_us=400` (72,888 steps/s) in 1 run of 8 (48,037-71,115); with 2, in 6 of 6
 /// (69,041-71,892).
 const BUSY_FACTOR: u64 = 2;
 
