@@ -225,8 +225,7 @@ class GpuStaging:
             RuntimeError: the staging is closed.
         """
         native = self._open()
-        if not 0 <= slot < len(self._host):
-            raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
+        self._check_slot(slot)
         n = self.num_envs
         if rows is None:
             start, stop = 0, n
@@ -273,8 +272,7 @@ class GpuStaging:
         n = self.num_envs
         rows = 0
         for slot, start, stop in pieces:
-            if not 0 <= slot < len(self._host):
-                raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
+            self._check_slot(slot)
             if not 0 <= start <= stop <= n:
                 raise ValueError(f"rows {start}:{stop} are not within 0..{n}")
             rows += stop - start
@@ -292,6 +290,11 @@ class GpuStaging:
         for slot, copies in by_slot.items():
             native.copy_to_device(slot, copies, handle)
         return out
+
+    def _check_slot(self, slot: int) -> None:
+        """Raises ``ValueError`` naming ``slot`` unless it is one of the pool's slots."""
+        if not 0 <= slot < len(self._host):
+            raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
 
     def _stream_handle(self) -> int:
         """The ``cudaStream_t`` of ``torch.cuda.current_stream(device)``, as an integer.
