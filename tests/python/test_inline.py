@@ -149,6 +149,9 @@ def test_async_batches_with_an_inline_share_return_every_env_once_per_round(clos
 def test_in_arrival_order_the_inline_share_never_runs_ahead_of_the_worker_processes(closing):
     # The share is stepped only on its turn in send order, however fast it is: between two of its
     # batches every worker process's block came back once (it is never more than one batch ahead).
+    # How far it may fall behind depends on the scheduling (beside a busy process the worker
+    # processes' batches arrive before it runs, and arrival order returns them first), so only
+    # the bound ahead is asserted.
     envs = closing(ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(6)], num_workers=2,
                                           inline=True, batch_size=2))
     envs.async_reset(seed=0)
@@ -160,7 +163,7 @@ def test_in_arrival_order_the_inline_share_never_runs_ahead_of_the_worker_proces
         counts[ids] += 1
         assert counts[4] <= counts[:4].min() + 1, counts
         envs.send(np.ones(len(ids), np.int64), ids)
-    assert counts[4] == counts[5] and counts[4] >= counts[:4].min() - 1, counts
+    assert counts[4] == counts[5] and counts.sum() == 180 and counts[4] >= 1, counts
 
 
 def test_an_inline_envs_exception_is_raised_as_a_workers_and_the_env_goes_on(closing):
