@@ -240,14 +240,20 @@ impl WorkerEndpoint {
     /// Waits for the next command (spin, then futex sleep). Ends the process (and its process
     /// group) if the main process died.
     pub fn next_command(&mut self) -> Command {
+        let mut waited = false;
         loop {
             if let Some(c) = self.commands.pop() {
+                if !waited {
+                    // Queued while the last one ran: a new stretch of work begins here.
+                    self.spinner.mark_boundary();
+                }
                 let steps_envs = matches!(c.kind(), Ok(crate::CommandKind::Step | crate::CommandKind::Reset));
                 self.received = Some((Instant::now(), steps_envs));
                 return c;
             }
             let ring = self.commands.ring();
             let wakeup = self.segment.command_wakeup(self.worker).expect("connect checked the worker index");
+            waited = true;
             if !self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK) && !self.parent_alive() {
                 end_worker();
             }

@@ -39,9 +39,10 @@
 //! `spin` given) keeps the bound as given.
 //!
 //! **And the waiter's own work.** Under AUTO the bound is also at least twice the waiter's own
-//! work between two waits ([`Spinner::busy`]: the end of one wait to the start of the next,
-//! averaged), at most 1 ms, whatever the probe: a worker that steps its envs for 400 µs-1.5 ms per
-//! command spins through waits of up to about that long. Where wake-ups are cheap (the floor's
+//! work between two waits ([`Spinner::busy`]: the end of one wait, or of the previous command
+//! taken without one ([`Spinner::mark_boundary`]), to the start of the next wait, averaged), at
+//! most 1 ms, whatever the probe: a worker that steps its envs for 400 µs-1 ms per command spins
+//! through waits of up to about that long. Where wake-ups are cheap (the floor's
 //! 200 µs bound sleeps through waits of ~90 µs), the competitive rule would put it to sleep
 //! through the main process's turnaround, but in a pool that steps every env at once one sleeping
 //! worker costs the whole pool: it must be woken before it starts, the others then wait for it,
@@ -54,6 +55,17 @@
 //! On a 16-core machine this took a 200 µs row of docs/WAKEUP.md (16 workers of 2 envs) to
 //! 0.95-0.99 of the best fixed bound in six runs of six (the build before: 0.52-0.98 in five); a
 //! bound of once the work was not enough ([`BUSY_FACTOR`]).
+//!
+//! **Long work.** From 1 ms of work per command on ([`LONG_WORK`]), the bound is three times the
+//! work, at most 4 ms. With 1.5 ms of work per command, two workers the kernel runs on one core
+//! make every other worker wait about one command's work; a bound of twice the work (or 1 ms)
+//! sleeps through that wait (its threshold is about the work), and woken workers were placed two
+//! to a core again: 16 workers of 2 envs of 750 µs stayed there in 7 runs of 17. At three times
+//! the work the waiters spin through it, stay on their cores, and the pool spreads (19 runs of 19
+//! within 6% of `spin_us=2000`, docs/WAKEUP.md). A stretch counts as long work only if this
+//! thread's CPU time over it says so too ([`Spinner::record_work`]; a system call, made only
+//! around stretches of 500 µs or more): other processes' turns on its core lengthen the wall
+//! time, not the work.
 //!
 //! **Not on a crowded machine.** Under AUTO a [`Probe::Pause`] waiter also watches whether the
 //! machine runs more tasks than cores ([`crate::LoadTracker`]); while it does, it sleeps at once
@@ -129,7 +141,8 @@ impl SpinPolicy {
     /// The bound follows the machine: `8 *` what one of each waiter's sleeps costs
     /// ([`Spinner::sleep_cost`]), within [`SpinPolicy::DEFAULT_SPIN`] and 1 ms (400 µs for
     /// [`Probe::Yield`]), and at least twice the waiter's own work between waits
-    /// ([`Spinner::busy`]), at most 1 ms. Stored in the segment header as `u64::MAX` ns.
+    /// ([`Spinner::busy`]), at most 1 ms (from 1 ms of work on, three times it, at most 4 ms).
+    /// Stored in the segment header as `u64::MAX` ns.
     pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
     /// Never spin: every wait announces itself and sleeps on the futex at once.
     pub const NEVER: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
@@ -261,6 +274,19 @@ const AUTO_MAX_OVERSUBSCRIBED: Duration = Duration::from_micros(400);
 /// `spin_us=400` (72,888 steps/s) in 1 run of 8 (48,037-71,115); with 2, in 6 of 6
 /// (69,041-71,892).
 const BUSY_FACTOR: u64 = 2;
+/// A waiter whose work per command averages at least this (1 ms) gets a bound of
+/// [`LONG_FACTOR`] times its work instead of [`BUSY_FACTOR`] times, at most [`BUSY_MAX`] (the
+/// module docs' "Long work"). Measured (docs/WAKEUP.md, 2026-11-26): on a 16-core machine, 16
+/// workers of 2 envs of 750 µs below 90% of `spin_us=2000` in 7 runs of 17 before (10,814-20,195
+/// steps/s), in none of 19 with this rule (19,282-20,424, against 20,272-20,428 for
+/// `spin_us=2000`). From 500 µs of wall time per stretch of work, without the CPU time check and
+/// with a run of commands taken without a wait counted as one stretch, it lost 3-10% on the
+/// 2-core VM beside a busy loop (2 workers of 4 envs of 200 µs); as it is, within 3% there.
+const LONG_WORK: Duration = Duration::from_millis(1);
+/// The factor of [`LONG_WORK`]: the threshold, about half the bound, is then 1.5 times the work.
+const LONG_FACTOR: u64 = 3;
+/// The largest bound the waiter's own work sets (4 ms; a stretch of work counts as at most this).
+const BUSY_MAX: Duration = Duration::from_millis(4);
 
 fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u128::from(u64::MAX)) as u64
@@ -286,6 +312,21 @@ pub(crate) fn monotonic_ns() -> u64 {
     }
 }
 
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds: a system call (no vDSO
+/// path), so read only around stretches of work of half a millisecond or more. Under loom a
+/// constant.
+fn thread_cpu_ns() -> u64 {
+    #[cfg(not(loom))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        (t.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec as u64)
+    }
+    #[cfg(loom)]
+    {
+        1
+    }
+}
+
 /// A waiter's learned spin state (see the module docs). One per waiter; not shared.
 #[derive(Clone, Debug)]
 pub struct Spinner {
@@ -300,12 +341,15 @@ pub struct Spinner {
     /// `FUTEX_WAKE` system call, [`Wakeup`]'s `wake_cost_ns`), in nanoseconds; 0 until known.
     waker_ns: u64,
     /// The moving average of this waiter's own work between two waits (the end of one wait to
-    /// the start of the next), each sample at most [`AUTO_MAX`], in nanoseconds; 0 until known.
+    /// the start of the next), each sample at most [`BUSY_MAX`], in nanoseconds; 0 until known.
     busy_ns: u64,
     /// The last stretch of work measured (capped as a sample), `None` before the first.
     last_busy_ns: Option<u64>,
     /// When its last wait ended (`None` before the first).
     last_end: Option<Instant>,
+    /// This thread's CPU time when its last wait ended, in nanoseconds, read only when the
+    /// stretch before that wait was at least half [`LONG_WORK`] (`None` otherwise).
+    last_end_cpu_ns: Option<u64>,
     /// Whether the machine runs more tasks than cores ([`crate::LoadTracker`]); read only under
     /// [`SpinPolicy::AUTO`] with [`Probe::Pause`].
     load: LoadTracker,
@@ -358,6 +402,7 @@ impl Spinner {
             busy_ns: 0,
             last_busy_ns: None,
             last_end: None,
+            last_end_cpu_ns: None,
             load: LoadTracker::for_this_process(),
             stalls: LoadTracker::new(1),
             next_stall_probe_ns: 0,
@@ -380,21 +425,34 @@ impl Spinner {
         if policy.is_auto() {
             let max = if self.settings.probe == Probe::Yield { AUTO_MAX_OVERSUBSCRIBED } else { AUTO_MAX };
             let wake = self.sleep_cost_ns().saturating_mul(AUTO_FACTOR).clamp(nanos(AUTO_MIN), nanos(max));
-            wake.max(self.busy_ns.saturating_mul(BUSY_FACTOR).min(nanos(AUTO_MAX)))
+            wake.max(self.work_bound_ns())
         } else {
             nanos(policy.spin)
         }
     }
 
+    /// The least bound the waiter's own work sets under AUTO: twice [`Spinner::busy`] (at most
+    /// 1 ms), or three times it (at most 4 ms) from 1 ms of work on ([`LONG_WORK`]).
+    fn work_bound_ns(&self) -> u64 {
+        if self.busy_ns >= nanos(LONG_WORK) {
+            self.busy_ns.saturating_mul(LONG_FACTOR).min(nanos(BUSY_MAX))
+        } else {
+            self.busy_ns.saturating_mul(BUSY_FACTOR).min(nanos(AUTO_MAX))
+        }
+    }
+
     /// The bound of the spin phase now: the policy's, or for [`SpinPolicy::AUTO`] eight times
     /// [`Spinner::sleep_cost`] within 200 µs..1 ms (..400 µs with [`Probe::Yield`]), raised to
-    /// twice [`Spinner::busy`] (at most 1 ms) where that is longer.
+    /// twice [`Spinner::busy`] (at most 1 ms; from 1 ms of work on three times it, at most
+    /// 4 ms) where that is longer.
     pub fn bound(&self) -> Duration {
         Duration::from_nanos(self.bound_ns())
     }
 
     /// The moving average of this waiter's own work between two waits: the time from the end of
-    /// one [`Spinner::wait`] to the start of the next, each stretch counted as at most 1 ms and as
+    /// one [`Spinner::wait`] (or from a [`Spinner::mark_boundary`]) to the start of the next wait
+    /// (or the next boundary), each stretch counted as at most 4 ms (as just under 1 ms when its
+    /// CPU time is less, [`Spinner::record_work`]) and as
     /// at most the stretch before it (so that one stretch lengthened by a preemption, another
     /// process's time slice, does not count; two in a row do), zero before the second wait.
     /// Under [`SpinPolicy::AUTO`] the bound is at least twice this.
@@ -404,10 +462,46 @@ impl Spinner {
 
     /// Learns one stretch of this waiter's own work between two waits (see [`Spinner::busy`]).
     pub fn record_busy(&mut self, busy: Duration) {
-        let stretch = nanos(busy).min(nanos(AUTO_MAX));
+        let stretch = nanos(busy).min(nanos(BUSY_MAX));
         let sample = self.last_busy_ns.map_or(stretch, |last| stretch.min(last));
         self.last_busy_ns = Some(stretch);
         self.busy_ns = if self.busy_ns == 0 { sample } else { ewma(self.busy_ns, sample) };
+    }
+
+    /// Learns one stretch of work of `wall` time during which this thread used `cpu` of CPU
+    /// time (`None`: not read): as [`Spinner::record_busy`], except that a stretch reaches
+    /// [`LONG_WORK`] only if its CPU time does too (without a reading it counts as just under
+    /// it). Other processes' turns on the waiter's core (a busy neighbour's time slices) lengthen
+    /// the wall time, not the work.
+    pub fn record_work(&mut self, wall: Duration, cpu: Option<Duration>) {
+        let just_under = LONG_WORK - Duration::from_nanos(1);
+        let stretch = match cpu {
+            _ if wall < LONG_WORK => wall,
+            Some(cpu) if cpu >= LONG_WORK => wall.min(cpu),
+            _ => just_under,
+        };
+        self.record_busy(stretch);
+    }
+
+    /// Marks a boundary between two items of work that needed no wait between them (a worker
+    /// that found its next command already queued): the stretch since the last wait or boundary
+    /// is learned as one stretch of work ([`Spinner::record_work`]), so that [`Spinner::busy`] is
+    /// the work per command, not the work of a run of commands taken without waiting.
+    pub fn mark_boundary(&mut self) {
+        if let Some(end) = self.last_end {
+            let now = Instant::now();
+            let cpu = self.last_end_cpu_ns.map(|then| Duration::from_nanos(thread_cpu_ns().saturating_sub(then)));
+            self.record_work(now - end, cpu);
+            self.mark_end(now);
+        }
+    }
+
+    /// Marks the end of a wait at `end`, reading this thread's CPU time there when the stretch
+    /// just measured was at least half [`LONG_WORK`] (the next one may then reach it).
+    fn mark_end(&mut self, end: Instant) {
+        self.last_end = Some(end);
+        let long_ish = self.last_busy_ns.is_some_and(|b| b >= nanos(LONG_WORK) / 2);
+        self.last_end_cpu_ns = long_ish.then(thread_cpu_ns);
     }
 
     /// The moving average of recent peer-ready times.
@@ -641,7 +735,8 @@ impl Spinner {
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
         if let Some(end) = self.last_end {
-            self.record_busy(start - end);
+            let cpu = self.last_end_cpu_ns.map(|then| Duration::from_nanos(thread_cpu_ns().saturating_sub(then)));
+            self.record_work(start - end, cpu);
         }
         // Under AUTO, a machine with more runnable tasks than cores means the peer may be queued
         // behind another process: sleep at once, freeing this core for it (machine_load.rs). The
@@ -666,7 +761,7 @@ impl Spinner {
             let end = Instant::now();
             self.record(end - start);
             self.end_probe_wait();
-            self.last_end = Some(end);
+            self.mark_end(end);
             return true;
         }
         let spun = Instant::now() - start;
@@ -686,7 +781,7 @@ impl Spinner {
             self.record(waited);
         }
         self.end_probe_wait();
-        self.last_end = Some(end);
+        self.mark_end(end);
         woke
     }
 }
@@ -1023,8 +1118,9 @@ mod tests {
     /// The 16-core trap of docs/WAKEUP.md: fast wake-ups (20 µs) give the floor's bound, whose
     /// threshold (~90 µs) sleeps through waits of 130 µs, the main process's turnaround in a pool
     /// of 16 workers each working 1.5 ms per command; sleeping there staggers the whole pool. A
-    /// waiter that works that long between its waits gets a bound of its work (at most 1 ms,
-    /// also when the pool outnumbers the cores) and spins through them.
+    /// waiter that works that long between its waits gets a bound of twice its work (at most
+    /// 1 ms; from 1 ms of work on three times it, at most 4 ms; also when the pool outnumbers
+    /// the cores) and spins through them.
     #[test]
     fn the_automatic_bound_is_at_least_the_waiters_own_work_between_waits() {
         for (probe, cap) in [(Probe::Pause, AUTO_MAX), (Probe::Yield, AUTO_MAX_OVERSUBSCRIBED)] {
@@ -1040,15 +1136,43 @@ mod tests {
             assert_eq!(s.busy(), 300 * US);
             assert_eq!(s.bound(), 600 * US, "{probe:?}: the bound is twice the work between waits");
             for _ in 0..200 {
+                s.record_busy(450 * US);
+            }
+            let off = s.bound().abs_diff(900 * US);
+            assert!(off < Duration::from_nanos(16), "{probe:?}: below 500 us of work, twice it: {:?}", s.bound());
+            for _ in 0..200 {
                 s.record_busy(Duration::from_micros(1500));
             }
-            let below = AUTO_MAX - s.busy();
+            let off = s.busy().abs_diff(Duration::from_micros(1500));
+            assert!(off < Duration::from_nanos(8), "{probe:?}: 1.5 ms of work (within the 1/8 rounding): {off:?}");
+            assert!(
+                s.bound().abs_diff(Duration::from_micros(4500).min(BUSY_MAX)) < Duration::from_nanos(24),
+                "{probe:?}: from 500 us of work on, three times it, at most 4 ms, beyond the wake-up term's ceiling {cap:?}: {:?}",
+                s.bound()
+            );
+            assert!(!s.sleeps_at_once(), "{probe:?}: 130 us waits are spun through: bound {:?}", s.bound());
+            // The trap of 16 workers of 1.5 ms each: waits as long as the work are spun through
+            // (a bound of twice the work would sleep at once there).
+            for _ in 0..200 {
+                s.record(Duration::from_micros(1500));
+            }
+            assert!(!s.sleeps_at_once(), "{probe:?}: waits of one command's work are spun through");
+            for _ in 0..200 {
+                s.record(Duration::from_millis(3));
+            }
+            assert!(s.sleeps_at_once(), "{probe:?}: waits of twice the work sleep at once");
+            for _ in 0..200 {
+                s.record_busy(Duration::from_millis(10));
+            }
+            let below = BUSY_MAX - s.busy();
             assert!(
                 below < Duration::from_nanos(8),
-                "a sample counts at most 1 ms (within the 1/8 rounding): {below:?}"
+                "{probe:?}: a stretch counts at most 4 ms (within the 1/8 rounding): {below:?}"
             );
-            assert_eq!(s.bound(), AUTO_MAX, "{probe:?}: beyond the wake-up term's ceiling {cap:?}");
-            assert!(!s.sleeps_at_once(), "{probe:?}: 130 us waits are spun through: bound {:?}", s.bound());
+            assert_eq!(s.bound(), BUSY_MAX);
+            for _ in 0..200 {
+                s.record(130 * US);
+            }
             for _ in 0..200 {
                 s.record_busy(50 * US);
             }
@@ -1068,15 +1192,82 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads the thread CPU clock, which miri does not model")]
     fn a_waiters_work_is_the_time_between_the_end_of_one_wait_and_the_start_of_the_next() {
         let mut s = auto();
         let w = Wakeup::default();
         assert!(s.wait(&w, || true, Duration::from_secs(1)));
         assert_eq!(s.busy(), Duration::ZERO, "nothing known before the second wait");
-        std::thread::sleep(Duration::from_millis(2)); // at least 2 ms of "work"
+        std::thread::sleep(Duration::from_millis(2)); // 2 ms or more of wall time, no CPU time
         assert!(s.wait(&w, || true, Duration::from_secs(1)));
-        assert_eq!(s.busy(), AUTO_MAX, "one sample of 2 ms or more, counted as 1 ms");
+        let just_under = LONG_WORK - Duration::from_nanos(1);
+        assert_eq!(s.busy(), just_under, "a long stretch of wall time without a CPU reading: just under 1 ms");
+        assert_eq!(s.bound(), AUTO_MAX, "twice the work, at most 1 ms");
+        // Now the CPU time is read at each wait's end: a stretch of sleeping is not long work ...
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(s.wait(&w, || true, Duration::from_secs(1)));
+        assert_eq!(s.busy(), just_under, "2 ms asleep: under 1 ms of CPU time");
+        // ... two stretches of 2 ms of CPU time in a row are (the first counts as at most the one
+        // before it).
+        for _ in 0..2 {
+            let from = thread_cpu_ns();
+            while thread_cpu_ns() - from < 2_000_000 {
+                std::hint::black_box(0u64);
+            }
+            assert!(s.wait(&w, || true, Duration::from_secs(1)));
+        }
+        let busy = s.busy();
+        assert!(busy > LONG_WORK && busy <= BUSY_MAX, "2 ms of CPU work: long work: {busy:?}");
+        assert!(s.bound() >= busy * 3 || s.bound() == BUSY_MAX, "three times the work, at most 4 ms: {:?}", s.bound());
+        assert!(s.bound() > AUTO_MAX);
+    }
+
+    /// A worker that finds its next command already queued takes it without a wait; its work
+    /// per command, not per run of commands, is what it learns, and wall time lengthened by
+    /// other processes' turns on its core does not make a stretch long work.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the thread CPU clock, which miri does not model")]
+    fn work_is_learned_per_command_and_long_work_needs_cpu_time() {
+        let mut s = auto();
+        let w = Wakeup::default();
+        assert!(s.wait(&w, || true, Duration::from_secs(1)));
+        s.mark_boundary(); // a command taken without waiting: no work yet (a stretch of ~0)
+        assert!(s.busy() < 500 * US, "a stretch of almost nothing: {:?}", s.busy());
+        // Three runs of 300 us of CPU work, each a command taken without a wait: three stretches
+        // of 300 us, not one of 900 us.
+        let cpu_work = |ns: u64| {
+            let from = thread_cpu_ns();
+            while thread_cpu_ns() - from < ns {
+                std::hint::black_box(0u64);
+            }
+        };
+        for _ in 0..40 {
+            cpu_work(300_000);
+            s.mark_boundary();
+        }
+        let busy = s.busy();
+        assert!(busy >= 280 * US && busy < LONG_WORK, "about 300 us per command: {busy:?}");
+        assert!(s.bound() < AUTO_MAX + US, "below 1 ms of work: twice it, at most 1 ms: {:?}", s.bound());
+        // Long stretches of wall time with little CPU time (asleep, or queued behind a neighbour)
+        // count as just under LONG_WORK ...
+        for _ in 0..40 {
+            std::thread::sleep(Duration::from_millis(2));
+            s.mark_boundary();
+        }
+        let busy = s.busy();
+        assert!(
+            busy > 980 * US && busy < LONG_WORK,
+            "2 ms asleep per command: just under 1 ms (the average's approach): {busy:?}"
+        );
         assert_eq!(s.bound(), AUTO_MAX);
+        // ... long stretches of CPU time are long work: three times it, at most 4 ms.
+        for _ in 0..40 {
+            cpu_work(1_500_000);
+            s.mark_boundary();
+        }
+        let busy = s.busy();
+        assert!(busy >= Duration::from_micros(1450) && busy <= BUSY_MAX, "1.5 ms of CPU per command: {busy:?}");
+        assert_eq!(s.bound(), BUSY_MAX, "three times 1.5 ms: the 4 ms ceiling");
     }
 
     #[test]
@@ -1227,7 +1418,7 @@ mod tests {
                     for round in 1..=ROUNDS {
                         let ready = || published.load(Ordering::Acquire) >= round;
                         assert!(s.wait(&w, ready, Duration::from_secs(30)), "{probe:?} round {round}");
-                        assert!(s.budget() <= s.bound() && s.bound() <= AUTO_MAX);
+                        assert!(s.budget() <= s.bound() && s.bound() <= BUSY_MAX);
                     }
                 });
                 for round in 0..ROUNDS {
