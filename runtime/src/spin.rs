@@ -472,7 +472,10 @@ impl Spinner {
     /// time (`None`: not read): as [`Spinner::record_busy`], except that a stretch reaches
     /// [`LONG_WORK`] only if its CPU time does too (without a reading it counts as just under
     /// it). Other processes' turns on the waiter's core (a busy neighbour's time slices) lengthen
-    /// the wall time, not the work.
+    /// the wall time, not the work. (A waiter used from two threads in turn, a pool stepped from
+    /// several, compares two threads' clocks: the stretch then counts as just under 1 ms, or as
+    /// its wall time, as it would without the check; no stretch counts as more than its wall
+    /// time.)
     pub fn record_work(&mut self, wall: Duration, cpu: Option<Duration>) {
         let just_under = LONG_WORK - Duration::from_nanos(1);
         let stretch = match cpu {
