@@ -1142,7 +1142,11 @@ mod tests {
                 s.record_busy(450 * US);
             }
             let off = s.bound().abs_diff(900 * US);
-            assert!(off < Duration::from_nanos(16), "{probe:?}: below 500 us of work, twice it: {:?}", s.bound());
+            assert!(off < Duration::from_nanos(16), "{probe:?}: below 1 ms of work, twice it: {:?}", s.bound());
+            for _ in 0..200 {
+                s.record_busy(900 * US);
+            }
+            assert_eq!(s.bound(), AUTO_MAX, "{probe:?}: 900 us of work: twice it, at most 1 ms (not three times it)");
             for _ in 0..200 {
                 s.record_busy(Duration::from_micros(1500));
             }
@@ -1150,7 +1154,7 @@ mod tests {
             assert!(off < Duration::from_nanos(8), "{probe:?}: 1.5 ms of work (within the 1/8 rounding): {off:?}");
             assert!(
                 s.bound().abs_diff(Duration::from_micros(4500).min(BUSY_MAX)) < Duration::from_nanos(24),
-                "{probe:?}: from 500 us of work on, three times it, at most 4 ms, beyond the wake-up term's ceiling {cap:?}: {:?}",
+                "{probe:?}: from 1 ms of work on, three times it, at most 4 ms, beyond the wake-up term's ceiling {cap:?}: {:?}",
                 s.bound()
             );
             assert!(!s.sleeps_at_once(), "{probe:?}: 130 us waits are spun through: bound {:?}", s.bound());
@@ -1236,8 +1240,8 @@ mod tests {
         assert!(s.wait(&w, || true, Duration::from_secs(1)));
         s.mark_boundary(); // a command taken without waiting: no work yet (a stretch of ~0)
         assert!(s.busy() < 500 * US, "a stretch of almost nothing: {:?}", s.busy());
-        // Three runs of 300 us of CPU work, each a command taken without a wait: three stretches
-        // of 300 us, not one of 900 us.
+        // 300 us of CPU work per command, each command taken without a wait: stretches of
+        // 300 us, not one stretch of all of them.
         let cpu_work = |ns: u64| {
             let from = thread_cpu_ns();
             while thread_cpu_ns() - from < ns {
