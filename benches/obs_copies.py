@@ -8,13 +8,17 @@ Measures:
   ``ringenv._obs_writer`` (one ``copyto`` per leaf), over a segment-like buffer;
 - the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``Slots.observations``, what
   ``step`` returns), in a loop that keeps the last batch as a policy loop does, each row in a
-  new process: ``copy=True`` (one copy per leaf per batch into new arrays), with the default
-  layout and with ``num_workers=0``, each also with the vector env's ``settle_allocator``
-  (``ringenv/_allocator.py``) left out, as before it existed, for this script's observation and
-  for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False`` (views);
+  new process: ``copy=True`` as it is by default for these batches, lent (new views of the slot,
+  ``ringenv/_leases.py``); ``copy=True`` copied (one copy per leaf per batch into new arrays:
+  what a batch costs when the caller holds the pool's other slots, here forced by turning
+  lending off), with the default layout and with ``num_workers=0``, each also with the vector
+  env's ``settle_allocator`` (``ringenv/_allocator.py``) left out, as before it existed, for
+  this script's observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
+  (views);
 - end to end, steps/s of the env (fresh arrays and infos every step, ~120 µs of Python work per
-  step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings and with
-  ``copy=False``, through the one measurement loop (``ringenv.cli._measure``).
+  step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings, with every
+  ``copy=True`` batch copied (lending off), and with ``copy=False``, through the one measurement
+  loop (``ringenv.cli._measure``).
 
 Function timings use ``timeit`` (best of ``--repeats`` runs). Usage:
 ``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--output RESULTS.md|-]``.
@@ -50,7 +54,7 @@ OBS_BYTES = sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in LEAVES)
 GRID_OBS_BYTES = 151_552  # benches/grid.py's Dict (grid.space_bytes(grid.dict_space()))
 
 #: The read paths of :func:`read_row`, by name.
-READ_PATHS = ("copy=True", "copy=False")
+READ_PATHS = ("copy=True", "copy=True, copied", "copy=False")
 
 
 class BigDictEnv(gym.Env):
@@ -129,7 +133,9 @@ def read_row(obs: str, path: str, workers: Optional[int], settle: bool, envs: in
 
     if not settle:
         ringenv.vector.settle_allocator = lambda: None
-    vec = ringenv.AsyncVectorEnv([_env(obs)] * envs, num_workers=workers, copy=path == "copy=True")
+    if path == "copy=True, copied":
+        ringenv.vector.lends = lambda *args: False
+    vec = ringenv.AsyncVectorEnv([_env(obs)] * envs, num_workers=workers, copy=path != "copy=False")
     try:
         vec.reset(seed=0)
         slots, held = vec._slots, [None]
@@ -157,18 +163,28 @@ def _read_in_child(row: Dict[str, Any], envs: int, seconds: float, repeats: int)
 READ_OBS = ("14 leaves", "grid Dict")
 
 #: The read rows: (observation, path, num_workers, settle).
-READ_ROWS = [(obs, "copy=True", workers, settle) for obs in READ_OBS for workers in (None, 0) for settle in (True, False)] \
+READ_ROWS = [(obs, "copy=True", None, True) for obs in READ_OBS] \
+    + [(obs, "copy=True, copied", workers, settle) for obs in READ_OBS for workers in (None, 0) for settle in (True, False)] \
     + [("14 leaves", "copy=False", None, True)]
 
 
 def end_to_end(seconds: float, envs: int) -> Dict[str, float]:
     """Steps/s through the one measurement loop, per runtime."""
     import ringenv
+    import ringenv.vector
     from ringenv.cli._measure import measure
+
+    def copied():
+        lends, ringenv.vector.lends = ringenv.vector.lends, lambda *args: False
+        try:
+            return ringenv.AsyncVectorEnv([BigDictEnv] * envs)
+        finally:
+            ringenv.vector.lends = lends
 
     makers = {
         "Gymnasium `SyncVectorEnv`": lambda: gym.vector.SyncVectorEnv([BigDictEnv] * envs),
-        "ringenv, default": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, default (`copy=True`, batches lent)": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, `copy=True`, every batch copied (lending off)": copied,
         "ringenv, `copy=False`": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs, copy=False),
     }
     return {name: measure(make, num_envs=envs, seconds=seconds, seed=0).steps_per_s for name, make in makers.items()}
@@ -197,7 +213,9 @@ def section(report: Dict[str, Any]) -> List[str]:
     for row in report["read"]:
         layout = "default layout" if row["workers"] is None else f"`num_workers={row['workers']}`"
         state = "" if row["settle"] else ", allocator not settled (as before `ringenv._allocator`)"
-        what = "`copy=True`" if row["path"] == "copy=True" else "`copy=False` (views of the slot)"
+        what = {"copy=True": "`copy=True`, lent (the default for this batch: new views of the slot)",
+                "copy=True, copied": "`copy=True`, copied (lending off, as when the caller holds the other slots)",
+                "copy=False": "`copy=False` (views of the slot)"}[row["path"]]
         obs = (f"{OBS_BYTES:,} B in 14 leaves" if row["obs"] == "14 leaves"
                else f"{GRID_OBS_BYTES:,} B in 12 leaves, `grid.py`'s")
         lines.append(f"| main: a batch of {envs} of {obs}, {what}, {layout}{state} | {row['s'] * 1e6:,.1f} | "

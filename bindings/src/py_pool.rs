@@ -602,6 +602,21 @@ impl PyPool {
         Ok(true)
     }
 
+    /// Makes `slot` the one the next command of `worker` uses (`None`: of every worker; before
+    /// writing its actions or seeds). Raises `ValueError` for a slot or worker out of range,
+    /// `AlreadyPendingCallError` while that worker (with `None`, any) has a command in flight.
+    #[pyo3(signature = (slot, worker=None))]
+    fn set_next_slot(&mut self, py: Python<'_>, slot: usize, worker: Option<usize>) -> PyResult<()> {
+        if let Some(w) = worker {
+            self.check_worker(w)?;
+        }
+        let depth = self.layout.depth;
+        if slot >= depth {
+            return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
+        }
+        self.open_mut(py)?.set_next_slot(worker, slot).map_err(|e| to_pyerr(py, e))
+    }
+
     /// The slot worker `worker`'s next command uses (write its actions there before `send`).
     fn next_slot_of(&self, py: Python<'_>, worker: usize) -> PyResult<usize> {
         self.check_worker(worker)?;

@@ -435,6 +435,43 @@ impl Pool {
         self.worker_slot[0]
     }
 
+    /// Makes `slot` the one the next command of worker `w` uses (`None`: of every worker, as
+    /// [`Pool::submit`] needs), in place of the slot after its last: for a caller that must not
+    /// have a slot rewritten yet (the Python vector env lends a slot's observations to its caller
+    /// instead of copying them, `ringenv._leases`). Write the command's inputs after this.
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
+    /// [`PoolError::AlreadyPending`]: that worker (or, with `None`, any worker) has a command in
+    /// flight; the errors of every operation's first check ([`PoolError::Closed`],
+    /// [`PoolError::ForkedChild`], a failed pool's error).
+    pub fn set_next_slot(&mut self, w: Option<usize>, slot: usize) -> Result<(), PoolError> {
+        self.usable()?;
+        let depth = self.segment.layout().depth;
+        if slot >= depth {
+            return Err(PoolError::InvalidArgument(format!("no slot {slot}: the pool has {depth}")));
+        }
+        match w {
+            None => {
+                if self.sync.is_some() || self.in_flight() > 0 {
+                    return Err(PoolError::AlreadyPending);
+                }
+                self.worker_slot.iter_mut().for_each(|s| *s = slot);
+            }
+            Some(w) => {
+                let workers = self.worker_slot.len();
+                if w >= workers {
+                    return Err(PoolError::InvalidArgument(format!("no worker {w}: the pool has {workers}")));
+                }
+                if self.sync.is_some() || self.flights[w].is_some() {
+                    return Err(PoolError::AlreadyPending);
+                }
+                self.worker_slot[w] = slot;
+            }
+        }
+        Ok(())
+    }
+
     /// A read-only view of slot `slot` (read results).
     ///
     /// # Panics

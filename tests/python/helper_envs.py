@@ -395,3 +395,37 @@ class JitterEnv(gym.Env):
         done = self.t >= self.length
         return obs, float(self.t + 0.5 * int(action)), done and self.t % 2 == 0, done and self.t % 2 == 1, \
             {"count": self.t}
+
+
+class FrameEnv(gym.Env):
+    """A Dict observation of 12,320 bytes: ``"frame"`` uint8 ``(64, 64, 3)`` and ``"pos"`` int64
+    ``(4,)``, every element a function of the env index, the step count ``t`` and the last
+    action; Discrete(3) actions; truncated every ``length`` steps. Eight of them make an
+    observation batch above ``ringenv._leases.LEASE_MIN_BYTES``, so ``copy=True`` lends it."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env_index: int = 0, length: int = 7):
+        self.env_index, self.length = env_index, length
+        self.observation_space = spaces.Dict({
+            "frame": spaces.Box(0, 255, (64, 64, 3), np.uint8),
+            "pos": spaces.Box(-(2 ** 40), 2 ** 40, (4,), np.int64),
+        })
+        self.action_space = spaces.Discrete(3)
+        self.t = self.action = self.offset = 0
+
+    def _obs(self):
+        base = self.offset + 31 * self.env_index + 7 * self.t + self.action
+        frame = ((np.arange(64 * 64 * 3, dtype=np.int64) + base) % 251).astype(np.uint8).reshape(64, 64, 3)
+        return {"frame": frame, "pos": np.array([self.env_index, self.t, self.action, base], np.int64)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.action = 0, 0
+        self.offset = int(self.np_random.integers(0, 1000))
+        return self._obs(), {"offset": self.offset}
+
+    def step(self, action):
+        self.t += 1
+        self.action = int(action)
+        return self._obs(), float(self.action), False, self.t >= self.length, {"t": self.t}

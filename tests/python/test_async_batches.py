@@ -240,7 +240,7 @@ def test_recv_gathers_nested_rows_leaf_by_leaf_as_gymnasium_concatenates_them(sp
     # equal, in values, dtypes and container types, to Gymnasium's env-by-env iterate + concatenate.
     from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
-    from ringenv._slots import _array_tree, _gather
+    from ringenv._slots import array_tree, _gather
 
     n = 6
     batched = batch_space(space, n)
@@ -249,7 +249,7 @@ def test_recv_gathers_nested_rows_leaf_by_leaf_as_gymnasium_concatenates_them(sp
     parts = [(first, 1, 3), (second, 0, 2), (first, 4, 6)]
     items = [item for batch, a, b in parts for item in list(iterate(batched, batch))[a:b]]
     expected = concatenate(space, items, create_empty_array(space, n=len(items), fn=np.zeros))
-    assert _array_tree(space)
+    assert array_tree(space)
     got = _gather(space, parts)
     assert_tree_identical(got, expected)
     assert type(got) is type(expected)

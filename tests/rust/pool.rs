@@ -133,6 +133,34 @@ fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
 }
 
 #[test]
+fn set_next_slot_picks_the_slot_a_command_writes_and_refuses_while_one_is_in_flight() {
+    const N: usize = 4;
+    let mut pool = pool("CartPole-v1", N, 2).unwrap();
+    let depth = pool.layout().depth;
+    let seeds: Vec<Option<u64>> = (0..N as u64).map(Some).collect();
+    let first = pool.reset(&seeds).unwrap().slot;
+    let before = obs_of(&pool, first);
+    // The slot after the last is the default; make the next command write the same slot again.
+    assert_eq!(pool.next_slot(), (first + 1) % depth);
+    pool.set_next_slot(None, first).unwrap();
+    assert_eq!(pool.next_slot(), first);
+    let out = pool.step(bytemuck::cast_slice(&[1i64; N])).unwrap();
+    assert_eq!(out.slot, first, "the step wrote the slot set");
+    assert_ne!(obs_of(&pool, first), before, "the step rewrote that slot");
+    // Per worker, out of range, and while a command is in flight.
+    pool.set_next_slot(Some(1), first).unwrap();
+    assert_eq!(pool.next_slot_of(1), first);
+    assert!(matches!(pool.set_next_slot(None, depth), Err(PoolError::InvalidArgument(m)) if m.contains("no slot")));
+    assert!(matches!(pool.set_next_slot(Some(2), 0), Err(PoolError::InvalidArgument(m)) if m.contains("no worker 2")));
+    pool.submit(ringenv_runtime::CommandKind::Step, None).unwrap();
+    assert!(matches!(pool.set_next_slot(None, 0), Err(PoolError::AlreadyPending)));
+    assert!(matches!(pool.set_next_slot(Some(0), 0), Err(PoolError::AlreadyPending)));
+    pool.wait(Some(Duration::from_secs(10))).unwrap();
+    pool.close(Duration::from_secs(5));
+    assert!(matches!(pool.set_next_slot(None, 0), Err(PoolError::Closed)));
+}
+
+#[test]
 fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
     use ringenv_runtime::{list_pools, Monitor};
     let mut pool = pool("BlocksWorld-v0", 7, 2).unwrap(); // 7 envs: no other test uses 7

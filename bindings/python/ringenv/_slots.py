@@ -14,6 +14,7 @@ shared memory arrive pickled, and :class:`Slots` keeps the latest one of each en
 
 from __future__ import annotations
 
+import functools
 from copy import deepcopy
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
@@ -24,9 +25,10 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ringenv import _layout
 from ringenv._checks import action_bounds, check_action_values, check_fits, refuse_objects
+from ringenv._leases import Leases
 from ringenv._staging import DeviceBatches, host_actions
 
-__all__ = ["Slots"]
+__all__ = ["Slots", "array_tree"]
 
 #: Rows ``start:stop`` of slot ``slot`` (one worker's block, or a run of blocks).
 Run = Tuple[int, int, int]
@@ -44,6 +46,8 @@ class Slots:
         act_leaves: the action leaves (a flat action space), or ``None``: actions travel pickled.
         reward_dtype: the dtype of the reward arrays, ``"float64"`` or ``"float32"``.
         check_actions: whether :meth:`write_actions` checks action values (range, NaN).
+        lend: whether ``copy=True`` observations are lent rather than copied
+            (:mod:`ringenv._leases`; the pool then has ``LENDING_DEPTH`` slots).
 
     Attributes:
         latest: per worker, the slot holding its latest results (``None`` before any).
@@ -53,8 +57,10 @@ class Slots:
 
     def __init__(self, pool: Any, num_envs: int, single_observation_space: spaces.Space,
                  single_action_space: spaces.Space, observation_space: spaces.Space, action_space: spaces.Space,
-                 obs_leaves: Optional[list], act_leaves: Optional[list], reward_dtype: str, check_actions: bool):
+                 obs_leaves: Optional[list], act_leaves: Optional[list], reward_dtype: str, check_actions: bool,
+                 lend: bool = False):
         n = self.num_envs = num_envs
+        self._pool = pool
         self.single_observation_space, self.single_action_space = single_observation_space, single_action_space
         self.observation_space, self.action_space = observation_space, action_space
         self.latest: List[Optional[int]] = [None] * pool.num_workers
@@ -78,7 +84,7 @@ class Slots:
         # (array leaves; a Text leaf reads as new strings): the views never change.
         self.obs_views: Optional[List[Any]] = (
             [read_from_shared_memory(single_observation_space, mem, n=n) for mem in self.obs_mem]
-            if self.obs_mem is not None and _array_tree(single_observation_space) else None)
+            if self.obs_mem is not None and array_tree(single_observation_space) else None)
         # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
         self.obs_flat: Optional[List[np.ndarray]] = (
             [_layout.flat_view(single_observation_space, n, seg, pool.offset(s, "obs")) for s in slots]
@@ -86,6 +92,10 @@ class Slots:
         self.action: Optional[List[np.ndarray]] = (
             [_layout.flat_view(single_action_space, n, seg, pool.offset(s, "action")) for s in slots]
             if act_leaves else None)
+        #: The slots whose observations are lent with ``copy=True``, or ``None``: copied.
+        self.leases: Optional[Leases] = (
+            _leases_of(pool, seg, single_observation_space, n, obs_leaves)
+            if lend and obs_leaves and (self.obs_flat is not None or self.obs_views is not None) else None)
         self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
@@ -115,6 +125,23 @@ class Slots:
             CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
         """
         self.device = DeviceBatches(device, self, segment)
+
+    def next_slot(self) -> int:
+        """The slot the next command to every worker writes: the pool's next one, or, when the
+        caller holds that one (:mod:`ringenv._leases`), one it does not hold, made the next."""
+        slot = self._pool.next_slot
+        if self.leases is not None and self.leases.held(slot):
+            slot = self.leases.free_slot(slot)
+            self._pool.set_next_slot(slot)
+        return slot
+
+    def next_slot_of(self, worker: int) -> int:
+        """As :meth:`next_slot`, for worker ``worker``'s next command alone (``send``)."""
+        slot = self._pool.next_slot_of(worker)
+        if self.leases is not None and self.leases.held(slot):
+            slot = self.leases.free_slot(slot)
+            self._pool.set_next_slot(slot, worker)
+        return slot
 
     def before_reuse(self, slots: Iterable[int]) -> None:
         """Before a command that makes workers rewrite ``slots``: waits for the device's last
@@ -205,9 +232,14 @@ class Slots:
 
     def observations(self, slot: int, copy: bool) -> Any:
         """The observations of every env in ``slot``, batched as the observation space (views
-        of shared memory when not ``copy``)."""
+        of shared memory when not ``copy``; with ``copy``, views no command writes while the
+        caller holds them where the slot can be lent, :mod:`ringenv._leases`, else copies)."""
         if self.device is not None:
             return self.device.observations(slot, copy)
+        if copy and self.leases is not None:
+            lent = self.leases.lend(slot)
+            if lent is not None:
+                return lent
         if self.obs_flat is not None:
             flat = self.obs_flat[slot]
             return flat.copy() if copy else flat
@@ -274,6 +306,7 @@ class Slots:
         device, self.device = self.device, None
         if device is not None:
             device.close()
+        self.leases = None
         self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
 
@@ -282,15 +315,41 @@ class Slots:
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def _array_tree(space: spaces.Space) -> bool:
+def array_tree(space: spaces.Space) -> bool:
     """Whether ``space`` is an array space, or a Dict or Tuple whose every leaf is one."""
     if isinstance(space, _ARRAY_SPACES):
         return True
     if isinstance(space, spaces.Dict):
-        return all(_array_tree(s) for s in space.spaces.values())
+        return all(array_tree(s) for s in space.spaces.values())
     if isinstance(space, spaces.Tuple):
-        return all(_array_tree(s) for s in space.spaces)
+        return all(array_tree(s) for s in space.spaces)
     return False
+
+
+def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leaves: list) -> Leases:
+    """The :class:`ringenv._leases.Leases` of ``pool``'s slots: per slot, the bytes of its
+    observation leaves, read as ``space`` batched (one array, or dicts and tuples of arrays)."""
+    def span(s: int) -> Tuple[int, int]:
+        offs = [pool.offset(s, "obs", k) for k in range(len(obs_leaves))]
+        return min(offs), max(o + n * _layout.leaf_bytes(leaf) for o, leaf in zip(offs, obs_leaves))
+
+    def build(s: int, token: np.ndarray, start: int) -> Any:
+        if _layout.is_flat(space):
+            return _layout.flat_view(space, n, token, pool.offset(s, "obs") - start)
+        offsets = [pool.offset(s, "obs", k) - start for k in range(len(obs_leaves))]
+        return read_from_shared_memory(space, _layout.bind(space, n, token, offsets, obs_leaves), n=n)
+
+    return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_fresh_views, space))
+
+
+def _fresh_views(space: spaces.Space, batch: Any) -> Any:
+    """``batch`` (a batch of ``space``, an :func:`array_tree`) in new dicts and tuples holding new
+    views (``ndarray.view``) of its arrays: each holds its own reference to the arrays' base."""
+    if isinstance(space, spaces.Dict):
+        return {key: _fresh_views(sub, batch[key]) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_fresh_views(sub, batch[i]) for i, sub in enumerate(space.spaces))
+    return batch.view()
 
 
 def _containers(space: spaces.Space, batch: Any) -> Any:
@@ -304,7 +363,7 @@ def _containers(space: spaces.Space, batch: Any) -> Any:
 
 def _gather(space: spaces.Space, parts: List[Tuple[Any, int, int]]) -> Any:
     """The rows ``a:b`` of each ``(batch, a, b)`` of ``parts``, concatenated leaf by leaf into a
-    new batch of ``space`` (an :func:`_array_tree`): what Gymnasium's ``iterate`` then
+    new batch of ``space`` (an :func:`array_tree`): what Gymnasium's ``iterate`` then
     ``concatenate`` build env by env, with one copy per leaf and run instead."""
     if isinstance(space, spaces.Dict):
         return {key: _gather(sub, [(batch[key], a, b) for batch, a, b in parts]) for key, sub in space.spaces.items()}

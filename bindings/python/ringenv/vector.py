@@ -26,9 +26,10 @@ from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
 from ringenv._checks import check_count, check_options, check_segment_fits, reset_mask_of, seeds_of
 from ringenv._infos import add_batch_infos, add_infos
+from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv
-from ringenv._slots import Slots
+from ringenv._slots import Slots, array_tree
 from ringenv._staging import parse_device
 from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
@@ -63,8 +64,13 @@ class AsyncVectorEnv(PoolVectorEnv):
             shared memory; others (Graph, Sequence, custom spaces), and all with ``False``,
             travel pickled through the worker's info arena in the segment (the control socket when
             they do not fit). Results are identical either way.
-        copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns;
-            if ``False`` they may be views of the shared slot, valid until the step after next.
+        copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns: no
+            later call changes them. A batch of at least 64 KiB of array observations (a Box, or a
+            Dict or Tuple of Box, Discrete, MultiDiscrete, MultiBinary) is lent rather than copied:
+            views of a slot of shared memory that no worker writes while any array of it is
+            alive, in this process or in a child forked meanwhile (a third slot; the batch is
+            copied when the caller holds the others; ``ringenv/_leases.py``). If ``False`` they may
+            be views of the shared slot, valid until the step after next.
         context: accepted for compatibility and ignored: workers always start with fork+exec.
         daemon: accepted for compatibility; workers always die with the main process (each
             watches it through a pidfd) whatever its value.
@@ -236,8 +242,12 @@ class AsyncVectorEnv(PoolVectorEnv):
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
         # batch_space allocates arrays of num_envs rows and before the segment is created.
+        # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
+        lend = obs_leaves is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_leaves),
+                                                array_tree(single_obs), torch_device)
+        depth = LENDING_DEPTH if lend else 2
         check_segment_fits(n, _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [],
-                                                        program.reward_dtype))
+                                                        program.reward_dtype, depth))
         self.batch_size, self.num_workers, self.deterministic = batch_size, processes, bool(deterministic)
         self.inline = use_inline
         self.copy = copy
@@ -251,14 +261,15 @@ class AsyncVectorEnv(PoolVectorEnv):
         settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         self._pool = _native.Pool(
             n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
-            env=worker_environ(worker_env), startup_timeout=startup_timeout, on_worker_failure=on_worker_failure,
+            env=worker_environ(worker_env), depth=depth, startup_timeout=startup_timeout,
+            on_worker_failure=on_worker_failure,
             max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
             inline=program.host if use_inline else None,
         )
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
-                            obs_leaves, act_leaves, program.reward_dtype, check_actions)
+                            obs_leaves, act_leaves, program.reward_dtype, check_actions, lend)
         self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic)
         self._reset_mask: Optional[np.ndarray] = None
         if torch_device is not None:
@@ -355,8 +366,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         seeds = seeds_of(seed, self.num_envs)
         self._assert_default("reset_async")
         mask = reset_mask_of(options, self.num_envs)
+        slot = self._slots.next_slot()
         self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
-        self._slots.before_reuse([self._pool.next_slot])
+        self._slots.before_reuse([slot])
         self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
         self._reset_mask = mask
         self._state = AsyncState.WAITING_RESET
@@ -407,8 +419,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         self._assert_default("step_async")
-        payload = self._slots.write_actions(actions, None, self._pool.next_slot)
-        self._slots.before_reuse([self._pool.next_slot])
+        slot = self._slots.next_slot()
+        payload = self._slots.write_actions(actions, None, slot)
+        self._slots.before_reuse([slot])
         self._pool.submit("step", payload)
         self._state = AsyncState.WAITING_STEP
 

@@ -171,22 +171,24 @@ def _stepper(envs, batch_size: int, num_envs: int, policy_s: float = 0.0) -> Cal
     """One vector step: ``envs.step(actions)``; with async batches (``batch_size < num_envs``),
     ``recv()`` the next ready batch and ``send()`` it ``actions`` (shape ``(batch_size, ...)``)
     for its ``infos["env_id"]``. ``policy_s`` seconds of :func:`busy_wait` stand for the caller's
-    work on the results before the actions go (between ``recv`` and ``send``; before ``step``)."""
+    work on the results before the actions go (between ``recv`` and ``send``; before ``step``).
+    The last results are held until the next step returns, as a policy loop holds the
+    observations it computes the next actions from (ringenv lends a large ``copy=True`` batch
+    only while another slot is free: ``ringenv/_leases.py``)."""
+    held: List[Any] = [None]
     if batch_size >= num_envs:
-        if not policy_s:
-            return envs.step
-
         def step(actions: np.ndarray) -> None:
-            busy_wait(policy_s)
-            envs.step(actions)
+            if policy_s:
+                busy_wait(policy_s)
+            held[0] = envs.step(actions)
 
         return step
 
     def cycle(actions: np.ndarray) -> None:
-        infos = envs.recv()[4]
+        held[0] = results = envs.recv()
         if policy_s:
             busy_wait(policy_s)
-        envs.send(actions, infos["env_id"])
+        envs.send(actions, results[4]["env_id"])
 
     return cycle
 

@@ -1,0 +1,152 @@
+"""Lending a slot's observations to the caller instead of copying them (``copy=True``).
+
+With ``copy=True`` a vector env must return observations that no later step changes. Copying the
+slot's observations out of shared memory does that, at one copy of the whole batch per step in
+the main process while the workers wait: for the grid's Dict observation of 148 KiB per env, 8
+envs, that copy held 2 workers of 200 µs envs to 1.68x ``SyncVectorEnv`` where ``copy=False``
+reached 1.97x (``benches/RESULTS.md``). A pool whose observation batch is at least
+:data:`LEASE_MIN_BYTES` therefore gets a third slot, and hands its caller *views* of the slot the
+workers just wrote, as long as the caller holds them: a slot is **held** while any array whose
+memory lies in it is alive. Commands only go to slots that are not held
+(:meth:`Leases.free_slot`), and a slot is lent only when another one stays free for the next
+command; otherwise its observations are copied as before. A caller that keeps every batch (a list
+of them) thus gets copies from the third step on, and one that keeps the last one or two, as most
+training loops do (``obs = next_obs``), gets views at no copy.
+
+How "held" is known: each slot's observations are views of one NumPy array per slot (the
+*token*), made with ``numpy.asarray`` from an object exposing the slot's bytes through NumPy's
+array interface (:class:`_SlotMemory`). NumPy gives every view of an array that does not own its
+memory the same ``base`` as that array, and a view made from such an array's buffer (``frombuffer``,
+``memoryview``) references it, so every array a caller can derive from a lent observation, in
+any number of steps, keeps a reference to the token; the token's reference count above the count
+of this module's own views (``sys.getrefcount``) is the caller's. Arrays that copy (``copy()``,
+arithmetic, ``torch.as_tensor`` onto a GPU, pickling) hold nothing.
+
+Forks: the segment is shared memory, so a process forked while it holds lent arrays would see
+them change once the parent let go of them and a worker rewrote the slot. Before every
+``os.fork`` (``os.register_at_fork``; a ``multiprocessing`` or DataLoader fork is one), the slots
+held at that moment are retired: no command writes them again, and the pool lends while two of
+its slots are not retired, copying from then on otherwise.
+
+A masked reset (``options["reset_mask"]``) keeps the other envs' last observations by copying their
+rows from the slot that held them: from a lent slot, that is what the caller's array holds then,
+including anything the caller wrote into it in place.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from typing import Any, Callable, List, Optional, Set, Tuple
+
+import numpy as np
+
+__all__ = ["LEASE_MIN_BYTES", "LENDING_DEPTH", "Leases", "lends"]
+
+#: The smallest observation batch (bytes, every env's observation of one slot) that is lent rather
+#: than copied. Below it a copy costs about what a lend's bookkeeping does (a fresh view per leaf
+#: and a reference count per slot, ~1 µs), and small batches keep plain private copies.
+LEASE_MIN_BYTES = 64 * 1024
+
+#: Slots a pool that lends has: the one lent, the one the next command writes, and one more so a
+#: caller may hold the previous batch too.
+LENDING_DEPTH = 3
+
+#: Every live :class:`Leases`, for the fork hook.
+_LIVE: "weakref.WeakSet[Leases]" = weakref.WeakSet()
+
+
+def lends(copy: bool, obs_bytes: int, views: bool, device: Any) -> bool:
+    """Whether a pool lends its observations: ``copy=True``, an observation batch of
+    ``obs_bytes`` bytes (in shared memory) of at least :data:`LEASE_MIN_BYTES`, observations read
+    as views of arrays (``views``: a Box, Discrete, MultiDiscrete or MultiBinary space, or a Dict or
+    Tuple of them), and no GPU ``device`` (whose results are tensors on the GPU)."""
+    return bool(copy) and views and device is None and obs_bytes >= LEASE_MIN_BYTES
+
+
+class _SlotMemory:
+    """``nbytes`` bytes of ``segment`` (a ``uint8`` array over the shared mapping) from byte
+    ``offset``, exposed through NumPy's array interface (version 3): ``numpy.asarray`` of it is an
+    array whose ``base`` is this object, so views of that array reference that array (the token)
+    and not the segment. Holds ``segment``, which holds the mapping."""
+
+    __slots__ = ("segment", "__array_interface__")
+
+    def __init__(self, segment: np.ndarray, offset: int, nbytes: int):
+        if offset < 0 or offset + nbytes > segment.nbytes:
+            raise ValueError(f"bytes {offset}..{offset + nbytes} are outside the segment of {segment.nbytes} bytes")
+        self.segment = segment
+        self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1",
+                                    "data": (segment.__array_interface__["data"][0] + offset, False)}
+
+
+class Leases:
+    """The slots of one pool whose observations are lent to the caller.
+
+    Args:
+        segment: the pool's segment as a ``uint8`` array.
+        spans: per slot, the ``(start, stop)`` byte offsets in ``segment`` that hold every
+            observation leaf of that slot.
+        build: ``build(slot, token, start)`` gives the slot's observation batch as views of
+            ``token`` (a ``uint8`` array of ``spans[slot]``, whose byte 0 is segment byte
+            ``start``), batched as the observation space.
+        fresh: ``fresh(batch)`` gives ``batch`` in new containers holding new views of its arrays
+            (what :meth:`lend` returns; a caller may change either).
+    """
+
+    def __init__(self, segment: np.ndarray, spans: List[Tuple[int, int]],
+                 build: Callable[[int, np.ndarray, int], Any], fresh: Callable[[Any], Any]):
+        self._tokens = [np.asarray(_SlotMemory(segment, a, b - a)) for a, b in spans]
+        self._batches = [build(s, token, spans[s][0]) for s, token in enumerate(self._tokens)]
+        self._fresh = fresh
+        #: Each token's reference count while the caller holds nothing of it.
+        self._own = [self._count(s) for s in range(len(self._tokens))]
+        #: Slots held when the process forked: never written again.
+        self.retired: Set[int] = set()
+        _LIVE.add(self)
+
+    @property
+    def depth(self) -> int:
+        return len(self._tokens)
+
+    def _count(self, slot: int) -> int:
+        return sys.getrefcount(self._tokens[slot])
+
+    def held(self, slot: int) -> bool:
+        """Whether the caller holds an array of ``slot``'s observations, or ``slot`` was retired
+        at a fork: no command may write it."""
+        return slot in self.retired or self._count(slot) > self._own[slot]
+
+    def free_slot(self, preferred: int) -> int:
+        """``preferred`` if it is not :meth:`held`, else the first slot that is not.
+
+        Raises:
+            RuntimeError: every slot is held (cannot happen: :meth:`lend` keeps one free).
+        """
+        if not self.held(preferred):
+            return preferred
+        for s in range(self.depth):
+            if not self.held(s):
+                return s
+        raise RuntimeError("every slot of the pool is held by the caller")  # pragma: no cover - lend keeps one free
+
+    def lend(self, slot: int) -> Optional[Any]:
+        """``slot``'s observation batch as new views for the caller when another slot stays free
+        for the next command (not :meth:`held`), else ``None``: copy it instead."""
+        if slot in self.retired or not any(not self.held(s) for s in range(self.depth) if s != slot):
+            return None
+        return self._fresh(self._batches[slot])
+
+    def retire_held(self) -> None:
+        """Retires the slots held now (before a fork: see the module's docstring)."""
+        self.retired.update(s for s in range(self.depth) if self.held(s))
+
+
+def _before_fork() -> None:
+    for leases in list(_LIVE):
+        leases.retire_held()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)
