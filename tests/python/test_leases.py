@@ -230,3 +230,43 @@ def test_a_forked_child_keeps_the_batch_it_inherited_after_the_parent_lets_go(tm
     assert seen["child"] == {"same": True}
     assert len(seen["retired"]) == 1
     assert seen["last"] == [11] * N  # the parent stepped on with the two other slots
+
+
+@pytest.mark.parametrize("keep", [1, 2, 30])
+def test_asynchronous_batches_are_lent_and_what_is_held_never_changes(keep):
+    """recv/send of half the envs at a time (one worker's block each): every batch equals the same
+    envs' steps by hand, a contiguous batch is lent while a slot stays free, and the last
+    ``keep`` batches the caller holds never change."""
+    envs = ringenv.AsyncVectorEnv(fns(length=5), num_workers=2, batch_size=N // 2, deterministic=True)
+    ref = [FrameEnv(i, 5) for i in range(N)]
+    try:
+        envs.async_reset(seed=4)
+        for i, env in enumerate(ref):
+            env.reset(seed=4 + i)
+        kept, lent = [], 0
+        for t in range(30):
+            obs, rewards, terminated, truncated, info = envs.recv()
+            ids = info["env_id"]
+            assert obs["pos"].shape == (N // 2, 4)
+            for row, i in enumerate(ids):
+                want = ref[i]._obs()
+                np.testing.assert_array_equal(obs["frame"][row], want["frame"])
+                np.testing.assert_array_equal(obs["pos"][row], want["pos"])
+            lent += in_segment(envs, obs["frame"])
+            kept = (kept + [(obs, snapshot(obs))])[-keep:]
+            for held, snap in kept:
+                assert equal(held, snap), (t, "a held batch changed")
+            acts = np.array([(t + int(i)) % 3 for i in ids], np.int64)
+            for i, a in zip(ids, acts):  # the reference steps as the pool's envs will (next-step autoreset:
+                env = ref[int(i)]       # the step after the last resets, its offset from the same generator)
+                if env.t >= env.length:
+                    env.reset()
+                else:
+                    env.step(a)
+            envs.send(acts, ids)
+        if keep == 1:
+            assert lent == 30  # the caller holds one batch: another slot is always free
+        else:
+            assert lent >= 2
+    finally:
+        envs.close()

@@ -6,19 +6,21 @@ the main process while the workers wait: for the grid's Dict observation of 148 
 envs, that copy held 2 workers of 200 µs envs to 1.68x ``SyncVectorEnv`` where ``copy=False``
 reached 1.97x (``benches/RESULTS.md``). A pool whose observation batch is at least
 :data:`LEASE_MIN_BYTES` therefore gets a third slot, and hands its caller *views* of the slot the
-workers just wrote, as long as the caller holds them: a slot is **held** while any array whose
-memory lies in it is alive. Commands only go to slots that are not held
+workers just wrote (for a ``reset`` or ``step`` of every env, and for a ``recv`` batch that is one
+run of rows), as long as the caller holds them: a slot is **held** while any array whose memory
+lies in it is alive. Commands only go to slots that are not held
 (:meth:`Leases.free_slot`), and a slot is lent only when another one stays free for the next
-command; otherwise its observations are copied as before. A caller that keeps every batch (a list
-of them) thus gets copies from the third step on, and one that keeps the last one or two, as most
-training loops do (``obs = next_obs``), gets views at no copy.
+command; otherwise its observations are copied as before. A caller that holds the last batch
+while it steps, as most training loops do (``obs, ... = envs.step(policy(obs))``), thus gets views
+at every step; one that keeps the last two gets them two steps in three; one that keeps every
+batch (a list of them) gets copies from the third step on.
 
 How "held" is known: each slot's observations are views of one NumPy array per slot (the
 *token*), made with ``numpy.asarray`` from an object exposing the slot's bytes through NumPy's
-array interface (:class:`_SlotMemory`). NumPy gives every view of an array that does not own its
-memory the same ``base`` as that array, and a view made from such an array's buffer (``frombuffer``,
-``memoryview``) references it, so every array a caller can derive from a lent observation, in
-any number of steps, keeps a reference to the token; the token's reference count above the count
+array interface (:class:`_SlotMemory`). NumPy sets the ``base`` of a view of a view to the first
+array of the chain whose own base is not an array, here the token, and an array made from an
+array's buffer (``frombuffer``, ``memoryview``) references that array, so every array a caller
+can derive from a lent observation, in any number of steps, keeps a reference to the token; the token's reference count above the count
 of this module's own views (``sys.getrefcount``) is the caller's. Arrays that copy (``copy()``,
 arithmetic, ``torch.as_tensor`` onto a GPU, pickling) hold nothing.
 
@@ -91,12 +93,14 @@ class Leases:
         build: ``build(slot, token, start)`` gives the slot's observation batch as views of
             ``token`` (a ``uint8`` array of ``spans[slot]``, whose byte 0 is segment byte
             ``start``), batched as the observation space.
-        fresh: ``fresh(batch)`` gives ``batch`` in new containers holding new views of its arrays
-            (what :meth:`lend` returns; a caller may change either).
+        fresh: ``fresh(batch, rows)`` gives ``batch``, or its rows ``rows = (start, stop)`` (env
+            ids; ``None``: all), in new containers holding new views of its arrays (what
+            :meth:`lend` returns; a caller may change either).
     """
 
     def __init__(self, segment: np.ndarray, spans: List[Tuple[int, int]],
-                 build: Callable[[int, np.ndarray, int], Any], fresh: Callable[[Any], Any]):
+                 build: Callable[[int, np.ndarray, int], Any],
+                 fresh: Callable[[Any, Optional[Tuple[int, int]]], Any]):
         self._tokens = [np.asarray(_SlotMemory(segment, a, b - a)) for a, b in spans]
         self._batches = [build(s, token, spans[s][0]) for s, token in enumerate(self._tokens)]
         self._fresh = fresh
@@ -131,12 +135,17 @@ class Leases:
                 return s
         raise RuntimeError("every slot of the pool is held by the caller")  # pragma: no cover - lend keeps one free
 
-    def lend(self, slot: int) -> Optional[Any]:
-        """``slot``'s observation batch as new views for the caller when another slot stays free
-        for the next command (not :meth:`held`), else ``None``: copy it instead."""
+    def lend(self, slot: int, rows: Optional[Tuple[int, int]] = None) -> Optional[Any]:
+        """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of
+        an asynchronous batch) as new views for the caller when another slot stays free for the
+        next command (not :meth:`held`), else ``None``: copy it instead.
+
+        The whole slot is held while the caller holds any of it. Commands already in flight when
+        rows are lent write other workers' rows (a worker's next command goes to a slot that is
+        not held), so no lent row changes."""
         if slot in self.retired or not any(not self.held(s) for s in range(self.depth) if s != slot):
             return None
-        return self._fresh(self._batches[slot])
+        return self._fresh(self._batches[slot], rows)
 
     def retire_held(self) -> None:
         """Retires the slots held now (before a fork: see the module's docstring)."""

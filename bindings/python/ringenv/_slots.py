@@ -267,7 +267,8 @@ class Slots:
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
         runs of rows, in order (``ids``: their env ids), as :meth:`results`. Observations are a
-        view of shared memory for one run of a flat space without ``copy``, else new arrays."""
+        view of shared memory for one run of a flat space without ``copy``, lent views of one run
+        with ``copy`` where the slot can be lent (:mod:`ringenv._leases`), else new arrays."""
         if self.device is not None:
             return self.device.batch(runs, copy)
         obs = self._row_observations(runs, ids, copy)
@@ -281,6 +282,11 @@ class Slots:
         return obs, rewards, terminated, truncated
 
     def _row_observations(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Any:
+        if copy and len(runs) == 1 and self.leases is not None:  # one run: lent rows where possible
+            s, a, b = runs[0]
+            lent = self.leases.lend(s, (a, b))
+            if lent is not None:
+                return lent
         flat = self.obs_flat
         if flat is not None:
             if len(runs) == 1:
@@ -342,14 +348,15 @@ def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leav
     return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_fresh_views, space))
 
 
-def _fresh_views(space: spaces.Space, batch: Any) -> Any:
-    """``batch`` (a batch of ``space``, an :func:`array_tree`) in new dicts and tuples holding new
-    views (``ndarray.view``) of its arrays: each holds its own reference to the arrays' base."""
+def _fresh_views(space: spaces.Space, batch: Any, rows: Optional[Tuple[int, int]] = None) -> Any:
+    """``batch`` (a batch of ``space``, an :func:`array_tree`), or its rows ``rows[0]:rows[1]``, in
+    new dicts and tuples holding new views of its arrays (``ndarray.view``, a slice): each holds
+    its own reference to the arrays' base."""
     if isinstance(space, spaces.Dict):
-        return {key: _fresh_views(sub, batch[key]) for key, sub in space.spaces.items()}
+        return {key: _fresh_views(sub, batch[key], rows) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
-        return tuple(_fresh_views(sub, batch[i]) for i, sub in enumerate(space.spaces))
-    return batch.view()
+        return tuple(_fresh_views(sub, batch[i], rows) for i, sub in enumerate(space.spaces))
+    return batch.view() if rows is None else batch[rows[0]:rows[1]]
 
 
 def _containers(space: spaces.Space, batch: Any) -> Any:

@@ -332,7 +332,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             ``batch_size`` rows; rewards ``float64``, terminations and truncations ``bool``, each
             of shape ``(batch_size,)``; infos vectorised over the batch. Observations are views of
             shared memory when the batch is contiguous and ``copy=False`` (valid until those envs
-            step again), else copies.
+            step again); with ``copy=True``, lent views of a contiguous batch where the pool lends
+            (see ``copy``: no command writes them while they are held), else copies.
 
         Raises:
             ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
