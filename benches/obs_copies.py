@@ -15,6 +15,9 @@ Measures:
   env's ``settle_allocator`` (``ringenv/_allocator.py``) left out, as before it existed, for
   this script's observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
   (views);
+- where lending starts to pay: ``Leases.lend`` (new views of one slot, the refcount checks)
+  against a ``copy()`` of a batch of one ``uint8`` leaf of 4 KiB to 1 MiB (:data:`LEND_KIB`;
+  ``ringenv._leases.LEASE_MIN_BYTES`` is the size lending starts at);
 - end to end, steps/s of the env (fresh arrays and infos every step, ~120 µs of Python work per
   step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings, with every
   ``copy=True`` batch copied (lending off), and with ``copy=False``, through the one measurement
@@ -110,6 +113,28 @@ def write_path(seconds: float, repeats: int) -> Dict[str, float]:
                                                       seconds, repeats),
         "ringenv `_obs_writer` (one `copyto` per leaf)": _best_s(lambda: write(value), seconds, repeats),
     }
+
+
+#: Batch sizes (KiB) of :func:`lend_vs_copy`.
+LEND_KIB = (4, 16, 64, 256, 1024)
+
+
+def lend_vs_copy(seconds: float, repeats: int) -> Dict[int, Dict[str, float]]:
+    """Per batch size of :data:`LEND_KIB`: seconds of ``Leases.lend`` of a slot of one ``uint8``
+    leaf of 8 rows, and of a ``copy()`` of the same batch (over a segment-like buffer)."""
+    from ringenv._leases import Leases
+
+    out: Dict[int, Dict[str, float]] = {}
+    segment = np.zeros(3 * max(LEND_KIB) * 1024, np.uint8)
+    for kib in LEND_KIB:
+        size = kib * 1024
+        leases = Leases(segment, [(s * size, (s + 1) * size) for s in range(3)],
+                        lambda s, token, start, size=size: np.frombuffer(token, np.uint8, size).reshape(8, -1),
+                        lambda batch, rows: batch.view())
+        batch = segment[:size].reshape(8, -1)
+        out[kib] = {"lend": _best_s(lambda: leases.lend(0), seconds, repeats),
+                    "copy": _best_s(batch.copy, seconds, repeats)}
+    return out
 
 
 def _env(obs: str) -> Callable[[], gym.Env]:
@@ -220,6 +245,13 @@ def section(report: Dict[str, Any]) -> List[str]:
                else f"{GRID_OBS_BYTES:,} B in 12 leaves, `grid.py`'s")
         lines.append(f"| main: a batch of {envs} of {obs}, {what}, {layout}{state} | {row['s'] * 1e6:,.1f} | "
                      f"{envs * (OBS_BYTES if row['obs'] == '14 leaves' else GRID_OBS_BYTES) / row['s'] / 1e9:.1f} |")
+    from ringenv._leases import LEASE_MIN_BYTES
+
+    lines += ["", f"Lending against copying one batch of one `uint8` leaf (8 rows), by size; lending starts at "
+              f"{LEASE_MIN_BYTES // 1024} KiB (`ringenv._leases.LEASE_MIN_BYTES`):", "",
+              "| batch | lend µs | copy µs |", "|---:|---:|---:|"]
+    for kib, t in report["lend_vs_copy"].items():
+        lines.append(f"| {kib} KiB | {t['lend'] * 1e6:.2f} | {t['copy'] * 1e6:.2f} |")
     lines += ["", f"End to end, {envs} envs of ~120 µs of Python work per step, infos every step, "
               f"{report['seconds']:g} s per row through the one measurement loop (`ringenv.cli._measure`, "
               "which settles the allocator first):", "", "| runtime | steps/s | x SyncVectorEnv |", "|---|---:|---:|"]
@@ -255,6 +287,7 @@ def main(argv: List[str] | None = None) -> int:
     for obs, path, workers, settle in READ_ROWS:
         row = {"obs": obs, "path": path, "workers": workers, "settle": settle}
         report["read"].append({**row, "s": _read_in_child(row, a.envs, a.seconds, a.repeats)})
+    report["lend_vs_copy"] = lend_vs_copy(a.seconds, a.repeats)
     report["end_to_end"] = end_to_end(a.seconds, a.envs)
     lines = section(report)
     print("\n".join(lines))
