@@ -66,7 +66,11 @@ def _faults(how: str) -> int:
 
 
 def test_copy_true_batches_come_from_the_heap_not_fresh_pages():
-    unsettled = _faults("unsettled")
-    assert unsettled > STEPS * 50, unsettled  # the premise: ~300 pages a batch faulted in at each step
+    # The premise: unsettled, ~120 pages a batch faulted in at each step. Whether the freed batch
+    # sits at the heap's top, where glibc trims it, depends on what else the fresh process
+    # allocated (address layout, hash seeds), and one full-suite run in four on the 2-core VM
+    # saw a process where it did not (0 faults); the premise holds if any of three processes shows it.
+    unsettled = max(_faults("unsettled") for _ in range(3))
+    assert unsettled > STEPS * 50, unsettled
     settled = _faults("default")
     assert settled < STEPS * 5, (settled, unsettled)

@@ -348,3 +348,21 @@ def test_the_env_ids_a_recv_returns_are_the_callers_own(closing):
         assert infos["env_id"].tolist() == obs[:, 0].astype(int).tolist()  # CounterEnv: [env_index, t]
     assert all((ids == -1).all() for ids, _ in kept)
     assert [c.tolist() for _, c in kept] == [[0, 1], [2, 3]] * 3
+
+
+def test_a_contiguous_dict_recv_batch_with_copy_false_is_views_of_the_segment(closing):
+    # As for a flat space: one run of rows comes as views (valid until those envs step again),
+    # equal to what the envs returned; a batch of rows of two slots is gathered into new arrays.
+    space = spaces.Dict({"a": spaces.Box(-5.0, 5.0, (3,), np.float32), "b": spaces.MultiBinary(2)})
+    fns = [functools.partial(SpaceEnv, space) for _ in range(4)]
+    env = closing(AsyncVectorEnv(fns, num_workers=2, copy=False, batch_size=2, deterministic=True))
+    ref = closing(gym.vector.SyncVectorEnv(fns))
+    env.async_reset(seed=5)
+    want, _ = ref.reset(seed=5)
+    segment = env._pool.segment()
+    for _ in range(2):
+        obs, _, _, _, info = env.recv()
+        ids = info["env_id"]
+        assert all(np.shares_memory(obs[k], segment) for k in ("a", "b"))
+        for k in ("a", "b"):
+            np.testing.assert_array_equal(obs[k], want[k][ids])

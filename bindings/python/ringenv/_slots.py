@@ -294,7 +294,10 @@ class Slots:
                 return flat[s][a:b].copy() if copy else flat[s][a:b]
             return np.concatenate([flat[s][a:b] for s, a, b in runs])
         space = self.single_observation_space
-        if self.obs_views is not None:  # Dict/Tuple of array leaves: one copy per leaf and run
+        if self.obs_views is not None:  # Dict/Tuple of array leaves: views of one run, else one copy per leaf and run
+            if not copy and len(runs) == 1:
+                s, a, b = runs[0]
+                return _fresh_views(space, self.obs_views[s], (a, b))
             return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
         if self.obs_mem is not None:
             full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
