@@ -30,6 +30,10 @@ them change once the parent let go of them and a worker rewrote the slot. Before
 held at that moment are retired: no command writes them again, and the pool lends while two of
 its slots are not retired, copying from then on otherwise.
 
+What a caller can tell: a lent array does not own its memory (``flags.owndata`` is False, and
+``ndarray.resize`` in place refuses it, as for any view); it is writable, and what the caller writes
+stays until it lets go of the slot.
+
 A masked reset (``options["reset_mask"]``) keeps the other envs' last observations by copying their
 rows from the slot that held them: from a lent slot, that is what the caller's array holds then,
 including anything the caller wrote into it in place.
