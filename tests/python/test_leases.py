@@ -270,3 +270,41 @@ def test_asynchronous_batches_are_lent_and_what_is_held_never_changes(keep):
             assert lent >= 2
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("mode", ["same_step", "disabled"])
+def test_other_autoreset_modes_equal_sync_with_lent_batches_held(num_workers, mode):
+    """SAME_STEP (``final_obs`` in the infos) and DISABLED with masked resets of the envs that
+    ended, envs of three episode lengths: every batch equals ``SyncVectorEnv``'s and the last two
+    batches held never change."""
+    from gymnasium.vector import AutoresetMode
+
+    autoreset = AutoresetMode.SAME_STEP if mode == "same_step" else AutoresetMode.DISABLED
+    makers = [functools.partial(FrameEnv, i, 3 + i % 3) for i in range(N)]
+    envs = ringenv.AsyncVectorEnv(makers, num_workers=num_workers, autoreset_mode=autoreset)
+    ref = gym.vector.SyncVectorEnv(makers, autoreset_mode=autoreset)
+    try:
+        envs.reset(seed=1), ref.reset(seed=1)
+        held, finals = [], 0
+        for t in range(20):
+            obs, _, terminated, truncated, info = envs.step(actions(t))
+            want, _, _, _, want_info = ref.step(actions(t))
+            assert equal(obs, want), t
+            if "final_obs" in want_info:
+                finals += 1
+                for got, exp in zip(info["final_obs"], want_info["final_obs"]):
+                    assert (got is None) == (exp is None) and (exp is None or equal(got, exp))
+            held = (held + [(obs, snapshot(obs))])[-2:]
+            done = terminated | truncated
+            if autoreset == AutoresetMode.DISABLED and done.any():
+                obs, _ = envs.reset(options={"reset_mask": done})
+                want, _ = ref.reset(options={"reset_mask": done})
+                assert equal(obs, want), (t, "masked reset")
+                held = (held + [(obs, snapshot(obs))])[-2:]
+            for h, s in held:
+                assert equal(h, s), (t, "a held batch changed")
+        assert finals > 0 or autoreset == AutoresetMode.DISABLED
+    finally:
+        envs.close()
+        ref.close()
