@@ -607,13 +607,6 @@ impl PyPool {
     /// `AlreadyPendingCallError` while that worker (with `None`, any) has a command in flight.
     #[pyo3(signature = (slot, worker=None))]
     fn set_next_slot(&mut self, py: Python<'_>, slot: usize, worker: Option<usize>) -> PyResult<()> {
-        if let Some(w) = worker {
-            self.check_worker(w)?;
-        }
-        let depth = self.layout.depth;
-        if slot >= depth {
-            return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
-        }
         self.open_mut(py)?.set_next_slot(worker, slot).map_err(|e| to_pyerr(py, e))
     }
 

@@ -491,11 +491,19 @@ impl Spinner {
     /// is learned as one stretch of work ([`Spinner::record_work`]), so that [`Spinner::busy`] is
     /// the work per command, not the work of a run of commands taken without waiting.
     pub fn mark_boundary(&mut self) {
-        if let Some(end) = self.last_end {
+        if self.last_end.is_some() {
             let now = Instant::now();
+            self.record_stretch(now);
+            self.mark_end(now);
+        }
+    }
+
+    /// Learns the stretch of work from the end of the last wait (or boundary) to `now`, with
+    /// this thread's CPU time over it where it was read ([`Spinner::record_work`]).
+    fn record_stretch(&mut self, now: Instant) {
+        if let Some(end) = self.last_end {
             let cpu = self.last_end_cpu_ns.map(|then| Duration::from_nanos(thread_cpu_ns().saturating_sub(then)));
             self.record_work(now - end, cpu);
-            self.mark_end(now);
         }
     }
 
@@ -737,10 +745,7 @@ impl Spinner {
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
-        if let Some(end) = self.last_end {
-            let cpu = self.last_end_cpu_ns.map(|then| Duration::from_nanos(thread_cpu_ns().saturating_sub(then)));
-            self.record_work(start - end, cpu);
-        }
+        self.record_stretch(start);
         // Under AUTO, a machine with more runnable tasks than cores means the peer may be queued
         // behind another process: sleep at once, freeing this core for it (machine_load.rs). The
         // count is read only while the peer is still at work (not ready at a first look), when
@@ -1198,6 +1203,14 @@ mod tests {
         assert_eq!(f.bound(), BOUND);
     }
 
+    /// Busy for `ns` nanoseconds of this thread's CPU time.
+    fn cpu_work(ns: u64) {
+        let from = thread_cpu_ns();
+        while thread_cpu_ns() - from < ns {
+            std::hint::black_box(0u64);
+        }
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "reads the thread CPU clock, which miri does not model")]
     fn a_waiters_work_is_the_time_between_the_end_of_one_wait_and_the_start_of_the_next() {
@@ -1217,10 +1230,7 @@ mod tests {
         // ... two stretches of 2 ms of CPU time in a row are (the first counts as at most the one
         // before it).
         for _ in 0..2 {
-            let from = thread_cpu_ns();
-            while thread_cpu_ns() - from < 2_000_000 {
-                std::hint::black_box(0u64);
-            }
+            cpu_work(2_000_000);
             assert!(s.wait(&w, || true, Duration::from_secs(1)));
         }
         let busy = s.busy();
@@ -1242,12 +1252,6 @@ mod tests {
         assert!(s.busy() < 500 * US, "a stretch of almost nothing: {:?}", s.busy());
         // 300 us of CPU work per command, each command taken without a wait: stretches of
         // 300 us, not one stretch of all of them.
-        let cpu_work = |ns: u64| {
-            let from = thread_cpu_ns();
-            while thread_cpu_ns() - from < ns {
-                std::hint::black_box(0u64);
-            }
-        };
         for _ in 0..40 {
             cpu_work(300_000);
             s.mark_boundary();

@@ -119,7 +119,7 @@ class AsyncBatches:
         if options is not None and "reset_mask" in options:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         workers = list(range(self._pool.num_workers))
-        slots = [self._slots.next_slot_of(w) for w in workers]
+        slots = [self._slots.next_slot(w) for w in workers]
         self._pool.write_seeds(seeds, None)
         self._slots.before_reuse(slots)
         self._pool.send(workers, "reset", None if options is None else cloudpickle.dumps(options))
@@ -139,7 +139,7 @@ class AsyncBatches:
             a, b = self.ranges[busy[0]]
             raise ValueError(f"envs {a}..{b - 1} (worker {busy[0]}) were sent actions whose "
                              "results were not received yet: recv them first")
-        slots = [self._slots.next_slot_of(w) for w in workers]
+        slots = [self._slots.next_slot(w) for w in workers]
         if len(set(slots)) == 1:
             slot_of: Any = slots[0]
         else:

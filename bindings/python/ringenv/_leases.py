@@ -20,8 +20,9 @@ How "held" is known: each slot's observations are views of one NumPy array per s
 array interface (:class:`_SlotMemory`). NumPy sets the ``base`` of a view of a view to the first
 array of the chain whose own base is not an array, here the token, and an array made from an
 array's buffer (``frombuffer``, ``memoryview``) references that array, so every array a caller
-can derive from a lent observation, in any number of steps, keeps a reference to the token; the token's reference count above the count
-of this module's own views (``sys.getrefcount``) is the caller's. Arrays that copy (``copy()``,
+can derive from a lent observation, in any number of steps, keeps a reference to the token; the
+token's reference count above the count of this module's own views (``sys.getrefcount``) is the
+caller's. Arrays that copy (``copy()``,
 arithmetic, ``torch.as_tensor`` onto a GPU, pickling) hold nothing.
 
 Forks: the segment is shared memory, so a process forked while it holds lent arrays would see

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from copy import deepcopy
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 import cloudpickle
 import numpy as np
@@ -94,8 +94,7 @@ class Slots:
             if act_leaves else None)
         #: The slots whose observations are lent with ``copy=True``, or ``None``: copied.
         self.leases: Optional[Leases] = (
-            _leases_of(pool, seg, single_observation_space, n, obs_leaves)
-            if lend and obs_leaves and (self.obs_flat is not None or self.obs_views is not None) else None)
+            _leases_of(pool, seg, single_observation_space, n, obs_leaves) if lend and obs_leaves else None)
         self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
@@ -126,18 +125,11 @@ class Slots:
         """
         self.device = DeviceBatches(device, self, segment)
 
-    def next_slot(self) -> int:
-        """The slot the next command to every worker writes: the pool's next one, or, when the
-        caller holds that one (:mod:`ringenv._leases`), one it does not hold, made the next."""
-        slot = self._pool.next_slot
-        if self.leases is not None and self.leases.held(slot):
-            slot = self.leases.free_slot(slot)
-            self._pool.set_next_slot(slot)
-        return slot
-
-    def next_slot_of(self, worker: int) -> int:
-        """As :meth:`next_slot`, for worker ``worker``'s next command alone (``send``)."""
-        slot = self._pool.next_slot_of(worker)
+    def next_slot(self, worker: Optional[int] = None) -> int:
+        """The slot the next command to ``worker`` (``None``: to every worker) writes: the pool's
+        next one, or, when the caller holds that one (:mod:`ringenv._leases`), one it does not
+        hold, made the next."""
+        slot = self._pool.next_slot if worker is None else self._pool.next_slot_of(worker)
         if self.leases is not None and self.leases.held(slot):
             slot = self.leases.free_slot(slot)
             self._pool.set_next_slot(slot, worker)
@@ -297,7 +289,7 @@ class Slots:
         if self.obs_views is not None:  # Dict/Tuple of array leaves: views of one run, else one copy per leaf and run
             if not copy and len(runs) == 1:
                 s, a, b = runs[0]
-                return _fresh_views(space, self.obs_views[s], (a, b))
+                return _views(space, self.obs_views[s], (a, b))
             return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
         if self.obs_mem is not None:
             full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
@@ -348,27 +340,24 @@ def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leav
         offsets = [pool.offset(s, "obs", k) - start for k in range(len(obs_leaves))]
         return read_from_shared_memory(space, _layout.bind(space, n, token, offsets, obs_leaves), n=n)
 
-    return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_fresh_views, space))
+    return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_views, space))
 
 
-def _fresh_views(space: spaces.Space, batch: Any, rows: Optional[Tuple[int, int]] = None) -> Any:
+def _views(space: spaces.Space, batch: Any, rows: Optional[Tuple[int, int]] = None) -> Any:
     """``batch`` (a batch of ``space``, an :func:`array_tree`), or its rows ``rows[0]:rows[1]``, in
     new dicts and tuples holding new views of its arrays (``ndarray.view``, a slice): each holds
     its own reference to the arrays' base."""
-    if isinstance(space, spaces.Dict):
-        return {key: _fresh_views(sub, batch[key], rows) for key, sub in space.spaces.items()}
-    if isinstance(space, spaces.Tuple):
-        return tuple(_fresh_views(sub, batch[i], rows) for i, sub in enumerate(space.spaces))
-    return batch.view() if rows is None else batch[rows[0]:rows[1]]
+    return _containers(space, batch, np.ndarray.view if rows is None else lambda a: a[rows[0]:rows[1]])
 
 
-def _containers(space: spaces.Space, batch: Any) -> Any:
-    """``batch`` (a batch of ``space``) in new dicts and tuples holding the same arrays."""
+def _containers(space: spaces.Space, batch: Any, leaf: Optional[Callable[[np.ndarray], Any]] = None) -> Any:
+    """``batch`` (a batch of ``space``) in new dicts and tuples holding the same arrays, or
+    ``leaf(array)`` for each."""
     if isinstance(space, spaces.Dict):
-        return {key: _containers(sub, batch[key]) for key, sub in space.spaces.items()}
+        return {key: _containers(sub, batch[key], leaf) for key, sub in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
-        return tuple(_containers(sub, batch[i]) for i, sub in enumerate(space.spaces))
-    return batch
+        return tuple(_containers(sub, batch[i], leaf) for i, sub in enumerate(space.spaces))
+    return batch if leaf is None else leaf(batch)
 
 
 def _gather(space: spaces.Space, parts: List[Tuple[Any, int, int]]) -> Any:
