@@ -429,3 +429,39 @@ class FrameEnv(gym.Env):
         self.t += 1
         self.action = int(action)
         return self._obs(), float(self.action), False, self.t >= self.length, {"t": self.t}
+
+
+class TreeEnv(gym.Env):
+    """A nested Dict/Tuple observation of every array kind: ``"frame"`` uint8 ``(3, 4)``,
+    ``"pos"`` Discrete(7), ``"inner"`` a Tuple of a float32 Box ``(2,)`` and MultiBinary(3); each
+    element a function of the reset's seed, the step count ``t`` and the last action.
+    Discrete(3) actions; truncated every 7 steps, reward the action."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self):
+        self.observation_space = spaces.Dict({
+            "frame": spaces.Box(0, 255, (3, 4), np.uint8),
+            "pos": spaces.Discrete(7),
+            "inner": spaces.Tuple((spaces.Box(-1e6, 1e6, (2,), np.float32), spaces.MultiBinary(3))),
+        })
+        self.action_space = spaces.Discrete(3)
+        self.t = self.action = self.offset = 0
+
+    def _obs(self):
+        base = self.offset + 7 * self.t + self.action
+        frame = ((np.arange(12) + base) % 256).astype(np.uint8).reshape(3, 4)
+        bits = np.array([(base >> k) & 1 for k in range(3)], np.int8)
+        return {"frame": frame, "pos": np.int64(base % 7),
+                "inner": (np.array([base, -0.5 * base], np.float32), bits)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.action = 0, 0
+        self.offset = int(self.np_random.integers(0, 1000))
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.action = int(action)
+        return self._obs(), float(self.action), False, self.t >= 7, {}

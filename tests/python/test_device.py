@@ -7,8 +7,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helper_envs import JitterEnv
-from vec_asserts import child_pids
+from helper_envs import JitterEnv, TreeEnv
+from vec_asserts import assert_tree_identical, child_pids
 
 from ringenv import AsyncVectorEnv, make_vec
 from ringenv._staging import parse_device
@@ -63,6 +63,22 @@ def test_torch_cpu_tensor_actions_in_send(closing):
     assert len(last) == 4
 
 
+def test_device_leaves_and_observation_tree_are_inverse_in_the_spaces_order(closing):
+    """What DeviceBatches stages (a slot's leaves) and how it puts the tensors back: the same
+    arrays, in the space's dicts and tuples (the order of both walks must agree)."""
+    env = closing(AsyncVectorEnv([TreeEnv] * 4, num_workers=2))
+    obs, _ = env.reset(seed=1)
+    slots, slot = env._slots, env._slots.latest[0]
+    leaves = slots.device_leaves(slot)
+    assert len(leaves) == 4 and all(leaf.shape[0] == 4 for leaf in leaves)
+    tree = slots.observation_tree([leaf.copy() for leaf in leaves])
+    assert_tree_identical(tree, obs)
+    flat = closing(AsyncVectorEnv(cartpoles(2), num_workers=1))
+    flat.reset(seed=0)
+    (only,) = flat._slots.device_leaves(0)
+    assert flat._slots.observation_tree([only]) is only
+
+
 # -- on a GPU ---------------------------------------------------------------------------------------
 
 
@@ -110,13 +126,77 @@ def test_staged_tensors_are_ordered_on_the_callers_stream(cuda, closing):
     assert float(total) == pytest.approx(float(ref.reset(seed=2)[0].sum()))
 
 
-def test_device_needs_a_single_array_observation_space(cuda):
-    class DictObs(gym.Env):
-        observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2)})
+def test_device_needs_observations_of_arrays_in_shared_memory(cuda):
+    class TextInDict(gym.Env):
+        observation_space = gym.spaces.Dict({"a": gym.spaces.Discrete(2), "name": gym.spaces.Text(8)})
         action_space = gym.spaces.Discrete(2)
 
-    with pytest.raises(ValueError, match="needs a single-array observation space"):
-        AsyncVectorEnv([DictObs] * 2, device=cuda)
+    before = set(child_pids())
+    with pytest.raises(ValueError, match="needs observations of arrays in shared memory"):
+        AsyncVectorEnv([TextInDict] * 2, device=cuda)
+    with pytest.raises(ValueError, match="with shared_memory=False"):
+        AsyncVectorEnv(cartpoles(2), device=cuda, shared_memory=False)
+    assert set(child_pids()) == before, "no worker may start when the device is refused"
+
+
+def _host(tree):
+    """A batch of tensors (in dicts and tuples) as NumPy arrays in the same containers."""
+    if isinstance(tree, dict):
+        return {k: _host(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_host(v) for v in tree)
+    return tree.cpu().numpy()
+
+
+def _assert_tree_on(tree, device):
+    if isinstance(tree, dict):
+        return [_assert_tree_on(v, device) for v in tree.values()]
+    if isinstance(tree, tuple):
+        return [_assert_tree_on(v, device) for v in tree]
+    assert isinstance(tree, torch.Tensor) and tree.device == device, tree
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_dict_and_tuple_observations_on_cuda_equal_the_cpu_results(cuda, closing, copy):
+    """A nested Dict/Tuple of Box, Discrete and MultiBinary leaves: the same dicts and tuples of
+    tensors on the GPU, each leaf's dtype and values those of the CPU batch, across episode ends."""
+    ours = closing(AsyncVectorEnv([TreeEnv] * 6, num_workers=3, device=cuda, copy=copy))
+    ref = closing(AsyncVectorEnv([TreeEnv] * 6, num_workers=3))
+    obs, _ = ours.reset(seed=4)
+    _assert_tree_on(obs, cuda)
+    assert_tree_identical(_host(obs), ref.reset(seed=4)[0])
+    for t in range(20):  # episodes of 7 steps: autoresets
+        actions = np.array([(t + i) % 3 for i in range(6)])
+        o, r, te, tr, _ = ours.step(torch.from_numpy(actions).to(cuda))
+        po, pr, pte, ptr, _ = ref.step(actions)
+        _assert_tree_on(o, cuda)
+        assert_tree_identical(_host(o), po)
+        for x, y in ((r, pr), (te, pte), (tr, ptr)):
+            np.testing.assert_array_equal(x.cpu().numpy(), y, err_msg=f"step {t}")
+
+
+def test_dict_observations_of_asynchronous_batches_on_cuda_equal_the_cpu_results(cuda, closing):
+    def run(device):
+        env = closing(AsyncVectorEnv([TreeEnv] * 8, num_workers=4, batch_size=4, device=device))
+        env.async_reset(seed=6)
+        out = {}
+        for t in range(40):
+            obs, rewards, _, _, infos = env.recv(timeout=30)
+            ids = infos["env_id"]
+            host = _host(obs) if device else obs
+            for k, i in enumerate(ids.tolist()):  # per env: the order of batches may differ
+                row = {key: host[key][k].tolist() for key in ("frame", "pos")}
+                row["inner"] = [leaf[k].tolist() for leaf in host["inner"]]
+                out.setdefault(i, []).append((row, float(rewards[k])))
+            # Each env's action from its own history alone: batches group envs differently per run.
+            env.send(np.array([(len(out[int(i)]) + int(i)) % 3 for i in ids]), ids)
+        return out
+
+    ours, ref = run(cuda), run(None)
+    assert ours.keys() == ref.keys()
+    for i in ours:  # each env's sequence of results, as far as both ran it
+        n = min(len(ours[i]), len(ref[i]))
+        assert n > 0 and ours[i][:n] == ref[i][:n], i
 
 
 def test_rust_env_batches_on_cuda(cuda, closing):

@@ -118,12 +118,36 @@ class Slots:
 
     def to_device(self, device: Any, segment: Any) -> None:
         """Reads the results as tensors on ``device`` (a CUDA ``torch.device``) from now on,
-        page-locking ``segment`` (the pool's). Needs a flat observation space in shared memory.
+        page-locking ``segment`` (the pool's). Needs observations in shared memory whose space is
+        an :func:`array_tree`.
 
         Raises:
             CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
         """
         self.device = DeviceBatches(device, self, segment)
+
+    def device_leaves(self, slot: int) -> List[np.ndarray]:
+        """The ``(num_envs, ...)`` arrays of ``slot``'s observations, one per leaf of the
+        observation space in the order of :meth:`observation_tree` (one for an array space).
+
+        Raises:
+            ValueError: observations that are not an :func:`array_tree` in shared memory."""
+        if self.obs_flat is not None:
+            return [self.obs_flat[slot]]
+        if self.obs_views is None:
+            raise ValueError(f"observations of {self.single_observation_space!r} are not arrays in shared memory")
+        leaves: List[np.ndarray] = []
+        _containers(self.single_observation_space, self.obs_views[slot], leaves.append)
+        return leaves
+
+    def observation_tree(self, leaves: Sequence[Any]) -> Any:
+        """``leaves`` (one per leaf of the observation space, in :meth:`device_leaves`' order)
+        in new dicts and tuples shaped as the observation space; the one leaf of an array space."""
+        if self.obs_flat is not None:
+            return leaves[0]
+        assert self.obs_views is not None
+        it = iter(leaves)
+        return _containers(self.single_observation_space, self.obs_views[0], lambda _: next(it))
 
     def next_slot(self, worker: Optional[int] = None) -> int:
         """The slot the next command to ``worker`` (``None``: to every worker) writes: the pool's

@@ -381,10 +381,12 @@ class DeviceBatches:
 
     Args:
         device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
-        slots: the vector env's :class:`ringenv._slots.Slots`, of a single-array observation
-            space in shared memory (Box, Discrete, MultiDiscrete, MultiBinary): per slot, its
-            ``(num_envs, ...)`` observations and ``(num_envs,)`` reward, terminated and
-            truncated arrays are staged.
+        slots: the vector env's :class:`ringenv._slots.Slots`, whose observations cross through
+            shared memory as arrays: one (a Box, Discrete, MultiDiscrete or MultiBinary space) or
+            a Dict or Tuple of them, nested or not. Per slot, each observation leaf
+            ``(num_envs, ...)`` and the ``(num_envs,)`` reward, terminated and truncated arrays are
+            staged, one host-to-device copy each (:meth:`Slots.device_leaves`); a Dict or Tuple
+            batch comes back as the same dicts and tuples of tensors (:meth:`Slots.observation_tree`).
         segment: the pool's segment.
 
     Raises:
@@ -393,10 +395,16 @@ class DeviceBatches:
 
     def __init__(self, device: Any, slots: "Slots", segment: Any):
         self.device = device
-        assert slots.obs_flat is not None
-        arrays = [[o, r, te, tr] for o, r, te, tr in zip(slots.obs_flat, slots.reward, slots.terminated,
-                                                         slots.truncated)]
+        leaves = [slots.device_leaves(s) for s in range(len(slots.reward))]
+        arrays = [[*obs, r, te, tr] for obs, r, te, tr in zip(leaves, slots.reward, slots.terminated, slots.truncated)]
+        self._num_leaves = len(leaves[0])
+        self._tree = slots.observation_tree
         self.staging = GpuStaging(device, arrays, segment)
+
+    def _split(self, tensors: List["torch.Tensor"]) -> Tuple[Any, List["torch.Tensor"]]:
+        """The observation batch (one tensor, or dicts and tuples of them) and the other tensors."""
+        k = self._num_leaves
+        return self._tree(tensors[:k]), tensors[k:]
 
     def before_reuse(self, slots: Iterable[int]) -> None:
         """Blocks until the last copies of ``slots`` finished (at once in a depth-2 pipeline)."""
@@ -406,21 +414,22 @@ class DeviceBatches:
     def batch(self, pieces: List[Tuple[int, int, int]], copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` as tensors on the device, for
         the rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
-        observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the
-        flags ``bool``. Copies are enqueued on the caller's current stream and nothing waits for
-        them. Without ``copy``, a batch of one piece is the staging's reused tensors (rewritten two
-        batches later, see :meth:`GpuStaging.stage`); with it, or for several pieces, new tensors
-        copied straight from the host (:meth:`GpuStaging.stage_new`), the caller's own.
+        observations of the space's dtype and shape ``(rows, ...)`` (per leaf, in the space's
+        dicts and tuples, for a Dict or Tuple space), rewards ``float64``, the flags ``bool``.
+        Copies are enqueued on the caller's current stream and nothing waits for them. Without
+        ``copy``, a batch of one piece is the staging's reused tensors (rewritten two batches
+        later, see :meth:`GpuStaging.stage`); with it, or for several pieces, new tensors copied
+        straight from the host (:meth:`GpuStaging.stage_new`), the caller's own.
         """
         import torch
 
         if copy or len(pieces) > 1:
             # New tensors, copied straight from the host: no clone, no torch.cat (on an H100
             # machine a 256-env step's three clones cost 30 µs of the main process's time).
-            obs, reward, terminated, truncated = self.staging.stage_new(pieces)
+            obs, (reward, terminated, truncated) = self._split(self.staging.stage_new(pieces))
             return obs, reward if reward.dtype == torch.float64 else reward.to(torch.float64), terminated, truncated
         slot, start, stop = pieces[0]
-        obs, reward, terminated, truncated = self.staging.stage(slot, slice(start, stop))
+        obs, (reward, terminated, truncated) = self._split(self.staging.stage(slot, slice(start, stop)))
         return obs, reward.to(torch.float64, copy=True), terminated, truncated
 
     def observations(self, slot: int, copy: bool) -> Any:

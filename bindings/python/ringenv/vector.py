@@ -123,8 +123,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             asynchronously from the page-locked shared segment on the caller's current torch
             stream (no synchronisation on the step path; work enqueued on that stream afterwards
             sees them); with ``copy=False`` the tensors are reused two batches later. Actions may
-            be torch tensors (CUDA or CPU). Needs a single-array observation space (Box,
-            Discrete, MultiDiscrete, MultiBinary). See docs/GPU.md.
+            be torch tensors (CUDA or CPU). Needs observations of arrays in shared memory: a Box,
+            Discrete, MultiDiscrete or MultiBinary space (one tensor), or a Dict or Tuple of them
+            (the same dicts and tuples of tensors, one host-to-device copy per leaf).
+            See docs/GPU.md.
         spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
             process waiting for results, a worker waiting for its next command) spins before it
             sleeps on a futex. ``None`` (default): a bound of 8 wake-up latencies measured by each
@@ -223,9 +225,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._vector_infos = bool(vector_infos)
         self._env_infos: Dict[int, Dict[str, Any]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
-        if torch_device is not None and not (self.shared_memory and _layout.is_flat(single_obs)):
-            raise ValueError(f"device={device!r} needs a single-array observation space in shared memory (Box, "
-                             f"Discrete, MultiDiscrete, MultiBinary), got {single_obs!r}"
+        if torch_device is not None and not (self.shared_memory and array_tree(single_obs)):
+            raise ValueError(f"device={device!r} needs observations of arrays in shared memory (a Box, Discrete, "
+                             f"MultiDiscrete or MultiBinary space, or a Dict or Tuple of them), got {single_obs!r}"
                              + ("" if self.shared_memory else " with shared_memory=False"))
         batch_size = n if batch_size is None else check_count("batch_size", batch_size, 1, n, "num_envs")
         if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
