@@ -6,8 +6,8 @@ reset with seed 0, 0.3 s of warm-up, ``--seconds`` of stepping; ``torch.cuda.syn
 the timed window of a ``device="cuda"`` row. Python rows use ``benches/python_envs.py``'s busy env
 (``copy=False, check_actions=False``, as that script measures; the ``_def`` rows with every setting
 at its default, the worker layout included, but ``spin_us``), Rust rows ``ringenv.make_vec`` with
-default settings but the worker count (``cartpole64_def``: none given); ``dict`` rows ``benches/grid.py``'s
-Dict env with infos, default settings but ``device``. Prints ``ROW steps/s, main process cores, tree cores``.
+default settings but the worker count (``cartpole64_def``: none given); ``dict`` and ``floats`` rows
+``benches/grid.py``'s env, default settings but ``batch_size`` and ``device``. Prints ``ROW steps/s, main process cores, tree cores``.
 
 Usage::
 
@@ -62,13 +62,15 @@ def _cartpole(n: int, workers: Optional[int], device: Optional[str] = None) -> C
                                 cuda=device is not None)
 
 
-def _dict(cost_us: float, n: int, device: Optional[str] = None) -> Callable[[float], str]:
-    """``benches/grid.py``'s Dict env (148 KiB in 12 leaves, 3 scalar infos every step) with every
-    setting at its default but ``device``."""
+def _grid(cost_us: float, obs: str, infos: str, n: int, batch: Optional[int] = None,
+          device: Optional[str] = None) -> Callable[[float], str]:
+    """A row of ``benches/grid.py``'s env (``obs``: "16 floats" or "Dict 148 KiB"; ``infos``:
+    "none" or "3 scalars") with every setting at its default but ``batch_size`` and ``device``."""
     from grid import GridEnv
 
-    fns = [functools.partial(GridEnv, cost_us, "Dict 148 KiB", "3 scalars")] * n
-    return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(fns, device=device), n, seconds, cuda=device is not None)
+    fns = [functools.partial(GridEnv, cost_us, obs, infos)] * n
+    return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(fns, batch_size=batch, device=device), n, seconds,
+                                batch, device is not None)
 
 
 ROWS: Dict[str, Callable[[float], str]] = {
@@ -91,8 +93,11 @@ ROWS: Dict[str, Callable[[float], str]] = {
     "cartpole256_4w_cpu": _cartpole(256, 4),
     "cartpole256_4w_cuda": _cartpole(256, 4, "cuda"),
     "cartpole256_16w_cpu": _cartpole(256, 16),
-    "dict200x32_def": _dict(200.0, 32),
-    "dict200x32_def_cuda": _dict(200.0, 32, "cuda"),
+    "dict200x32_def": _grid(200.0, "Dict 148 KiB", "3 scalars", 32),
+    "dict200x32_def_cuda": _grid(200.0, "Dict 148 KiB", "3 scalars", 32, device="cuda"),
+    "floats40x32_async16": _grid(40.0, "16 floats", "none", 32, batch=16),
+    "floats40x32_infos_async16": _grid(40.0, "16 floats", "3 scalars", 32, batch=16),
+    "floats200x32_async16": _grid(200.0, "16 floats", "none", 32, batch=16),
 }
 
 

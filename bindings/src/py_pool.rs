@@ -554,51 +554,62 @@ impl PyPool {
         Ok(())
     }
 
-    /// Checks `actions` (the actions of the envs `start, start + 1, ...`, one after the other in
-    /// C order, in the action leaf's dtype) against the bounds of `set_action_bounds` and, when
-    /// they pass, copies them into those envs' rows of slot `slot`'s action array; returns
+    /// Checks `actions` (rows of actions one after the other, in C order, in the action leaf's
+    /// dtype) against the bounds of `set_action_bounds` and, when every value passes, copies them
+    /// into the action rows of each `(slot, start, stop)` run of `runs` in turn (envs `start..stop`
+    /// of slot `slot`: the first `stop - start` rows into the first run, and so on); returns
     /// whether it wrote them. Nothing is written when a value is refused: the caller finds and
     /// names it.
     ///
     /// # Errors
-    /// `ValueError` when the pool has no flat action leaf, `slot` is not a slot, `actions` is not
-    /// a whole number of actions or runs past the last env, or a worker of those envs has a
-    /// command in flight (it may be reading them); `ForkedProcessError`,
+    /// `ValueError` when the pool has no flat action leaf, a run's slot is not a slot or its envs
+    /// are not within the pool's, `actions` is not one action per env of the runs, or a worker of
+    /// those envs has a command in flight (it may be reading them); `ForkedProcessError`,
     /// `ClosedEnvironmentError` as every call.
-    #[pyo3(signature = (slot, actions, start=0))]
-    fn write_actions(&mut self, py: Python<'_>, slot: usize, actions: &[u8], start: usize) -> PyResult<bool> {
+    fn write_actions(&mut self, py: Python<'_>, actions: &[u8], runs: Vec<(usize, usize, usize)>) -> PyResult<bool> {
         let layout = &self.layout;
         let (n, depth) = (layout.num_envs, layout.depth);
         let (dtype, elements) = match layout.action.as_slice() {
             [leaf] => (leaf.dtype, leaf.elements()),
             _ => return Err(PyValueError::new_err("this pool's actions do not cross through shared memory")),
         };
-        if slot >= depth {
-            return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
-        }
         let row = elements * dtype.size();
-        let count = actions.len().checked_div(row).unwrap_or(0);
-        if count * row != actions.len() || start + count > n {
+        let mut count = 0;
+        for &(slot, start, stop) in &runs {
+            if slot >= depth {
+                return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
+            }
+            if start > stop || stop > n {
+                return Err(PyValueError::new_err(format!("envs {start}..{stop} are not envs of this pool ({n} envs)")));
+            }
+            count += stop - start;
+        }
+        if count * row != actions.len() {
             return Err(PyValueError::new_err(format!(
-                "{} bytes of actions from env {start} are not whole actions of envs of this pool ({n} envs of \
-                 {elements} {dtype}, {row} bytes each)",
+                "{} bytes of actions are not one action for each of the {count} envs of the runs ({elements} {dtype}, \
+                 {row} bytes each)",
                 actions.len()
             )));
         }
-        let envs = start..start + count;
-        let workers =
-            if envs.is_empty() { 0..0 } else { layout.worker_of(envs.start)..layout.worker_of(envs.end - 1) + 1 };
         self.open(py)?;
         let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
-        if pool.is_pending() || workers.clone().any(|w| pool.is_busy(w)) {
-            return Err(PyValueError::new_err(format!(
-                "the actions of envs {envs:?} cannot be written while their workers have a command in flight"
-            )));
+        for &(_, start, stop) in &runs {
+            let workers = if start == stop { 0..0 } else { layout.worker_of(start)..layout.worker_of(stop - 1) + 1 };
+            if pool.is_pending() || workers.clone().any(|w| pool.is_busy(w)) {
+                return Err(PyValueError::new_err(format!(
+                    "the actions of envs {start}..{stop} cannot be written while their workers have a command in flight"
+                )));
+            }
         }
         if bounds.first_outside(dtype, actions).is_some() {
             return Ok(false);
         }
-        pool.batch_mut(slot).rows_mut(Array::Action(0), envs).copy_from_slice(actions);
+        let mut at = 0;
+        for (slot, start, stop) in runs {
+            let bytes = (stop - start) * row;
+            pool.batch_mut(slot).rows_mut(Array::Action(0), start..stop).copy_from_slice(&actions[at..at + bytes]);
+            at += bytes;
+        }
         Ok(true)
     }
 

@@ -52,9 +52,10 @@ class Reference:
         return obs, reward, terminated, truncated, info
 
 
-def run(env, rounds: int, seed: int = 10):
+def run(env, rounds: int, seed: int = 10, reorder=None):
     """Drives ``rounds`` recv/send rounds, checking every result against the reference; returns
-    the sequence of batches' env ids."""
+    the sequence of batches' env ids. ``reorder(ids)`` gives the env ids each send names, with
+    their actions in that order (default: the array recv returned)."""
     ref = Reference(seed)
     env.async_reset(seed=seed)
     sent = {}  # env id -> the expected result of what was sent to it
@@ -78,7 +79,12 @@ def run(env, rounds: int, seed: int = 10):
         for i, a in zip(ids, actions):
             sent[int(i)] = ref.step(int(i), int(a))
             steps[i] += 1
-        env.send(actions, ids)
+        if reorder is None:
+            env.send(actions, ids)
+        else:
+            by_id = dict(zip(ids.tolist(), actions.tolist()))
+            send_ids = reorder(ids)
+            env.send(np.array([by_id[int(i)] for i in send_ids]), send_ids)
     # Nothing lost, nothing twice: exactly the envs not returned by the last recv are in flight,
     # and receiving them drains the pool.
     rest = []
@@ -100,6 +106,15 @@ def test_every_result_comes_back_once_and_equals_the_in_process_env(closing):
         assert all(batch[j] % 2 == 0 and batch[j + 1] == batch[j] + 1 for j in range(0, BATCH, 2))
     # Episodes ended and were reset on the way (the reference asserts the reset rows).
     assert len(set(order)) > 1
+
+
+@pytest.mark.parametrize("reorder", [lambda ids: ids.tolist(), lambda ids: ids[::-1].copy(),
+                                     lambda ids: np.concatenate([ids[2:], ids[:2]])],
+                         ids=["a new list in recv's order", "reversed", "workers swapped"])
+def test_send_takes_the_env_ids_of_whole_workers_in_any_order(closing, reorder):
+    """Each env gets the action given beside its id, whatever the order of the ids a send names
+    (recv's own array, a copy of it, envs reversed within and across workers, workers swapped)."""
+    run(jitter(closing), rounds=60, reorder=reorder)
 
 
 def test_deterministic_batches_replay_exactly_and_are_first_in_first_out(closing):

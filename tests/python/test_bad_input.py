@@ -307,9 +307,9 @@ def test_a_bad_batch_in_the_action_leafs_own_dtype_is_refused_before_a_byte_is_w
         bad = actions.astype(rows.dtype)
         assert np.array_equal(bad, actions, equal_nan=True)  # the same values, in the leaf's dtype
         good = np.stack([space.sample() for _ in range(n)]).astype(rows.dtype)
-        assert env._pool.write_actions(slot, good.tobytes())
+        assert env._pool.write_actions(good.tobytes(), [(slot, 0, n)])
         assert np.array_equal(rows, good)
-        assert not env._pool.write_actions(slot, bad.tobytes())
+        assert not env._pool.write_actions(bad.tobytes(), [(slot, 0, n)])
         assert np.array_equal(rows, good), "a refused batch wrote nothing"
         with pytest.raises(ValueError, match=message):
             env.step(bad)
@@ -324,13 +324,17 @@ def test_the_native_action_writer_refuses_bytes_that_do_not_fit_and_unknown_slot
                                  check_actions=True)
     try:
         env.reset(seed=0)
-        with pytest.raises(ValueError, match=r"12 bytes of actions from env 0 are not whole actions of envs of this "
-                                             r"pool \(3 envs of 1 int64, 8 bytes each\)"):
-            env._pool.write_actions(0, bytes(12))
-        with pytest.raises(ValueError, match="24 bytes of actions from env 1 are not whole actions"):
-            env._pool.write_actions(0, np.zeros(3, np.int64).tobytes(), 1)  # envs 1..4 of 3
+        with pytest.raises(ValueError, match=r"12 bytes of actions are not one action for each of the 3 envs of the "
+                                             r"runs \(1 int64, 8 bytes each\)"):
+            env._pool.write_actions(bytes(12), [(0, 0, 3)])
+        with pytest.raises(ValueError, match="24 bytes of actions are not one action for each of the 2 envs"):
+            env._pool.write_actions(np.zeros(3, np.int64).tobytes(), [(0, 1, 3)])
+        with pytest.raises(ValueError, match=r"envs 1..4 are not envs of this pool \(3 envs\)"):
+            env._pool.write_actions(np.zeros(3, np.int64).tobytes(), [(0, 1, 4)])  # envs 1..4 of 3
+        with pytest.raises(ValueError, match=r"envs 2..1 are not envs of this pool"):
+            env._pool.write_actions(b"", [(0, 2, 1)])
         with pytest.raises(ValueError, match="no slot 2: the pool has 2"):
-            env._pool.write_actions(2, np.zeros(3, np.int64).tobytes())
+            env._pool.write_actions(np.zeros(3, np.int64).tobytes(), [(2, 0, 3)])
         with pytest.raises(ValueError, match="low and high together"):
             env._pool.set_action_bounds([0], None)
     finally:
@@ -349,17 +353,40 @@ def test_the_native_action_writer_writes_a_run_of_envs_and_never_under_a_worker_
         other = [2, 3] if ready == [0, 1] else [0, 1]
         slot = env._pool.next_slot_of(ready[0] // 2)
         rows = env._slots.action[slot]
-        assert env._pool.write_actions(slot, np.array([2, 1], np.int64).tobytes(), ready[0])
+        assert env._pool.write_actions(np.array([2, 1], np.int64).tobytes(), [(slot, ready[0], ready[0] + 2)])
         assert rows[ready].tolist() == [2, 1]
-        assert not env._pool.write_actions(slot, np.array([3, 0], np.int64).tobytes(), ready[0])  # 3 is outside
+        assert not env._pool.write_actions(np.array([3, 0], np.int64).tobytes(), [(slot, ready[0], ready[0] + 2)])  # 3: outside
         assert rows[ready].tolist() == [2, 1]
         with pytest.raises(ValueError, match=rf"envs {other[0]}..{other[1] + 1} cannot be written while their "
                                              "workers have a command in flight"):
-            env._pool.write_actions(slot, np.array([0, 0], np.int64).tobytes(), other[0])
+            env._pool.write_actions(np.array([0, 0], np.int64).tobytes(), [(slot, other[0], other[0] + 2)])
         with pytest.raises(ValueError, match="cannot be written while their workers have a command in flight"):
-            env._pool.write_actions(slot, np.zeros(4, np.int64).tobytes())  # every env
+            env._pool.write_actions(np.zeros(4, np.int64).tobytes(), [(slot, 0, 4)])  # every env
         env.send(np.array([1, 1]), infos["env_id"])
         env.recv()
+    finally:
+        env.close()
+
+
+def test_the_native_action_writer_writes_runs_of_several_slots_in_order_or_nothing():
+    """Several ``(slot, start, stop)`` runs: each gets its rows of the actions, in the runs'
+    order (not the envs'); a refused value anywhere writes no run; a run whose worker has a
+    command in flight writes none either."""
+    env = ringenv.AsyncVectorEnv([functools.partial(SpaceEnv, gym.spaces.Box(0, 1, (2,)))] * 6, num_workers=3,
+                                 check_actions=True)
+    try:
+        env.reset(seed=0)
+        a, b = env._slots.action
+        runs = [(1, 4, 6), (0, 0, 1), (1, 1, 3)]
+        assert env._pool.write_actions(np.array([2, 1, 0, 2, 1], np.int64).tobytes(), runs)  # Discrete(3)
+        assert b[4:6].tolist() == [2, 1] and a[0] == 0 and b[1:3].tolist() == [2, 1]
+        before = (a.copy(), b.copy())
+        assert not env._pool.write_actions(np.array([0, 1, 0, 1, 3], np.int64).tobytes(), runs)  # 3: outside
+        assert np.array_equal(a, before[0]) and np.array_equal(b, before[1]), "a refused value wrote no run"
+        env.step_async(np.zeros(6, np.int64))
+        with pytest.raises(ValueError, match="cannot be written while their workers have a command in flight"):
+            env._pool.write_actions(np.zeros(1, np.int64).tobytes(), [(0, 0, 1)])
+        env.step_wait()
     finally:
         env.close()
 

@@ -67,9 +67,17 @@ def worker_ranges(num_envs: int, num_workers: int) -> Iterator[Tuple[int, int]]:
         start = stop
 
 
-def _contiguous(pieces: List[Tuple[int, int, int]]) -> bool:
-    """Whether the ``(slot, start, stop)`` pieces are one run of rows of one slot."""
-    return all(p[0] == pieces[0][0] and p[1] == q[2] for p, q in zip(pieces[1:], pieces))
+def _runs(pieces: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int]]:
+    """The ``(slot, start, stop)`` pieces (ascending env ids), each merged with the next while
+    that one's rows follow in the same slot: one run when they all do."""
+    runs = [pieces[0]]
+    for piece in pieces[1:]:
+        slot, start, stop = runs[-1]
+        if piece[0] == slot and piece[1] == stop:
+            runs[-1] = (slot, start, piece[2])
+        else:
+            runs.append(piece)
+    return runs
 
 
 #: A completion's worker (its first field): the key batches are sorted by.
@@ -105,9 +113,9 @@ class AsyncBatches:
         self._per_recv = num_workers if batch_size == num_envs else batch_size // (num_envs // num_workers)
         #: What each worker runs for send/recv: "reset", "step" or None.
         self._sent: List[Optional[str]] = [None] * num_workers
-        #: The env ids array the last recv returned, its workers and (one run of ids) the ids
-        #: as a slice: send's fast path.
-        self._recv_ids: Tuple[Optional[np.ndarray], List[int], Optional[slice]] = (None, [], None)
+        #: The env ids array the last recv returned and its workers, ascending (their blocks one
+        #: after the other in the ids): send's fast path.
+        self._recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
 
     def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
         """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
@@ -129,27 +137,34 @@ class AsyncBatches:
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step
         (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised)."""
-        last_ids, last_workers, rows = self._recv_ids
+        last_ids, last_workers = self._recv_ids
         if last_ids is not None and env_ids is last_ids:
-            ids, workers = last_ids, last_workers  # what recv returned: known to be whole workers
+            ids, workers = last_ids, last_workers  # what recv returned: whole workers, in their order
+            in_order = True
         else:
-            (ids, workers), rows = self._whole_workers(env_ids), None
-        busy = [int(w) for w in workers if self._sent[w] is not None]
+            ids, workers = self._whole_workers(env_ids)
+            in_order = bool(np.array_equal(ids, self._ids_of(workers)))
+        busy = [w for w in workers if self._sent[w] is not None]
         if busy:
             a, b = self.ranges[busy[0]]
             raise ValueError(f"envs {a}..{b - 1} (worker {busy[0]}) were sent actions whose "
                              "results were not received yet: recv them first")
         slots = [self._slots.next_slot(w) for w in workers]
-        if len(set(slots)) == 1:
-            slot_of: Any = slots[0]
+        if in_order:  # ids are the workers' blocks one after the other: one run per worker
+            runs = [(slot, *self.ranges[w]) for w, slot in zip(workers, slots)]
+            payload = self._slots.write_actions(actions, ids, slots[0], runs)
         else:
             by_worker = dict(zip(workers, slots))
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
-        payload = self._slots.write_actions(actions, ids, slot_of, rows)
+            payload = self._slots.write_actions(actions, ids, slot_of)
         self._slots.before_reuse(slots)
         self._pool.send(workers, "step", payload)
         for w in workers:
             self._sent[w] = "step"
+
+    def _ids_of(self, workers: List[int]) -> np.ndarray:
+        """The env ids of ``workers``' blocks, one after the other."""
+        return np.concatenate([np.arange(*self.ranges[w]) for w in workers])
 
     def _whole_workers(self, env_ids: Optional[Sequence[int]]) -> Tuple[np.ndarray, List[int]]:
         """``(env ids array, workers)`` for ``env_ids`` (``None``: every env), or ``ValueError``
@@ -204,15 +219,15 @@ class AsyncBatches:
             error = error or err
         if error is not None:
             raise _remote_exception(error)
-        # One run of rows when the workers' blocks follow each other in one slot.
-        runs = pieces if len(pieces) == 1 or not _contiguous(pieces) else [(pieces[0][0], pieces[0][1], pieces[-1][2])]
+        # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
+        runs = _runs(pieces)
         if len(runs) == 1:
-            ids, rows = np.arange(runs[0][1], runs[0][2], dtype=np.int32), slice(runs[0][1], runs[0][2])
+            ids = np.arange(runs[0][1], runs[0][2], dtype=np.int32)
         else:
-            ids, rows = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs]), None
+            ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
         infos = absorb(messages, restarted, ids)
         infos["env_id"] = ids
-        self._recv_ids = (ids, [b[0] for b in batch], rows)
+        self._recv_ids = (ids, [b[0] for b in batch])
         obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)
         if any(resets):
             for (s, a, b), was_reset in zip(pieces, resets):

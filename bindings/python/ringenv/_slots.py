@@ -166,12 +166,12 @@ class Slots:
             self.device.before_reuse(slots)
 
     def write_actions(self, actions: Any, ids: Optional[np.ndarray], slots: Any,
-                      rows: Optional[slice] = None) -> Optional[bytes]:
+                      runs: Optional[List[Run]] = None) -> Optional[bytes]:
         """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
         action slot of each env (``slots``: one slot for all, or an array with one per env of
-        ``ids``; ``rows``: ``ids`` as a slice when they are one run of env ids, for a write
-        without fancy indexing); returns the pickled payload of a non-flat action space instead
-        (a list of ``num_envs`` entries, ``None`` where not sent).
+        ``ids``; ``runs``: ``ids`` as ``(slot, start, stop)`` runs of env ids in their order, for
+        one native write of a batch of the action leaf's dtype); returns the pickled payload of a
+        non-flat action space instead (a list of ``num_envs`` entries, ``None`` where not sent).
 
         Raises:
             TypeError: a scalar instead of a batch.
@@ -179,12 +179,13 @@ class Slots:
                 the env; nothing is written.
         """
         actions = host_actions(actions, self.device)
-        if type(actions) is np.ndarray and actions.dtype == self._action_dtype and not isinstance(slots, np.ndarray):
+        if type(actions) is np.ndarray and actions.dtype == self._action_dtype:
             if ids is None:  # every env, one slot
-                if actions.shape == self._action_shape and self._write_native(slots, actions.tobytes()):
+                if actions.shape == self._action_shape and self._write_native(actions.tobytes(),
+                                                                              [(slots, 0, self.num_envs)]):
                     return None
-            elif rows is not None and actions.shape == (len(ids), *self._action_shape[1:]) \
-                    and self._write_native(slots, actions.tobytes(), rows.start):  # one run of envs, one slot
+            elif runs is not None and actions.shape == (len(ids), *self._action_shape[1:]) \
+                    and self._write_native(actions.tobytes(), runs):  # runs of envs, in the order of ids
                 return None
         count = self.num_envs if ids is None else len(ids)
         if self.action is None:
@@ -213,10 +214,15 @@ class Slots:
         check_fits(actions, self.action[0].dtype)
         if self._action_bounds is not None:
             check_action_values(actions, self._action_bounds, self.single_action_space)
-        if ids is None:
+        if runs is not None:
+            at = 0
+            for slot, start, stop in runs:
+                self.action[slot][start:stop] = actions[at:at + stop - start]
+                at += stop - start
+        elif ids is None:
             np.copyto(self.action[slots], actions, casting="unsafe")
         elif not isinstance(slots, np.ndarray):  # one slot for every env
-            self.action[slots][ids if rows is None else rows] = actions
+            self.action[slots][ids] = actions
         else:
             for slot in np.unique(slots):
                 mine = slots == slot
