@@ -95,6 +95,8 @@ ROWS: Dict[str, Callable[[float], str]] = {
     "cartpole256_16w_cpu": _cartpole(256, 16),
     "dict200x32_def": _grid(200.0, "Dict 148 KiB", "3 scalars", 32),
     "dict200x32_def_cuda": _grid(200.0, "Dict 148 KiB", "3 scalars", 32, device="cuda"),
+    "floats40x8": _grid(40.0, "16 floats", "none", 8),
+    "floats40x8_infos": _grid(40.0, "16 floats", "3 scalars", 8),
     "floats40x32_async16": _grid(40.0, "16 floats", "none", 32, batch=16),
     "floats40x32_infos_async16": _grid(40.0, "16 floats", "3 scalars", 32, batch=16),
     "floats200x32_async16": _grid(200.0, "16 floats", "none", 32, batch=16),
