@@ -580,7 +580,9 @@ impl PyPool {
                 return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
             }
             if start > stop || stop > n {
-                return Err(PyValueError::new_err(format!("envs {start}..{stop} are not envs of this pool ({n} envs)")));
+                return Err(PyValueError::new_err(format!(
+                    "envs {start}..{stop} are not envs of this pool ({n} envs)"
+                )));
             }
             count += stop - start;
         }
@@ -594,8 +596,9 @@ impl PyPool {
         self.open(py)?;
         let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
         for &(_, start, stop) in &runs {
-            let workers = if start == stop { 0..0 } else { layout.worker_of(start)..layout.worker_of(stop - 1) + 1 };
-            if pool.is_pending() || workers.clone().any(|w| pool.is_busy(w)) {
+            let mut workers =
+                if start == stop { 0..0 } else { layout.worker_of(start)..layout.worker_of(stop - 1) + 1 };
+            if pool.is_pending() || workers.any(|w| pool.is_busy(w)) {
                 return Err(PyValueError::new_err(format!(
                     "the actions of envs {start}..{stop} cannot be written while their workers have a command in flight"
                 )));

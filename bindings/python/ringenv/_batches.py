@@ -152,7 +152,7 @@ class AsyncBatches:
         slots = [self._slots.next_slot(w) for w in workers]
         if in_order:  # ids are the workers' blocks one after the other: one run per worker
             runs = [(slot, *self.ranges[w]) for w, slot in zip(workers, slots)]
-            payload = self._slots.write_actions(actions, ids, slots[0], runs)
+            payload = self._slots.write_actions(actions, ids, None, runs)
         else:
             by_worker = dict(zip(workers, slots))
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])

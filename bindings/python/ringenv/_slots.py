@@ -169,8 +169,9 @@ class Slots:
                       runs: Optional[List[Run]] = None) -> Optional[bytes]:
         """Checks ``actions`` (for the envs ``ids``, ``None``: all) and writes them into the
         action slot of each env (``slots``: one slot for all, or an array with one per env of
-        ``ids``; ``runs``: ``ids`` as ``(slot, start, stop)`` runs of env ids in their order, for
-        one native write of a batch of the action leaf's dtype); returns the pickled payload of a
+        ``ids``; or ``runs``, which ``slots`` is then not read: ``ids`` as ``(slot, start, stop)``
+        runs of env ids in their order, written run by run, natively for a batch of the action
+        leaf's dtype); returns the pickled payload of a
         non-flat action space instead (a list of ``num_envs`` entries, ``None`` where not sent).
 
         Raises:
