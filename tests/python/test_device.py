@@ -5,12 +5,14 @@ starts where CUDA cannot be used."""
 from __future__ import annotations
 
 import gymnasium as gym
+from gymnasium import spaces
 import numpy as np
 import pytest
 from helper_envs import JitterEnv, TreeEnv
 from vec_asserts import assert_tree_identical, child_pids
 
 from ringenv import AsyncVectorEnv, make_vec
+from ringenv._slots import leaf_spaces, tree_leaves, tree_of
 from ringenv._staging import parse_device
 from ringenv.errors import CudaUnavailableError
 
@@ -77,6 +79,24 @@ def test_device_leaves_and_observation_tree_are_inverse_in_the_spaces_order(clos
     flat.reset(seed=0)
     (only,) = flat._slots.device_leaves(0)
     assert flat._slots.observation_tree([only]) is only
+
+
+def test_tree_of_puts_leaves_back_in_the_spaces_order_and_counts_them():
+    """``tree_leaves`` and ``tree_of`` (what the Ray device path stages by) walk a nested space in
+    one order, and a wrong number of leaves is a ValueError naming both counts, not a silently
+    short or truncated tree."""
+    space = TreeEnv().observation_space
+    # Gymnasium's Dict lists its keys sorted: frame, inner (a Tuple), pos
+    assert [type(s).__name__ for s in leaf_spaces(space)] == ["Box", "Box", "MultiBinary", "Discrete"]
+    value = space.sample()
+    leaves = tree_leaves(space, value)
+    assert [leaf is v for leaf, v in zip(leaves, (value["frame"], *value["inner"], value["pos"]))] == [True] * 4
+    assert_tree_identical(tree_of(space, leaves), value)
+    for wrong in (leaves[:3], leaves + [leaves[0]]):
+        with pytest.raises(ValueError, match=f"{len(wrong)} leaves for a space of 4"):
+            tree_of(space, wrong)
+    box = spaces.Box(0, 1, (2,))
+    assert leaf_spaces(box) == [box] and tree_of(box, ["x"]) == "x"
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 import ringenv  # noqa: E402
 import ringenv.ray  # noqa: E402
-from ray_envs import BrokenFactoryError, ExitEnv, RaisingEnv, SlowRebuildEnv, WalkEnv, broken_env  # noqa: E402
+from ray_envs import BrokenFactoryError, ExitEnv, NoteEnv, RaisingEnv, SlowRebuildEnv, WalkEnv, broken_env  # noqa: E402
 import ringenv.ray._device  # noqa: E402
 from ringenv._staging import parse_device  # noqa: E402
 from ringenv.errors import ActorDiedError, CudaUnavailableError  # noqa: E402
@@ -661,9 +661,55 @@ def test_device_path_with_a_stand_in_staging(cluster, stand_in_cuda):
         envs.close()
 
 
-def test_device_with_a_dict_space_is_refused_and_stops_the_actors(cluster, stand_in_cuda, monkeypatch):
-    """The observation space is known once the actors described it: a Dict space with a CUDA
-    device is a ValueError then, and the actors already started are stopped."""
+def test_device_path_with_a_dict_space_stages_each_leaf(cluster, stand_in_cuda):
+    """A Dict observation space on the device path (a stand-in staging): one pinned array per
+    leaf in each slot, in the space's order, then the other columns; each batch comes back in the
+    space's dicts, one tensor per leaf of the leaf's dtype, equal to a local pool's results, for
+    ``step`` (across episode ends) and ``recv``."""
+    import torch
+
+    ours = ringenv.ray.make_vec(walk_fns(4), num_actors=2, vector_kwargs={"device": "cuda"})
+    local = ringenv.AsyncVectorEnv(walk_fns(4), num_workers=2)
+    try:
+        (staging,) = stand_in_cuda
+        for arrays in staging.host:  # pos, steps, then reward, terminated, truncated
+            assert [(a.dtype, a.shape) for a in arrays] == [
+                (np.float32, (4, 2)), (np.int64, (4,)), (np.float64, (4,)), (np.bool_, (4,)), (np.bool_, (4,))]
+        obs, _ = ours.reset(seed=3)
+        assert set(obs) == {"pos", "steps"} and all(isinstance(v, torch.Tensor) for v in obs.values())
+        want, _ = local.reset(seed=3)
+        for key in ("pos", "steps"):
+            assert np.array_equal(obs[key].numpy(), want[key]) and obs[key].numpy().dtype == want[key].dtype
+        ended = 0
+        for t in range(60):
+            actions = np.array([(t + i) % 2 for i in range(4)])
+            got, ref = ours.step(torch.from_numpy(actions)), local.step(actions)
+            for key in ("pos", "steps"):
+                assert np.array_equal(got[0][key].numpy(), ref[0][key]), f"step {t}, {key}"
+            for x, y in zip(got[1:4], ref[1:4]):
+                assert np.array_equal(x.numpy(), y), f"step {t}"
+            ended += int(ref[2].sum() + ref[3].sum())
+        assert ended > 0, "no episode ended: autoreset went untested"
+    finally:
+        ours.close()
+        local.close()
+    assert staging.closed
+
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, batch_size=2, vector_kwargs={"device": "cuda"})
+    try:
+        envs.async_reset(seed=0)
+        for _ in range(4):
+            obs, rewards, _, _, infos = envs.recv(timeout=60)
+            assert obs["pos"].shape == (2, 2) and obs["steps"].shape == (2,) and rewards.shape == (2,)
+            envs.send(torch.zeros(2, dtype=torch.int64), infos["env_id"])
+    finally:
+        envs.close()
+
+
+def test_device_with_a_text_leaf_is_refused_and_stops_the_actors(cluster, stand_in_cuda, monkeypatch):
+    """The observation space is known once the actors described it: a Dict space with a leaf
+    that is not an array (Text) with a CUDA device is a ValueError then, naming the space, and the
+    actors already started are stopped."""
     stopped = []
     kill_all = ringenv.ray.vector.RayVectorEnv._kill_all
 
@@ -672,8 +718,8 @@ def test_device_with_a_dict_space_is_refused_and_stops_the_actors(cluster, stand
         kill_all(self)
 
     monkeypatch.setattr(ringenv.ray.vector.RayVectorEnv, "_kill_all", spy)
-    with pytest.raises(ValueError, match="single-array observation space"):
-        ringenv.ray.make_vec(walk_fns(2), num_actors=1, vector_kwargs={"device": "cuda"})
+    with pytest.raises(ValueError, match=r"needs observations of arrays .*Text"):
+        ringenv.ray.make_vec([NoteEnv, NoteEnv], num_actors=1, vector_kwargs={"device": "cuda"})
     assert not stand_in_cuda  # refused before any staging
     assert len(stopped) == 1
     assert_actor_gone(stopped[0])

@@ -28,7 +28,7 @@ from ringenv._checks import action_bounds, check_action_values, check_fits, refu
 from ringenv._leases import Leases
 from ringenv._staging import DeviceBatches, host_actions
 
-__all__ = ["Slots", "array_tree"]
+__all__ = ["Slots", "array_tree", "leaf_spaces", "tree_leaves", "tree_of"]
 
 #: Rows ``start:stop`` of slot ``slot`` (one worker's block, or a run of blocks).
 Run = Tuple[int, int, int]
@@ -136,9 +136,7 @@ class Slots:
             return [self.obs_flat[slot]]
         if self.obs_views is None:
             raise ValueError(f"observations of {self.single_observation_space!r} are not arrays in shared memory")
-        leaves: List[np.ndarray] = []
-        _containers(self.single_observation_space, self.obs_views[slot], leaves.append)
-        return leaves
+        return tree_leaves(self.single_observation_space, self.obs_views[slot])
 
     def observation_tree(self, leaves: Sequence[Any]) -> Any:
         """``leaves`` (one per leaf of the observation space, in :meth:`device_leaves`' order)
@@ -146,8 +144,7 @@ class Slots:
         if self.obs_flat is not None:
             return leaves[0]
         assert self.obs_views is not None
-        it = iter(leaves)
-        return _containers(self.single_observation_space, self.obs_views[0], lambda _: next(it))
+        return tree_of(self.single_observation_space, leaves)
 
     def next_slot(self, worker: Optional[int] = None) -> int:
         """The slot the next command to ``worker`` (``None``: to every worker) writes: the pool's
@@ -356,6 +353,50 @@ def array_tree(space: spaces.Space) -> bool:
     if isinstance(space, spaces.Tuple):
         return all(array_tree(s) for s in space.spaces)
     return False
+
+
+def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:
+    """The leaf spaces of ``space`` in depth-first order: a Dict's values in the order the space
+    lists its keys, a Tuple's items in order; ``[space]`` for any other space. The one order of
+    :func:`tree_leaves` and :func:`tree_of`."""
+    if isinstance(space, spaces.Dict):
+        return [leaf for sub in space.spaces.values() for leaf in leaf_spaces(sub)]
+    if isinstance(space, spaces.Tuple):
+        return [leaf for sub in space.spaces for leaf in leaf_spaces(sub)]
+    return [space]
+
+
+def tree_leaves(space: spaces.Space, batch: Any) -> List[Any]:
+    """The leaves of ``batch`` (a batch, or one env's value, of ``space``: dicts and tuples
+    shaped as the space) in :func:`leaf_spaces`' order; ``[batch]`` for a space that is neither
+    a Dict nor a Tuple."""
+    leaves: List[Any] = []
+    _containers(space, batch, leaves.append)
+    return leaves
+
+
+def tree_of(space: spaces.Space, leaves: Sequence[Any]) -> Any:
+    """``leaves`` (one per leaf of ``space``, in :func:`leaf_spaces`' order) in new dicts and
+    tuples shaped as ``space``; the one leaf of a space that is neither a Dict nor a Tuple.
+
+    Raises:
+        ValueError: ``leaves`` does not hold exactly one value per leaf of ``space``."""
+    it = iter(leaves)
+
+    def build(sub: spaces.Space) -> Any:
+        if isinstance(sub, spaces.Dict):
+            return {key: build(s) for key, s in sub.spaces.items()}
+        if isinstance(sub, spaces.Tuple):
+            return tuple(build(s) for s in sub.spaces)
+        try:
+            return next(it)
+        except StopIteration:
+            raise ValueError(f"{len(leaves)} leaves for a space of {len(leaf_spaces(space))}: {space}") from None
+
+    tree = build(space)
+    if next(it, it) is not it:
+        raise ValueError(f"{len(leaves)} leaves for a space of {len(leaf_spaces(space))}: {space}")
+    return tree
 
 
 def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leaves: list) -> Leases:

@@ -77,8 +77,10 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
             ``"cuda:N"``, a ``torch.device``: observations, rewards (``float64``), terminations
             and truncations come back as torch tensors on that GPU, assembled in page-locked
             host memory in the driver and copied asynchronously on the caller's current stream
-            (docs/RAY.md); it needs a single-array observation space (Box, Discrete,
-            MultiDiscrete, MultiBinary). Actions may be torch tensors (CPU or CUDA) either way.
+            (docs/RAY.md); it needs observations of arrays (a Box, Discrete, MultiDiscrete or
+            MultiBinary space: one tensor; or a Dict or Tuple of them: the same dicts and tuples
+            of tensors, one per leaf), else ``ValueError``. Actions may be torch tensors (CPU or
+            CUDA) either way.
         batch_size: envs per :meth:`~RayVectorEnv.recv` (default ``num_envs``); below it, a
             multiple of the block size ``num_envs / (num_actors * blocks_per_actor)``.
         deterministic: :meth:`~RayVectorEnv.recv` returns blocks in the order they were sent.

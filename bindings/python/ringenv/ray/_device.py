@@ -4,8 +4,9 @@ pinned path (:class:`ringenv._staging.GpuStaging`, docs/GPU.md).
 A local pool's batches already lie in memory the staging can page-lock (its segment). A Ray
 vector env's batches do not: they arrive block by block from Ray's object store. So the driver
 owns one page-aligned host buffer (an anonymous ``mmap``) holding, for each of two slots used in
-turn, the batch arrays of the whole vector env (observations ``(num_envs, *obs_shape)``, rewards
-``float64``, terminated and truncated ``bool``, each ``(num_envs,)``), and hands it to
+turn, the batch arrays of the whole vector env (observations ``(num_envs, *obs_shape)``, one
+such array per leaf of a Dict or Tuple space, rewards ``float64``, terminated and truncated
+``bool``, each ``(num_envs,)``), and hands it to
 :class:`~ringenv._staging.GpuStaging` as its "segment": the staging page-locks it once
 (``cuMemHostRegister``, or a pinned mirror where the driver refuses) and does the rest as for a
 local pool.
@@ -22,12 +23,14 @@ PyTorch is imported only here, when a CUDA device was asked for.
 
 from __future__ import annotations
 
+import functools
 import mmap
 from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
 
 import numpy as np
 from gymnasium import spaces
 
+from ringenv._slots import array_tree, leaf_spaces, tree_leaves, tree_of
 from ringenv._staging import DeviceBatches, GpuStaging
 
 if TYPE_CHECKING:
@@ -41,11 +44,12 @@ _ALIGN = 64  # each array starts on a cache line
 
 
 def check_space(space: spaces.Space, device: Any) -> None:
-    """Raises ``ValueError`` unless ``space`` is one array per env (Box, Discrete, MultiDiscrete,
-    MultiBinary), as a local vector env's ``device`` needs."""
-    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
-        raise ValueError(f"device={device!r} needs a single-array observation space (Box, Discrete, "
-                         f"MultiDiscrete, MultiBinary), got {space}; use device='cpu'")
+    """Raises ``ValueError`` unless ``space`` is arrays per env (a Box, Discrete, MultiDiscrete or
+    MultiBinary space, or a Dict or Tuple of them, nested or not), as a local vector env's
+    ``device`` needs."""
+    if not array_tree(space):
+        raise ValueError(f"device={device!r} needs observations of arrays (a Box, Discrete, MultiDiscrete or "
+                         f"MultiBinary space, or a Dict or Tuple of them), got {space}; use device='cpu'")
 
 
 class PinnedBatches(DeviceBatches):
@@ -54,7 +58,8 @@ class PinnedBatches(DeviceBatches):
 
     Args:
         device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
-        single_observation_space: a single-array space (see :func:`check_space`).
+        single_observation_space: arrays per env (see :func:`check_space`): one array space, or a
+            Dict or Tuple of them, whose every leaf gets its own pinned array per slot.
         num_envs: rows of the largest batch.
 
     Attributes:
@@ -62,16 +67,18 @@ class PinnedBatches(DeviceBatches):
             whether the buffer itself is page-locked or copied through a pinned mirror).
 
     Raises:
-        ValueError: an observation space that is not a single array.
+        ValueError: an observation space that is not arrays (a Text or Graph leaf).
         CudaUnavailableError, CudaError: as :class:`~ringenv._staging.GpuStaging`.
     """
 
     def __init__(self, device: "torch.device", single_observation_space: spaces.Space, num_envs: int):
         check_space(single_observation_space, device)
-        space = single_observation_space
-        obs_dtype = np.dtype(space.dtype if space.dtype is not None else np.int64)
-        columns = [((num_envs, *(space.shape or ())), obs_dtype), ((num_envs,), np.dtype(np.float64)),
-                   ((num_envs,), np.dtype(np.bool_)), ((num_envs,), np.dtype(np.bool_))]
+        self._space = single_observation_space
+        leaves = leaf_spaces(single_observation_space)
+        columns = [((num_envs, *(leaf.shape or ())), np.dtype(leaf.dtype if leaf.dtype is not None else np.int64))
+                   for leaf in leaves]
+        columns += [((num_envs,), np.dtype(np.float64)), ((num_envs,), np.dtype(np.bool_)),
+                    ((num_envs,), np.dtype(np.bool_))]
         offsets, size = [], 0
         for _ in range(SLOTS):
             for shape, dtype in columns:
@@ -84,28 +91,36 @@ class PinnedBatches(DeviceBatches):
             [whole[o:o + int(np.prod(shape)) * dtype.itemsize].view(dtype).reshape(shape)
              for o, (shape, dtype) in zip(offsets[s * len(columns):], columns)] for s in range(SLOTS)]
         self.device = device
+        # What DeviceBatches._split needs: the leaves come first, then rewards and the flags.
+        self._num_leaves = len(leaves)
+        self._tree = functools.partial(tree_of, single_observation_space)
         self.staging = GpuStaging(device, self.host, self._buffer)
         self._turn = 0
 
-    def assemble(self, obs: Sequence[np.ndarray], rewards: Sequence[np.ndarray], terminated: Sequence[np.ndarray],
+    def assemble(self, obs: Sequence[Any], rewards: Sequence[np.ndarray], terminated: Sequence[np.ndarray],
                  truncated: Sequence[np.ndarray]) -> Tuple[Any, Any, Any, Any]:
-        """The blocks' results (one array per block and column, in env order) as one batch of
-        tensors on the device: observations of the space's dtype and shape ``(rows, ...)``,
-        rewards ``float64``, the flags ``bool``, each the caller's own (cloned on the device, on
-        the same stream). The copies are enqueued on the caller's current stream; nothing waits
-        for them.
+        """The blocks' results (per block, in env order: its observation batch, an array or dicts
+        and tuples of arrays shaped as the space, and one array per other column) as one batch of
+        tensors on the device: observations of each leaf's dtype and shape ``(rows, ...)`` (in
+        the space's dicts and tuples for a Dict or Tuple space), rewards ``float64``, the flags
+        ``bool``, each the caller's own (cloned on the device, on the same stream). One host
+        copy and one host-to-device copy per leaf and column; the copies are enqueued on the
+        caller's current stream and nothing waits for them.
 
         Raises:
             CudaError: a driver call failed.
         """
         slot, self._turn = self._turn, (self._turn + 1) % SLOTS
         self.staging.before_reuse(slot)  # the copy that last read this slot (two batches ago) is done
-        rows = sum(len(o) for o in obs)
-        for dest, parts in zip(self.host[slot], (obs, rewards, terminated, truncated)):
+        rows = sum(len(r) for r in rewards)
+        blocks = [tree_leaves(self._space, o) for o in obs]
+        columns = [[block[k] for block in blocks] for k in range(self._num_leaves)]
+        for dest, parts in zip(self.host[slot], (*columns, rewards, terminated, truncated)):
             np.concatenate(parts, axis=0, out=dest[:rows], casting="same_kind")
         staged = self.staging.stage(slot, slice(0, rows))
         # Clones: a Ray vector env's results are always new, and the staging's tensors are reused.
-        return tuple(t.clone() for t in staged)  # type: ignore[return-value]
+        observations, (reward, term, trunc) = self._split([t.clone() for t in staged])
+        return observations, reward, term, trunc
 
     def close(self) -> None:
         """Waits for the copies in flight, unpins the buffer; tensors returned stay valid."""
