@@ -99,6 +99,85 @@ def test_tree_of_puts_leaves_back_in_the_spaces_order_and_counts_them():
     assert leaf_spaces(box) == [box] and tree_of(box, ["x"]) == "x"
 
 
+class HostStaging:
+    """:class:`ringenv._staging.GpuStaging`'s interface on the host, for machines without a GPU:
+    ``stage`` and ``stage_new`` return CPU tensors copied from the slot's arrays, and every call
+    is logged. What it stands in for is checked on a GPU by the tests below."""
+
+    made = []
+
+    def __init__(self, device, host_arrays_per_slot, segment):
+        self.device, self.host = device, [list(arrays) for arrays in host_arrays_per_slot]
+        self.num_envs = self.host[0][0].shape[0]
+        self.log, self.closed = [], False
+        HostStaging.made.append(self)
+
+    def before_reuse(self, slot):
+        self.log.append(("reuse", slot))
+
+    def stage(self, slot, rows=None):
+        assert not self.closed
+        rows = rows or slice(0, self.num_envs)
+        self.log.append(("stage", slot, rows.start, rows.stop))
+        return [torch.from_numpy(a[rows].copy()) for a in self.host[slot]]
+
+    def stage_new(self, pieces):
+        assert not self.closed
+        self.log.append(("stage_new", *pieces))
+        return [torch.from_numpy(np.concatenate([self.host[s][k][a:b] for s, a, b in pieces]))
+                for k in range(len(self.host[0]))]
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def host_staging(monkeypatch):
+    """``device="cuda"`` accepted by a local vector env and staged by :class:`HostStaging`."""
+    import ringenv._staging
+    import ringenv.vector
+
+    monkeypatch.setattr(ringenv.vector, "parse_device", lambda d: "stand-in" if d == "cuda" else parse_device(d))
+    monkeypatch.setattr(ringenv._staging, "GpuStaging", HostStaging)
+    HostStaging.made = []
+    return HostStaging.made
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_dict_device_path_with_a_host_staging(closing, host_staging, copy):
+    """The vector env's side of ``device="cuda"`` for a nested Dict/Tuple space, on any machine:
+    each slot's leaves then reward and the flags are staged (one array each, in the space's
+    order), and the batches come back as the space's dicts and tuples of tensors equal to the
+    CPU results, across episode ends (``step``: the slot's reused tensors without ``copy``, new
+    ones with it) and in asynchronous batches (rows of several workers: new tensors)."""
+    ours = closing(AsyncVectorEnv([TreeEnv] * 4, num_workers=2, device="cuda", copy=copy))
+    ref = closing(AsyncVectorEnv([TreeEnv] * 4, num_workers=2))
+    (staging,) = host_staging
+    for arrays in staging.host:  # frame, inner (a Box and a MultiBinary), pos, then the columns
+        assert [a.dtype for a in arrays] == [np.uint8, np.float32, np.int8, np.int64, np.float64, np.bool_, np.bool_]
+    obs, _ = ours.reset(seed=5)
+    assert isinstance(obs["frame"], torch.Tensor) and isinstance(obs["inner"], tuple)
+    assert_tree_identical(_host(obs), ref.reset(seed=5)[0])
+    for t in range(16):  # TreeEnv truncates every 7 steps
+        actions = np.array([(t + i) % 3 for i in range(4)])
+        got, want = ours.step(torch.from_numpy(actions)), ref.step(actions)
+        assert_tree_identical(_host(got[0]), want[0])
+        assert got[1].dtype == torch.float64 and got[3].dtype == torch.bool
+        for x, y in zip(got[1:4], want[1:4]):
+            np.testing.assert_array_equal(x.numpy(), y)
+    staged = {entry[0] for entry in staging.log}
+    assert staged == {"reuse", "stage_new" if copy else "stage"}, staging.log[:6]
+    ours.close()
+    assert staging.closed
+
+
+def test_dict_device_path_in_asynchronous_batches_with_a_host_staging(closing, host_staging):
+    """Asynchronous batches of a nested Dict/Tuple space on the device path (rows of several
+    workers: new tensors): each env's results equal a CPU vector env's, env by env."""
+    _assert_async_tree_runs_agree(closing, "cuda")
+    assert {entry[0] for entry in host_staging[0].log} == {"reuse", "stage_new"}
+
+
 # -- on a GPU ---------------------------------------------------------------------------------------
 
 
@@ -195,7 +274,10 @@ def test_dict_and_tuple_observations_on_cuda_equal_the_cpu_results(cuda, closing
             np.testing.assert_array_equal(x.cpu().numpy(), y, err_msg=f"step {t}")
 
 
-def test_dict_observations_of_asynchronous_batches_on_cuda_equal_the_cpu_results(cuda, closing):
+def _assert_async_tree_runs_agree(closing, device):
+    """8 TreeEnvs in asynchronous batches of 4 on ``device`` and on the CPU: each env's sequence
+    of observations and rewards is the same, as far as both ran it (the order of batches may
+    differ between runs; each env's action comes from its own history alone)."""
     def run(device):
         env = closing(AsyncVectorEnv([TreeEnv] * 8, num_workers=4, batch_size=4, device=device))
         env.async_reset(seed=6)
@@ -212,11 +294,15 @@ def test_dict_observations_of_asynchronous_batches_on_cuda_equal_the_cpu_results
             env.send(np.array([(len(out[int(i)]) + int(i)) % 3 for i in ids]), ids)
         return out
 
-    ours, ref = run(cuda), run(None)
+    ours, ref = run(device), run(None)
     assert ours.keys() == ref.keys()
     for i in ours:  # each env's sequence of results, as far as both ran it
         n = min(len(ours[i]), len(ref[i]))
         assert n > 0 and ours[i][:n] == ref[i][:n], i
+
+
+def test_dict_observations_of_asynchronous_batches_on_cuda_equal_the_cpu_results(cuda, closing):
+    _assert_async_tree_runs_agree(closing, cuda)
 
 
 def test_rust_env_batches_on_cuda(cuda, closing):
