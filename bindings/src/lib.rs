@@ -4,6 +4,7 @@
 //! of `ringenv.errors`, and hosts Python envs in a worker.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod close_request;
 mod errors;
 mod infos;
 mod monitor;
@@ -27,6 +28,7 @@ fn current_pid() -> u32 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_pid, m)?)?;
     m.add_class::<py_pool::PyPool>()?;
+    m.add_class::<close_request::PyPoolCloser>()?;
     m.add_class::<py_segment::PySegment>()?;
     m.add_class::<py_staging::PyCudaStaging>()?;
     m.add_function(wrap_pyfunction!(py_staging::cuda_device_count, m)?)?;

@@ -5,6 +5,7 @@
 //! process runs (`crate::python_envs` or the built-in registry), and each `wait` or `recv` first
 //! runs that share's pending command, then waits for the worker processes.
 
+use crate::close_request::{closed_while_waiting, CloseRequest, PyPoolCloser};
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
 use crate::python_envs::Handover;
@@ -17,7 +18,7 @@ use ringenv_runtime::{
     DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often a blocking wait checks for signals such as Ctrl-C.
@@ -85,15 +86,22 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 }
 
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
-/// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed.
+/// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed; a
+/// close asked for meanwhile (`closer`, from another thread or a signal handler) ends it with
+/// `ClosedEnvironmentError` (`call` names the waiting call) before the next slice.
 fn wait_in_slices<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
+    closer: &CloseRequest,
+    call: &str,
     mut wait: impl FnMut(Duration) -> Result<T, PoolError> + Send,
 ) -> PyResult<T> {
     let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {
+        if closer.requested() {
+            return Err(closed_while_waiting(py, call));
+        }
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
         // A panic in the runtime becomes `InternalError`, never `PanicException`.
@@ -198,6 +206,8 @@ pub struct PyPool {
     handover: Option<Handover>,
     /// What [`PyPool::write_actions`] checks before it writes (`set_action_bounds`).
     action_bounds: ActionBounds,
+    /// A close asked for while `wait` or `recv` holds the pool ([`crate::close_request`]).
+    closer: Arc<CloseRequest>,
 }
 
 impl PyPool {
@@ -244,6 +254,12 @@ impl PyPool {
         .map_err(|message| internal_error(py, message))?;
         let busy = started.elapsed();
         pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
+        // Ctrl-C (or `sys.exit` in a signal handler) in the share: raised now, not after the
+        // worker processes finish (the command stays pending for them; the share's part of it
+        // reports the interruption as its error when it is collected).
+        if let Some(interrupt) = crate::python_envs::take_interrupt() {
+            return Err(interrupt);
+        }
         Ok(Some(busy))
     }
 
@@ -294,6 +310,18 @@ impl PyPool {
                 let _ = catch(move || host.close());
             }
         }
+    }
+
+    /// After `wait` or `recv` (`call`): when a close was asked for meanwhile
+    /// ([`crate::close_request`]), closes the pool with the requested timeout and returns the
+    /// call's error, or `ClosedEnvironmentError` in place of its results; else the result as it is.
+    fn close_if_requested<T>(&mut self, py: Python<'_>, result: PyResult<T>, call: &str) -> PyResult<T> {
+        if !self.closer.requested() || self.pool.is_none() {
+            return result;
+        }
+        let timeout = self.closer.timeout();
+        self.close(py, timeout)?;
+        Err(result.err().unwrap_or_else(|| closed_while_waiting(py, call)))
     }
 
     fn check_worker(&self, worker: usize) -> PyResult<()> {
@@ -427,6 +455,7 @@ impl PyPool {
             inline: host,
             handover,
             action_bounds: ActionBounds::Unchecked,
+            closer: Arc::default(),
         })
     }
 
@@ -670,21 +699,26 @@ impl PyPool {
         deterministic: bool,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
-        // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
-        // step its envs more often than those of the worker processes.
-        let due = self.open(py)?.inline_due(num_workers);
-        let timeout = if due { self.run_inline_within(py, timeout)? } else { timeout };
-        let pool = self.open_mut(py)?;
-        let out = wait_in_slices(py, timeout, |slice| pool.recv(num_workers, order, Some(slice)))?;
-        let list = PyList::empty(py);
-        for b in &out {
-            let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
-            let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
-            let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
-            list.append((b.worker, b.slot, message, error, restarted))?;
-        }
-        Ok(list)
+        let _waiting = self.closer.enter();
+        let closer = Arc::clone(&self.closer);
+        let result = (|| {
+            let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
+            // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
+            // step its envs more often than those of the worker processes.
+            let due = self.open(py)?.inline_due(num_workers);
+            let timeout = if due { self.run_inline_within(py, timeout)? } else { timeout };
+            let pool = self.open_mut(py)?;
+            let out = wait_in_slices(py, timeout, &closer, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
+            let list = PyList::empty(py);
+            for b in &out {
+                let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
+                let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
+                let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
+                list.append((b.worker, b.slot, message, error, restarted))?;
+            }
+            Ok(list)
+        })();
+        self.close_if_requested(py, result, "recv")
     }
 
     /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
@@ -740,22 +774,27 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let timeout = self.run_inline_within(py, timeout)?;
-        let pool = self.open_mut(py)?;
-        let out = wait_in_slices(py, timeout, |slice| pool.wait(Some(slice)))?;
-        let messages = PyList::empty(py);
-        for (w, bytes) in &out.messages {
-            messages.append((w, self.message(py, *w, bytes)?))?;
-        }
-        let errors = PyList::empty(py);
-        for (w, e) in &out.errors {
-            errors.append((w, remote_to_dict(py, e)?))?;
-        }
-        let restarted = PyList::empty(py);
-        for (w, f) in &out.restarted {
-            restarted.append(failure_to_dict(py, *w, f)?)?;
-        }
-        Ok((out.slot, messages, errors, restarted))
+        let _waiting = self.closer.enter();
+        let closer = Arc::clone(&self.closer);
+        let result = (|| {
+            let timeout = self.run_inline_within(py, timeout)?;
+            let pool = self.open_mut(py)?;
+            let out = wait_in_slices(py, timeout, &closer, "wait", |slice| pool.wait(Some(slice)))?;
+            let messages = PyList::empty(py);
+            for (w, bytes) in &out.messages {
+                messages.append((w, self.message(py, *w, bytes)?))?;
+            }
+            let errors = PyList::empty(py);
+            for (w, e) in &out.errors {
+                errors.append((w, remote_to_dict(py, e)?))?;
+            }
+            let restarted = PyList::empty(py);
+            for (w, f) in &out.restarted {
+                restarted.append(failure_to_dict(py, *w, f)?)?;
+            }
+            Ok((out.slot, messages, errors, restarted))
+        })();
+        self.close_if_requested(py, result, "wait")
     }
 
     /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),
@@ -769,19 +808,31 @@ impl PyPool {
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
         self.close_inline();
-        let Some(mut pool) = self.pool.take() else { return Ok(()) };
+        let Some(mut pool) = self.pool.take() else {
+            self.closer.set_closed();
+            return Ok(());
+        };
         if current_pid() != self.creator_pid {
             let_go_in_child(pool);
             return Ok(());
         }
         self.last_pids = pool.worker_pids();
-        py.detach(|| {
-            catch(move || {
-                pool.close(t);
-                drop(pool);
+        let closed = py
+            .detach(|| {
+                catch(move || {
+                    pool.close(t);
+                    drop(pool);
+                })
             })
-        })
-        .map_err(|message| internal_error(py, message))
+            .map_err(|message| internal_error(py, message));
+        self.closer.set_closed();
+        closed
+    }
+
+    /// The pool's closer: `request(timeout)` asks a `wait` or `recv` in progress (in another
+    /// thread, or under a signal handler) to close the pool, without borrowing it.
+    fn closer(&self) -> PyPoolCloser {
+        PyPoolCloser { shared: Arc::clone(&self.closer) }
     }
 
     fn __repr__(&self) -> String {

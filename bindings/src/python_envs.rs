@@ -56,6 +56,39 @@ type Built = (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<P
 /// the host is a `Box<dyn EnvHost>` the pool cannot look into.
 pub type Handover = Arc<Mutex<Option<Py<PyAny>>>>;
 
+thread_local! {
+    /// A `KeyboardInterrupt` or `SystemExit` (Ctrl-C, `sys.exit` in a signal handler) raised in
+    /// an env's `reset` or `step` hosted in this thread: in the main process that is the inline
+    /// share's, which [`take_interrupt`] hands to the waiting call to raise at once.
+    static INTERRUPT: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The `KeyboardInterrupt` or `SystemExit` the last command hosted in this thread stopped on, if
+/// any (see [`PyEnvs`]'s loops).
+pub fn take_interrupt() -> Option<PyErr> {
+    INTERRUPT.with(|i| i.borrow_mut().take())
+}
+
+/// An env's exception that is not an `Exception` (`KeyboardInterrupt`, `SystemExit`): the loop
+/// over the envs stops there, the exception is kept for [`take_interrupt`], and the command's
+/// error is a plain description (no pickled `KeyboardInterrupt` for a later `step_wait` or `close`
+/// to raise again).
+fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> Option<RemoteError> {
+    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+    let error = RemoteError {
+        env_id: Some(id as u64),
+        message: format!(
+            "{kind} while this process stepped its own share of the envs ({}..{}) at env {id}: the envs after it \
+             were not stepped, and the results of this call are lost",
+            env_ids.start, env_ids.end
+        ),
+        kind,
+        ..Default::default()
+    };
+    INTERRUPT.with(|i| *i.borrow_mut() = Some(e));
+    Some(error)
+}
+
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
@@ -302,7 +335,15 @@ impl PyEnvs {
                 out.len()
             )));
         }
-        let reward: f64 = out.get_item(1)?.extract()?;
+        let reward = out.get_item(1)?;
+        let reward: f64 = reward.extract().map_err(|e: PyErr| {
+            let type_name = reward.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "env {}: step returned a reward of type {type_name}; a reward must be a real number ({})",
+                self.env_ids.start + k,
+                e.value(py)
+            ))
+        })?;
         let terminated = out.get_item(2)?.is_truthy()?;
         let truncated = out.get_item(3)?.is_truthy()?;
         let mut obs = out.get_item(0)?;
@@ -377,6 +418,10 @@ impl PyEnvs {
             match result {
                 Ok(info) if info.is_empty() => {}
                 Ok(info) => infos.push((id, info)),
+                Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                    error = interrupted(py, e, &self.env_ids, id);
+                    break;
+                }
                 Err(e) => {
                     error.get_or_insert_with(|| self.describe(py, e, Some(id)));
                 }
@@ -407,6 +452,10 @@ impl PyEnvs {
                     if !info.is_empty() {
                         infos.push((id, info));
                     }
+                }
+                Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                    error = interrupted(py, e, &self.env_ids, id);
+                    break;
                 }
                 Err(e) => {
                     error.get_or_insert_with(|| self.describe(py, e, Some(id)));

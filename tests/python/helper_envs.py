@@ -465,3 +465,56 @@ class TreeEnv(gym.Env):
         self.t += 1
         self.action = int(action)
         return self._obs(), float(self.action), False, self.t >= 7, {}
+
+
+class BlockingEnv(gym.Env):
+    """An env whose ``step`` in a worker process writes ``<folder>/started-<pid>``, then blocks
+    until ``<folder>/release`` exists (at most ``HANG_GUARD_S``), then writes
+    ``<folder>/done-<pid>``. In the main process (``main_pid``: the inline share) ``step``
+    returns at once, or for ``mode="interrupt"`` raises ``KeyboardInterrupt`` (what a Ctrl-C
+    there raises), or for ``mode="signal"`` first sends SIGUSR1 to this process (its handler
+    runs there and then, inside the vector env's call). Observation: the step count (float32,
+    shape ``(1,)``); Discrete(2) actions."""
+
+    HANG_GUARD_S = 120.0
+
+    def __init__(self, main_pid: int, folder: str, mode: str = "block"):
+        self.observation_space = spaces.Box(0, np.inf, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.main_pid, self.folder, self.mode = main_pid, folder, mode
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if os.getpid() == self.main_pid:
+            if self.mode == "interrupt":
+                raise KeyboardInterrupt
+            if self.mode == "signal":
+                os.kill(self.main_pid, signal.SIGUSR1)
+        else:
+            open(os.path.join(self.folder, f"started-{os.getpid()}"), "w").close()
+            deadline = time.monotonic() + self.HANG_GUARD_S
+            while not os.path.exists(os.path.join(self.folder, "release")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            open(os.path.join(self.folder, f"done-{os.getpid()}"), "w").close()
+        return np.full(1, self.t, np.float32), 0.0, False, False, {}
+
+
+class StringRewardEnv(gym.Env):
+    """Returns the reward ``"1.0"`` (a str, not a number) from every ``step``."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(0, 1, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), "1.0", False, False, {}

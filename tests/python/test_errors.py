@@ -18,6 +18,7 @@ from helper_envs import (
     SizedEnv,
     SlowEnv,
     StepError,
+    StringRewardEnv,
     failing_factory,
 )
 from ringenv.errors import RemoteEnvError, RemoteTraceback, WorkerStartupError
@@ -95,6 +96,17 @@ def test_unpicklable_env_exception_becomes_remote_env_error(closing):
     envs.reset()
     obs, *_ = envs.step(_ones())  # usable again
     assert_identical(obs, np.array([[i, 1] for i in range(N)], dtype=np.float32))
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 2}, {"num_workers": 1, "inline": True}],
+                         ids=["workers", "inline-share"])
+def test_a_reward_that_is_not_a_number_names_the_env_and_the_reward(closing, layout):
+    """A str reward: a ``TypeError`` whose message names the env, the reward and its type, in a
+    worker process and in the main process's share alike."""
+    envs = closing(ringenv.AsyncVectorEnv([StringRewardEnv] * 4, **layout))
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match=r"env 0: step returned a reward of type str; a reward must be a real number"):
+        envs.step(np.zeros(4, np.int64))
 
 
 # -- start-up failures ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CudaStaging", "Pool", "Segment", "builtin_env_ids", "builtin_spaces",
+__all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CudaStaging", "Pool", "PoolCloser", "Segment", "builtin_env_ids", "builtin_spaces",
            "cuda_device_count", "current_pid", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker",
            "uniform_infos"]
 
@@ -119,7 +119,17 @@ class Pool:
         self, num_workers: int, deterministic: bool = False, timeout: Optional[float] = None
     ) -> List[Tuple[int, int, Optional[_Message], Optional[dict], Optional[dict]]]: ...
     def close(self, timeout: float = 1.0) -> None: ...
+    def closer(self) -> PoolCloser: ...
     def layout(self) -> dict: ...
+
+@final
+class PoolCloser:
+    """A close asked for while a call holds the pool (another thread's, or under a signal handler)."""
+    def request(self, timeout: float) -> bool: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
 
 @final
 class CudaStaging:

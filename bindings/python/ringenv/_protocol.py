@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from enum import Enum
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -23,9 +24,16 @@ from gymnasium.vector import VectorEnv
 
 from ringenv import _native
 from ringenv._slots import Slots
-from ringenv.errors import ForkedProcessError, WorkerDiedError, _remote_exception
+from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
 __all__ = ["AsyncState", "PoolVectorEnv", "warn_restarted"]
+
+#: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
+#: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
+#: envs this process is stepping only when its ``step`` calls return.
+CLOSE_HANDOFF_S = 10.0
+#: How often (seconds) that ``close()`` looks whether the call let go.
+CLOSE_POLL_S = 0.002
 
 
 class AsyncState(Enum):
@@ -231,13 +239,56 @@ class PoolVectorEnv(VectorEnv):
         """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
         exit; in a forked child: only lets go of the inherited handle) and drops the env's
         arrays over the segment, so that every descriptor is closed now and the mapping goes
-        with the last array a caller still holds."""
+        with the last array a caller still holds.
+
+        When another frame is inside a call that waits on the pool (a ``step`` in another thread,
+        or the call a signal handler closing the env interrupted), the pool is closed by that
+        call (:class:`ringenv._native.PoolCloser`): it stops waiting within 100 ms (after the main
+        process's own share of envs, if it is stepping them) and raises
+        ``ClosedEnvironmentError``. From another thread this waits for that, at most
+        ``timeout`` + :data:`CLOSE_HANDOFF_S` seconds.
+
+        Raises:
+            ringenv.errors.RingenvError: the other thread's call did not let go of the pool in
+                that time (its share of envs is still stepping); the close stays requested and
+                that call closes the pool when it returns.
+        """
         self.closed = True
         self._state = AsyncState.DEFAULT
         slots = getattr(self, "_slots", None)
+        # False: a signal handler in this thread's wait, which closes the pool when the handler
+        # returns; the slots go now all the same (that wait reads none of them).
+        self._close_pool(timeout)
         if slots is not None:
             slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
-        self._pool.close(timeout)
+
+    def _close_pool(self, timeout: float) -> bool:
+        """Closes the pool now, or has the call holding it close it; False when that call is the
+        one this thread is in (a signal handler's close), which closes it when the handler returns."""
+        deadline = None
+        while True:
+            try:
+                self._pool.close(timeout)
+                return True
+            except RuntimeError as e:  # PyO3's borrow error: a call holds the pool
+                if "borrowed" not in str(e):
+                    raise
+            closer = getattr(self, "_closer", None)
+            if closer is None:
+                raise RingenvError("close: another call holds this env's pool, which has no closer")
+            if closer.request(timeout):
+                return False
+            if closer.closed:
+                return True
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + timeout + CLOSE_HANDOFF_S
+            elif now > deadline:
+                raise RingenvError(
+                    f"close: another thread's call to this env has held its pool for {timeout + CLOSE_HANDOFF_S:.0f} s "
+                    "(stepping this process's own share of envs, which cannot be interrupted); the env is marked "
+                    "closed and that call closes the pool when it returns")
+            time.sleep(CLOSE_POLL_S)
 
     def __del__(self):
         if not getattr(self, "closed", True):

@@ -194,7 +194,7 @@ def _remote_exception(remote: dict) -> BaseException:
     where = f" in env {env_id}" if env_id is not None else ""
     if not isinstance(exc, BaseException):
         exc = RemoteEnvError(
-            f"{remote['kind']}: {remote['message']} (raised{where} in a worker)",
+            f"{remote['kind']}: {remote['message']} (raised{where})",
             env_id=env_id, remote_type=remote["kind"], remote_message=remote["message"],
             remote_traceback=remote.get("traceback", ""),
         )

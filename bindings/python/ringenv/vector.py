@@ -268,6 +268,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
             inline=program.host if use_inline else None,
         )
+        self._closer = self._pool.closer()
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
