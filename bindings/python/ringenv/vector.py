@@ -89,7 +89,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             none on a single usable core, where the share is every env) and the envs are Python
             or built-in Rust envs. ``False``: every env in a worker
             process (full crash isolation). Same results either way; see docs/INLINE.md.
-        startup_timeout: seconds to wait for workers to build their envs.
+        startup_timeout: seconds to wait for the worker processes to build their envs
+            (``multiprocessing.TimeoutError`` after it, the started workers stopped). Envs this
+            process builds itself (the probe that reads the spaces, the inline share's) are built
+            in the calling thread with no time limit; Ctrl-C interrupts them.
         on_worker_failure: ``"raise"`` (default): a worker that dies raises
             :class:`ringenv.errors.WorkerDiedError` and closes the vector env. ``"restart"``: the
             worker is restarted and its envs reset; the step it died in reports those envs as
