@@ -65,6 +65,9 @@ def test_the_available_memory_is_read_from_the_system():
     (True, TypeError, "num_envs must be an integer, got bool True"),
     (2.0, TypeError, "num_envs must be an integer, got float 2.0"),
     ("4", TypeError, "num_envs must be an integer, got str '4'"),
+    (2**63, ValueError, "num_envs must be an integer from 1 to 9223372036854775807, got 9223372036854775808"),
+    (2**63 - 1, ValueError, "num_envs=9223372036854775807 needs a shared memory segment larger than the address "
+                            "space"),
 ])
 def test_make_vec_refuses_a_bad_num_envs_by_name(num_envs, error, match):
     for prefer_builtin in (True, False):
@@ -85,7 +88,10 @@ def test_make_vec_refuses_a_bad_num_envs_by_name(num_envs, error, match):
     ({"startup_timeout": -1.0}, ValueError, "startup_timeout must be a finite number >= 0"),
     ({"startup_timeout": "60"}, TypeError, "startup_timeout must be a number"),
     ({"restart_window": float("nan")}, ValueError, "restart_window must be a finite number >= 0"),
-    ({"spin_us": -5}, ValueError, "spin_us must be None or a number of microseconds >= 0, got -5"),
+    ({"spin_us": -5}, ValueError, r"spin_us must be None or a number of microseconds from 0 to 10,000,000 \(10 s\), "
+                                  "got -5"),
+    ({"spin_us": 1e30}, ValueError, "spin_us must be None or a number of microseconds from 0 to 10,000,000"),
+    ({"spin_us": 2**64}, ValueError, "spin_us must be None or a number of microseconds from 0 to 10,000,000"),
     ({"spin_us": "5"}, TypeError, "spin_us must be None or a number of microseconds >= 0, got str"),
 ])
 def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(kwargs, error, match):
@@ -99,6 +105,17 @@ def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(k
     with pytest.raises(error, match=match):
         ringenv.AsyncVectorEnv([factory, factory], **kwargs)
     assert built == [], "no env was built for arguments that cannot work"
+    assert _children() - before == set()
+
+
+@pytest.mark.parametrize("made", [None, "CartPole-v1", gym.spaces.Discrete(2)])
+def test_a_factory_that_returns_no_env_is_refused_naming_what_it_returned(made):
+    """``env_fns[0]()`` that is not an env: a TypeError naming its type and what it lacks (it
+    used to be ``'NoneType' object has no attribute 'close'``, hiding the real error), and no
+    worker starts."""
+    before = _children()
+    with pytest.raises(TypeError, match=rf"env_fns\[0\] returned {type(made).__name__} .*, not an env: .* it has no"):
+        ringenv.AsyncVectorEnv([lambda: made] * 2, num_workers=2)
     assert _children() - before == set()
 
 

@@ -60,9 +60,14 @@ BAD_ARGUMENTS = [
     (["tune", "CartPole-v1", "--num-envs", "0"], "argument --num-envs", "positive"),
     (["tune", "CartPole-v1", "--env-kwargs", "[1, 2]"], "argument --env-kwargs", "JSON object"),
     (["tune", "CartPole-v1", "--json", "/no/such/dir/report.json"], "argument --json", "does not exist"),
-    (["tune", "CartPole-v1", "--spin-us", "-1"], "argument --spin-us", ">= 0"),
-    (["tune", "CartPole-v1", "--spin-us", "nan"], "argument --spin-us", ">= 0"),
+    (["tune", "CartPole-v1", "--spin-us", "-1"], "argument --spin-us", "from 0 to 10,000,000"),
+    (["tune", "CartPole-v1", "--spin-us", "nan"], "argument --spin-us", "from 0 to 10,000,000"),
     (["tune", "CartPole-v1", "--spin-us", "fast"], "argument --spin-us", "'fast' is not a number"),
+    (["tune", "CartPole-v1", "--spin-us", "1e30"], "argument --spin-us", "from 0 to 10,000,000"),
+    (["tune", "CartPole-v1", "--json", "/proc/report.json"], "argument --json", "cannot write in directory '/proc'"),
+    (["tune", "CartPole-v1", "--plot", "/proc/tune.png"], "argument --plot", "cannot write in directory '/proc'"),
+    (["tune", "CartPole-v1", "--workers", "0", "--inline", "off"], "argument --inline",
+     "--workers 0 means no worker process"),
     (["tune"], "ENV", "required"),
     (["tune", "CartPole-v1", "--inline", "maybe"], "argument --inline", "invalid choice: 'maybe' (choose from"),
     (["tune", "CartPole-v1", "--inline", "True"], "argument --inline", "'auto', 'on', 'off'"),
@@ -140,6 +145,13 @@ def test_recommend_the_fastest_when_nothing_is_close_and_thriftier():
     rec = tune_mod.recommend([_config(1, 500.0, 1.0), _config(2, 1000.0, 2.0), _config(4, 900.0, 1.0)])
     assert (rec["workers"], rec["fastest_workers"]) == (2, 2)
     assert "highest throughput" in rec["reason"]
+
+
+@pytest.mark.parametrize("sps", [1000.0, 0.0])
+def test_recommend_with_no_cpu_measured_picks_the_fastest_without_dividing_by_zero(sps):
+    # A run shorter than the CPU clock's tick measures 0.00 cores everywhere (and maybe no step).
+    rec = tune_mod.recommend([_config(1, sps, 0.0), _config(2, sps * 0.99, 0.0)])
+    assert rec["workers"] == 1 and "highest throughput" in rec["reason"]
 
 
 def test_recommend_a_thriftier_configuration_within_5_percent():

@@ -111,7 +111,8 @@ def test_pool_snapshot_names_what_is_wrong():
 
 
 def test_top_rejects_bad_arguments():
-    for args, word in [(["--interval", "0"], "--interval"), (["--iterations", "0"], "--iterations")]:
+    for args, word in [(["--interval", "0"], "--interval"), (["--interval", "inf"], "--interval"),
+                       (["--interval", "1e300"], "--interval"), (["--iterations", "0"], "--iterations")]:
         out = _top(*args)
         assert out.returncode == 2, (args, out)
         assert word in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

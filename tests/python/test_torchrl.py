@@ -321,6 +321,8 @@ def _text_env():
     ((2, CARTPOLE), {"create_env_kwargs": "x"}, TypeError, "create_env_kwargs must be a dict"),
     ((2, CARTPOLE), {"num_processes": 3}, ValueError, "num_processes must be an integer from 1 to num_workers"),
     ((2, CARTPOLE), {"device": "nonsense"}, ValueError, "device must be None"),
+    ((2, CARTPOLE), {"device": "xpu:0"}, ValueError, "the CPU or a CUDA device, not 'xpu'"),
+    ((2, CARTPOLE), {"device": "meta"}, ValueError, "the CPU or a CUDA device, not 'meta'"),
     ((2, CARTPOLE), {"num_threads": 0}, ValueError, "num_threads must be a positive integer"),
     ((2, CARTPOLE), {"pin_memory": True}, ValueError, "pin_memory=True is not supported"),
     ((2, CARTPOLE), {"num_envs": 4}, TypeError, "unexpected keyword argument 'num_envs'"),

@@ -6,7 +6,9 @@ action slot, and with ``check_actions=True`` what is in the action space). Each 
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
@@ -14,6 +16,11 @@ from gymnasium import spaces
 
 __all__ = ["check_count", "check_seconds", "check_options", "available_memory", "check_segment_fits", "seeds_of",
            "reset_mask_of", "action_bounds", "check_action_values", "check_fits", "refuse_objects"]
+
+
+#: The largest fixed spin bound, in µs (10 s): a wait spins at most this long before it sleeps;
+#: beyond a time slice or two a bound changes nothing but the CPU burnt (docs/WAKEUP.md).
+SPIN_US_MAX = 10_000_000
 
 
 def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None, high_name: str = "") -> int:
@@ -26,6 +33,8 @@ def check_count(name: str, value: Any, low: int = 1, high: Optional[int] = None,
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if high is None and value > sys.maxsize:  # no count of anything can be larger (len() cannot)
+        high = sys.maxsize
     if value < low or (high is not None and value > high):
         upper = f"{high_name} ({high})" if high_name else str(high)
         limit = f"from {low} to {upper}" if high is not None else f"of at least {low}"
@@ -70,8 +79,14 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
                                 not isinstance(spin_us, (int, float, np.integer, np.floating))):
         raise TypeError(f"spin_us must be None or a number of microseconds >= 0, got {type(spin_us).__name__} "
                         f"{spin_us!r}")
-    if spin_us is not None and not (np.isfinite(spin_us) and spin_us >= 0):
-        raise ValueError(f"spin_us must be None or a number of microseconds >= 0, got {spin_us!r}")
+    if spin_us is not None:
+        try:
+            us = float(spin_us)
+        except OverflowError:
+            us = float("inf")
+        if not (math.isfinite(us) and 0 <= us <= SPIN_US_MAX):
+            raise ValueError(f"spin_us must be None or a number of microseconds from 0 to {SPIN_US_MAX:,} "
+                             f"({SPIN_US_MAX / 1e6:.0f} s), got {spin_us!r}")
     if inline is not None and not isinstance(inline, (bool, np.bool_)):
         raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
     if num_workers == 0 and inline is not None and not inline:

@@ -58,6 +58,12 @@ class WorkerProgram:
     host: Optional[str]
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def python_program(env_fns: Sequence[Callable[[], gym.Env]],
                    observation_mode: Union[str, Tuple[spaces.Space, spaces.Space]],
                    autoreset_mode: AutoresetMode) -> WorkerProgram:
@@ -65,11 +71,17 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
     the spaces and metadata (every env with ``observation_mode="different"``).
 
     Raises:
-        TypeError: an ``observation_mode`` tuple whose elements are not spaces.
+        TypeError: ``env_fns[0]()`` returned something that is not an env (naming its type and
+            what it lacks); an ``observation_mode`` tuple whose elements are not spaces.
         ValueError: an invalid ``observation_mode``; at ``make_init``, a factory that cannot be
             pickled (naming it).
     """
     dummy = env_fns[0]()
+    missing = [a for a in ("reset", "step", "action_space", "observation_space", "close") if not hasattr(dummy, a)]
+    if missing:
+        raise TypeError(f"env_fns[0] returned {type(dummy).__name__} {_short(dummy)}, not an env: a gymnasium.Env "
+                        f"(or an object with reset, step, close, action_space and observation_space) was expected; "
+                        f"it has no {', '.join(missing)}")
     try:
         metadata, render_mode, single_action_space = dict(dummy.metadata), dummy.render_mode, dummy.action_space
         observation_space: Optional[spaces.Space]

@@ -222,7 +222,7 @@ class ParallelEnv(EnvBase):
             ``GymWrapper`` (a vector env, a ``TransformedEnv``, another library's env).
         ValueError: ``num_workers`` < 1, a sequence of factories or kwargs whose length is not
             ``num_workers``, a bad ``num_processes``, ``num_threads`` or ``device`` (a CUDA device
-            that torch does not see), a TorchRL-only option set to
+            that torch does not see, a device neither CPU nor CUDA), a TorchRL-only option set to
             a value ringenv cannot honour, an observation space other than Box / Discrete /
             MultiDiscrete / MultiBinary / Dict of those, an action space other than the first
             four, a ``GymEnv`` with ``frame_skip`` > 1 or an info dict reader.
@@ -268,6 +268,9 @@ class ParallelEnv(EnvBase):
             raise ValueError(f"device must be None, 'cpu' or a torch device, got {device!r} ({e})") from e
         if torch_device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device={device!r}, but torch sees no CUDA device")
+        if torch_device.type not in ("cpu", "cuda"):
+            raise ValueError(f"device={device!r}: ringenv's batches go to the CPU or a CUDA device, not "
+                             f"{torch_device.type!r}")
         vec_kwargs: Dict[str, Any] = {}
         for key, value in kwargs.items():
             if key in _RINGENV_KWARGS:

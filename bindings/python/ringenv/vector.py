@@ -137,7 +137,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             longer (at most 1 ms; from 1 ms of work on, three times it, at most 4 ms), within
             which it spins only as long as its peers' recent ready times suggest, and not at all
             once they outgrow the bound;
-            ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM).
+            ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM);
+            at most ``ringenv._checks.SPIN_US_MAX`` (10 s).
             Spinners yield the core between looks when the processes outnumber the cores. See
             docs/WAKEUP.md.
         deterministic: if ``True``, :meth:`recv` returns batches in the order their actions were
@@ -251,8 +252,15 @@ class AsyncVectorEnv(PoolVectorEnv):
         lend = obs_leaves is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_leaves),
                                                 array_tree(single_obs), torch_device)
         depth = LENDING_DEPTH if lend else 2
-        check_segment_fits(n, _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [],
-                                                        program.reward_dtype, depth))
+        try:
+            size = _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype,
+                                             depth)
+        except ValueError as e:
+            if "address space" not in str(e):
+                raise
+            raise ValueError(f"num_envs={n} needs a shared memory segment larger than the address space: use fewer "
+                             "envs") from None
+        check_segment_fits(n, size)
         self.batch_size, self.num_workers, self.deterministic = batch_size, processes, bool(deterministic)
         self.inline = use_inline
         self.copy = copy

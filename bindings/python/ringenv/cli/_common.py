@@ -11,9 +11,11 @@ import math
 import os
 import platform
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from ringenv._checks import SPIN_US_MAX
 from ringenv._plan import usable_cores
 
 # -- errors -----------------------------------------------------------------------------------------
@@ -77,13 +79,15 @@ def workers_list(text: str):
 
 
 def spin_microseconds(text: str) -> float:
-    """``--spin-us``: a finite number of microseconds >= 0 (0: never spin)."""
+    """``--spin-us``: a number of microseconds from 0 (never spin) to
+    :data:`ringenv._checks.SPIN_US_MAX`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of microseconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of microseconds >= 0 (0: never spin), got {text!r}")
+    if not math.isfinite(value) or not 0 <= value <= SPIN_US_MAX:
+        raise argparse.ArgumentTypeError(f"must be a number of microseconds from 0 to {SPIN_US_MAX:,} (0: never "
+                                         f"spin), got {text!r}")
     return value
 
 
@@ -109,6 +113,13 @@ def auto_workers(cores: int, num_envs: int) -> List[int]:
 
 
 def check_output_path(path: Optional[str], argument: str) -> None:
+    """Checks before anything is measured that ``path`` (``None``: no output) can be written: its
+    directory exists, it is not a directory, and a file can be created there (one is, and
+    removed).
+
+    Raises:
+        UsageError: naming ``argument`` and the reason.
+    """
     if path is None:
         return
     parent = os.path.dirname(os.path.abspath(path))
@@ -116,6 +127,11 @@ def check_output_path(path: Optional[str], argument: str) -> None:
         raise UsageError(f"argument {argument}: directory {parent!r} does not exist")
     if os.path.isdir(path):
         raise UsageError(f"argument {argument}: {path!r} is a directory; give a file path")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".ringenv-check-"):
+            pass
+    except OSError as e:
+        raise UsageError(f"argument {argument}: cannot write in directory {parent!r} ({e.strerror or e})") from None
 
 
 def check_device(device: str) -> None:

@@ -29,6 +29,9 @@ from rich.text import Text
 from ringenv import _native
 from ringenv.cli._common import UsageError
 
+#: The longest ``--interval`` (seconds): a day.
+INTERVAL_MAX_S = 86_400.0
+
 DESCRIPTION = """\
 Shows the ringenv pools of this user, refreshed every --interval seconds, until Ctrl-C (or after
 --iterations refreshes; --once prints one view and exits). Per worker: env steps, steps/s, busy
@@ -124,8 +127,9 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if not args.interval > 0:
-        raise UsageError(f"argument --interval: must be a positive number of seconds, got {args.interval}")
+    if not 0 < args.interval <= INTERVAL_MAX_S:
+        raise UsageError(f"argument --interval: must be a number of seconds above 0 and at most {INTERVAL_MAX_S:,.0f} "
+                         f"(a day), got {args.interval}")
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"argument --iterations: must be at least 1, got {args.iterations}")
     # Piped output (a log, a test) gets room for every column instead of the 80-column default.

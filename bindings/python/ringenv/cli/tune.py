@@ -175,7 +175,8 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
 def nothing_to_measure(inline: str, num_envs: int, batch_size: int, workers: List[int],
                        skipped: List[Dict[str, Any]]) -> str:
     """The usage error when :func:`plan_configurations` left nothing to measure: every configuration
-    was skipped (``skipped``), by ``--batch-size`` or by ``--inline on``."""
+    was skipped (``skipped``), by ``--batch-size``, by ``--inline on``, or ``--workers 0`` by
+    ``--inline off``."""
     tried = ", ".join(map(str, workers))
     if inline == "on":
         reasons = "; ".join(f"{config_text(s['workers'], True)}: {s['reason']}" for s in skipped)
@@ -183,6 +184,9 @@ def nothing_to_measure(inline: str, num_envs: int, batch_size: int, workers: Lis
             reasons = skipped[0]["reason"]
         return (f"argument --inline: on: no worker count tried ({tried}) can have the main process step a share "
                 f"of the envs: {reasons} (--inline off or auto measures without it)")
+    if workers == [0] and inline == "off":
+        return ("argument --inline: off: --workers 0 means no worker process, the main process stepping every env, "
+                "which --inline off excludes; give --workers 1 or more, or --inline auto")
     return (f"argument --batch-size: a batch of {batch_size} of {num_envs} envs is not whole workers for any worker "
             f"count tried ({tried}): num_envs must be a multiple of the worker count and the batch a multiple of "
             "num_envs / workers")
@@ -200,7 +204,8 @@ def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
     fastest), ``reason`` and ``rule``. Ties go to fewer worker processes, then to no inline share."""
     fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"], -int(c["inline"])))
     best_sps, best_cpu = fastest["steps_per_s"], fastest["cpu"]["tree_cores"]
-    thrifty = [c for c in configs if c is not fastest
+    # No CPU (or no step) measured for the fastest (a run shorter than the clock's tick): no saving to weigh.
+    thrifty = [c for c in configs if c is not fastest and best_cpu > 0 and best_sps > 0
                and c["steps_per_s"] >= (1 - NEAR_FRACTION) * best_sps
                and c["cpu"]["tree_cores"] <= (1 - CPU_SAVING) * best_cpu]
     if thrifty:
@@ -218,7 +223,8 @@ def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
         reason = f"the highest throughput ({pick['steps_per_s']:,.0f} steps/s)"
         if others:
             runner = others[0]
-            reason += (f", {1 - runner['steps_per_s'] / best_sps:.1%} ahead of the next best "
+            ahead = 1 - runner["steps_per_s"] / best_sps if best_sps > 0 else 0.0
+            reason += (f", {ahead:.1%} ahead of the next best "
                        f"({config_text(runner['workers'], runner['inline'])}); "
                        "no configuration within 5% of it uses at least 25% less tree CPU")
     return {"workers": pick["workers"], "inline": bool(pick["inline"]), "fastest_workers": fastest["workers"],
