@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -494,6 +495,48 @@ def test_close_leaves_no_actor_or_worker(cluster):
         assert_actor_gone(handle)
     with pytest.raises(gym.error.ClosedEnvironmentError):
         envs.reset()
+
+
+@pytest.mark.parametrize("call", ["step", "recv"])
+def test_close_from_another_thread_ends_a_call_waiting_there_as_closed(cluster, call):
+    """Thread A waits on the actors (``step``, or ``recv``) while env 0's step blocks (action 2);
+    the main thread closes the env. A's call raises ``ClosedEnvironmentError``, as a local vector
+    env's does (it used to fail with the ``KeyError`` or ``IndexError`` of the state ``close``
+    cleared, or the killed actor's error), and no actor or worker is left."""
+    batched = call == "recv"
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, batch_size=2 if batched else None,
+                                vector_kwargs={"num_workers": 1})
+    processes = pool_processes(envs)
+    actions = np.array([2, 0, 0, 0])  # env 0 (actor 0) blocks for 600 s
+    if batched:
+        envs.async_reset(seed=0)
+        for _ in range(2):
+            _, _, _, _, infos = envs.recv(timeout=60)
+            envs.send(actions[infos["env_id"]], infos["env_id"])
+        envs.recv(timeout=60)  # actor 1's block; the next recv waits for actor 0's
+    else:
+        envs.reset(seed=0)
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = envs.recv() if batched else envs.step(actions)
+        except BaseException as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    if not batched:
+        deadline = time.monotonic() + GONE_S
+        while envs._state != ringenv.vector.AsyncState.WAITING_STEP:  # A sent its step
+            assert time.monotonic() < deadline and thread.is_alive(), outcome
+            time.sleep(0.01)
+    envs.close(timeout=0.5)
+    thread.join(GONE_S)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), gym.error.ClosedEnvironmentError), outcome
+    assert envs.closed
+    assert not wait_pids_gone(processes, GONE_S)
 
 
 def test_bad_arguments_are_refused_before_actors_start(cluster):

@@ -20,6 +20,7 @@ from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from ringenv.ray._closed_meanwhile import closed_meanwhile
 from ringenv.vector import AsyncState
 
 __all__ = ["BlockBatchesMixin", "take"]
@@ -64,6 +65,7 @@ class BlockBatchesMixin:
     _recovery_ref: Callable[[Dict[str, Any]], Any]
     _received: Dict[int, Tuple[Any, ...]]
 
+    @closed_meanwhile
     def async_reset(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None) -> None:
         """Sends a reset to every block (one call each) and returns at once; the observations come
@@ -83,6 +85,7 @@ class BlockBatchesMixin:
             self._inflight[ref] = (b, kind, args)
             self._busy[b] = True
 
+    @closed_meanwhile
     def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
         """Sends ``actions`` (in the order of ``env_ids``) to the envs ``env_ids`` (``None``: all),
         one call per block, and returns at once.
@@ -126,6 +129,7 @@ class BlockBatchesMixin:
             self._inflight[ref] = (b, kind, args)
             self._busy[b] = True
 
+    @closed_meanwhile
     def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
         """Waits for the next ``batch_size`` envs: the first blocks to finish (``ray.wait``), or
         with ``deterministic=True`` the earliest sent.

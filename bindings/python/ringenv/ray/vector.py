@@ -12,6 +12,7 @@ finish (``ray.wait``); with two blocks per actor, two calls are in flight per ac
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -28,6 +29,7 @@ from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
 from ringenv.ray._actor import PoolActor
 from ringenv.ray._batches import BlockBatchesMixin, take
 from ringenv.ray._device import PinnedBatches, check_space
+from ringenv.ray._closed_meanwhile import closed_meanwhile
 from ringenv.vector import AsyncState
 
 __all__ = ["RayVectorEnv"]
@@ -170,6 +172,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
 
     def _fail(self, error: BaseException) -> BaseException:
         """Closes the vector env (every actor stopped) and returns ``error`` to raise."""
+        self._closing_thread = threading.get_ident()  # this call's own close (closed_meanwhile)
         self._kill_all()
         self.closed = True
         self._state = AsyncState.DEFAULT
@@ -369,6 +372,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
                              f"got reset_mask={mask}")
         return [{**options, "reset_mask": mask[a:b].copy()} if mask[a:b].any() else None for a, b in self._blocks]
 
+    @closed_meanwhile
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None) -> None:
         """Sends a reset to every actor: env ``i`` of the whole vector env gets ``seed + i`` (an
@@ -479,6 +483,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             infos = add_infos({}, sorted(raw.items()), self.num_envs, self._add_info)
         return obs, rewards, terminated, truncated, infos
 
+    @closed_meanwhile
     def reset_wait(self, timeout: Optional[float] = None) -> Tuple[Any, Dict[str, Any]]:
         """Waits for the pending reset; ``(observations, infos)`` as :class:`ringenv.AsyncVectorEnv`.
 
@@ -513,6 +518,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
                 raise ValueError(f"actions have shape {actions.shape}, expected {shape}")
         return actions
 
+    @closed_meanwhile
     def step_async(self, actions: Any) -> None:
         """Sends each actor its envs' rows of ``actions`` (an element of ``action_space``: for a
         Box an array of shape ``(num_envs, *single_action_space.shape)``; torch tensors are moved
@@ -532,6 +538,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
             self._pending.append((ref, k, blocks, kind, args))
         self._state = AsyncState.WAITING_STEP
 
+    @closed_meanwhile
     def step_wait(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
         """Waits for the pending step.
 
@@ -560,6 +567,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
 
     # -- calls, infos, close --------------------------------------------------------------------
 
+    @closed_meanwhile
     def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
         """Calls ``name`` on every sub-env (or reads the attribute); a tuple in env order.
 
@@ -575,6 +583,7 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         """The attribute ``name`` of every sub-env, in env order."""
         return self.call(name)
 
+    @closed_meanwhile
     def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
         """Sets ``name`` of env ``i`` to ``values[i]`` (a list or tuple of ``num_envs``), or of
         every env to ``values``.
@@ -609,6 +618,9 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
         actors = getattr(self, "_actors", [])
         if not actors:
             return
+        # Closed from here on: a call another thread has in flight fails as closed (closed_meanwhile).
+        self._closing_thread = threading.get_ident()
+        self.closed = True
         pending = [p[4]["ref"] if p[3] == "recovering" else p[0] for p in getattr(self, "_pending", [])
                    if p[3] != "done"]
         pending = [r for r in pending if r is not None]
