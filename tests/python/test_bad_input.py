@@ -119,6 +119,24 @@ def test_a_factory_that_returns_no_env_is_refused_naming_what_it_returned(made):
     assert _children() - before == set()
 
 
+def test_make_vec_refuses_an_id_that_is_not_a_str_by_name():
+    for bad in (None, 3, gym.spec("CartPole-v1")):
+        with pytest.raises(TypeError, match=rf"id must be a str .*, got {type(bad).__name__}"):
+            ringenv.make_vec(bad, 2)
+
+
+def test_rust_env_kwargs_may_be_numpy_numbers(closing):
+    """A Rust env's kwargs travel as JSON: NumPy scalars (a count read from an array) are taken as
+    the Python numbers they hold; other objects are a TypeError naming them."""
+    envs = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=np.int64(3)))
+    three = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=3))
+    four = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=4))
+    assert envs.single_observation_space == three.single_observation_space != four.single_observation_space
+    np.testing.assert_array_equal(envs.reset(seed=1)[0], three.reset(seed=1)[0])
+    with pytest.raises(TypeError, match="env_kwargs of a Rust env must be JSON data .*object"):
+        ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=object())
+
+
 def test_rust_env_counts_are_checked_too():
     with pytest.raises(ValueError, match="num_workers must be an integer from 0 to num_envs"):
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})

@@ -30,6 +30,7 @@ import subprocess
 from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union, overload
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from ringenv import _native
@@ -101,11 +102,7 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
             spaces, or a program that is not a ringenv worker binary.
     """
     path = _worker_path(worker)
-    try:
-        kwargs_json = json.dumps(kwargs or {})
-    except TypeError as e:
-        raise TypeError(f"env_kwargs of a Rust env must be JSON data (dict, list, str, int, float, bool, None): "
-                        f"{e}") from None
+    kwargs_json = json.dumps(json_kwargs(kwargs))
     try:
         done = subprocess.run([path, "describe", id, "--kwargs", kwargs_json], capture_output=True, text=True,
                               timeout=DESCRIBE_TIMEOUT_S, check=False)
@@ -123,6 +120,28 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
         error = answer["error"]
         raise ValueError(f"{error.get('kind', 'Error')}: {error.get('message', '')}")
     return answer["observation_space"], answer["action_space"]
+
+
+def _json_value(value: Any) -> Any:
+    """``json.dumps``' ``default``: a NumPy scalar or array as the Python number, bool or list."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} {value!r} is not JSON data")
+
+
+def json_kwargs(kwargs: Optional[dict]) -> dict:
+    """A Rust env's ``kwargs`` as plain JSON data (NumPy scalars and arrays become Python numbers,
+    bools and lists), as its constructor receives them.
+
+    Raises:
+        TypeError: a value that is not JSON data (dict, list, str, int, float, bool, None, or a
+            NumPy scalar or array of those), naming it.
+    """
+    try:
+        return json.loads(json.dumps(kwargs or {}, default=_json_value))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"env_kwargs of a Rust env must be JSON data (dict, list, str, int, float, bool, None, or "
+                        f"NumPy numbers): {e}") from None
 
 
 def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = None,
@@ -159,7 +178,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         worker: path of a worker binary serving ``id`` (a ``str`` or ``os.PathLike``).
 
     Raises:
-        TypeError: ``num_envs`` is not an integer (a ``bool`` is not one).
+        TypeError: ``id`` is not a str; ``num_envs`` is not an integer (a ``bool`` is not one);
+            a Rust env's ``kwargs`` that are not JSON data (NumPy numbers are converted).
         ValueError: ``num_envs`` below 1, or so large that the shared segment would not fit in
             the memory available (the message names ``num_envs`` and the bytes; checked before
             anything is allocated), an unsupported ``vectorization_mode``, wrappers with a Rust
@@ -167,6 +187,9 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         FileNotFoundError, PermissionError: ``worker`` is not an executable file.
         gymnasium.error.Error: what ``gymnasium.make`` raises for an unknown id.
     """
+    if not isinstance(id, str):
+        raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary), got "
+                        f"{type(id).__name__} {id!r}")
     num_envs = check_count("num_envs", num_envs)
     if vectorization_mode not in (None, "async"):
         raise ValueError(f"vectorization_mode must be None or 'async', got {vectorization_mode!r}")
@@ -178,12 +201,14 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
     if worker is not None:
         if wrappers:
             raise ValueError(f"{id} is a Rust env served by {worker!r}; wrappers apply to Python envs only")
+        kwargs = json_kwargs(kwargs)
         spaces_json = describe_worker(worker, id, kwargs)
         return _rust_vector_env(RustEnvs([_worker_path(worker)], id, num_envs, kwargs, spaces_json), vector_kwargs)
     if prefer_builtin and id in builtin_env_ids():
         if wrappers:
             raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
                              "(pass prefer_builtin=False to use the Gymnasium env)")
+        kwargs = json_kwargs(kwargs)
         spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
         return _rust_vector_env(RustEnvs(worker_argv("--rust"), id, num_envs, kwargs, spaces_json), vector_kwargs)
     env_spec = copy.deepcopy(gym.spec(id))  # gymnasium's own error for an unknown id, before any process starts
