@@ -1,6 +1,6 @@
-"""Closing a vector env, or pressing Ctrl-C, while a call is inside its pool: a ``step`` or
-``recv`` waiting in another thread, a signal handler that closes the env in the middle of the
-call it interrupted, and a Ctrl-C that lands in the envs the main process steps itself (the
+"""Closing a vector env, calling it, or pressing Ctrl-C, while a call is inside its pool: a
+``step`` or ``recv`` waiting in another thread, a signal handler that closes the env in the middle
+of the call it interrupted, and a Ctrl-C that lands in the envs the main process steps itself (the
 inline share). The env never hangs, never leaves a worker behind, and every call gets a clear
 error (docs/RELIABILITY.md, "Closing while a call waits").
 
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from gymnasium.error import ClosedEnvironmentError
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
 from helper_envs import BlockingEnv
 from vec_asserts import wait_pids_gone
 
@@ -88,6 +88,42 @@ def test_close_from_another_thread_ends_the_call_waiting_there(tmp_path, layout)
     with pytest.raises(ClosedEnvironmentError):
         envs.reset(seed=0)
     envs.close()  # idempotent
+
+
+def test_a_call_from_a_second_thread_during_a_call_is_refused_by_name(tmp_path):
+    """While thread A waits in ``step``, the main thread's ``step_wait`` raises Gymnasium's
+    ``AlreadyPendingCallError`` saying that another thread is inside a call (not PyO3's bare
+    "Already mutably borrowed"), and ``step_async`` the same error for the pending step; A's step
+    then completes with its results."""
+    envs = _envs(tmp_path, num_workers=2, inline=False)
+    envs.reset(seed=0)
+    outcome = {}
+
+    def call():
+        try:
+            outcome["value"] = envs.step(np.zeros(4, np.int64))
+        except BaseException as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    try:
+        _wait_for(tmp_path, "started-")
+        deadline = time.monotonic() + GUARD_S
+        while not envs._closer.waiting:
+            assert time.monotonic() < deadline, "thread A never waited"
+            time.sleep(0.01)
+        with pytest.raises(AlreadyPendingCallError, match="another thread is inside a call to this vector env"):
+            envs.step_wait()
+        with pytest.raises(AlreadyPendingCallError):  # the state says a step is pending
+            envs.step_async(np.zeros(4, np.int64))
+    finally:
+        open(tmp_path / "release", "w").close()
+        thread.join(GUARD_S)
+    assert not thread.is_alive()
+    assert "error" not in outcome, outcome
+    np.testing.assert_array_equal(outcome["value"][0], np.ones((4, 1), np.float32))
+    envs.close()
 
 
 def test_a_signal_handler_that_closes_the_env_ends_the_step_it_interrupted(tmp_path):

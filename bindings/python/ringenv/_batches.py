@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import cloudpickle
 import numpy as np
 
-from ringenv._protocol import warn_restarted
+from ringenv._protocol import borrowed, busy_error, warn_restarted
 from ringenv._slots import Slots
 from ringenv.errors import _remote_exception
 
@@ -191,7 +191,12 @@ class AsyncBatches:
             ValueError: fewer than ``batch_size`` envs are in flight.
             multiprocessing.TimeoutError, ringenv.errors.WorkerDiedError.
         """
-        return self._pool.recv(self._per_recv, self.deterministic, timeout)
+        try:
+            return self._pool.recv(self._per_recv, self.deterministic, timeout)
+        except RuntimeError as e:
+            if not borrowed(e):
+                raise
+            raise busy_error("recv") from None
 
     def take(self, batch: list, copy: bool,
              absorb: Absorb) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:

@@ -26,7 +26,7 @@ from ringenv import _native
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
-__all__ = ["AsyncState", "PoolVectorEnv", "warn_restarted"]
+__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "warn_restarted"]
 
 #: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
 #: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
@@ -34,6 +34,21 @@ __all__ = ["AsyncState", "PoolVectorEnv", "warn_restarted"]
 CLOSE_HANDOFF_S = 10.0
 #: How often (seconds) that ``close()`` looks whether the call let go.
 CLOSE_POLL_S = 0.002
+
+
+def borrowed(error: RuntimeError) -> bool:
+    """Whether ``error`` is PyO3's refusal to borrow the pool: another frame is inside one of its
+    calls (``Already borrowed``, ``Already mutably borrowed``)."""
+    return type(error) is RuntimeError and "borrowed" in str(error)
+
+
+def busy_error(name: str) -> AlreadyPendingCallError:
+    """The error for ``name`` called while another thread is inside a call to the same vector
+    env (the pool refused to be borrowed, :func:`borrowed`): Gymnasium's
+    ``AlreadyPendingCallError``, saying so."""
+    return AlreadyPendingCallError(
+        f"`{name}` was called while another thread is inside a call to this vector env; a vector env serves one "
+        "call at a time: step it from one thread, or guard it with a lock", "step")
 
 
 class AsyncState(Enum):
@@ -82,7 +97,13 @@ class PoolVectorEnv(VectorEnv):
             raise AlreadyPendingCallError(
                 f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
                 str(self._state.value))
-        if self._pool.in_flight:
+        try:
+            in_flight = self._pool.in_flight
+        except RuntimeError as e:
+            if not borrowed(e):
+                raise
+            raise busy_error(name) from None
+        if in_flight:
             raise AlreadyPendingCallError(
                 f"Calling `{name}` while {self._pool.in_flight} workers' batches sent with `send`/`async_reset` "
                 "are in flight: `recv` them first", "step")
@@ -187,6 +208,10 @@ class PoolVectorEnv(VectorEnv):
             raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
         try:
             slot, messages, errors, restarted = self._pool.wait(timeout)
+        except RuntimeError as e:
+            if not borrowed(e):
+                raise
+            raise busy_error(f"{call}_wait") from None
         except WorkerDiedError:
             self._state = AsyncState.DEFAULT
             self._release(0.0)
@@ -271,7 +296,7 @@ class PoolVectorEnv(VectorEnv):
                 self._pool.close(timeout)
                 return True
             except RuntimeError as e:  # PyO3's borrow error: a call holds the pool
-                if "borrowed" not in str(e):
+                if not borrowed(e):
                     raise
             closer = getattr(self, "_closer", None)
             if closer is None:
