@@ -40,6 +40,28 @@ def _wait_for(folder, prefix: str) -> None:
         time.sleep(0.01)
 
 
+def _waiting_in_a_thread(envs, folder, call):
+    """Starts ``call()`` in thread A and returns ``(thread, outcome)`` once A is inside the pool's
+    wait (a worker wrote its ``started-`` marker and ``PoolCloser.waiting`` is true: A is not
+    between two calls); ``outcome`` gets ``"value"`` or ``"error"`` when the call ends."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    _wait_for(folder, "started-")
+    deadline = time.monotonic() + GUARD_S
+    while not envs._closer.waiting:
+        assert time.monotonic() < deadline and thread.is_alive(), f"thread A never waited: {outcome}"
+        time.sleep(0.01)
+    return thread, outcome
+
+
 @pytest.mark.parametrize("layout", [
     {"num_workers": 2, "inline": False},
     {"num_workers": 1, "inline": True},
@@ -60,22 +82,9 @@ def test_close_from_another_thread_ends_the_call_waiting_there(tmp_path, layout)
         envs.recv()  # worker 1's reset (deterministic: in send order); the next recv waits for worker 0
     else:
         envs.reset(seed=0)
-    outcome = {}
-
-    def call():
-        try:
-            outcome["value"] = envs.recv() if batched else envs.step(np.zeros(4, np.int64))
-        except BaseException as e:
-            outcome["error"] = e
-
-    thread = threading.Thread(target=call)
-    thread.start()
+    thread, outcome = _waiting_in_a_thread(envs, tmp_path, envs.recv if batched else
+                                           lambda: envs.step(np.zeros(4, np.int64)))
     try:
-        _wait_for(tmp_path, "started-")
-        deadline = time.monotonic() + GUARD_S
-        while not envs._closer.waiting:  # A is inside the pool's wait (not between two calls)
-            assert time.monotonic() < deadline, "thread A never waited"
-            time.sleep(0.01)
         envs.close(timeout=0.5)
     finally:
         open(tmp_path / "release", "w").close()  # lets blocked envs go if the close failed
@@ -97,22 +106,8 @@ def test_a_call_from_a_second_thread_during_a_call_is_refused_by_name(tmp_path):
     then completes with its results."""
     envs = _envs(tmp_path, num_workers=2, inline=False)
     envs.reset(seed=0)
-    outcome = {}
-
-    def call():
-        try:
-            outcome["value"] = envs.step(np.zeros(4, np.int64))
-        except BaseException as e:
-            outcome["error"] = e
-
-    thread = threading.Thread(target=call)
-    thread.start()
+    thread, outcome = _waiting_in_a_thread(envs, tmp_path, lambda: envs.step(np.zeros(4, np.int64)))
     try:
-        _wait_for(tmp_path, "started-")
-        deadline = time.monotonic() + GUARD_S
-        while not envs._closer.waiting:
-            assert time.monotonic() < deadline, "thread A never waited"
-            time.sleep(0.01)
         with pytest.raises(AlreadyPendingCallError, match="another thread is inside a call to this vector env"):
             envs.step_wait()
         with pytest.raises(AlreadyPendingCallError):  # the state says a step is pending
