@@ -165,3 +165,24 @@ def test_ctrl_c_in_the_main_process_share_is_raised_before_the_workers_finish(tm
         envs.step_wait(timeout=GUARD_S)
     assert info.value.env_id == 2  # the share's first env (envs 2..4)
     envs.close()
+
+
+def test_a_close_between_the_wait_and_the_read_of_the_results_is_closed_environment_error(tmp_path, monkeypatch):
+    """The race a waiting call cannot see: another thread closes the env after the call's wait
+    returned and before it read the results (the slots' views are dropped then). Made
+    deterministic by closing right after the real wait: ``step_wait`` raises
+    ``ClosedEnvironmentError``, not the failure of reading dropped views."""
+    envs = _envs(tmp_path, num_workers=2, inline=False)
+    envs.reset(seed=0)
+    open(tmp_path / "release", "w").close()
+    wait = envs._wait
+
+    def wait_then_close(*args):
+        out = wait(*args)
+        envs.close()
+        return out
+
+    monkeypatch.setattr(envs, "_wait", wait_then_close)
+    with pytest.raises(ClosedEnvironmentError, match="closed .* while `step_wait` read its results") as info:
+        envs.step(np.zeros(4, np.int64))
+    assert info.value.__cause__ is not None

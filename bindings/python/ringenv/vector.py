@@ -16,7 +16,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -35,6 +35,14 @@ from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
+
+
+def _closed_meanwhile(call: str, error: Exception) -> ClosedEnvironmentError:
+    """The error of ``call`` when another thread closed the env between the end of the call's wait
+    and its reading of the results (``error``: what the dropped views of the slots made the read
+    fail with): the narrow race left after docs/RELIABILITY.md's "Closing while a call waits"."""
+    return ClosedEnvironmentError(f"the vector env was closed (by another thread) while `{call}` read its results; "
+                                  f"they are lost ({type(error).__name__}: {error})")
 
 
 class AsyncVectorEnv(PoolVectorEnv):
@@ -360,7 +368,12 @@ class AsyncVectorEnv(PoolVectorEnv):
         except WorkerDiedError:
             self._release(0.0)  # closed: every descriptor goes now
             raise
-        return self._batches.take(batch, self.copy, self._absorb)
+        try:
+            return self._batches.take(batch, self.copy, self._absorb)
+        except Exception as e:
+            if not self.closed:
+                raise
+            raise _closed_meanwhile("recv", e) from e
 
     # -- Gymnasium's protocol ------------------------------------------------------------------
 
@@ -406,8 +419,13 @@ class AsyncVectorEnv(PoolVectorEnv):
         mask, self._reset_mask = self._reset_mask, None
         if mask is not None:  # envs not reset keep their last observation
             self._slots.keep_observations(slot, previous, ~mask, self._batches.ranges)
-        infos = self._absorb(messages, restarted)
-        return self._slots.observations(slot, self.copy), infos
+        try:
+            infos = self._absorb(messages, restarted)
+            return self._slots.observations(slot, self.copy), infos
+        except Exception as e:
+            if not self.closed:
+                raise
+            raise _closed_meanwhile("reset_wait", e) from e
 
     def reset(self, *, seed=None, options=None):
         """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
@@ -455,8 +473,13 @@ class AsyncVectorEnv(PoolVectorEnv):
             is the ``__cause__``).
         """
         slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
-        infos = self._absorb(messages, restarted)
-        return (*self._slots.results(slot, self.copy), infos)
+        try:
+            infos = self._absorb(messages, restarted)
+            return (*self._slots.results(slot, self.copy), infos)
+        except Exception as e:
+            if not self.closed:
+                raise
+            raise _closed_meanwhile("step_wait", e) from e
 
     def step(self, actions):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
