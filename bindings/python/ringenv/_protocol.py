@@ -208,14 +208,14 @@ class PoolVectorEnv(VectorEnv):
             raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
         try:
             slot, messages, errors, restarted = self._pool.wait(timeout)
+        except WorkerDiedError:  # before RuntimeError, its base: the env is closed
+            self._state = AsyncState.DEFAULT
+            self._release(0.0)
+            raise
         except RuntimeError as e:
             if not borrowed(e):
                 raise
             raise busy_error(f"{call}_wait") from None
-        except WorkerDiedError:
-            self._state = AsyncState.DEFAULT
-            self._release(0.0)
-            raise
         self._state = AsyncState.DEFAULT
         for r in restarted:
             warn_restarted(r)
