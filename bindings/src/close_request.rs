@@ -11,11 +11,10 @@
 //! call it waits for runs in its own thread (a signal handler's frame sits on top of the wait,
 //! which can only go on once the handler returns) or in another one (it waits for that call).
 
+use crate::errors::from_native;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::ThreadId;
 
 /// What a pool and its closer share.
 #[derive(Debug, Default)]
@@ -26,8 +25,8 @@ pub struct CloseRequest {
     timeout: Mutex<f64>,
     /// The pool is closed (set by `Pool.close`, whoever called it).
     closed: AtomicBool,
-    /// The thread inside `wait` or `recv`, if any.
-    waiter: Mutex<Option<ThreadId>>,
+    /// The thread inside `wait` or `recv` ([`thread_token`]), 0 if none.
+    waiter: AtomicUsize,
 }
 
 impl CloseRequest {
@@ -46,19 +45,36 @@ impl CloseRequest {
         self.closed.store(true, Ordering::Release);
     }
 
-    /// Marks the current thread as inside a waiting call until the guard drops.
+    /// Marks the current thread as inside a waiting call until the guard drops (one atomic store:
+    /// this is on every step's path).
     pub fn enter(self: &Arc<Self>) -> WaiterGuard {
-        *self.waiter.lock().unwrap_or_else(PoisonError::into_inner) = Some(std::thread::current().id());
+        self.waiter.store(thread_token(), Ordering::Release);
         WaiterGuard(Arc::clone(self))
     }
 }
 
-/// Clears [`CloseRequest`]'s waiter when the waiting call returns.
+/// A nonzero number for the current thread, distinct between threads alive at once: the address
+/// of a thread-local (a `ThreadId` has no stable integer form to keep in an atomic).
+fn thread_token() -> usize {
+    thread_local!(static TOKEN: u8 = const { 0 });
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Clears [`CloseRequest`]'s waiter when the waiting call returns; the request it guards is
+/// reachable through it while the call borrows the pool.
 pub struct WaiterGuard(Arc<CloseRequest>);
+
+impl std::ops::Deref for WaiterGuard {
+    type Target = CloseRequest;
+
+    fn deref(&self) -> &CloseRequest {
+        &self.0
+    }
+}
 
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
-        *self.0.waiter.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.waiter.store(0, Ordering::Release);
     }
 }
 
@@ -69,11 +85,7 @@ pub fn closed_while_waiting(py: Python<'_>, call: &str) -> PyErr {
         "the vector env was closed (by another thread, or by a signal handler that ran during this call) while \
          `{call}` waited for its workers; the workers were stopped and this call's results are lost"
     );
-    let built = py
-        .import("ringenv.errors")
-        .and_then(|m| m.getattr("_from_native")?.call1(("closed", message.clone(), PyDict::new(py))))
-        .map(PyErr::from_value);
-    built.unwrap_or_else(|e| e)
+    from_native(py, "closed", message)
 }
 
 /// The close side of a pool, usable while a call holds the pool (`Pool.closer()`).
@@ -90,13 +102,13 @@ impl PyPoolCloser {
     fn request(&self, timeout: f64) -> bool {
         *self.shared.timeout.lock().unwrap_or_else(PoisonError::into_inner) = timeout.max(0.0);
         self.shared.requested.store(true, Ordering::Release);
-        *self.shared.waiter.lock().unwrap_or_else(PoisonError::into_inner) == Some(std::thread::current().id())
+        self.shared.waiter.load(Ordering::Acquire) == thread_token()
     }
 
     /// Whether a thread is inside the pool's `wait` or `recv` now.
     #[getter]
     fn waiting(&self) -> bool {
-        self.shared.waiter.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+        self.shared.waiter.load(Ordering::Acquire) != 0
     }
 
     /// Whether the pool is closed.

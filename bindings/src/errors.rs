@@ -100,13 +100,19 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// `ringenv.errors.InternalError(message)` (a `RingenvError`, so a `RuntimeError`).
-pub fn internal_error(py: Python<'_>, message: String) -> PyErr {
+/// `ringenv.errors._from_native(kind, message, {})`: the typed exception of `kind` (`"internal"`,
+/// `"closed"`, ...), or a plain `RuntimeError(message)` if it cannot be built.
+pub fn from_native(py: Python<'_>, kind: &str, message: String) -> PyErr {
     let built = py
         .import("ringenv.errors")
-        .and_then(|m| m.getattr("_from_native")?.call1(("internal", message.clone(), PyDict::new(py))))
+        .and_then(|m| m.getattr("_from_native")?.call1((kind, message.clone(), PyDict::new(py))))
         .map(PyErr::from_value);
     built.unwrap_or_else(|_| pyo3::exceptions::PyRuntimeError::new_err(message))
+}
+
+/// `ringenv.errors.InternalError(message)` (a `RingenvError`, so a `RuntimeError`).
+pub fn internal_error(py: Python<'_>, message: String) -> PyErr {
+    from_native(py, "internal", message)
 }
 
 /// Runs a method body `f`, raising [`internal_error`] for a panic inside it.

@@ -699,8 +699,7 @@ impl PyPool {
         deterministic: bool,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let _waiting = self.closer.enter();
-        let closer = Arc::clone(&self.closer);
+        let waiting = self.closer.enter();
         let result = (|| {
             let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
             // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
@@ -708,7 +707,8 @@ impl PyPool {
             let due = self.open(py)?.inline_due(num_workers);
             let timeout = if due { self.run_inline_within(py, timeout)? } else { timeout };
             let pool = self.open_mut(py)?;
-            let out = wait_in_slices(py, timeout, &closer, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
+            let out =
+                wait_in_slices(py, timeout, &waiting, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
             let list = PyList::empty(py);
             for b in &out {
                 let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
@@ -718,7 +718,7 @@ impl PyPool {
             }
             Ok(list)
         })();
-        self.close_if_requested(py, result, "recv")
+        self.close_if_requested(py, result, "recv") // `waiting` held until the close is done
     }
 
     /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
@@ -774,12 +774,11 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let _waiting = self.closer.enter();
-        let closer = Arc::clone(&self.closer);
+        let waiting = self.closer.enter();
         let result = (|| {
             let timeout = self.run_inline_within(py, timeout)?;
             let pool = self.open_mut(py)?;
-            let out = wait_in_slices(py, timeout, &closer, "wait", |slice| pool.wait(Some(slice)))?;
+            let out = wait_in_slices(py, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
             let messages = PyList::empty(py);
             for (w, bytes) in &out.messages {
                 messages.append((w, self.message(py, *w, bytes)?))?;
@@ -794,7 +793,7 @@ impl PyPool {
             }
             Ok((out.slot, messages, errors, restarted))
         })();
-        self.close_if_requested(py, result, "wait")
+        self.close_if_requested(py, result, "wait") // `waiting` held until the close is done
     }
 
     /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),

@@ -73,20 +73,20 @@ pub fn take_interrupt() -> Option<PyErr> {
 /// over the envs stops there, the exception is kept for [`take_interrupt`], and the command's
 /// error is a plain description (no pickled `KeyboardInterrupt` for a later `step_wait` or `close`
 /// to raise again).
-fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> Option<RemoteError> {
+fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> RemoteError {
     let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
     let error = RemoteError {
         env_id: Some(id as u64),
         message: format!(
-            "{kind} while this process stepped its own share of the envs ({}..{}) at env {id}: the envs after it \
-             were not stepped, and the results of this call are lost",
+            "{kind} in env {id} (of envs {}..{} in one process): the envs after it were not stepped, and the \
+             results of this call are lost",
             env_ids.start, env_ids.end
         ),
         kind,
         ..Default::default()
     };
     INTERRUPT.with(|i| *i.borrow_mut() = Some(e));
-    Some(error)
+    error
 }
 
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
@@ -419,7 +419,7 @@ impl PyEnvs {
                 Ok(info) if info.is_empty() => {}
                 Ok(info) => infos.push((id, info)),
                 Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
-                    error = interrupted(py, e, &self.env_ids, id);
+                    error = Some(interrupted(py, e, &self.env_ids, id));
                     break;
                 }
                 Err(e) => {
@@ -454,7 +454,7 @@ impl PyEnvs {
                     }
                 }
                 Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
-                    error = interrupted(py, e, &self.env_ids, id);
+                    error = Some(interrupted(py, e, &self.env_ids, id));
                     break;
                 }
                 Err(e) => {

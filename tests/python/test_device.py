@@ -9,6 +9,7 @@ from gymnasium import spaces
 import numpy as np
 import pytest
 from helper_envs import JitterEnv, TreeEnv
+from staging_stand_in import HostStaging
 from vec_asserts import assert_tree_identical, child_pids
 
 from ringenv import AsyncVectorEnv, make_vec
@@ -97,38 +98,6 @@ def test_tree_of_puts_leaves_back_in_the_spaces_order_and_counts_them():
             tree_of(space, wrong)
     box = spaces.Box(0, 1, (2,))
     assert leaf_spaces(box) == [box] and tree_of(box, ["x"]) == "x"
-
-
-class HostStaging:
-    """:class:`ringenv._staging.GpuStaging`'s interface on the host, for machines without a GPU:
-    ``stage`` and ``stage_new`` return CPU tensors copied from the slot's arrays, and every call
-    is logged. What it stands in for is checked on a GPU by the tests below."""
-
-    made = []
-
-    def __init__(self, device, host_arrays_per_slot, segment):
-        self.device, self.host = device, [list(arrays) for arrays in host_arrays_per_slot]
-        self.num_envs = self.host[0][0].shape[0]
-        self.log, self.closed = [], False
-        HostStaging.made.append(self)
-
-    def before_reuse(self, slot):
-        self.log.append(("reuse", slot))
-
-    def stage(self, slot, rows=None):
-        assert not self.closed
-        rows = rows or slice(0, self.num_envs)
-        self.log.append(("stage", slot, rows.start, rows.stop))
-        return [torch.from_numpy(a[rows].copy()) for a in self.host[slot]]
-
-    def stage_new(self, pieces):
-        assert not self.closed
-        self.log.append(("stage_new", *pieces))
-        return [torch.from_numpy(np.concatenate([self.host[s][k][a:b] for s, a, b in pieces]))
-                for k in range(len(self.host[0]))]
-
-    def close(self):
-        self.closed = True
 
 
 @pytest.fixture

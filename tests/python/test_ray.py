@@ -35,6 +35,7 @@ from ray_envs import BrokenFactoryError, ExitEnv, NoteEnv, RaisingEnv, SlowRebui
 import ringenv.ray._device  # noqa: E402
 from ringenv._staging import parse_device  # noqa: E402
 from ringenv.errors import ActorDiedError, CudaUnavailableError  # noqa: E402
+from staging_stand_in import HostStaging  # noqa: E402
 from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -607,39 +608,14 @@ def test_device_cpu_is_numpy_and_torch_actions_are_accepted(cluster):
         local.close()
 
 
-class StandInStaging:
-    """:class:`ringenv._staging.GpuStaging`'s interface on the host, for machines without a GPU:
-    ``stage`` returns CPU tensors copied from the host arrays, and every call is logged."""
-
-    made = []
-
-    def __init__(self, device, host_arrays_per_slot, segment):
-        self.device, self.host, self.segment = device, host_arrays_per_slot, segment
-        self.log, self.closed = [], False
-        StandInStaging.made.append(self)
-
-    def before_reuse(self, slot):
-        self.log.append(("reuse", slot))
-
-    def stage(self, slot, rows):
-        import torch
-
-        assert not self.closed
-        self.log.append(("stage", slot, rows.start, rows.stop))
-        return [torch.from_numpy(a[rows].copy()) for a in self.host[slot]]
-
-    def close(self):
-        self.closed = True
-
-
 @pytest.fixture
 def stand_in_cuda(monkeypatch):
-    """``device="cuda"`` accepted and staged by :class:`StandInStaging` (results: CPU tensors)."""
+    """``device="cuda"`` accepted and staged by :class:`HostStaging` (results: CPU tensors)."""
     pytest.importorskip("torch", reason="torch is part of the test set-up (pip install .[test])")
     monkeypatch.setattr(ringenv.ray, "parse_device", lambda d: "stand-in" if d == "cuda" else parse_device(d))
-    monkeypatch.setattr(ringenv.ray._device, "GpuStaging", StandInStaging)
-    StandInStaging.made = []
-    return StandInStaging.made
+    monkeypatch.setattr(ringenv.ray._device, "GpuStaging", HostStaging)
+    HostStaging.made = []
+    return HostStaging.made
 
 
 def _pinned_layout_ok(staging, num_envs):

@@ -26,7 +26,7 @@ from ringenv import _native
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
-__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "warn_restarted"]
+__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "closed_meanwhile_error", "warn_restarted"]
 
 #: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
 #: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
@@ -49,6 +49,14 @@ def busy_error(name: str) -> AlreadyPendingCallError:
     return AlreadyPendingCallError(
         f"`{name}` was called while another thread is inside a call to this vector env; a vector env serves one "
         "call at a time: step it from one thread, or guard it with a lock", "step")
+
+
+def closed_meanwhile_error(call: str, error: BaseException) -> ClosedEnvironmentError:
+    """Gymnasium's ``ClosedEnvironmentError`` for ``call`` when the env was closed by another
+    thread (or a signal handler) while the call ran, in place of ``error``, what the closing made
+    the call fail with (chain it: ``raise ... from error``)."""
+    return ClosedEnvironmentError(f"the vector env was closed (by another thread, or by a signal handler) while "
+                                  f"`{call}` ran; its results are lost ({type(error).__name__}: {error})")
 
 
 class AsyncState(Enum):
@@ -105,7 +113,7 @@ class PoolVectorEnv(VectorEnv):
             raise busy_error(name) from None
         if in_flight:
             raise AlreadyPendingCallError(
-                f"Calling `{name}` while {self._pool.in_flight} workers' batches sent with `send`/`async_reset` "
+                f"Calling `{name}` while {in_flight} workers' batches sent with `send`/`async_reset` "
                 "are in flight: `recv` them first", "step")
 
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
@@ -281,30 +289,29 @@ class PoolVectorEnv(VectorEnv):
         self.closed = True
         self._state = AsyncState.DEFAULT
         slots = getattr(self, "_slots", None)
-        # False: a signal handler in this thread's wait, which closes the pool when the handler
-        # returns; the slots go now all the same (that wait reads none of them).
+        # Under a signal handler in this thread's wait the pool closes when the handler returns;
+        # the slots go now all the same (that wait reads none of them).
         self._close_pool(timeout)
         if slots is not None:
             slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
 
-    def _close_pool(self, timeout: float) -> bool:
-        """Closes the pool now, or has the call holding it close it; False when that call is the
-        one this thread is in (a signal handler's close), which closes it when the handler returns."""
+    def _close_pool(self, timeout: float) -> None:
+        """Closes the pool now, or has the call holding it close it: another thread's call, waited
+        for; or the call this thread is in (a signal handler's close), which closes it when the
+        handler returns."""
         deadline = None
         while True:
             try:
                 self._pool.close(timeout)
-                return True
+                return
             except RuntimeError as e:  # PyO3's borrow error: a call holds the pool
                 if not borrowed(e):
                     raise
             closer = getattr(self, "_closer", None)
             if closer is None:
                 raise RingenvError("close: another call holds this env's pool, which has no closer")
-            if closer.request(timeout):
-                return False
-            if closer.closed:
-                return True
+            if closer.request(timeout) or closer.closed:
+                return
             now = time.monotonic()
             if deadline is None:
                 deadline = now + timeout + CLOSE_HANDOFF_S

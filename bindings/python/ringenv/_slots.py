@@ -358,12 +358,9 @@ def array_tree(space: spaces.Space) -> bool:
 def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:
     """The leaf spaces of ``space`` in depth-first order: a Dict's values in the order the space
     lists its keys, a Tuple's items in order; ``[space]`` for any other space. The one order of
-    :func:`tree_leaves` and :func:`tree_of`."""
-    if isinstance(space, spaces.Dict):
-        return [leaf for sub in space.spaces.values() for leaf in leaf_spaces(sub)]
-    if isinstance(space, spaces.Tuple):
-        return [leaf for sub in space.spaces for leaf in leaf_spaces(sub)]
-    return [space]
+    :func:`tree_leaves` and :func:`tree_of` (a Dict or Tuple space indexes like its values, so it
+    is walked as its own batch)."""
+    return tree_leaves(space, space)
 
 
 def tree_leaves(space: spaces.Space, batch: Any) -> List[Any]:
@@ -375,6 +372,10 @@ def tree_leaves(space: spaces.Space, batch: Any) -> List[Any]:
     return leaves
 
 
+class _TooFewLeaves(Exception):
+    """Raised inside :func:`tree_of`'s walk when the leaves run out."""
+
+
 def tree_of(space: spaces.Space, leaves: Sequence[Any]) -> Any:
     """``leaves`` (one per leaf of ``space``, in :func:`leaf_spaces`' order) in new dicts and
     tuples shaped as ``space``; the one leaf of a space that is neither a Dict nor a Tuple.
@@ -383,18 +384,17 @@ def tree_of(space: spaces.Space, leaves: Sequence[Any]) -> Any:
         ValueError: ``leaves`` does not hold exactly one value per leaf of ``space``."""
     it = iter(leaves)
 
-    def build(sub: spaces.Space) -> Any:
-        if isinstance(sub, spaces.Dict):
-            return {key: build(s) for key, s in sub.spaces.items()}
-        if isinstance(sub, spaces.Tuple):
-            return tuple(build(s) for s in sub.spaces)
-        try:
-            return next(it)
-        except StopIteration:
-            raise ValueError(f"{len(leaves)} leaves for a space of {len(leaf_spaces(space))}: {space}") from None
+    def take(_: Any) -> Any:
+        for leaf in it:
+            return leaf
+        raise _TooFewLeaves
 
-    tree = build(space)
-    if next(it, it) is not it:
+    try:
+        tree = _containers(space, space, take)
+        exact = next(it, it) is it  # and none left over
+    except _TooFewLeaves:
+        exact = False
+    if not exact:
         raise ValueError(f"{len(leaves)} leaves for a space of {len(leaf_spaces(space))}: {space}")
     return tree
 

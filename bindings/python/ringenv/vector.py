@@ -16,7 +16,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
+from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -28,21 +28,13 @@ from ringenv._checks import check_count, check_options, check_segment_fits, rese
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, python_program
-from ringenv._protocol import AsyncState, PoolVectorEnv
+from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree
 from ringenv._staging import parse_device
 from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
-
-
-def _closed_meanwhile(call: str, error: Exception) -> ClosedEnvironmentError:
-    """The error of ``call`` when another thread closed the env between the end of the call's wait
-    and its reading of the results (``error``: what the dropped views of the slots made the read
-    fail with): the narrow race left after docs/RELIABILITY.md's "Closing while a call waits"."""
-    return ClosedEnvironmentError(f"the vector env was closed (by another thread) while `{call}` read its results; "
-                                  f"they are lost ({type(error).__name__}: {error})")
 
 
 class AsyncVectorEnv(PoolVectorEnv):
@@ -373,7 +365,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         except Exception as e:
             if not self.closed:
                 raise
-            raise _closed_meanwhile("recv", e) from e
+            raise closed_meanwhile_error("recv", e) from e
 
     # -- Gymnasium's protocol ------------------------------------------------------------------
 
@@ -425,7 +417,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         except Exception as e:
             if not self.closed:
                 raise
-            raise _closed_meanwhile("reset_wait", e) from e
+            raise closed_meanwhile_error("reset_wait", e) from e
 
     def reset(self, *, seed=None, options=None):
         """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
@@ -479,7 +471,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         except Exception as e:
             if not self.closed:
                 raise
-            raise _closed_meanwhile("step_wait", e) from e
+            raise closed_meanwhile_error("step_wait", e) from e
 
     def step(self, actions):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""

@@ -18,6 +18,8 @@ from typing import Any, Callable, TypeVar
 
 from gymnasium.error import ClosedEnvironmentError
 
+from ringenv._protocol import closed_meanwhile_error
+
 __all__ = ["closed_meanwhile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,9 +40,7 @@ def closed_meanwhile(method: F) -> F:
         except Exception as e:
             elsewhere = getattr(self, "_closing_thread", None) != threading.get_ident()
             if was_open and getattr(self, "closed", False) and elsewhere and not isinstance(e, ClosedEnvironmentError):
-                raise ClosedEnvironmentError(
-                    f"the vector env was closed (by another thread, or by a signal handler) while `{method.__name__}` "
-                    f"ran; its results are lost ({type(e).__name__}: {e})") from e
+                raise closed_meanwhile_error(method.__name__, e) from e
             raise
 
     return call  # type: ignore[return-value]
