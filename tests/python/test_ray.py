@@ -505,16 +505,17 @@ def test_close_from_another_thread_ends_a_call_waiting_there_as_closed(cluster, 
     env's does (it used to fail with the ``KeyError`` or ``IndexError`` of the state ``close``
     cleared, or the killed actor's error), and no actor or worker is left."""
     batched = call == "recv"
+    # deterministic: recv returns blocks in send order, so which recv waits does not depend on timing
     envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, batch_size=2 if batched else None,
-                                vector_kwargs={"num_workers": 1})
+                                deterministic=batched, vector_kwargs={"num_workers": 1})
     processes = pool_processes(envs)
     actions = np.array([2, 0, 0, 0])  # env 0 (actor 0) blocks for 600 s
     if batched:
         envs.async_reset(seed=0)
-        for _ in range(2):
+        for _ in range(2):  # envs 0 and 1, then 2 and 3: each reset received, each sent a step
             _, _, _, _, infos = envs.recv(timeout=60)
             envs.send(actions[infos["env_id"]], infos["env_id"])
-        envs.recv(timeout=60)  # actor 1's block; the next recv waits for actor 0's
+        # the next recv (thread A's) is of envs 0 and 1, and env 0's step blocks
     else:
         envs.reset(seed=0)
     outcome = {}

@@ -172,7 +172,8 @@ class RayVectorEnv(BlockBatchesMixin, VectorEnv):
 
     def _fail(self, error: BaseException) -> BaseException:
         """Closes the vector env (every actor stopped) and returns ``error`` to raise."""
-        self._closing_thread = threading.get_ident()  # this call's own close (closed_meanwhile)
+        if not self.closed:  # this call's own close (closed_meanwhile), unless another thread's came first
+            self._closing_thread = threading.get_ident()
         self._kill_all()
         self.closed = True
         self._state = AsyncState.DEFAULT
