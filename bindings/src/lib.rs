@@ -8,6 +8,7 @@ mod close_request;
 mod errors;
 mod infos;
 mod monitor;
+mod obs_copy;
 mod py_pool;
 mod py_segment;
 mod py_staging;

@@ -3,10 +3,12 @@
 //! writing its observation straight into the env's rows of the shared slot, its reward,
 //! terminated and truncated into theirs.
 //!
-//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) are written with one
-//! NumPy assignment into the env's row (`view[...] = obs`); composite spaces (Dict, Tuple, Text)
-//! through Gymnasium's `write_to_shared_memory`, one array per leaf; spaces with no fixed layout
-//! travel pickled in the completion's message. Actions likewise come from the slot's action rows,
+//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) are copied into the
+//! env's row with one `memcpy` when they are NumPy arrays of the row's dtype and shape, else by
+//! NumPy assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
+//! walked in Rust ([`crate::obs_copy`]), the leaves that are not such arrays (and Text leaves)
+//! through `ringenv._obs_writer`'s writers (Gymnasium's `write_to_shared_memory` semantics);
+//! spaces with no fixed layout travel pickled in the completion's message. Actions likewise come from the slot's action rows,
 //! or pickled in the command's message.
 //!
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
@@ -20,8 +22,9 @@
 //! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
 //! exception, built by `ringenv._worker._describe_exception`.
 
+use crate::obs_copy::{Leaves, Row, Walk};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 use ringenv_runtime::{Array, RemoteError, Segment, SlotView, WorkerEndpoint};
 use ringenv_worker::host::{seed_of, write_step, Autoreset, EnvHost};
 use std::ops::Range;
@@ -40,9 +43,10 @@ enum ObsTarget {
     /// is checked against `shape` (assignment would broadcast a wrong shape silently). `scalar`:
     /// the Python type (`int`, `float` or `bool`) that the rows take as they are, when they have
     /// shape `()` and that type's NumPy dtype (`int64`, `float64`, `bool`; see `put_obs`).
-    Rows { rows: Vec<Vec<Py<PyAny>>>, shape: Py<PyAny>, scalar: Option<Py<PyAny>> },
-    /// `writers[slot][k]`: a callable writing env k's observation.
-    Writers(Vec<Vec<Py<PyAny>>>),
+    /// `copy[slot][k]`: the same row, for [`Row::copy_from`] (tried first).
+    Rows { rows: Vec<Vec<Py<PyAny>>>, copy: Vec<Vec<Row>>, shape: Py<PyAny>, scalar: Option<Py<PyAny>> },
+    /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
+    Tree { walk: Walk, leaves: Vec<Vec<Leaves>> },
     /// Pickled into the completion's message.
     Pickled,
 }
@@ -107,6 +111,8 @@ pub struct PyEnvs {
     /// action never sees it change; Discrete actions arrive as NumPy scalars.
     copy_action: bool,
     ellipsis: Py<PyAny>,
+    /// `numpy.ndarray`, the one type [`Row::copy_from`] copies.
+    ndarray: Py<PyType>,
     /// The inline share's [`Handover`]; `None` in a worker process, whose messages are pickled.
     handover: Option<Handover>,
 }
@@ -180,9 +186,18 @@ fn build_with(
             let shape = row.getattr("shape")?.unbind();
             let scalar = helpers.getattr("_scalar_obs_type")?.call1((row,))?;
             let scalar = if scalar.is_none() { None } else { Some(scalar.unbind()) };
-            ObsTarget::Rows { rows: t, shape, scalar }
+            let copy = t.iter().map(|s| s.iter().map(|r| Row::of(r.bind(py))).collect()).collect::<PyResult<_>>()?;
+            ObsTarget::Rows { rows: t, copy, shape, scalar }
         }
-        Some(t) => ObsTarget::Writers(t),
+        Some(t) => {
+            // `(write, tree, leaves)` per slot and env (`ringenv._worker._build`); one tree for all.
+            let walk = Walk::parse(&t[0][0].bind(py).get_item(1)?)?;
+            let leaves = t
+                .iter()
+                .map(|s| s.iter().map(|target| Leaves::of(target.bind(py))).collect::<PyResult<Vec<_>>>())
+                .collect::<PyResult<_>>()?;
+            ObsTarget::Tree { walk, leaves }
+        }
     };
     Ok(Box::new(PyEnvs {
         helpers: helpers.clone().unbind(),
@@ -194,6 +209,7 @@ fn build_with(
         actions,
         copy_action,
         ellipsis: py.Ellipsis(),
+        ndarray: py.import("numpy")?.getattr("ndarray")?.cast_into::<PyType>()?.unbind(),
         handover,
     }))
 }
@@ -247,7 +263,10 @@ impl PyEnvs {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows { rows, shape, scalar } => {
+            ObsTarget::Rows { rows, copy, shape, scalar } => {
+                if copy[slot][k].copy_from(&obs, self.ndarray.bind(py)) {
+                    return Ok(());
+                }
                 // A Python scalar of the row's own type (a Discrete's `int`: FrozenLake, Taxi) is
                 // assigned as it is, as `np.asarray(obs)` then assigning that would write it
                 // (`np.asarray` of an `int`, `float` or `bool` has dtype int64, float64 or bool);
@@ -269,7 +288,7 @@ impl PyEnvs {
                 };
                 rows[slot][k].bind(py).set_item(self.ellipsis.bind(py), obs)
             }
-            ObsTarget::Writers(writers) => writers[slot][k].bind(py).call1((obs,)).map(drop),
+            ObsTarget::Tree { walk, leaves } => leaves[slot][k].write(walk, &obs, self.ndarray.bind(py)),
             ObsTarget::Pickled => {
                 pickled.push(obs);
                 Ok(())

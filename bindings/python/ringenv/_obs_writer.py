@@ -13,11 +13,18 @@ observation) is assigned to the view, ``view[()] = value``: NumPy converts it as
 (``tests/python/test_obs_writer.py`` compares them over every dtype and edge value). Any other
 value (a list, a wrong shape) and any other space (Text, OneOf, ...) goes through Gymnasium's own
 function, so its result and errors stay exactly Gymnasium's.
+
+The host of a worker (``bindings/src/obs_copy.rs``) does not call :func:`writer` for each
+observation: it walks the observation along :func:`plan` and copies each leaf that is a NumPy
+array of its row's dtype, shape and C order with one ``memcpy`` (what ``np.copyto`` does for such
+a value, without a Python call per leaf); any other leaf goes to that leaf's writer below, and a
+Dict or Tuple that is not a plain ``dict`` or ``tuple`` (of the right length, with every key) to
+the whole observation's :func:`writer`, so results and errors stay the same.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 from gymnasium import spaces
@@ -26,6 +33,10 @@ from gymnasium.vector.utils import write_to_shared_memory
 from ringenv._layout import FLAT_SPACES
 
 Writer = Callable[[Any], None]
+
+#: One leaf of :func:`plan`: its row in the segment (``None`` for a leaf of no flat layout: Text
+#: and other spaces) and its writer.
+Leaf = Tuple[Optional[np.ndarray], Writer]
 
 #: The Python scalar types a leaf of shape ``()`` takes by assignment (see the module's docstring).
 _PYTHON_SCALARS = frozenset((int, float, bool))
@@ -63,11 +74,43 @@ def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
     return lambda value: write_to_shared_memory(space, index, value, memory)
 
 
-def _leaf_writer(space: spaces.Space, index: int, memory: Any) -> Writer:
+def plan(space: spaces.Space, index: int, memory: Any) -> Tuple[Any, List[Leaf]]:
+    """How the Rust host walks an observation of a Dict or Tuple ``space`` into row ``index`` of
+    ``memory`` (as for :func:`writer`): ``(tree, leaves)``.
+
+    ``tree`` is ``("dict", [(key, subtree), ...])`` in the space's key order, ``("tuple",
+    [subtree, ...])``, or ``("leaf", i)``; ``leaves[i]`` is ``(row, write)``: for a Box, Discrete,
+    MultiDiscrete or MultiBinary leaf its row, a C-contiguous writable array of the leaf's shape
+    and dtype over the segment, and for any other leaf ``None``; ``write`` writes a value of that
+    leaf as :func:`writer` would. Leaves are numbered in the order :func:`writer` writes them.
+    """
+    leaves: List[Leaf] = []
+
+    def walk(sub: spaces.Space, mem: Any) -> Any:
+        if isinstance(sub, spaces.Dict):
+            return ("dict", [(key, walk(s, mem[key])) for key, s in sub.spaces.items()])
+        if isinstance(sub, spaces.Tuple):
+            return ("tuple", [walk(s, m) for s, m in zip(sub.spaces, mem)])
+        if isinstance(sub, FLAT_SPACES):
+            leaves.append((_row(sub, index, mem), _leaf_writer(sub, index, mem)))
+        else:
+            leaves.append((None, writer(sub, index, mem)))
+        return ("leaf", len(leaves) - 1)
+
+    return walk(space, memory), leaves
+
+
+def _row(space: spaces.Space, index: int, memory: Any) -> np.ndarray:
+    """Row ``index`` of a flat leaf's shared memory, shaped like the space (a view)."""
     shape = tuple(space.shape or ())
     size = int(np.prod(shape, dtype=np.int64))
     flat = np.frombuffer(memory.get_obj(), dtype=space.dtype)[index * size:(index + 1) * size]
-    view = flat.reshape(shape)  # a view: the slice is contiguous
+    return flat.reshape(shape)  # a view: the slice is contiguous
+
+
+def _leaf_writer(space: spaces.Space, index: int, memory: Any) -> Writer:
+    shape = tuple(space.shape or ())
+    view = _row(space, index, memory)
     scalar = shape == ()
 
     def write_leaf(value: Any) -> None:

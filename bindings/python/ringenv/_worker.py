@@ -125,8 +125,9 @@ def _build(init: bytes, info: dict):
     """Builds this worker's envs and the targets of their observations and sources of actions.
 
     Returns ``(envs, obs_targets, obs_fast, action_views, copy_action, autoreset_mode)``:
-    ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or a callable writing its
-    observation, or ``obs_targets`` is ``None`` when observations travel pickled;
+    ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or ``(write, tree, leaves)``: a
+    callable writing its observation and the walk of :func:`ringenv._obs_writer.plan`; or
+    ``obs_targets`` is ``None`` when observations travel pickled;
     ``action_views[slot]`` holds this worker's action rows (read as ``numpy.float64`` for a
     float Box of shape ``()``: :class:`_Float64Scalars`), or is ``None`` when actions travel
     pickled.
@@ -156,7 +157,8 @@ def _build(init: bytes, info: dict):
         obs_fast = True
     else:
         mems = [_layout.bind(obs_space, n, seg, obs_offs, obs_leaves) for obs_offs, _ in offsets]
-        obs_targets = [[_obs_writer.writer(obs_space, start + k, mem) for k in range(count)] for mem in mems]
+        obs_targets = [[(_obs_writer.writer(obs_space, start + k, mem), *_obs_writer.plan(obs_space, start + k, mem))
+                        for k in range(count)] for mem in mems]
         obs_fast = False
     action_views: Optional[List[Any]]
     if act_leaves:

@@ -1,0 +1,183 @@
+//! Copying a Python env's observation into its rows of the shared segment without a Python call
+//! per leaf: each leaf that is a NumPy array of its row's dtype and shape, in C order, goes in
+//! with one `memcpy` (NumPy's C API through the `numpy` crate reads its type, dtype, shape, flags
+//! and data pointer); anything else goes through the Python writer that `ringenv._obs_writer`
+//! built for that leaf or for the whole observation, so results and errors stay Gymnasium's.
+//!
+//! For a value of exactly the row's dtype (`numpy.dtype`s that NumPy holds equivalent, so byte
+//! order included) and shape, `np.copyto(row, value, casting="unsafe")` and `row[...] = value`
+//! copy the bytes as they are, which is what the `memcpy` does (`tests/python/test_obs_copy.py`
+//! compares both paths with Gymnasium's `SyncVectorEnv` over every kind of leaf and value).
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+
+/// One leaf's row in the segment: where it is, how many bytes, and the dtype and shape a value
+/// must have to be copied as it is.
+pub struct Row {
+    /// The NumPy view the row was read from: it keeps the segment mapped while the row is used.
+    _view: Py<PyAny>,
+    address: usize,
+    nbytes: usize,
+    dtype: Py<PyArrayDescr>,
+    shape: Vec<usize>,
+}
+
+impl Row {
+    /// The row that `view` (a writable, C-contiguous NumPy array over the segment, kept by the
+    /// `Row`) covers.
+    ///
+    /// # Errors
+    /// `TypeError` for a `view` that is not a NumPy array; `ValueError` for one that is not
+    /// C-contiguous or not writable (the layout never builds such a row).
+    pub fn of(view: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let array = view.cast::<PyUntypedArray>()?;
+        if !array.is_c_contiguous() || !view.getattr("flags")?.getattr("writeable")?.is_truthy()? {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "an observation row must be C-contiguous and writable",
+            ));
+        }
+        let itemsize = array.dtype().itemsize();
+        let address = data(array) as usize;
+        Ok(Row {
+            _view: view.clone().unbind(),
+            address,
+            nbytes: array.len() * itemsize,
+            dtype: array.dtype().unbind(),
+            shape: array.shape().to_vec(),
+        })
+    }
+
+    /// Copies `value` into the row and returns `true` when it is a NumPy array (`ndarray`
+    /// itself, not a subclass) of the row's dtype and shape in C order; otherwise writes
+    /// nothing and returns `false`.
+    pub fn copy_from(&self, value: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
+        if !value.get_type().is(ndarray) {
+            return false;
+        }
+        // SAFETY: the exact type checked above is NumPy's array type.
+        let array = unsafe { value.cast_unchecked::<PyUntypedArray>() };
+        if array.shape() != self.shape.as_slice()
+            || !array.is_c_contiguous()
+            || !array.dtype().is_equiv_to(self.dtype.bind(value.py()))
+        {
+            return false;
+        }
+        // SAFETY: a C-contiguous array of this dtype and shape holds exactly `nbytes` bytes at
+        // its data pointer; the row is `nbytes` writable bytes of the mapped segment, kept
+        // mapped by `_view`. `copy` allows the two to overlap (an env returning a view of its
+        // own row).
+        unsafe { std::ptr::copy(data(array) as *const u8, self.address as *mut u8, self.nbytes) };
+        true
+    }
+}
+
+/// The data pointer of `array`.
+fn data(array: &Bound<'_, PyUntypedArray>) -> *mut std::ffi::c_char {
+    // SAFETY: `as_array_ptr` is the live array object `array` holds; its fields are NumPy's.
+    unsafe { (*numpy::npyffi::objects::_PyArray_GET_ITEM_DATA(array.as_array_ptr())).data }
+}
+
+/// The walk of a Dict or Tuple observation (`ringenv._obs_writer.plan`'s tree).
+pub enum Walk {
+    Dict(Vec<(Py<PyString>, Walk)>),
+    Tuple(Vec<Walk>),
+    Leaf(usize),
+}
+
+impl Walk {
+    /// Parses `plan`'s tree: `("dict", [(key, tree), ...])`, `("tuple", [tree, ...])` or
+    /// `("leaf", index)`.
+    pub fn parse(tree: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (kind, body): (String, Bound<'_, PyAny>) = tree.extract()?;
+        match kind.as_str() {
+            "dict" => {
+                let children: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)> = body.extract()?;
+                Ok(Walk::Dict(
+                    children.into_iter().map(|(k, t)| Ok((k.unbind(), Walk::parse(&t)?))).collect::<PyResult<_>>()?,
+                ))
+            }
+            "tuple" => {
+                let items: Vec<Bound<'_, PyAny>> = body.extract()?;
+                Ok(Walk::Tuple(items.iter().map(Walk::parse).collect::<PyResult<_>>()?))
+            }
+            "leaf" => Ok(Walk::Leaf(body.extract()?)),
+            other => Err(pyo3::exceptions::PyValueError::new_err(format!("unknown observation tree node {other:?}"))),
+        }
+    }
+}
+
+/// One env's leaves in one slot: each leaf's row (`None`: no flat layout) and writer, in the
+/// walk's numbering; and the writer of the whole observation.
+pub struct Leaves {
+    pub whole: Py<PyAny>,
+    pub leaves: Vec<(Option<Row>, Py<PyAny>)>,
+}
+
+/// One env's `(write, tree, leaves)` as `ringenv._worker._build` returns it.
+type Target<'py> = (Py<PyAny>, Bound<'py, PyAny>, Vec<(Bound<'py, PyAny>, Py<PyAny>)>);
+
+impl Leaves {
+    /// One env's leaves from its `(write, tree, leaves)` (`ringenv._obs_writer.plan`'s leaves).
+    ///
+    /// # Errors
+    /// What [`Row::of`] raises for a row; `TypeError` for a target of another form.
+    pub fn of(target: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (whole, _tree, leaves): Target<'_> = target.extract()?;
+        let leaves = leaves
+            .into_iter()
+            .map(|(row, write)| Ok((if row.is_none() { None } else { Some(Row::of(&row)?) }, write)))
+            .collect::<PyResult<_>>()?;
+        Ok(Leaves { whole, leaves })
+    }
+
+    /// Writes `obs` along `walk`: each leaf by [`Row::copy_from`] or its writer; if a Dict is not
+    /// a plain `dict` holding every key, or a Tuple not a plain `tuple` of its length, the whole
+    /// observation's writer writes it all (Gymnasium's result or error).
+    ///
+    /// # Errors
+    /// What a writer raises.
+    pub fn write(&self, walk: &Walk, obs: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> PyResult<()> {
+        if !self.walk(walk, obs, ndarray)? {
+            self.whole.bind(obs.py()).call1((obs,))?;
+        }
+        Ok(())
+    }
+
+    /// `Ok(false)`: a node this walk does not take (see [`Leaves::write`]).
+    fn walk(&self, walk: &Walk, value: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> PyResult<bool> {
+        let py = value.py();
+        match walk {
+            Walk::Dict(children) => {
+                let Ok(dict) = value.cast_exact::<PyDict>() else { return Ok(false) };
+                for (key, child) in children {
+                    let Some(item) = dict.get_item(key.bind(py))? else { return Ok(false) };
+                    if !self.walk(child, &item, ndarray)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Walk::Tuple(items) => {
+                let Ok(tuple) = value.cast_exact::<PyTuple>() else { return Ok(false) };
+                if tuple.len() != items.len() {
+                    return Ok(false);
+                }
+                for (i, child) in items.iter().enumerate() {
+                    if !self.walk(child, &tuple.get_item(i)?, ndarray)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Walk::Leaf(i) => {
+                let (row, write) = &self.leaves[*i];
+                if !row.as_ref().is_some_and(|r| r.copy_from(value, ndarray)) {
+                    write.bind(py).call1((value,))?;
+                }
+                Ok(true)
+            }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+"""Observations copied into the segment by the host's leaf walk (bindings/src/obs_copy.rs): a NumPy
+array of the row's dtype and shape in C order is copied as it is, anything else goes through
+ringenv._obs_writer's writers. Every form of value, through a worker process and through this
+process's own share, gives the bytes and errors Gymnasium's write_to_shared_memory gives."""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+import ringenv
+from ringenv import _obs_writer
+from vec_asserts import assert_tree_identical
+
+NUM_ENVS = 3
+
+DICT_SPACE = spaces.Dict({
+    "image": spaces.Box(0, 255, (4, 5, 3), np.uint8),
+    "pos": spaces.Box(-10.0, 10.0, (2,), np.float32),
+    "count": spaces.Discrete(5),
+    "md": spaces.MultiDiscrete([3, 4]),
+    "mb": spaces.MultiBinary(3),
+    "nested": spaces.Dict({"grid": spaces.Box(-100, 100, (3, 3), np.int16)}),
+    "t": spaces.Tuple((spaces.Box(0, 10, (), np.int64), spaces.Text(5))),
+})
+
+BOX_SPACE = spaces.Box(-10.0, 10.0, (4,), np.float32)
+
+
+def _dict_obs(form: str, env_id: int, t: int):
+    """An observation of DICT_SPACE in one of many forms; values depend on env and step only."""
+    base = env_id * 100 + t
+    image = (np.arange(60, dtype=np.int64).reshape(4, 5, 3) + base) % 256
+    pos = np.array([base * 0.25, -base * 0.5])
+    grid = (np.arange(9).reshape(3, 3) - base) % 200 - 100
+    exact = {
+        "image": image.astype(np.uint8),
+        "pos": pos.astype(np.float32),
+        "count": np.array(base % 5, np.int64),
+        "md": np.array([base % 3, base % 4], np.int64),
+        "mb": np.array([base % 2, 1, 0], np.int8),
+        "nested": {"grid": grid.astype(np.int16)},
+        "t": (np.array(base % 11, np.int64), "ab"[: base % 3]),
+    }
+    if form == "exact":
+        return exact
+    if form == "casts":  # other dtypes, Python scalars, lists: written as np.asarray(value, dtype) casts
+        return {**exact, "image": image, "pos": pos, "count": base % 5, "md": [base % 3, base % 4],
+                "mb": np.array([bool(base % 2), True, False]), "t": (base % 11, "a")}
+    if form == "strided":  # right dtype and shape, not C order
+        return {**exact, "image": np.asfortranarray(exact["image"]),
+                "pos": np.repeat(exact["pos"], 2)[::2], "nested": {"grid": exact["nested"]["grid"].T.copy().T}}
+    if form == "byteswapped":  # an equal value of the other byte order
+        return {**exact, "nested": {"grid": exact["nested"]["grid"].astype(">i2")}, "pos": pos.astype(">f4")}
+    if form == "subclass":
+        return {**exact, "pos": exact["pos"].view(np.ma.MaskedArray)}
+    if form == "containers":  # an OrderedDict, a list for the Tuple, an extra key
+        return collections.OrderedDict({**exact, "t": [exact["t"][0], "b"], "extra": 1})
+    if form == "reshaped":  # the right size in another shape: Gymnasium flattens it
+        return {**exact, "pos": exact["pos"].reshape(1, 2), "nested": {"grid": exact["nested"]["grid"].reshape(-1)}}
+    if form == "generic":  # NumPy scalars (not arrays) for the scalar leaves
+        return {**exact, "count": np.int64(base % 5), "t": (np.int32(base % 11), "c")}
+    raise AssertionError(form)
+
+
+def _box_obs(form: str, env_id: int, t: int):
+    value = np.array([env_id, t, -t * 0.5, 1.25]) % 10
+    return {"exact": value.astype(np.float32), "casts": value, "list": value.tolist(),
+            "strided": np.repeat(value.astype(np.float32), 2)[::2],
+            "byteswapped": value.astype(">f4")}[form]
+
+
+class FormEnv(gym.Env):
+    """Steps return ``make(form, env_id, t)``; one array reused in place when ``form`` is
+    ``"exact"`` and the space is a Box (an env that keeps its observation buffer)."""
+
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, space, make, form, env_id):
+        self.observation_space = space
+        self.make, self.form, self.env_id, self.t = make, form, env_id, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.make(self.form, self.env_id, self.t), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.make(self.form, self.env_id, self.t), 0.0, False, False, {}
+
+
+def _expected(space, make, form, t):
+    """The batch Gymnasium's shared memory holds after writing every env's observation at step t."""
+    memory = create_shared_memory(space, n=NUM_ENVS)
+    for env_id in range(NUM_ENVS):
+        write_to_shared_memory(space, env_id, make(form, env_id, t), memory)
+    return read_from_shared_memory(space, memory, n=NUM_ENVS)
+
+
+def _fns(space, make, form):
+    return [functools.partial(FormEnv, space, make, form, i) for i in range(NUM_ENVS)]
+
+
+HOSTS = {"worker": dict(num_workers=1, inline=False), "this process": dict(num_workers=0)}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("space,make,form", [
+    *[pytest.param(DICT_SPACE, _dict_obs, f, id=f"Dict-{f}") for f in
+      ("exact", "casts", "strided", "byteswapped", "subclass", "containers", "reshaped", "generic")],
+    *[pytest.param(BOX_SPACE, _box_obs, f, id=f"Box-{f}") for f in ("exact", "casts", "list", "strided", "byteswapped")],
+])
+def test_every_form_gives_gymnasiums_bytes(host, space, make, form):
+    envs = ringenv.AsyncVectorEnv(_fns(space, make, form), **HOSTS[host])
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert_tree_identical(obs, _expected(space, make, form, 0))
+        for t in range(1, 4):
+            obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
+            assert_tree_identical(obs, _expected(space, make, form, t))
+    finally:
+        envs.close()
+
+
+def _bad_obs(kind, env_id, t):
+    obs = _dict_obs("exact", env_id, t)
+    if env_id == 1 and t == 1:
+        if kind == "missing key":
+            del obs["pos"]
+        elif kind == "wrong size":
+            obs["pos"] = np.zeros(5, np.float32)
+        elif kind == "short tuple":
+            obs["t"] = (obs["t"][0],)
+    return obs
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("kind", ["missing key", "wrong size", "short tuple"])
+def test_bad_observations_raise_gymnasiums_error(host, kind):
+    memory = create_shared_memory(DICT_SPACE, n=NUM_ENVS)
+    with pytest.raises(Exception) as reference:
+        write_to_shared_memory(DICT_SPACE, 1, _bad_obs(kind, 1, 1), memory)
+    envs = ringenv.AsyncVectorEnv(_fns(DICT_SPACE, _bad_obs, kind), **HOSTS[host])
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(type(reference.value)):
+            envs.step(np.zeros(NUM_ENVS, np.int64))
+    finally:
+        envs.close()
+
+
+def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch):
+    """Built in this process (``num_workers=0``) with the leaf writers counted: observations whose
+    flat leaves are all C-ordered arrays of their rows' dtype and shape call none of them; the same
+    observation with a list in one leaf calls that leaf's writer."""
+    calls = []
+    leaf_writer = _obs_writer._leaf_writer
+
+    def counted(space, index, memory):
+        write = leaf_writer(space, index, memory)
+
+        def counting(value):
+            calls.append(space)
+            write(value)
+
+        return counting
+
+    monkeypatch.setattr(_obs_writer, "_leaf_writer", counted)
+
+    def one_list(form, env_id, t):
+        obs = _dict_obs("exact", env_id, t)
+        return {**obs, "md": obs["md"].tolist()} if form == "list" else obs
+
+    for form, expected_calls in (("exact", 0), ("list", 4 * NUM_ENVS)):  # reset + 3 steps
+        calls.clear()
+        envs = ringenv.AsyncVectorEnv(_fns(DICT_SPACE, one_list, form), num_workers=0)
+        try:
+            envs.reset(seed=0)
+            for _ in range(3):
+                envs.step(np.zeros(NUM_ENVS, np.int64))
+        finally:
+            envs.close()
+        assert len(calls) == expected_calls, form
+        assert all(s == DICT_SPACE["md"] for s in calls), form
