@@ -481,6 +481,21 @@ def test_a_recv_shorter_than_an_actors_restart_times_out_and_keeps_the_batch(clu
         envs.close()
 
 
+@pytest.mark.parametrize("how", ["copy.copy", "copy.deepcopy", "pickle.dumps"])
+def test_copies_are_refused_and_the_env_keeps_working(cluster, how):
+    import copy
+    import pickle
+
+    envs = ringenv.ray.make_vec(walk_fns(2), num_actors=1, vector_kwargs={"num_workers": 1})
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(TypeError, match="RayVectorEnv cannot be copied or pickled"):
+            {"copy.copy": copy.copy, "copy.deepcopy": copy.deepcopy, "pickle.dumps": pickle.dumps}[how](envs)
+        envs.step(np.zeros(2, np.int64))
+    finally:
+        envs.close()
+
+
 def test_close_leaves_no_actor_or_worker(cluster):
     envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2, vector_kwargs={"num_workers": 1})
     envs.reset(seed=0)

@@ -23,6 +23,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import VectorEnv
 
 from ringenv import _native
+from ringenv._not_copyable import NotCopyable
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
@@ -75,7 +76,7 @@ def warn_restarted(restart: dict) -> None:
                 f"{restart['env_ids'][1]}) {restart['status']} and was restarted; its envs were reset")
 
 
-class PoolVectorEnv(VectorEnv):
+class PoolVectorEnv(NotCopyable, VectorEnv):
     """A vector env whose sub-envs run in the workers of a ringenv pool: Gymnasium's protocol
     state, calls and closing. :class:`ringenv.AsyncVectorEnv` builds the pool and steps it."""
 

@@ -41,6 +41,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from stable_baselines3.common.preprocessing import check_for_nested_spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from ringenv._not_copyable import NotCopyable
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["SubprocVecEnv"]
@@ -122,7 +123,7 @@ def _is_wrapped(wrapper_class: type) -> Callable[[gym.Env], bool]:
 # -- the adapter --------------------------------------------------------------------------------------
 
 
-class SubprocVecEnv(VecEnv):
+class SubprocVecEnv(NotCopyable, VecEnv):
     """Stable-Baselines3 ``VecEnv`` stepping its sub-envs in ringenv worker processes.
 
     A drop-in for ``stable_baselines3.common.vec_env.SubprocVecEnv``, with the same results as

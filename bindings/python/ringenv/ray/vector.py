@@ -24,6 +24,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ringenv._infos import add_batch_infos, add_infos
+from ringenv._not_copyable import NotCopyable
 from ringenv._staging import host_actions
 from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
 from ringenv.ray._actor import PoolActor
@@ -69,7 +70,7 @@ def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
     return cause
 
 
-class RayVectorEnv(BlockBatchesMixin, VectorEnv):
+class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
     """A vector env of ``num_envs`` sub-envs stepped in Ray actors. Made by
     :func:`ringenv.ray.make_vec`, whose docstring gives the arguments.
 

@@ -1,0 +1,26 @@
+"""Vector envs that own worker processes refuse to be copied or pickled.
+
+A copy made by ``copy.copy`` would share the original's pool (its worker processes, shared memory
+and state), and garbage-collecting the copy would close that pool under the original, which then
+fails at its next call; a pickle cannot carry processes at all. Gymnasium's ``AsyncVectorEnv`` has
+the same hazard and fails later, with ``OSError: handle is closed``. Here the copy itself fails,
+at once, saying why.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+
+class NotCopyable:
+    """Mixin: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` of an instance raise ``TypeError``
+    (all three go through ``__reduce_ex__``; the instance is left as it was)."""
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        name = type(self).__qualname__
+        raise TypeError(
+            f"{name} cannot be copied or pickled (copy.copy, copy.deepcopy, pickle): it owns worker "
+            "processes and shared memory, which a copy would share and close when garbage-collected. "
+            f"Pass the {name} itself, or make another from the same env factories.")
