@@ -11,7 +11,7 @@
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 /// One leaf's row in the segment: where it is, how many bytes, and the dtype and shape a value
 /// must have to be copied as it is.
@@ -81,7 +81,8 @@ fn data(array: &Bound<'_, PyUntypedArray>) -> *mut std::ffi::c_char {
 
 /// The walk of a Dict or Tuple observation (`ringenv._obs_writer.plan`'s tree).
 pub enum Walk {
-    Dict(Vec<(Py<PyString>, Walk)>),
+    /// A Dict's keys (any hashable Gymnasium allows, not only `str`) and their subtrees.
+    Dict(Vec<(Py<PyAny>, Walk)>),
     Tuple(Vec<Walk>),
     Leaf(usize),
 }
@@ -93,7 +94,7 @@ impl Walk {
         let (kind, body): (String, Bound<'_, PyAny>) = tree.extract()?;
         match kind.as_str() {
             "dict" => {
-                let children: Vec<(Bound<'_, PyString>, Bound<'_, PyAny>)> = body.extract()?;
+                let children: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = body.extract()?;
                 Ok(Walk::Dict(
                     children.into_iter().map(|(k, t)| Ok((k.unbind(), Walk::parse(&t)?))).collect::<PyResult<_>>()?,
                 ))
@@ -132,52 +133,59 @@ impl Leaves {
         Ok(Leaves { whole, leaves })
     }
 
-    /// Writes `obs` along `walk`: each leaf by [`Row::copy_from`] or its writer; if a Dict is not
-    /// a plain `dict` holding every key, or a Tuple not a plain `tuple` of its length, the whole
-    /// observation's writer writes it all (Gymnasium's result or error).
+    /// Writes `obs` along `walk`: each leaf by [`Row::copy_from`] or its writer. If a Dict is not
+    /// a plain `dict` holding every key, or a Tuple not a plain `tuple` of its length, nothing is
+    /// written that way: the whole observation's writer writes it all (Gymnasium's result or
+    /// error), so each leaf's value is converted once either way.
     ///
     /// # Errors
     /// What a writer raises.
     pub fn write(&self, walk: &Walk, obs: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> PyResult<()> {
-        if !self.walk(walk, obs, ndarray)? {
-            self.whole.bind(obs.py()).call1((obs,))?;
+        let py = obs.py();
+        let mut values = Vec::with_capacity(self.leaves.len());
+        if !gather(walk, obs, &mut values)? {
+            return self.whole.bind(py).call1((obs,)).map(drop);
+        }
+        for ((row, write), value) in self.leaves.iter().zip(&values) {
+            if !row.as_ref().is_some_and(|r| r.copy_from(value, ndarray)) {
+                write.bind(py).call1((value,))?;
+            }
         }
         Ok(())
     }
+}
 
-    /// `Ok(false)`: a node this walk does not take (see [`Leaves::write`]).
-    fn walk(&self, walk: &Walk, value: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> PyResult<bool> {
-        let py = value.py();
-        match walk {
-            Walk::Dict(children) => {
-                let Ok(dict) = value.cast_exact::<PyDict>() else { return Ok(false) };
-                for (key, child) in children {
-                    let Some(item) = dict.get_item(key.bind(py))? else { return Ok(false) };
-                    if !self.walk(child, &item, ndarray)? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
-            }
-            Walk::Tuple(items) => {
-                let Ok(tuple) = value.cast_exact::<PyTuple>() else { return Ok(false) };
-                if tuple.len() != items.len() {
+/// Pushes the leaves of `value` onto `values` in the walk's order (its leaf numbering), reading
+/// but writing nothing; `Ok(false)` at a node the walk does not take (see [`Leaves::write`]).
+fn gather<'py>(walk: &Walk, value: &Bound<'py, PyAny>, values: &mut Vec<Bound<'py, PyAny>>) -> PyResult<bool> {
+    let py = value.py();
+    match walk {
+        Walk::Dict(children) => {
+            let Ok(dict) = value.cast_exact::<PyDict>() else { return Ok(false) };
+            for (key, child) in children {
+                let Some(item) = dict.get_item(key.bind(py))? else { return Ok(false) };
+                if !gather(child, &item, values)? {
                     return Ok(false);
                 }
-                for (i, child) in items.iter().enumerate() {
-                    if !self.walk(child, &tuple.get_item(i)?, ndarray)? {
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
             }
-            Walk::Leaf(i) => {
-                let (row, write) = &self.leaves[*i];
-                if !row.as_ref().is_some_and(|r| r.copy_from(value, ndarray)) {
-                    write.bind(py).call1((value,))?;
-                }
-                Ok(true)
+            Ok(true)
+        }
+        Walk::Tuple(items) => {
+            let Ok(tuple) = value.cast_exact::<PyTuple>() else { return Ok(false) };
+            if tuple.len() != items.len() {
+                return Ok(false);
             }
+            for (i, child) in items.iter().enumerate() {
+                if !gather(child, &tuple.get_item(i)?, values)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Walk::Leaf(i) => {
+            debug_assert_eq!(*i, values.len(), "plan numbers leaves in walk order");
+            values.push(value.clone());
+            Ok(true)
         }
     }
 }

@@ -189,3 +189,38 @@ def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch)
             envs.close()
         assert len(calls) == expected_calls, form
         assert all(s == DICT_SPACE["md"] for s in calls), form
+
+
+class _Conversions:
+    """An array-like whose value is the number of times it has been converted."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __array__(self, dtype=None, copy=None):
+        self.n += 1
+        return np.array([self.n], dtype=dtype)
+
+
+#: Keys Gymnasium's Dict allows besides str (ints, tuples), and a Tuple the walk does not take.
+ODD_SPACE = spaces.Dict({1: spaces.Box(0, 100, (1,), np.float32), ("t", 2): spaces.Tuple((spaces.Discrete(3),))})
+
+
+def _odd_obs(form, env_id, t):
+    return {1: _Conversions() if form == "converted once" else np.full(1, t, np.float32),
+            ("t", 2): [env_id % 3] if form == "converted once" else (env_id % 3,)}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("form", ["keys", "converted once"])
+def test_any_key_and_each_value_converted_once_as_gymnasium(host, form):
+    """Dict keys that are not strings work; an observation whose walk stops at a node (a list for a
+    Tuple) is written by the whole observation's writer alone, each value converted once."""
+    envs = ringenv.AsyncVectorEnv(_fns(ODD_SPACE, _odd_obs, form), **HOSTS[host])
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert_tree_identical(obs, _expected(ODD_SPACE, _odd_obs, form, 0))
+        obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
+        assert_tree_identical(obs, _expected(ODD_SPACE, _odd_obs, form, 1))
+    finally:
+        envs.close()
