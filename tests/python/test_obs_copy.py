@@ -16,19 +16,13 @@ from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 
 import ringenv
 from ringenv import _obs_writer
+from test_obs_writer import SPACE
 from vec_asserts import assert_tree_identical
 
 NUM_ENVS = 3
 
-DICT_SPACE = spaces.Dict({
-    "image": spaces.Box(0, 255, (4, 5, 3), np.uint8),
-    "pos": spaces.Box(-10.0, 10.0, (2,), np.float32),
-    "count": spaces.Discrete(5),
-    "md": spaces.MultiDiscrete([3, 4]),
-    "mb": spaces.MultiBinary(3),
-    "nested": spaces.Dict({"grid": spaces.Box(-100, 100, (3, 3), np.int16)}),
-    "t": spaces.Tuple((spaces.Box(0, 10, (), np.int64), spaces.Text(5))),
-})
+#: test_obs_writer's Dict: every flat leaf kind, a nested Dict, a Tuple with a Text leaf.
+DICT_SPACE = SPACE
 
 BOX_SPACE = spaces.Box(-10.0, 10.0, (4,), np.float32)
 
@@ -36,8 +30,8 @@ BOX_SPACE = spaces.Box(-10.0, 10.0, (4,), np.float32)
 def _dict_obs(form: str, env_id: int, t: int):
     """An observation of DICT_SPACE in one of many forms; values depend on env and step only."""
     base = env_id * 100 + t
-    image = (np.arange(60, dtype=np.int64).reshape(4, 5, 3) + base) % 256
-    pos = np.array([base * 0.25, -base * 0.5])
+    image = (np.arange(60, dtype=np.int64).reshape(5, 4, 3) + base) % 256
+    pos = np.array([base * 0.25, -base * 0.5]) % 1
     grid = (np.arange(9).reshape(3, 3) - base) % 200 - 100
     exact = {
         "image": image.astype(np.uint8),
