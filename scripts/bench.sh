@@ -6,8 +6,9 @@
 # cores), then benches/grid.py (issue 12's grid, quiet and with a busy neighbour, with its targets'
 # verdicts; ~10 min on 2 cores), then benches/ray_scaling.py (issue 15: ringenv.ray on a simulated
 # 2-node Ray cluster against a local pool and one actor per env; ~4 min), then
-# benches/obs_copies.py (issue 12 item 3: the copies of a ~150 KB Dict observation; ~30 s); the
-# last three replace their own sections of the file.
+# benches/obs_copies.py (issue 12 item 3: the copies of a ~150 KB Dict observation; ~1 min), then
+# benches/text_obs.py (Text observations of a text world; ~30 s); the last four replace their own
+# sections of the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
 #        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
@@ -27,4 +28,5 @@ fi
 "$PY" scripts/bench.py "$@"
 "$PY" benches/grid.py
 "$PY" benches/ray_scaling.py
-exec "$PY" benches/obs_copies.py
+"$PY" benches/obs_copies.py
+exec "$PY" benches/text_obs.py

@@ -13,12 +13,14 @@ leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``
 from __future__ import annotations
 
 import ctypes
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from gymnasium import spaces
 from gymnasium.error import CustomSpaceError
-from gymnasium.vector.utils import create_shared_memory
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
+
+from ringenv import _text
 
 # (numpy dtype name, elements per env) of one leaf: what the Rust layout needs.
 LeafSpec = Tuple[str, List[int]]
@@ -169,3 +171,19 @@ def from_dict(d: dict) -> spaces.Space:
     if kind == "tuple":
         return spaces.Tuple([from_dict(v) for v in d["spaces"]])
     raise ValueError(f"unknown space kind {kind!r} in {d!r}")
+
+def reader(space: spaces.Space, memory: Any, n: int) -> Callable[[], Any]:
+    """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the
+    space's shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
+    :mod:`ringenv._text` instead of a Python step per character. Dict and Tuple spaces (of
+    exactly those types) are read as Gymnasium reads them, key by key; any other space by
+    Gymnasium's function."""
+    if type(space) is spaces.Text:
+        return _text.reader(space, memory, n)
+    if type(space) is spaces.Dict:
+        parts = [(key, reader(sub, memory[key], n)) for key, sub in space.spaces.items()]
+        return lambda: {key: read() for key, read in parts}
+    if type(space) is spaces.Tuple:
+        items = [reader(sub, mem, n) for sub, mem in zip(space.spaces, memory)]
+        return lambda: tuple(read() for read in items)
+    return lambda: read_from_shared_memory(space, memory, n=n)

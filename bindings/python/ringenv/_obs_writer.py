@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import write_to_shared_memory
 
+from ringenv import _text
 from ringenv._layout import FLAT_SPACES
 
 Writer = Callable[[Any], None]
@@ -71,6 +72,8 @@ def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
                 write(value)
 
         return write_tuple
+    if type(space) is spaces.Text:
+        return _text.writer(space, index, memory)  # Gymnasium's codes, without a step per character
     return lambda value: write_to_shared_memory(space, index, value, memory)
 
 

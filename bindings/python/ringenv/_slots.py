@@ -80,6 +80,10 @@ class Slots:
         else:
             self.env_obs = [None] * n
             self._obs_batch: Any = create_empty_array(single_observation_space, n=n, fn=np.zeros)
+        #: Each slot's reader of its observation batch (``_layout.reader``), where it has leaves.
+        self.obs_read: Optional[List[Any]] = (
+            [_layout.reader(single_observation_space, mem, n) for mem in self.obs_mem]
+            if self.obs_mem is not None else None)
         # Each slot's observation batch as Gymnasium reads it, built once where it is all views
         # (array leaves; a Text leaf reads as new strings): the views never change.
         self.obs_views: Optional[List[Any]] = (
@@ -268,8 +272,8 @@ class Slots:
             views = self.obs_views[slot]
             # New dicts and tuples either way: a caller may change them.
             return _gather(space, [(views, 0, self.num_envs)]) if copy else _containers(space, views)
-        if self.obs_mem is not None:
-            obs = read_from_shared_memory(space, self.obs_mem[slot], n=self.num_envs)
+        if self.obs_read is not None:
+            obs = self.obs_read[slot]()
         else:
             assert self.env_obs is not None
             obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
@@ -319,8 +323,8 @@ class Slots:
                 s, a, b = runs[0]
                 return _views(space, self.obs_views[s], (a, b))
             return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
-        if self.obs_mem is not None:
-            full = {s: read_from_shared_memory(space, self.obs_mem[s], n=self.num_envs) for s in {r[0] for r in runs}}
+        if self.obs_read is not None:
+            full = {s: self.obs_read[s]() for s in {r[0] for r in runs}}
             per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}
             items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
         else:
@@ -336,7 +340,7 @@ class Slots:
         if device is not None:
             device.close()
         self.leases = None
-        self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.action = None
+        self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.obs_read = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
 
 
