@@ -130,10 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f"--num-envs must be even and at least 2, got {args.num_envs}")
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rows = [r for c in args.conditions for r in run_condition(c, args)]
-    lines = section(rows, args, started)
-    print("\n".join(lines))
-    if args.output != "-":
-        results_sections.write(Path(args.output), "async_share", lines)
+    results_sections.publish("async_share", section(rows, args, started), args.output)
     return 0
 
 

@@ -349,11 +349,8 @@ def main(argv: List[str] | None = None) -> int:
         report["read"].append({**row, "s": _read_in_child(row, a.envs, a.seconds, a.repeats)})
     report["lend_vs_copy"] = lend_vs_copy(a.seconds, a.repeats)
     report["end_to_end"] = end_to_end(a.seconds, a.envs)
-    lines = section(report)
-    print("\n".join(lines))
+    results_sections.publish("obs_copies", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    if a.output != "-":
-        results_sections.write(Path(a.output), "obs_copies", lines)
     return 0
 
 

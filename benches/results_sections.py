@@ -53,6 +53,14 @@ def write(path: Path, name: str, lines: List[str]) -> None:
     path.write_text(replace(text, lines, begin, end, OWNED[name]))
 
 
+def publish(name: str, lines: List[str], output: str) -> None:
+    """Prints the section ``name`` (``lines``, markers included) and writes it into the results
+    file ``output`` unless that is ``-`` (see :func:`write`)."""
+    print("\n".join(lines))
+    if output != "-":
+        write(Path(output), name, lines)
+
+
 def keep(old: str, new: str) -> str:
     """``new`` (a rewritten results file) with every owned section that ``old`` holds, as it was."""
     for name, before_first_heading in OWNED.items():

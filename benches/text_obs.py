@@ -173,11 +173,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "codec": codec_timings(a.chars, a.envs),
         "end_to_end": end_to_end(a.chars, a.envs, a.cost_us, a.seconds, a.rounds),
     }
-    lines = section(report)
-    print("\n".join(lines))
+    results_sections.publish("text_obs", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    if a.output != "-":
-        results_sections.write(Path(a.output), "text_obs", lines)
     return 0
 
 

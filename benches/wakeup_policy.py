@@ -222,10 +222,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
-    lines = section(report, started)
-    print("\n".join(lines))
-    if a.output != "-":
-        results_sections.write(Path(a.output), "wakeup", lines)
+    results_sections.publish("wakeup", section(report, started), a.output)
     return 0
 
 

@@ -14,6 +14,7 @@ from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 
 import ringenv
 from ringenv import _layout, _text
+from helper_envs import CounterEnv
 from vec_asserts import assert_tree_identical
 
 N = 3
@@ -108,28 +109,18 @@ def test_reads_gymnasiums_strings_from_any_codes(charset):
         assert ours == ref, (charset, name)
 
 
-class TextEnv(gym.Env):
-    """A text world's observation: a Dict of a long Text and a Box, then the Text alone."""
+class TextEnv(CounterEnv):
+    """A text world's observation: a Dict of a long Text and a Box, or the Text alone."""
 
-    action_space = spaces.Discrete(2)
-
-    def __init__(self, env_id, nested):
+    def __init__(self, env_index, nested):
+        super().__init__(env_index)
         text = spaces.Text(300, charset=string.ascii_letters + " .,0123456789")
         self.observation_space = spaces.Dict({"text": text, "hp": spaces.Box(0, 9, (2,), np.int64)}) if nested else text
-        self.env_id, self.nested, self.t = env_id, nested, 0
+        self.nested = nested
 
     def _obs(self):
-        text = f"env {self.env_id} step {self.t}. " + "You see a door, a key and a lamp. " * (self.t % 9)
-        return {"text": text[:300], "hp": np.array([self.t % 9, self.env_id])} if self.nested else text[:300]
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), 0.0, False, False, {}
+        text = (f"env {self.env_index} step {self.t}. " + "You see a door, a key and a lamp. " * (self.t % 9))[:300]
+        return {"text": text, "hp": np.array([self.t % 9, self.env_index])} if self.nested else text
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["Text", "Dict with Text"])
