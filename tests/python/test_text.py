@@ -83,6 +83,29 @@ def test_the_fast_encoder_takes_plain_strings_only():
     assert not _text.TextCodec(_space(CHARSETS["beyond U+FFFF"])).encode_into(row, "ab")
 
 
+class _OddChar(str):
+    """A character equal only to its own kind: Gymnasium's index (a dict) finds no plain str."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other):
+        return type(other) is _OddChar and str.__eq__(self, other)
+
+
+def test_unusual_characters_and_indexes_are_left_to_gymnasium():
+    """Characters that are not plain ``str`` and a ``character_index`` replaced on the space are
+    Gymnasium's to encode (a table by code point would not see them)."""
+    odd = spaces.Text(3, charset=[_OddChar("a"), _OddChar("b")])
+    patched = spaces.Text(3, charset="ab")
+    patched.character_index = lambda c: 2**40
+    for space, value in ((odd, "ab"), (patched, ""), (patched, "a")):
+        ours_mem, ref_mem = create_shared_memory(space, n=N), create_shared_memory(space, n=N)
+        ours = _outcome(lambda: _text.writer(space, 1, ours_mem)(value))
+        ref = _outcome(lambda: write_to_shared_memory(space, 1, value, ref_mem))
+        assert ours[0] == ref[0], value
+        assert bytes(ours_mem.get_obj()) == bytes(ref_mem.get_obj()), value
+
+
 @pytest.mark.parametrize("charset", CHARSETS)
 def test_reads_gymnasiums_strings_from_any_codes(charset):
     space = _space(CHARSETS[charset])

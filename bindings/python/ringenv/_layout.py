@@ -7,7 +7,9 @@ indices, a ``Dict`` or ``Tuple`` as one array per component, ...). Those functio
 a multiprocessing context's ``Array(typecode, size)``; here a context hands out *leaves*: regions
 of the segment, one contiguous ``[num_envs, ...]`` array per leaf, in the order Gymnasium asks for
 them. Spaces with no fixed layout (``Graph``, ``Sequence``, custom ``Space`` subclasses) have no
-leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``.
+leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``. ``Text`` leaves
+are written and read by :mod:`ringenv._text` (:func:`reader`), with the same codes and strings
+as Gymnasium's functions and without a Python step per character.
 """
 
 from __future__ import annotations

@@ -39,9 +39,13 @@ class TextCodec:
         #: code -> Unicode code point, for decoding.
         self.code_points = np.array([ord(c) for c in chars], dtype=np.uint32)
         top = int(self.code_points.max()) if len(chars) else 0
-        #: code point -> code (-1: not in the charset), for encoding; None beyond TABLE_CODE_POINTS.
+        #: code point -> code (-1: not in the charset), for encoding; None (Gymnasium encodes)
+        #: beyond TABLE_CODE_POINTS, or where a character is not a plain ``str`` (a lookup by code
+        #: point would ignore its own hash and equality) or ``character_index`` is not ``Text``'s.
         self.codes = None
-        if top < TABLE_CODE_POINTS:
+        plain = (all(type(c) is str for c in chars) and "character_index" not in vars(space)
+                 and type(space).character_index is spaces.Text.character_index)
+        if plain and top < TABLE_CODE_POINTS:
             codes = np.full(top + 1, -1, dtype=np.int32)
             for c in chars:
                 codes[ord(c)] = space.character_index(c)
