@@ -11,8 +11,9 @@ bytes (``np.asarray(value, dtype)`` casts with the same unsafe rule) with one co
 observation) is assigned to the view, ``view[()] = value``: NumPy converts it as
 ``np.asarray(value, dtype)`` does, with the same bytes, errors and warnings
 (``tests/python/test_obs_writer.py`` compares them over every dtype and edge value). Any other
-value (a list, a wrong shape) and any other space (Text, OneOf, ...) goes through Gymnasium's own
-function, so its result and errors stay exactly Gymnasium's.
+value (a list, a wrong shape) and any other space (OneOf, ...) goes through Gymnasium's own
+function, so its result and errors stay exactly Gymnasium's; a ``Text`` space through
+:mod:`ringenv._text`, which writes the same codes without a Python step per character.
 
 The host of a worker (``bindings/src/obs_copy.rs``) does not call :func:`writer` for each
 observation: it walks the observation along :func:`plan` and copies each leaf that is a NumPy
