@@ -73,9 +73,9 @@ else
 fi
 cd "$SUITE"
 # SB3's tests make a logger folder per model in the temporary directory (SB3-<date>); keep them in
-# one of this run's own, removed afterwards, instead of leaving ~150 folders in /tmp.
-LOGS="$(mktemp -d)"
-trap 'rm -rf "$LOGS"' EXIT
+# this run's work folder, removed on exit, instead of leaving ~150 folders in /tmp.
+LOGS="$WORK/tmp"
+mkdir -p "$LOGS"
 status=0
 TMPDIR="$LOGS" "$PY" -m pytest -q -p no:cacheprovider -o addopts="" "$@" test_vec_envs.py test_dict_env.py | tail -n 25 || status=$?
 exit "$status"
