@@ -1,8 +1,10 @@
 //! Copying a Python env's observation into its rows of the shared segment without a Python call
 //! per leaf: each leaf that is a NumPy array of its row's dtype and shape, in C order, goes in
 //! with one `memcpy` (NumPy's C API through the `numpy` crate reads its type, dtype, shape, flags
-//! and data pointer); anything else goes through the Python writer that `ringenv._obs_writer`
-//! built for that leaf or for the whole observation, so results and errors stay Gymnasium's.
+//! and data pointer), and a Python `int`, `float` or `bool` for a row of shape `()` and dtype
+//! `int64`, `float64` or `bool` (a Discrete's) is stored as NumPy's assignment stores it;
+//! anything else goes through the Python writer that `ringenv._obs_writer` built for that leaf
+//! or for the whole observation, so results and errors stay Gymnasium's.
 //!
 //! For a value of exactly the row's dtype (`numpy.dtype`s that NumPy holds equivalent, so byte
 //! order included) and shape, `np.copyto(row, value, casting="unsafe")` and `row[...] = value`
@@ -11,7 +13,17 @@
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple, PyType};
+
+/// The Python scalar a row of shape `()` takes as it is: `int` for `int64`, `float` for
+/// `float64`, `bool` for `bool`, the types whose `numpy.asarray` has the row's dtype, so the
+/// value is stored as NumPy's assignment (`row[()] = value`) stores it.
+#[derive(Clone, Copy)]
+enum Scalar {
+    Int,
+    Float,
+    Bool,
+}
 
 /// One leaf's row in the segment: where it is, how many bytes, and the dtype and shape a value
 /// must have to be copied as it is.
@@ -22,6 +34,7 @@ pub struct Row {
     nbytes: usize,
     dtype: Py<PyArrayDescr>,
     shape: Vec<usize>,
+    scalar: Option<Scalar>,
 }
 
 impl Row {
@@ -38,23 +51,35 @@ impl Row {
                 "an observation row must be C-contiguous and writable",
             ));
         }
-        let itemsize = array.dtype().itemsize();
-        let address = data(array) as usize;
+        let (py, dtype) = (view.py(), array.dtype());
+        let scalar = if array.ndim() != 0 {
+            None
+        } else if dtype.is_equiv_to(&numpy::dtype::<i64>(py)) {
+            Some(Scalar::Int)
+        } else if dtype.is_equiv_to(&numpy::dtype::<f64>(py)) {
+            Some(Scalar::Float)
+        } else if dtype.is_equiv_to(&numpy::dtype::<bool>(py)) {
+            Some(Scalar::Bool)
+        } else {
+            None
+        };
         Ok(Row {
             _view: view.clone().unbind(),
-            address,
-            nbytes: array.len() * itemsize,
-            dtype: array.dtype().unbind(),
+            address: data(array) as usize,
+            nbytes: array.len() * dtype.itemsize(),
+            dtype: dtype.unbind(),
             shape: array.shape().to_vec(),
+            scalar,
         })
     }
 
     /// Copies `value` into the row and returns `true` when it is a NumPy array (`ndarray`
-    /// itself, not a subclass) of the row's dtype and shape in C order; otherwise writes
-    /// nothing and returns `false`.
+    /// itself, not a subclass) of the row's dtype and shape in C order, or, for a row of shape
+    /// `()`, the Python scalar it takes as it is (an `int` that fits `int64`, a `float`, a
+    /// `bool`: see [`Scalar`]); otherwise writes nothing and returns `false`.
     pub fn copy_from(&self, value: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
         if !value.get_type().is(ndarray) {
-            return false;
+            return self.scalar.is_some_and(|kind| self.put_scalar(kind, value));
         }
         // SAFETY: the exact type checked above is NumPy's array type.
         let array = unsafe { value.cast_unchecked::<PyUntypedArray>() };
@@ -69,6 +94,29 @@ impl Row {
         // mapped by `_view`. `copy` allows the two to overlap (an env returning a view of its
         // own row).
         unsafe { std::ptr::copy(data(array) as *const u8, self.address as *mut u8, self.nbytes) };
+        true
+    }
+
+    /// Stores `value` if it is exactly the Python type of `kind` (an `int` beyond `int64` is
+    /// not: NumPy raises `OverflowError` for it on the writer's path).
+    fn put_scalar(&self, kind: Scalar, value: &Bound<'_, PyAny>) -> bool {
+        let address = self.address as *mut u8;
+        // SAFETY (each write): the row is the 8 or 1 bytes of one int64, float64 or bool element
+        // of the mapped segment (`Row::of` checked the dtype), kept mapped by `_view`.
+        match kind {
+            Scalar::Int if value.is_exact_instance_of::<PyInt>() => match value.extract::<i64>() {
+                Ok(v) => unsafe { std::ptr::write_unaligned(address.cast::<i64>(), v) },
+                Err(_) => return false,
+            },
+            Scalar::Float if value.is_exact_instance_of::<PyFloat>() => match value.extract::<f64>() {
+                Ok(v) => unsafe { std::ptr::write_unaligned(address.cast::<f64>(), v) },
+                Err(_) => return false,
+            },
+            Scalar::Bool if value.is_exact_instance_of::<PyBool>() => unsafe {
+                std::ptr::write(address, u8::from(value.is_truthy().unwrap_or(false)))
+            },
+            _ => return false,
+        }
         true
     }
 }

@@ -39,12 +39,12 @@ enum Mode {
 
 /// Where observations go.
 enum ObsTarget {
-    /// `rows[slot][k]`: env k's row, written by NumPy assignment once the observation's shape
-    /// is checked against `shape` (assignment would broadcast a wrong shape silently). `scalar`:
-    /// the Python type (`int`, `float` or `bool`) that the rows take as they are, when they have
-    /// shape `()` and that type's NumPy dtype (`int64`, `float64`, `bool`; see `put_obs`).
-    /// `copy[slot][k]`: the same row, for [`Row::copy_from`] (tried first).
-    Rows { rows: Vec<Vec<Py<PyAny>>>, copy: Vec<Vec<Row>>, shape: Py<PyAny>, scalar: Option<Py<PyAny>> },
+    /// `copy[slot][k]`: env k's row, for [`Row::copy_from`] (an array of the row's dtype and
+    /// shape, or the Python scalar a row of shape `()` takes as it is: a Discrete's `int`,
+    /// FrozenLake's and Taxi's). Anything else is written into `rows[slot][k]`, the same row, by
+    /// NumPy assignment once the observation's shape is checked against `shape` (assignment
+    /// would broadcast a wrong shape silently).
+    Rows { rows: Vec<Vec<Py<PyAny>>>, copy: Vec<Vec<Row>>, shape: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
     Tree { walk: Walk, leaves: Vec<Vec<Leaves>> },
     /// Pickled into the completion's message.
@@ -184,10 +184,8 @@ fn build_with(
         Some(t) if obs_fast => {
             let row = t[0][0].bind(py);
             let shape = row.getattr("shape")?.unbind();
-            let scalar = helpers.getattr("_scalar_obs_type")?.call1((row,))?;
-            let scalar = if scalar.is_none() { None } else { Some(scalar.unbind()) };
             let copy = t.iter().map(|s| s.iter().map(|r| Row::of(r.bind(py))).collect()).collect::<PyResult<_>>()?;
-            ObsTarget::Rows { rows: t, copy, shape, scalar }
+            ObsTarget::Rows { rows: t, copy, shape }
         }
         Some(t) => {
             // `(write, tree, leaves)` per slot and env (`ringenv._worker._build`); one tree for all.
@@ -263,20 +261,9 @@ impl PyEnvs {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows { rows, copy, shape, scalar } => {
+            ObsTarget::Rows { rows, copy, shape } => {
                 if copy[slot][k].copy_from(&obs, self.ndarray.bind(py)) {
                     return Ok(());
-                }
-                // A Python scalar of the row's own type (a Discrete's `int`: FrozenLake, Taxi) is
-                // assigned as it is, as `np.asarray(obs)` then assigning that would write it
-                // (`np.asarray` of an `int`, `float` or `bool` has dtype int64, float64 or bool);
-                // if NumPy refuses it (an `int` beyond int64), the checked path below runs.
-                if let Some(t) = scalar {
-                    if obs.get_type().is(t.bind(py))
-                        && rows[slot][k].bind(py).set_item(self.ellipsis.bind(py), &obs).is_ok()
-                    {
-                        return Ok(());
-                    }
                 }
                 let shape = shape.bind(py);
                 let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);

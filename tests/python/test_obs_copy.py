@@ -152,8 +152,9 @@ def test_bad_observations_raise_gymnasiums_error(host, kind):
 
 def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch):
     """Built in this process (``num_workers=0``) with the leaf writers counted: observations whose
-    flat leaves are all C-ordered arrays of their rows' dtype and shape call none of them; the same
-    observation with a list in one leaf calls that leaf's writer."""
+    flat leaves are all C-ordered arrays of their rows' dtype and shape, or Python ints for the
+    int64 leaves of shape (), call none of them; the same observation with a list in one leaf calls
+    that leaf's writer."""
     calls = []
     leaf_writer = _obs_writer._leaf_writer
 
@@ -170,9 +171,11 @@ def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch)
 
     def one_list(form, env_id, t):
         obs = _dict_obs("exact", env_id, t)
+        if form == "python int":  # Discrete leaves as Python ints: stored without a writer too
+            return {**obs, "count": int(obs["count"]), "t": (int(obs["t"][0]), obs["t"][1])}
         return {**obs, "md": obs["md"].tolist()} if form == "list" else obs
 
-    for form, expected_calls in (("exact", 0), ("list", 4 * NUM_ENVS)):  # reset + 3 steps
+    for form, expected_calls in (("exact", 0), ("python int", 0), ("list", 4 * NUM_ENVS)):  # reset + 3 steps
         calls.clear()
         envs = ringenv.AsyncVectorEnv(_fns(DICT_SPACE, one_list, form), num_workers=0)
         try:
@@ -216,5 +219,43 @@ def test_any_key_and_each_value_converted_once_as_gymnasium(host, form):
         assert_tree_identical(obs, _expected(ODD_SPACE, _odd_obs, form, 0))
         obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
         assert_tree_identical(obs, _expected(ODD_SPACE, _odd_obs, form, 1))
+    finally:
+        envs.close()
+
+
+SCALAR_SPACE = spaces.Dict({"n": spaces.Discrete(5), "x": spaces.Box(-1.0, 1.0, (), np.float64),
+                            "b": spaces.Box(0, 1, (), np.bool_)})
+
+
+def _scalar_obs(form, env_id, t):
+    obs = {"n": (env_id + t) % 5, "x": t * 0.125 - 0.5, "b": t % 2 == 0}  # Python int, float, bool
+    if form == "bool for the Discrete":
+        obs["n"] = True
+    elif form == "int beyond int64" and env_id == 1 and t == 1:
+        obs["n"] = 2**63
+    return obs
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("form", ["python scalars", "bool for the Discrete", "int beyond int64"])
+def test_python_scalars_for_scalar_rows_as_gymnasium(host, form):
+    memory = create_shared_memory(SCALAR_SPACE, n=NUM_ENVS)
+    reference = None
+    try:
+        for t in range(3):
+            for env_id in range(NUM_ENVS):
+                write_to_shared_memory(SCALAR_SPACE, env_id, _scalar_obs(form, env_id, t), memory)
+    except Exception as e:  # the type is compared
+        reference = type(e)
+    envs = ringenv.AsyncVectorEnv(_fns(SCALAR_SPACE, _scalar_obs, form), **HOSTS[host])
+    try:
+        assert_tree_identical(envs.reset(seed=0)[0], _expected(SCALAR_SPACE, _scalar_obs, form, 0))
+        if reference is not None:
+            with pytest.raises(reference):
+                envs.step(np.zeros(NUM_ENVS, np.int64))
+            return
+        for t in (1, 2):
+            obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
+            assert_tree_identical(obs, _expected(SCALAR_SPACE, _scalar_obs, form, t))
     finally:
         envs.close()

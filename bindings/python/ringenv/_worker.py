@@ -177,18 +177,6 @@ def _float_scalar(space) -> bool:
             and space.dtype.itemsize < 8)
 
 
-#: The Python scalar type that ``np.asarray`` turns into each of these dtypes.
-_SCALAR_OF_DTYPE = {np.dtype(np.int64): int, np.dtype(np.float64): float, np.dtype(np.bool_): bool}
-
-
-def _scalar_obs_type(row: np.ndarray) -> Optional[type]:
-    """The Python type (``int``, ``float`` or ``bool``) of the observations that a flat
-    observation row of shape ``()`` (a Discrete's) takes by plain assignment, with the same result
-    as ``np.asarray(obs)`` assigned: the type whose ``np.asarray`` has the row's dtype. ``None``
-    for any other row (the host then checks each observation's shape first)."""
-    return _SCALAR_OF_DTYPE.get(row.dtype) if row.shape == () else None
-
-
 def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):
     """``obs`` as an array of ``shape``, or a ``ValueError`` naming the env (NumPy assignment
     would broadcast a wrong shape into the row silently; Gymnasium's SyncVectorEnv raises)."""
