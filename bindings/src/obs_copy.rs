@@ -29,7 +29,7 @@ enum Scalar {
 /// must have to be copied as it is.
 pub struct Row {
     /// The NumPy view the row was read from: it keeps the segment mapped while the row is used.
-    _view: Py<PyAny>,
+    view: Py<PyAny>,
     address: usize,
     nbytes: usize,
     dtype: Py<PyArrayDescr>,
@@ -64,13 +64,18 @@ impl Row {
             None
         };
         Ok(Row {
-            _view: view.clone().unbind(),
+            view: view.clone().unbind(),
             address: data(array) as usize,
             nbytes: array.len() * dtype.itemsize(),
             dtype: dtype.unbind(),
             shape: array.shape().to_vec(),
             scalar,
         })
+    }
+
+    /// The row as the NumPy view it was read from (shape and dtype of the leaf).
+    pub fn view<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.view.bind(py)
     }
 
     /// Copies `value` into the row and returns `true` when it is a NumPy array (`ndarray`
@@ -91,7 +96,7 @@ impl Row {
         }
         // SAFETY: a C-contiguous array of this dtype and shape holds exactly `nbytes` bytes at
         // its data pointer; the row is `nbytes` writable bytes of the mapped segment, kept
-        // mapped by `_view`. `copy` allows the two to overlap (an env returning a view of its
+        // mapped by `view`. `copy` allows the two to overlap (an env returning a view of its
         // own row).
         unsafe { std::ptr::copy(data(array) as *const u8, self.address as *mut u8, self.nbytes) };
         true
@@ -102,7 +107,7 @@ impl Row {
     fn put_scalar(&self, kind: Scalar, value: &Bound<'_, PyAny>) -> bool {
         let address = self.address as *mut u8;
         // SAFETY (each write): the row is the 8 or 1 bytes of one int64, float64 or bool element
-        // of the mapped segment (`Row::of` checked the dtype), kept mapped by `_view`.
+        // of the mapped segment (`Row::of` checked the dtype), kept mapped by `view`.
         match kind {
             Scalar::Int if value.is_exact_instance_of::<PyInt>() => match value.extract::<i64>() {
                 Ok(v) => unsafe { std::ptr::write_unaligned(address.cast::<i64>(), v) },

@@ -3,13 +3,14 @@
 //! writing its observation straight into the env's rows of the shared slot, its reward,
 //! terminated and truncated into theirs.
 //!
-//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) are copied into the
-//! env's row with one `memcpy` when they are NumPy arrays of the row's dtype and shape, else by
-//! NumPy assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
-//! walked in Rust ([`crate::obs_copy`]), the leaves that are not such arrays (and Text leaves)
-//! through `ringenv._obs_writer`'s writers (Gymnasium's `write_to_shared_memory` semantics);
-//! spaces with no fixed layout travel pickled in the completion's message. Actions likewise come from the slot's action rows,
-//! or pickled in the command's message.
+//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) go into the env's
+//! row from Rust when they are NumPy arrays of the row's dtype and shape (one `memcpy`) or the
+//! Python scalar a row of shape `()` takes as it is ([`crate::obs_copy`]), else by NumPy
+//! assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
+//! walked in Rust, the other leaves (and Text leaves) through `ringenv._obs_writer`'s writers
+//! (Gymnasium's `write_to_shared_memory` semantics); spaces with no fixed layout travel pickled
+//! in the completion's message. Actions likewise come from the slot's action rows, or pickled in
+//! the command's message.
 //!
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
@@ -39,12 +40,11 @@ enum Mode {
 
 /// Where observations go.
 enum ObsTarget {
-    /// `copy[slot][k]`: env k's row, for [`Row::copy_from`] (an array of the row's dtype and
-    /// shape, or the Python scalar a row of shape `()` takes as it is: a Discrete's `int`,
-    /// FrozenLake's and Taxi's). Anything else is written into `rows[slot][k]`, the same row, by
-    /// NumPy assignment once the observation's shape is checked against `shape` (assignment
-    /// would broadcast a wrong shape silently).
-    Rows { rows: Vec<Vec<Py<PyAny>>>, copy: Vec<Vec<Row>>, shape: Py<PyAny> },
+    /// `rows[slot][k]`: env k's row, written by [`Row::copy_from`] (an array of the row's dtype
+    /// and shape, or the Python scalar a row of shape `()` takes as it is: a Discrete's `int`,
+    /// FrozenLake's and Taxi's), else into its view by NumPy assignment once the observation's
+    /// shape is checked against `shape` (assignment would broadcast a wrong shape silently).
+    Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
     Tree { walk: Walk, leaves: Vec<Vec<Leaves>> },
     /// Pickled into the completion's message.
@@ -184,8 +184,8 @@ fn build_with(
         Some(t) if obs_fast => {
             let row = t[0][0].bind(py);
             let shape = row.getattr("shape")?.unbind();
-            let copy = t.iter().map(|s| s.iter().map(|r| Row::of(r.bind(py))).collect()).collect::<PyResult<_>>()?;
-            ObsTarget::Rows { rows: t, copy, shape }
+            let rows = t.iter().map(|s| s.iter().map(|r| Row::of(r.bind(py))).collect()).collect::<PyResult<_>>()?;
+            ObsTarget::Rows { rows, shape }
         }
         Some(t) => {
             // `(write, tree, leaves)` per slot and env (`ringenv._worker._build`); one tree for all.
@@ -261,8 +261,9 @@ impl PyEnvs {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows { rows, copy, shape } => {
-                if copy[slot][k].copy_from(&obs, self.ndarray.bind(py)) {
+            ObsTarget::Rows { rows, shape } => {
+                let row = &rows[slot][k];
+                if row.copy_from(&obs, self.ndarray.bind(py)) {
                     return Ok(());
                 }
                 let shape = shape.bind(py);
@@ -273,7 +274,7 @@ impl PyEnvs {
                     let id = self.env_ids.start + k;
                     self.helper(py, "_checked_obs", (obs, shape, id))?
                 };
-                rows[slot][k].bind(py).set_item(self.ellipsis.bind(py), obs)
+                row.view(py).set_item(self.ellipsis.bind(py), obs)
             }
             ObsTarget::Tree { walk, leaves } => leaves[slot][k].write(walk, &obs, self.ndarray.bind(py)),
             ObsTarget::Pickled => {

@@ -174,6 +174,7 @@ def from_dict(d: dict) -> spaces.Space:
         return spaces.Tuple([from_dict(v) for v in d["spaces"]])
     raise ValueError(f"unknown space kind {kind!r} in {d!r}")
 
+
 def reader(space: spaces.Space, memory: Any, n: int) -> Callable[[], Any]:
     """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the
     space's shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
