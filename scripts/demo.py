@@ -15,12 +15,13 @@ The groups:
 - CartPole-v1 as a Python env (``gymnasium.make``), 16 envs: ringenv against Gymnasium's
   ``SyncVectorEnv`` and ``AsyncVectorEnv``.
 - MiniGrid-DoorKey-8x8-v0 (the ``minigrid`` package, a third-party env with a Dict observation:
-  an image, a direction and a Text mission), 8 envs, with per-step infos: MiniGrid's own ``step``
+  an image, a direction and a mission string of MiniGrid's own ``MissionSpace``; ringenv puts the
+  first two in shared memory and pickles the mission), 8 envs, with per-step infos: MiniGrid's own ``step``
   returns an empty info dict, so a thin wrapper (:class:`StepInfos`) reports three scalars every
   step (step count, agent direction, whether it carries the key), as most real envs report
   something every step; the same wrapped env runs under every runtime. Gymnasium's
-  ``AsyncVectorEnv`` runs with ``shared_memory=False``: its default cannot hold a Text space and
-  its error says to pass that.
+  ``AsyncVectorEnv`` runs with ``shared_memory=False``: its default cannot hold the custom
+  ``MissionSpace`` and its error says to pass that.
 - CartPole-v1 as ringenv's built-in Rust env (``ringenv.make_vec``), 16 envs, against Gymnasium's
   own vectorised CartPole (``gymnasium.make_vec("CartPole-v1", 16,
   vectorization_mode="vector_entry_point")``: NumPy over all envs at once, the fastest CartPole

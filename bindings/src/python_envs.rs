@@ -9,7 +9,8 @@
 //! assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
 //! walked in Rust, the other leaves (and Text leaves) through `ringenv._obs_writer`'s writers
 //! (Gymnasium's `write_to_shared_memory` semantics); spaces with no fixed layout travel pickled
-//! in the completion's message. Actions likewise come from the slot's action rows, or pickled in
+//! in the completion's message, and so do the values of a split Dict's keys that have none
+//! (`ringenv._layout.observation_layout`: MiniGrid's mission), one `dict` of them per env. Actions likewise come from the slot's action rows, or pickled in
 //! the command's message.
 //!
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
@@ -46,13 +47,16 @@ enum ObsTarget {
     /// shape is checked against `shape` (assignment would broadcast a wrong shape silently).
     Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
-    Tree { walk: Walk, leaves: Vec<Vec<Leaves>> },
+    /// For a split Dict, `pickled` names the keys whose values go into the completion's message
+    /// instead (a `dict` of them per env), `walk` covering the others.
+    Tree { walk: Walk, leaves: Vec<Vec<Leaves>>, pickled: Option<Vec<Py<PyAny>>> },
     /// Pickled into the completion's message.
     Pickled,
 }
 
 /// What `ringenv._worker._build` returns.
-type Built = (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<PyAny>>>, bool, String);
+type Built =
+    (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<PyAny>>>, Option<Vec<Py<PyAny>>>, bool, String);
 
 /// Where the inline share leaves its message: `(observations or None, [(env_id, info), ...])`,
 /// the tuple a worker's message unpickles to. The host puts it here and completes the command with
@@ -172,7 +176,7 @@ fn build_with(
     }
     info.set_item("offsets", offsets)?;
     let built = helpers.getattr("_build")?.call1((PyBytes::new(py, init), info))?;
-    let (envs, targets, obs_fast, actions, copy_action, mode): Built = built.extract()?;
+    let (envs, targets, obs_fast, pickled_keys, actions, copy_action, mode): Built = built.extract()?;
     let mode = match mode.as_str() {
         "next_step" => Mode::NextStep,
         "same_step" => Mode::SameStep,
@@ -194,7 +198,7 @@ fn build_with(
                 .iter()
                 .map(|s| s.iter().map(|target| Leaves::of(target.bind(py))).collect::<PyResult<Vec<_>>>())
                 .collect::<PyResult<_>>()?;
-            ObsTarget::Tree { walk, leaves }
+            ObsTarget::Tree { walk, leaves, pickled: pickled_keys }
         }
     };
     Ok(Box::new(PyEnvs {
@@ -276,7 +280,16 @@ impl PyEnvs {
                 };
                 row.view(py).set_item(self.ellipsis.bind(py), obs)
             }
-            ObsTarget::Tree { walk, leaves } => leaves[slot][k].write(walk, &obs, self.ndarray.bind(py)),
+            ObsTarget::Tree { walk, leaves, pickled: None } => leaves[slot][k].write(walk, &obs, self.ndarray.bind(py)),
+            ObsTarget::Tree { walk, leaves, pickled: Some(keys) } => {
+                leaves[slot][k].write(walk, &obs, self.ndarray.bind(py))?;
+                let part = PyDict::new(py);
+                for key in keys {
+                    part.set_item(key, obs.get_item(key)?)?;
+                }
+                pickled.push(part.into_any());
+                Ok(())
+            }
             ObsTarget::Pickled => {
                 pickled.push(obs);
                 Ok(())
@@ -376,7 +389,7 @@ impl PyEnvs {
         if let Some(e) = error {
             return Err(e);
         }
-        let has_obs = matches!(self.obs, ObsTarget::Pickled);
+        let has_obs = matches!(self.obs, ObsTarget::Pickled | ObsTarget::Tree { pickled: Some(_), .. });
         if infos.is_empty() && !has_obs {
             return Ok(None);
         }

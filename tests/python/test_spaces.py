@@ -76,6 +76,11 @@ OBS_SPACES = {
     "dict-with-custom": lambda: Dict({
         "image": Box(0, 255, (3, 3, 3), np.uint8), "direction": Discrete(4), "mission": ColourSpace(),
     }),
+    # Split: the Box and Text values in the slot, the custom one and the Dict holding one pickled
+    "dict-with-nested-custom": lambda: Dict({
+        "z_grid": Box(-3, 3, (2, 2), np.int16), "inner": Dict({"colour": ColourSpace(), "n": Discrete(3)}),
+        "a_word": Text(3, charset="ab"), "colour": ColourSpace(),
+    }, sort_keys=False),
 }
 
 # Action spaces, by id (the observation space is a float32 Box).
@@ -92,7 +97,7 @@ ACT_SPACES = {
 }
 
 # Spaces whose final observations (SAME_STEP) and masked resets (DISABLED) are checked too.
-AUTORESET_SPACES = ["discrete-start", "text", "dict-of-tuple", "sequence"]
+AUTORESET_SPACES = ["discrete-start", "text", "dict-of-tuple", "sequence", "dict-with-custom"]
 
 
 def _pair(closing, env_fns, shared_memory=True, **kwargs):
@@ -112,7 +117,8 @@ def test_observation_space_matches_sync(closing, space_id, shared_memory):
 
 
 #: Observations a worker process pickles (no fixed layout), and one it writes into the slot.
-PICKLED_PATH_SPACES = ["sequence", "sequence-stacked", "graph", "custom", "dict-with-custom", "text"]
+PICKLED_PATH_SPACES = ["sequence", "sequence-stacked", "graph", "custom", "dict-with-custom",
+                       "dict-with-nested-custom", "text"]
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])

@@ -7,7 +7,10 @@ indices, a ``Dict`` or ``Tuple`` as one array per component, ...). Those functio
 a multiprocessing context's ``Array(typecode, size)``; here a context hands out *leaves*: regions
 of the segment, one contiguous ``[num_envs, ...]`` array per leaf, in the order Gymnasium asks for
 them. Spaces with no fixed layout (``Graph``, ``Sequence``, custom ``Space`` subclasses) have no
-leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``. ``Text`` leaves
+leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``; a ``Dict``
+space some of whose values have a layout and some not (MiniGrid's and BabyAI's observation: an
+image, a direction and a custom ``MissionSpace``) is split (:func:`observation_layout`): the values
+with a layout go into the segment, only the others travel pickled. ``Text`` leaves
 are written and read by :mod:`ringenv._text` (:func:`reader`), with the same codes and strings
 as Gymnasium's functions and without a Python step per character.
 """
@@ -15,7 +18,8 @@ as Gymnasium's functions and without a Python step per character.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from gymnasium import spaces
@@ -93,6 +97,42 @@ def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
             return None
         leaves.append((leaf.dtype.name, [leaf.size // num_envs]))
     return leaves
+
+
+class ObservationLayout(NamedTuple):
+    """Where a vector env's observations go (:func:`observation_layout`).
+
+    Attributes:
+        leaves: the leaves of ``space`` in the segment (:func:`plan`).
+        space: the space laid out in the segment: the single observation space, or for a split
+            ``Dict`` the ``Dict`` of its values that have a layout (in the space's key order).
+        pickled: ``None``, or for a split ``Dict`` the ``Dict`` of its other values (in the
+            space's key order), which travel pickled: one ``dict`` of them per env.
+    """
+
+    leaves: List[LeafSpec]
+    space: spaces.Space
+    pickled: Optional[spaces.Dict]
+
+
+def observation_layout(space: spaces.Space, num_envs: int) -> Optional[ObservationLayout]:
+    """Where observations of ``space`` go for ``num_envs`` envs: its :func:`plan` when it has
+    one; for a ``Dict`` that has none but some of whose values do (its top-level keys only), the
+    plan of those values and the ``Dict`` of the others, which travel pickled; else ``None``: every
+    observation travels pickled. Computed alike in the main process and in each worker."""
+    leaves = plan(space, num_envs)
+    if leaves is not None:
+        return ObservationLayout(leaves, space, None)
+    if type(space) is not spaces.Dict:
+        return None
+    laid = OrderedDict((key, sub) for key, sub in space.spaces.items() if plan(sub, num_envs) is not None)
+    if not laid:
+        return None
+    # OrderedDicts: a plain dict would make Gymnasium sort the keys.
+    shared = spaces.Dict(laid)
+    pickled = spaces.Dict(OrderedDict((key, sub) for key, sub in space.spaces.items() if key not in laid))
+    leaves = plan(shared, num_envs)
+    return None if leaves is None else ObservationLayout(leaves, shared, pickled)
 
 
 def bind(space: spaces.Space, num_envs: int, segment, offsets: Sequence[int], leaves: Sequence[LeafSpec]):

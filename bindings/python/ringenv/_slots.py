@@ -7,7 +7,9 @@ array per leaf of the observation space (when observations cross through shared 
 ``reward`` ``(num_envs,)`` (``float64`` for Python envs, ``float32`` for Rust envs),
 ``terminated`` and ``truncated`` ``(num_envs,)`` ``bool``, and the actions
 ``(num_envs, *action_shape)`` of a flat action space. Observations that do not cross through
-shared memory arrive pickled, and :class:`Slots` keeps the latest one of each env. With
+shared memory arrive pickled, and :class:`Slots` keeps the latest one of each env; so do the
+values of a split Dict's keys of no fixed layout (``ringenv._layout.observation_layout``), which
+:class:`Slots` puts back beside the values read from the slot, in the space's key order. With
 ``device="cuda"`` the results are read as torch tensors on the GPU
 (:class:`ringenv._staging.DeviceBatches`), and actions may be torch tensors.
 """
@@ -41,8 +43,8 @@ class Slots:
         pool: the vector env's ``ringenv._native.Pool`` of ``num_envs`` envs.
         single_observation_space, single_action_space: a sub-env's spaces.
         observation_space, action_space: the vector env's batched spaces.
-        obs_leaves: the observation leaves in shared memory (``_layout.plan``), or ``None``:
-            observations travel pickled.
+        obs_layout: where observations go (``_layout.observation_layout``), or ``None``: they
+            travel pickled.
         act_leaves: the action leaves (a flat action space), or ``None``: actions travel pickled.
         reward_dtype: the dtype of the reward arrays, ``"float64"`` or ``"float32"``.
         check_actions: whether :meth:`write_actions` checks action values (range, NaN).
@@ -57,8 +59,8 @@ class Slots:
 
     def __init__(self, pool: Any, num_envs: int, single_observation_space: spaces.Space,
                  single_action_space: spaces.Space, observation_space: spaces.Space, action_space: spaces.Space,
-                 obs_leaves: Optional[list], act_leaves: Optional[list], reward_dtype: str, check_actions: bool,
-                 lend: bool = False):
+                 obs_layout: Optional[_layout.ObservationLayout], act_leaves: Optional[list], reward_dtype: str,
+                 check_actions: bool, lend: bool = False):
         n = self.num_envs = num_envs
         self._pool = pool
         self.single_observation_space, self.single_action_space = single_observation_space, single_action_space
@@ -69,39 +71,47 @@ class Slots:
         self.obs_mem: Optional[List[Any]] = None
         self.obs_rows: Optional[List[List[np.ndarray]]] = None
         self.env_obs: Optional[List[Any]] = None
+        obs_leaves = obs_layout.leaves if obs_layout is not None else None
+        # The space laid out in the segment; for a split Dict, the Dict of the values that travel
+        # pickled (each env's latest in env_obs), put back beside them by _with_pickled.
+        laid = self._laid = obs_layout.space if obs_layout is not None else single_observation_space
+        self._pickled: Optional[spaces.Dict] = obs_layout.pickled if obs_layout is not None else None
+        #: The keys of a split Dict's batch, in the space's order.
+        self._keys: List[Any] = list(getattr(single_observation_space, "spaces", ())) if self._pickled else []
         if obs_leaves:
-            self.obs_mem = [_layout.bind(single_observation_space, n, seg,
-                                         [pool.offset(s, "obs", k) for k in range(len(obs_leaves))], obs_leaves)
+            self.obs_mem = [_layout.bind(laid, n, seg, [pool.offset(s, "obs", k) for k in range(len(obs_leaves))],
+                                         obs_leaves)
                             for s in slots]
             self.obs_rows = [
                 [np.frombuffer(seg, np.uint8, n * _layout.leaf_bytes(leaf), pool.offset(s, "obs", k)).reshape(n, -1)
                  for k, leaf in enumerate(obs_leaves)]
                 for s in slots]
-        else:
+        if not obs_leaves or self._pickled is not None:
             self.env_obs = [None] * n
-            self._obs_batch: Any = create_empty_array(single_observation_space, n=n, fn=np.zeros)
+            self._obs_batch: Any = create_empty_array(self._pickled or single_observation_space, n=n, fn=np.zeros)
         #: Each slot's reader of its observation batch (``_layout.reader``), where it has leaves.
         self.obs_read: Optional[List[Any]] = (
-            [_layout.reader(single_observation_space, mem, n) for mem in self.obs_mem]
-            if self.obs_mem is not None else None)
+            [_layout.reader(laid, mem, n) for mem in self.obs_mem] if self.obs_mem is not None else None)
         # Each slot's observation batch as Gymnasium reads it, built once where it is all views
         # (array leaves; a Text leaf reads as new strings): the views never change.
         self.obs_views: Optional[List[Any]] = (
-            [read_from_shared_memory(single_observation_space, mem, n=n) for mem in self.obs_mem]
-            if self.obs_mem is not None and array_tree(single_observation_space) else None)
+            [read_from_shared_memory(laid, mem, n=n) for mem in self.obs_mem]
+            if self.obs_mem is not None and array_tree(laid) else None)
         # Flat observation spaces skip Gymnasium's generic read (the same arrays, fewer calls).
         self.obs_flat: Optional[List[np.ndarray]] = (
-            [_layout.flat_view(single_observation_space, n, seg, pool.offset(s, "obs")) for s in slots]
-            if obs_leaves and _layout.is_flat(single_observation_space) else None)
+            [_layout.flat_view(laid, n, seg, pool.offset(s, "obs")) for s in slots]
+            if obs_leaves and _layout.is_flat(laid) else None)
         self.action: Optional[List[np.ndarray]] = (
             [_layout.flat_view(single_action_space, n, seg, pool.offset(s, "action")) for s in slots]
             if act_leaves else None)
         #: The slots whose observations are lent with ``copy=True``, or ``None``: copied.
         self.leases: Optional[Leases] = (
-            _leases_of(pool, seg, single_observation_space, n, obs_leaves) if lend and obs_leaves else None)
+            _leases_of(pool, seg, laid, n, obs_leaves) if lend and obs_leaves else None)
         self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
+        # The batched space of what the segment holds (Gymnasium's iterate walks a batch by it).
+        self._laid_batch = observation_space if self._pickled is None else batch_space(laid, n)
         self._action_shape = (n, *(single_action_space.shape or ()))
         self._integer_actions = not isinstance(single_action_space, spaces.Box)
         self._action_bounds = action_bounds(single_action_space) if check_actions else None
@@ -232,8 +242,9 @@ class Slots:
         return None
 
     def take_pickled(self, start: int, observations: Sequence[Any]) -> None:
-        """Keeps the pickled observations of envs ``start, start + 1, ...`` (``None``: an env
-        that was not reset keeps its last one)."""
+        """Keeps the pickled observations of envs ``start, start + 1, ...`` (for a split Dict, the
+        ``dict`` of its values that travel pickled; ``None``: an env that was not reset keeps its
+        last one)."""
         assert self.env_obs is not None
         for k, obs in enumerate(observations):
             if obs is not None:
@@ -260,6 +271,13 @@ class Slots:
         caller holds them where the slot can be lent, :mod:`ringenv._leases`, else copies)."""
         if self.device is not None:
             return self.device.observations(slot, copy)
+        if self._pickled is None:
+            return self._laid_observations(slot, copy)
+        return self._with_pickled(self._laid_observations(slot, copy), self._pickled_batch(None, copy))
+
+    def _laid_observations(self, slot: int, copy: bool) -> Any:
+        """:meth:`observations` of the space laid out in the segment (or, with no layout, every
+        env's pickled observation)."""
         if copy and self.leases is not None:
             lent = self.leases.lend(slot)
             if lent is not None:
@@ -267,17 +285,33 @@ class Slots:
         if self.obs_flat is not None:
             flat = self.obs_flat[slot]
             return flat.copy() if copy else flat
-        space = self.single_observation_space
+        space = self._laid
         if self.obs_views is not None:  # an array tree
             views = self.obs_views[slot]
             # New dicts and tuples either way: a caller may change them.
             return _gather(space, [(views, 0, self.num_envs)]) if copy else _containers(space, views)
         if self.obs_read is not None:
             obs = self.obs_read[slot]()
-        else:
-            assert self.env_obs is not None
-            obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
+            return deepcopy(obs) if copy else obs
+        return self._pickled_batch(None, copy)
+
+    def _pickled_batch(self, ids: Optional[np.ndarray], copy: bool) -> Any:
+        """The batch of the pickled observations (or pickled values of a split Dict) that
+        :meth:`take_pickled` kept: of every env (``ids`` ``None``; with ``copy`` a copy, else the
+        batch the next call rebuilds), or a new batch of the envs ``ids``."""
+        space = self._pickled or self.single_observation_space
+        assert self.env_obs is not None
+        if ids is not None:
+            items = [self.env_obs[i] for i in ids]
+            out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
+            return concatenate(space, items, out)
+        obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
         return deepcopy(obs) if copy else obs
+
+    def _with_pickled(self, laid: dict, pickled: dict) -> dict:
+        """A split Dict's batch: the values ``laid`` read from the segment and the ``pickled``
+        ones, in a new dict in the space's key order (as Gymnasium's ``concatenate`` builds it)."""
+        return {key: laid[key] if key in laid else pickled[key] for key in self._keys}
 
     def results(self, slot: int, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of every env in ``slot``:
@@ -296,6 +330,8 @@ class Slots:
         if self.device is not None:
             return self.device.batch(runs, copy)
         obs = self._row_observations(runs, ids, copy)
+        if self._pickled is not None:
+            obs = self._with_pickled(obs, self._pickled_batch(ids, copy))
         if len(runs) == 1:  # one run of rows: slices, no concatenation
             s, a, b = runs[0]
             return obs, self.reward[s][a:b].astype(np.float64), self.terminated[s][a:b].copy(), \
@@ -317,7 +353,7 @@ class Slots:
                 s, a, b = runs[0]
                 return flat[s][a:b].copy() if copy else flat[s][a:b]
             return np.concatenate([flat[s][a:b] for s, a, b in runs])
-        space = self.single_observation_space
+        space = self._laid
         if self.obs_views is not None:  # Dict/Tuple of array leaves: views of one run, else one copy per leaf and run
             if not copy and len(runs) == 1:
                 s, a, b = runs[0]
@@ -325,13 +361,11 @@ class Slots:
             return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
         if self.obs_read is not None:
             full = {s: self.obs_read[s]() for s in {r[0] for r in runs}}
-            per_env = {s: list(iterate(self.observation_space, obs)) for s, obs in full.items()}
+            per_env = {s: list(iterate(self._laid_batch, obs)) for s, obs in full.items()}
             items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
-        else:
-            assert self.env_obs is not None
-            items = [self.env_obs[i] for i in ids]
-        out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
-        return concatenate(space, items, out)
+            out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
+            return concatenate(space, items, out)
+        return self._pickled_batch(ids, copy)
 
     def close(self) -> None:
         """Waits for the device's copies in flight and unpins the segment (with a device), then

@@ -124,10 +124,13 @@ class _Float64Scalars:
 def _build(init: bytes, info: dict):
     """Builds this worker's envs and the targets of their observations and sources of actions.
 
-    Returns ``(envs, obs_targets, obs_fast, action_views, copy_action, autoreset_mode)``:
+    Returns ``(envs, obs_targets, obs_fast, pickled_keys, action_views, copy_action,
+    autoreset_mode)``:
     ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or ``(write, tree, leaves)``: a
     callable writing its observation and the walk of :func:`ringenv._obs_writer.plan`; or
-    ``obs_targets`` is ``None`` when observations travel pickled;
+    ``obs_targets`` is ``None`` when observations travel pickled; ``pickled_keys`` is ``None``, or
+    for a split ``Dict`` (``ringenv._layout.observation_layout``) the keys whose values travel
+    pickled (a ``dict`` of them per env) while ``obs_targets`` writes the others;
     ``action_views[slot]`` holds this worker's action rows (read as ``numpy.float64`` for a
     float Box of shape ``()``: :class:`_Float64Scalars`), or is ``None`` when actions travel
     pickled.
@@ -147,6 +150,10 @@ def _build(init: bytes, info: dict):
     obs_leaves, act_leaves, offsets = info["obs_leaves"], info["action_leaves"], info["offsets"]
     count = stop - start
     obs_targets: Optional[List[List[Any]]]
+    layout = _layout.observation_layout(obs_space, n) if obs_leaves else None
+    pickled_keys = None
+    if layout is not None and layout.pickled is not None:
+        obs_space, pickled_keys = layout.space, list(layout.pickled.spaces)
     if not obs_leaves:
         obs_targets, obs_fast = None, False
     elif _layout.is_flat(obs_space):
@@ -168,7 +175,7 @@ def _build(init: bytes, info: dict):
     else:
         action_views = None
     copy_action = action_views is not None and len(act_space.shape or ()) > 0
-    return envs, obs_targets, obs_fast, action_views, copy_action, cfg["autoreset_mode"]
+    return envs, obs_targets, obs_fast, pickled_keys, action_views, copy_action, cfg["autoreset_mode"]
 
 
 def _float_scalar(space) -> bool:

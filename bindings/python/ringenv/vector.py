@@ -63,7 +63,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             Discrete, MultiDiscrete, MultiBinary, Text, Dict and Tuple of those) cross through
             shared memory; others (Graph, Sequence, custom spaces), and all with ``False``,
             travel pickled through the worker's info arena in the segment (the control socket when
-            they do not fit). Results are identical either way.
+            they do not fit). A Dict with values of both kinds (MiniGrid's: an image and a custom
+            ``MissionSpace``) is split: only the values of no fixed layout travel pickled.
+            Results are identical either way.
         copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns: no
             later call changes them. A batch of at least 64 KiB of array observations (a Box, or a
             Dict or Tuple of Box, Discrete, MultiDiscrete, MultiBinary) is lent rather than copied:
@@ -244,13 +246,14 @@ class AsyncVectorEnv(PoolVectorEnv):
         num_workers = processes + int(use_inline)  # the pool's workers: the processes, then the inline share
         if batch_size < n:
             check_batch_size(n, num_workers, batch_size)
-        obs_leaves = _layout.plan(single_obs, n) if self.shared_memory else None
+        obs_layout = _layout.observation_layout(single_obs, n) if self.shared_memory else None
+        obs_leaves = obs_layout.leaves if obs_layout is not None else None
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
         # batch_space allocates arrays of num_envs rows and before the segment is created.
         # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
-        lend = obs_leaves is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_leaves),
-                                                array_tree(single_obs), torch_device)
+        lend = obs_layout is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_layout.leaves),
+                                                array_tree(obs_layout.space), torch_device)
         depth = LENDING_DEPTH if lend else 2
         try:
             size = _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype,
@@ -283,7 +286,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
-                            obs_leaves, act_leaves, program.reward_dtype, check_actions, lend)
+                            obs_layout, act_leaves, program.reward_dtype, check_actions, lend)
         self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic)
         self._reset_mask: Optional[np.ndarray] = None
         if torch_device is not None:

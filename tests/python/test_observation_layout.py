@@ -1,0 +1,163 @@
+"""Where observations go (ringenv._layout.observation_layout): a Dict space of which some values
+have a fixed layout and others not (MiniGrid's and BabyAI's: an image, a direction, a custom
+MissionSpace) is split: the values with a layout go into the segment, the others travel pickled
+as one dict per env, and the batch puts them back together in the space's key order, equal to
+what Gymnasium's SyncVectorEnv returns, through a worker process and through this process's share."""
+
+from __future__ import annotations
+
+import collections
+import copy
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import SyncVectorEnv
+from gymnasium.vector.utils import batch_space, iterate
+from helper_envs import ColourSpace, SpaceEnv
+from vec_asserts import assert_tree_identical
+
+import ringenv
+from ringenv import _layout
+
+N = 4
+
+#: MiniGrid's observation in form: its keys in an order that is not sorted, a custom value.
+MINIGRID_LIKE = spaces.Dict(collections.OrderedDict([
+    ("image", spaces.Box(0, 255, (3, 3, 3), np.uint8)),
+    ("mission", ColourSpace()),
+    ("direction", spaces.Discrete(4)),
+]))
+
+#: A custom value nested in a Dict value (that value travels pickled whole) beside a Text leaf.
+NESTED = spaces.Dict(collections.OrderedDict([
+    ("z_word", spaces.Text(4, charset="abc")),
+    ("inner", spaces.Dict({"colour": ColourSpace(), "n": spaces.Discrete(3)})),
+    ("a_grid", spaces.Box(-3, 3, (2, 2), np.int16)),
+    ("colour", ColourSpace()),
+]))
+
+
+def test_a_dict_with_custom_values_is_split_in_its_key_order():
+    layout = _layout.observation_layout(MINIGRID_LIKE, N)
+    assert layout is not None
+    assert list(layout.space.spaces) == ["image", "direction"]
+    assert list(layout.pickled.spaces) == ["mission"]
+    assert layout.leaves == _layout.plan(layout.space, N)
+    assert layout.leaves == [("uint8", [27]), ("int64", [1])]
+
+
+def test_a_nested_custom_value_makes_its_whole_top_level_value_pickled():
+    layout = _layout.observation_layout(NESTED, N)
+    assert layout is not None
+    assert list(layout.space.spaces) == ["z_word", "a_grid"]
+    assert list(layout.pickled.spaces) == ["inner", "colour"]
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Box(0.0, 1.0, (3,), np.float32),
+    spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Text(2)}),
+], ids=["box", "dict-of-layouts"])
+def test_a_space_with_a_layout_is_not_split(space):
+    layout = _layout.observation_layout(space, N)
+    assert layout is not None and layout.pickled is None and layout.space is space
+    assert layout.leaves == _layout.plan(space, N)
+
+
+@pytest.mark.parametrize("space", [
+    ColourSpace(),
+    spaces.Dict({"a": ColourSpace(), "b": spaces.Sequence(spaces.Discrete(2))}),
+    spaces.Tuple((spaces.Discrete(3), ColourSpace())),  # only a Dict is split
+], ids=["custom", "dict-of-custom", "tuple"])
+def test_a_space_with_nothing_to_lay_out_travels_pickled_whole(space):
+    assert _layout.observation_layout(space, N) is None
+
+
+def _per_env(space, batch, count):
+    return list(iterate(batch_space(space, count), batch))
+
+
+@pytest.mark.parametrize("space", [MINIGRID_LIKE, NESTED], ids=["minigrid-like", "nested"])
+@pytest.mark.parametrize("kwargs", [{}, {"inline": False}, {"num_workers": 0}, {"copy": False},
+                                    {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}],
+                         ids=["default", "workers-only", "in-process", "no-copy", "same-step"])
+def test_split_observations_equal_sync_vector_envs(closing, space, kwargs):
+    fns = [functools.partial(SpaceEnv, space) for _ in range(N)]
+    ours = closing(ringenv.AsyncVectorEnv(fns, **kwargs))
+    ref = closing(SyncVectorEnv(fns, **{k: v for k, v in kwargs.items() if k in ("copy", "autoreset_mode")}))
+    assert ours.observation_space == ref.observation_space
+    assert ours._slots.obs_read is not None  # the values with a layout are read from the segment
+    got, want = ours.reset(seed=5), ref.reset(seed=5)
+    assert_tree_identical(got[0], want[0], what="reset")
+    rng = np.random.default_rng(0)
+    for t in range(30):
+        actions = rng.integers(0, 3, N)
+        got, want = ours.step(actions), ref.step(actions)
+        assert list(got[0]) == list(space.spaces)  # the space's key order, as Gymnasium batches it
+        for k in range(4):
+            assert_tree_identical(got[k], want[k], what=f"step {t}, result {k}")
+
+
+def test_held_batches_stay_as_they_were_returned(closing):
+    # copy=True (the default): no later step changes a batch the caller holds, in either part.
+    fns = [functools.partial(SpaceEnv, MINIGRID_LIKE) for _ in range(N)]
+    ours = closing(ringenv.AsyncVectorEnv(fns))
+    held = [ours.reset(seed=1)[0]]
+    snapshots = [copy.deepcopy(held[0])]
+    for t in range(12):
+        obs = ours.step(np.full(N, t % 3))[0]
+        held.append(obs)
+        snapshots.append(copy.deepcopy(obs))
+    for t, (obs, snap) in enumerate(zip(held, snapshots)):
+        assert_tree_identical(obs, snap, what=f"batch {t}")
+
+
+def test_async_batches_of_a_split_dict_equal_stepping_each_env_alone(closing):
+    fns = [functools.partial(SpaceEnv, MINIGRID_LIKE) for _ in range(6)]
+    env = closing(ringenv.AsyncVectorEnv(fns, num_workers=2, inline=True, batch_size=2, deterministic=True))
+    refs = [fn() for fn in fns]
+    env.async_reset(seed=10)
+    want = [ref.reset(seed=10 + i)[0] for i, ref in enumerate(refs)]
+    done = [False] * 6
+    for round_ in range(30):
+        obs, rewards, terminated, truncated, infos = env.recv()
+        ids = infos["env_id"].tolist()
+        assert list(obs) == ["image", "mission", "direction"]
+        for k, (i, got) in enumerate(zip(ids, _per_env(MINIGRID_LIKE, obs, len(ids)))):
+            # (iterate walks a batch_space, which sorts a Dict's keys)
+            assert_tree_identical({key: got[key] for key in want[i]}, want[i], what=f"round {round_}, env {i}")
+        actions = np.array([(round_ + i) % 3 for i in ids], dtype=np.int64)
+        env.send(actions, infos["env_id"])
+        for k, i in enumerate(ids):
+            if done[i]:
+                want[i], done[i] = refs[i].reset()[0], False
+            else:
+                o, _, te, tr, _ = refs[i].step(actions[k])
+                want[i], done[i] = o, te or tr
+
+
+class _NoMission(gym.Env):
+    """MINIGRID_LIKE's env whose step observation lacks the ``mission`` key."""
+
+    observation_space = MINIGRID_LIKE
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        return {"image": np.zeros((3, 3, 3), np.uint8), "mission": "red", "direction": 0}, {}
+
+    def step(self, action):
+        return {"image": np.zeros((3, 3, 3), np.uint8), "direction": 1}, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_missing_pickled_key_raises_keyerror_as_sync_vector_env_does(closing, num_workers):
+    ref = closing(SyncVectorEnv([_NoMission] * 2))
+    ref.reset()
+    with pytest.raises(KeyError):
+        ref.step(np.zeros(2, np.int64))
+    ours = closing(ringenv.AsyncVectorEnv([_NoMission] * 2, num_workers=num_workers, inline=True))
+    ours.reset()
+    with pytest.raises(KeyError, match="mission"):
+        ours.step(np.zeros(2, np.int64))
