@@ -1,8 +1,10 @@
 //! Copying a Python env's observation into its rows of the shared segment without a Python call
 //! per leaf: each leaf that is a NumPy array of its row's dtype and shape, in C order, goes in
 //! with one `memcpy` (NumPy's C API through the `numpy` crate reads its type, dtype, shape, flags
-//! and data pointer), and a Python `int`, `float` or `bool` for a row of shape `()` and dtype
-//! `int64`, `float64` or `bool` (a Discrete's) is stored as NumPy's assignment stores it;
+//! and data pointer), a NumPy scalar of its row's dtype for a row of shape `()` (a Discrete's
+//! `numpy.int64`, as MiniGrid's direction) with one copy of its bytes, and a Python `int`,
+//! `float` or `bool` for a row of shape `()` and dtype `int64`, `float64` or `bool` (a
+//! Discrete's) is stored as NumPy's assignment stores it;
 //! anything else goes through the Python writer that `ringenv._obs_writer` built for that leaf
 //! or for the whole observation, so results and errors stay Gymnasium's.
 //!
@@ -11,6 +13,7 @@
 //! copy the bytes as they are, which is what the `memcpy` does (`tests/python/test_obs_copy.py`
 //! compares both paths with Gymnasium's `SyncVectorEnv` over every kind of leaf and value).
 
+use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple, PyType};
@@ -35,6 +38,9 @@ pub struct Row {
     dtype: Py<PyArrayDescr>,
     shape: Vec<usize>,
     scalar: Option<Scalar>,
+    /// A row of shape `()` of a bool, integer, float or complex dtype, which a NumPy scalar of
+    /// its dtype is copied into ([`Row::put_numpy_scalar`]).
+    numpy_scalar: bool,
 }
 
 impl Row {
@@ -63,6 +69,7 @@ impl Row {
         } else {
             None
         };
+        let numpy_scalar = array.ndim() == 0 && b"biufc".contains(&dtype.kind());
         Ok(Row {
             view: view.clone().unbind(),
             address: data(array) as usize,
@@ -70,6 +77,7 @@ impl Row {
             dtype: dtype.unbind(),
             shape: array.shape().to_vec(),
             scalar,
+            numpy_scalar,
         })
     }
 
@@ -80,11 +88,13 @@ impl Row {
 
     /// Copies `value` into the row and returns `true` when it is a NumPy array (`ndarray`
     /// itself, not a subclass) of the row's dtype and shape in C order, or, for a row of shape
-    /// `()`, the Python scalar it takes as it is (an `int` that fits `int64`, a `float`, a
-    /// `bool`: see [`Scalar`]); otherwise writes nothing and returns `false`.
+    /// `()`, a NumPy scalar of the row's dtype (NumPy's own scalar type, not a subclass) or the
+    /// Python scalar it takes as it is (an `int` that fits `int64`, a `float`, a `bool`: see
+    /// [`Scalar`]); otherwise writes nothing and returns `false`.
     pub fn copy_from(&self, value: &Bound<'_, PyAny>, ndarray: &Bound<'_, PyType>) -> bool {
         if !value.get_type().is(ndarray) {
-            return self.scalar.is_some_and(|kind| self.put_scalar(kind, value));
+            return (self.numpy_scalar && self.put_numpy_scalar(value))
+                || self.scalar.is_some_and(|kind| self.put_scalar(kind, value));
         }
         // SAFETY: the exact type checked above is NumPy's array type.
         let array = unsafe { value.cast_unchecked::<PyUntypedArray>() };
@@ -99,6 +109,41 @@ impl Row {
         // mapped by `view`. `copy` allows the two to overlap (an env returning a view of its
         // own row).
         unsafe { std::ptr::copy(data(array) as *const u8, self.address as *mut u8, self.nbytes) };
+        true
+    }
+
+    /// Copies `value` into the row (of shape `()`, a bool, integer, float or complex dtype) if
+    /// it is a NumPy scalar whose type is the scalar type of a dtype equivalent to the row's:
+    /// its bytes as they are, which is what `np.copyto(row, value)` writes for it.
+    fn put_numpy_scalar(&self, value: &Bound<'_, PyAny>) -> bool {
+        let py = value.py();
+        // SAFETY: NumPy's API table holds the type object of `numpy.generic`, which lives as
+        // long as NumPy is loaded (it is: the rows are NumPy arrays).
+        let generic = unsafe { get_type_object(py, NpyTypes::PyGenericArrType_Type) };
+        // SAFETY: both are live type objects.
+        if unsafe { pyo3::ffi::PyType_IsSubtype(pyo3::ffi::Py_TYPE(value.as_ptr()), generic) } == 0 {
+            return false;
+        }
+        // SAFETY: `value` is a NumPy scalar (checked above), for which NumPy returns a new
+        // reference to its dtype, or NULL with an exception set.
+        let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr()) };
+        if descr.is_null() {
+            drop(PyErr::take(py));
+            return false;
+        }
+        // SAFETY: a new, non-null reference to a dtype object.
+        let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
+        let Ok(descr) = descr.cast_into::<PyArrayDescr>() else { return false };
+        // NumPy's own scalar type of the dtype (not a subclass, which may hold other data), of
+        // a dtype whose scalar holds its value inline (`b"biufc"`, checked by `Row::of` for the
+        // row's dtype, and equivalence makes it the scalar's too).
+        if !descr.typeobj().is(value.get_type()) || !descr.is_equiv_to(self.dtype.bind(py)) {
+            return false;
+        }
+        // SAFETY: NumPy copies the scalar's `itemsize` bytes (those of the row's dtype, checked
+        // equivalent) to the address with `memcpy` (no alignment needed); the row is those bytes
+        // of the mapped segment, kept mapped by `view`.
+        unsafe { PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), self.address as *mut std::ffi::c_void) };
         true
     }
 

@@ -4,8 +4,9 @@
 //! terminated and truncated into theirs.
 //!
 //! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) go into the env's
-//! row from Rust when they are NumPy arrays of the row's dtype and shape (one `memcpy`) or the
-//! Python scalar a row of shape `()` takes as it is ([`crate::obs_copy`]), else by NumPy
+//! row from Rust when they are NumPy arrays of the row's dtype and shape (one `memcpy`), NumPy
+//! scalars of a row of shape `()`'s dtype, or the Python scalar such a row takes as it is
+//! ([`crate::obs_copy`]), else by NumPy
 //! assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
 //! walked in Rust, the other leaves (and Text leaves) through `ringenv._obs_writer`'s writers
 //! (Gymnasium's `write_to_shared_memory` semantics); spaces with no fixed layout travel pickled

@@ -173,9 +173,12 @@ def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch)
         obs = _dict_obs("exact", env_id, t)
         if form == "python int":  # Discrete leaves as Python ints: stored without a writer too
             return {**obs, "count": int(obs["count"]), "t": (int(obs["t"][0]), obs["t"][1])}
+        if form == "numpy scalar":  # and as NumPy scalars of their dtype (MiniGrid's direction)
+            return {**obs, "count": np.int64(obs["count"]), "t": (np.int64(obs["t"][0]), obs["t"][1])}
         return {**obs, "md": obs["md"].tolist()} if form == "list" else obs
 
-    for form, expected_calls in (("exact", 0), ("python int", 0), ("list", 4 * NUM_ENVS)):  # reset + 3 steps
+    for form, expected_calls in (("exact", 0), ("python int", 0), ("numpy scalar", 0),
+                                 ("list", 4 * NUM_ENVS)):  # reset + 3 steps
         calls.clear()
         envs = ringenv.AsyncVectorEnv(_fns(DICT_SPACE, one_list, form), num_workers=0)
         try:
@@ -257,5 +260,61 @@ def test_python_scalars_for_scalar_rows_as_gymnasium(host, form):
         for t in (1, 2):
             obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
             assert_tree_identical(obs, _expected(SCALAR_SPACE, _scalar_obs, form, t))
+    finally:
+        envs.close()
+
+
+#: Rows of shape () of many dtypes, for NumPy scalars (bindings/src/obs_copy.rs put_numpy_scalar).
+NUMPY_SCALAR_SPACE = spaces.Dict({
+    "n": spaces.Discrete(5), "f32": spaces.Box(-1.0, 1.0, (), np.float32), "f16": spaces.Box(-1.0, 1.0, (), np.float16),
+    "f64": spaces.Box(-1.0, 1.0, (), np.float64), "u8": spaces.Box(0, 255, (), np.uint8),
+    "i16": spaces.Box(-9, 9, (), np.int16), "b": spaces.Box(0, 1, (), np.bool_),
+})
+
+
+class _MyInt64(np.int64):
+    """A subclass of NumPy's int64 scalar type: not copied as it is, written as Gymnasium writes it."""
+
+
+def _numpy_scalar_obs(form, env_id, t):
+    v = (env_id * 3 + t) % 5
+    if form == "same dtype":  # np.longlong is int64's equivalent under another type on Linux
+        n = np.longlong(v) if env_id == 1 else np.int64(v)
+        return {"n": n, "f32": np.float32(v / 8), "f16": np.float16(-v / 4), "f64": np.float64(v / 16),
+                "u8": np.uint8(250 + v), "i16": np.int16(-v), "b": np.bool_(v % 2)}
+    if form == "other dtypes":  # cast as np.asarray(value, dtype) casts (unsafe: -1 wraps into uint8)
+        return {"n": np.int32(v), "f32": np.float64(v / 3), "f16": np.float32(v / 3), "f64": np.float32(v / 3),
+                "u8": np.int16(-v), "i16": np.uint8(v), "b": np.int64(v % 2)}
+    if form == "subclass":
+        return {**_numpy_scalar_obs("same dtype", env_id, t), "n": _MyInt64(v)}
+    raise AssertionError(form)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("form", ["same dtype", "other dtypes", "subclass"])
+def test_numpy_scalars_for_scalar_rows_as_gymnasium(host, form):
+    envs = ringenv.AsyncVectorEnv(_fns(NUMPY_SCALAR_SPACE, _numpy_scalar_obs, form), **HOSTS[host])
+    try:
+        assert_tree_identical(envs.reset(seed=0)[0], _expected(NUMPY_SCALAR_SPACE, _numpy_scalar_obs, form, 0))
+        for t in (1, 2, 3):
+            obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
+            assert_tree_identical(obs, _expected(NUMPY_SCALAR_SPACE, _numpy_scalar_obs, form, t))
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("space,value", [
+    (spaces.Discrete(7, start=-2), lambda env_id, t: np.int64((env_id + t) % 7 - 2)),
+    (spaces.Box(-1.0, 1.0, (), np.float32), lambda env_id, t: np.float32(t / 8 - env_id / 16)),
+    (spaces.Discrete(7), lambda env_id, t: np.uint8((env_id + t) % 7)),  # another dtype: assigned as NumPy does
+], ids=["discrete-int64", "box-float32", "discrete-uint8"])
+def test_numpy_scalars_for_a_flat_scalar_space_as_gymnasium(host, space, value):
+    envs = ringenv.AsyncVectorEnv(_fns(space, lambda form, env_id, t: value(env_id, t), None), **HOSTS[host])
+    try:
+        assert_tree_identical(envs.reset(seed=0)[0], _expected(space, lambda f, e, t: value(e, t), None, 0))
+        for t in (1, 2, 3):
+            obs, *_ = envs.step(np.zeros(NUM_ENVS, np.int64))
+            assert_tree_identical(obs, _expected(space, lambda f, e, t: value(e, t), None, t))
     finally:
         envs.close()

@@ -18,7 +18,8 @@ function, so its result and errors stay exactly Gymnasium's; a ``Text`` space th
 The host of a worker (``bindings/src/obs_copy.rs``) does not call :func:`writer` for each
 observation: it walks the observation along :func:`plan` and copies each leaf that is a NumPy
 array of its row's dtype, shape and C order with one ``memcpy`` (what ``np.copyto`` does for such
-a value, without a Python call per leaf); any other leaf goes to that leaf's writer below, and a
+a value, without a Python call per leaf), and so a NumPy scalar of a row of shape ``()``'s dtype
+(a Discrete's ``numpy.int64``); any other leaf goes to that leaf's writer below, and a
 Dict or Tuple that is not a plain ``dict`` or ``tuple`` (of the right length, with every key) to
 the whole observation's :func:`writer`, so results and errors stay the same.
 """
