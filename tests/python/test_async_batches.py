@@ -15,8 +15,8 @@ import pytest
 from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
-from helper_envs import JitterEnv, SpaceEnv
+from gymnasium.vector.utils import batch_space, iterate
+from helper_envs import ColourSpace, JitterEnv, SpaceEnv
 from vec_asserts import assert_tree_identical
 
 from ringenv import AsyncVectorEnv, make_vec
@@ -270,9 +270,19 @@ def test_recv_gathers_nested_rows_leaf_by_leaf_as_gymnasium_concatenates_them(sp
     assert type(got) is type(expected)
 
 
-def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing):
-    space = spaces.Dict({"a": spaces.Box(-5.0, 5.0, (3,), np.float32),
-                         "b": spaces.Tuple((spaces.Discrete(4), spaces.MultiBinary(2)))})
+#: A Dict of array leaves and a Tuple; a Dict split by ringenv._layout.observation_layout (a
+#: custom value beside arrays, in an unsorted key order: MiniGrid's form).
+RECV_DICT_SPACES = {
+    "arrays": spaces.Dict({"a": spaces.Box(-5.0, 5.0, (3,), np.float32),
+                           "b": spaces.Tuple((spaces.Discrete(4), spaces.MultiBinary(2)))}),
+    "split": spaces.Dict({"image": spaces.Box(0, 255, (3, 3, 3), np.uint8), "mission": ColourSpace(),
+                          "direction": spaces.Discrete(4)}, sort_keys=False),
+}
+
+
+@pytest.mark.parametrize("space_id", RECV_DICT_SPACES)
+def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing, space_id):
+    space = RECV_DICT_SPACES[space_id]
     fns = [functools.partial(SpaceEnv, space) for _ in range(6)]
     env = closing(AsyncVectorEnv(fns, num_workers=2, inline=True, batch_size=2, deterministic=True))
     refs = [fn() for fn in fns]
@@ -282,9 +292,10 @@ def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing):
     for round_ in range(36):
         obs, rewards, terminated, truncated, infos = env.recv()
         ids = infos["env_id"].tolist()
-        for k, i in enumerate(ids):
-            assert_tree_identical({"a": obs["a"][k], "b": (obs["b"][0][k], obs["b"][1][k])},
-                                  {"a": want[i]["a"], "b": tuple(want[i]["b"])}, what=f"round {round_}, env {i}")
+        assert list(obs) == list(space.spaces)  # the space's key order
+        for i, got in zip(ids, iterate(batch_space(space, len(ids)), obs)):
+            # (iterate walks a batch_space, whose Dicts sort their keys; a Tuple's items come as a tuple)
+            assert_tree_identical({key: got[key] for key in want[i]}, dict(want[i]), what=f"round {round_}, env {i}")
         actions = np.array([(round_ + i) % 3 for i in ids], dtype=np.int64)
         env.send(actions, infos["env_id"])
         for k, i in enumerate(ids):

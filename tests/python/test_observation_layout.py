@@ -2,7 +2,8 @@
 have a fixed layout and others not (MiniGrid's and BabyAI's: an image, a direction, a custom
 MissionSpace) is split: the values with a layout go into the segment, the others travel pickled
 as one dict per env, and the batch puts them back together in the space's key order, equal to
-what Gymnasium's SyncVectorEnv returns, through a worker process and through this process's share."""
+what Gymnasium's SyncVectorEnv returns, through a worker process and through this process's share
+(asynchronous batches of a split Dict: tests/python/test_async_batches.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from gymnasium.vector import SyncVectorEnv
-from gymnasium.vector.utils import batch_space, iterate
 from helper_envs import ColourSpace, SpaceEnv
 from vec_asserts import assert_tree_identical
 
@@ -75,10 +75,6 @@ def test_a_space_with_nothing_to_lay_out_travels_pickled_whole(space):
     assert _layout.observation_layout(space, N) is None
 
 
-def _per_env(space, batch, count):
-    return list(iterate(batch_space(space, count), batch))
-
-
 @pytest.mark.parametrize("space", [MINIGRID_LIKE, NESTED], ids=["minigrid-like", "nested"])
 @pytest.mark.parametrize("kwargs", [{}, {"inline": False}, {"num_workers": 0}, {"copy": False},
                                     {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}],
@@ -100,10 +96,18 @@ def test_split_observations_equal_sync_vector_envs(closing, space, kwargs):
             assert_tree_identical(got[k], want[k], what=f"step {t}, result {k}")
 
 
-def test_held_batches_stay_as_they_were_returned(closing):
+#: MINIGRID_LIKE with an image whose batch is lent rather than copied (ringenv._leases: 64 KiB or more).
+BIG_IMAGE = spaces.Dict(collections.OrderedDict([
+    ("image", spaces.Box(0, 255, (96, 96, 3), np.uint8)), ("mission", ColourSpace()), ("direction", spaces.Discrete(4)),
+]))
+
+
+@pytest.mark.parametrize("space,lent", [(MINIGRID_LIKE, False), (BIG_IMAGE, True)], ids=["copied", "lent"])
+def test_held_batches_stay_as_they_were_returned(closing, space, lent):
     # copy=True (the default): no later step changes a batch the caller holds, in either part.
-    fns = [functools.partial(SpaceEnv, MINIGRID_LIKE) for _ in range(N)]
+    fns = [functools.partial(SpaceEnv, space) for _ in range(N)]
     ours = closing(ringenv.AsyncVectorEnv(fns))
+    assert (ours._slots.leases is not None) == lent
     held = [ours.reset(seed=1)[0]]
     snapshots = [copy.deepcopy(held[0])]
     for t in range(12):
@@ -112,30 +116,6 @@ def test_held_batches_stay_as_they_were_returned(closing):
         snapshots.append(copy.deepcopy(obs))
     for t, (obs, snap) in enumerate(zip(held, snapshots)):
         assert_tree_identical(obs, snap, what=f"batch {t}")
-
-
-def test_async_batches_of_a_split_dict_equal_stepping_each_env_alone(closing):
-    fns = [functools.partial(SpaceEnv, MINIGRID_LIKE) for _ in range(6)]
-    env = closing(ringenv.AsyncVectorEnv(fns, num_workers=2, inline=True, batch_size=2, deterministic=True))
-    refs = [fn() for fn in fns]
-    env.async_reset(seed=10)
-    want = [ref.reset(seed=10 + i)[0] for i, ref in enumerate(refs)]
-    done = [False] * 6
-    for round_ in range(30):
-        obs, rewards, terminated, truncated, infos = env.recv()
-        ids = infos["env_id"].tolist()
-        assert list(obs) == ["image", "mission", "direction"]
-        for k, (i, got) in enumerate(zip(ids, _per_env(MINIGRID_LIKE, obs, len(ids)))):
-            # (iterate walks a batch_space, which sorts a Dict's keys)
-            assert_tree_identical({key: got[key] for key in want[i]}, want[i], what=f"round {round_}, env {i}")
-        actions = np.array([(round_ + i) % 3 for i in ids], dtype=np.int64)
-        env.send(actions, infos["env_id"])
-        for k, i in enumerate(ids):
-            if done[i]:
-                want[i], done[i] = refs[i].reset()[0], False
-            else:
-                o, _, te, tr, _ = refs[i].step(actions[k])
-                want[i], done[i] = o, te or tr
 
 
 class _NoMission(gym.Env):
