@@ -38,8 +38,8 @@ pub struct Row {
     dtype: Py<PyArrayDescr>,
     shape: Vec<usize>,
     scalar: Option<Scalar>,
-    /// A row of shape `()` of a bool, integer, float or complex dtype, which a NumPy scalar of
-    /// its dtype is copied into ([`Row::put_numpy_scalar`]).
+    /// A row of shape `()` of a bool, integer, float or complex dtype of no padding (not
+    /// `longdouble`), which a NumPy scalar of its dtype is copied into ([`Row::put_numpy_scalar`]).
     numpy_scalar: bool,
 }
 
@@ -69,7 +69,14 @@ impl Row {
         } else {
             None
         };
-        let numpy_scalar = array.ndim() == 0 && b"biufc".contains(&dtype.kind());
+        // `longdouble` and `clongdouble` (more than 8 bytes a number) hold padding, which a
+        // NumPy scalar's copy would carry over where NumPy's conversion writes zeros.
+        let numpy_scalar = array.ndim() == 0
+            && match dtype.kind() {
+                b'b' | b'i' | b'u' | b'f' => dtype.itemsize() <= 8,
+                b'c' => dtype.itemsize() <= 16,
+                _ => false,
+            };
         Ok(Row {
             view: view.clone().unbind(),
             address: data(array) as usize,
@@ -135,8 +142,8 @@ impl Row {
         let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
         let Ok(descr) = descr.cast_into::<PyArrayDescr>() else { return false };
         // NumPy's own scalar type of the dtype (not a subclass, which may hold other data), of
-        // a dtype whose scalar holds its value inline (`b"biufc"`, checked by `Row::of` for the
-        // row's dtype, and equivalence makes it the scalar's too).
+        // a dtype whose scalar holds its value inline with no padding (checked by `Row::of` for
+        // the row's dtype, and equivalence makes it the scalar's too).
         if !descr.typeobj().is(value.get_type()) || !descr.is_equiv_to(self.dtype.bind(py)) {
             return false;
         }

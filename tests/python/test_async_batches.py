@@ -6,6 +6,7 @@ results equal in-process envs stepped with the same actions (autoreset included)
 from __future__ import annotations
 
 import functools
+from copy import deepcopy
 import os
 import signal
 
@@ -304,6 +305,26 @@ def test_recv_of_a_dict_env_equals_stepping_each_env_alone(closing, space_id):
             else:
                 o, _, te, tr, _ = refs[i].step(actions[k])
                 want[i], done[i] = o, te or tr
+
+
+@pytest.mark.parametrize("space", [
+    spaces.OneOf((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))),
+    spaces.Dict({"choice": spaces.OneOf((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))),
+                 "word": spaces.Text(3)}),
+], ids=["oneof", "dict-of-oneof"])
+def test_held_recv_batches_of_values_read_from_the_slot_stay_as_returned(closing, space):
+    # copy=True: a OneOf's value read from a slot is a tuple holding views of it; a recv batch
+    # must hold copies, or the workers' later writes show through.
+    fns = [functools.partial(SpaceEnv, space) for _ in range(4)]
+    env = closing(AsyncVectorEnv(fns, num_workers=2, inline=False, batch_size=2, deterministic=True))
+    env.async_reset(seed=3)
+    held = []
+    for r in range(12):  # past every slot of the pool, several times
+        obs, *_, infos = env.recv()
+        held.append((obs, deepcopy(obs)))
+        env.send(np.array([(r + i) % 3 for i in infos["env_id"]]), infos["env_id"])
+    for t, (obs, snapshot) in enumerate(held):
+        assert_tree_identical(obs, snapshot, what=f"batch {t}")
 
 
 @pytest.mark.parametrize("copy", [False, True])

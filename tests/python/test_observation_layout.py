@@ -141,3 +141,48 @@ def test_a_missing_pickled_key_raises_keyerror_as_sync_vector_env_does(closing, 
     ours.reset()
     with pytest.raises(KeyError, match="mission"):
         ours.step(np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("empty", [spaces.Dict({}), spaces.Tuple(())], ids=["dict", "tuple"])
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_dict_whose_only_laid_values_are_empty_travels_pickled_whole(closing, empty, num_workers):
+    space = spaces.Dict(collections.OrderedDict([("e", empty), ("c", ColourSpace())]))
+    assert _layout.observation_layout(space, N) is None  # no bytes to lay out
+    fns = [functools.partial(SpaceEnv, space) for _ in range(N)]
+    ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers, inline=True))
+    ref = closing(SyncVectorEnv(fns))
+    assert_tree_identical(ours.reset(seed=2)[0], ref.reset(seed=2)[0])
+    for t in range(6):
+        assert_tree_identical(ours.step(np.zeros(N, np.int64))[0], ref.step(np.zeros(N, np.int64))[0],
+                              what=f"step {t}")
+
+
+class _GrowingLog(gym.Env):
+    """A split Dict whose custom value is a list the env keeps appending to after returning it."""
+
+    observation_space = spaces.Dict(collections.OrderedDict([
+        ("image", spaces.Box(0, 255, (2, 2), np.uint8)), ("log", ColourSpace())]))
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        self.log = [0]
+        return {"image": np.zeros((2, 2), np.uint8), "log": self.log}, {}
+
+    def step(self, action):
+        self.log.append(len(self.log))
+        return {"image": np.full((2, 2), len(self.log), np.uint8), "log": self.log}, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_held_recv_batches_keep_the_custom_values_they_were_returned_with(closing, inline):
+    # copy=True: a recv batch holds copies of the env's own objects, which the env changes later.
+    env = closing(ringenv.AsyncVectorEnv([_GrowingLog] * 4, num_workers=2 if not inline else None,
+                                         inline=inline, batch_size=2, deterministic=True))
+    env.async_reset(seed=0)
+    held = []
+    for _ in range(8):
+        obs, *_, infos = env.recv()
+        held.append((obs, copy.deepcopy(obs)))
+        env.send(np.zeros(2, np.int64), infos["env_id"])
+    for t, (obs, snapshot) in enumerate(held):
+        assert_tree_identical(obs, snapshot, what=f"batch {t}")

@@ -159,3 +159,23 @@ def test_text_observations_through_a_vector_env_equal_sync_vector_envs(nested, h
     finally:
         ours.close()
         ref.close()
+
+
+class _RewrittenAfterTheMask(np.ndarray):
+    """Codes that another process rewrites to padding right after they are compared with the
+    padding code (what a worker writing rows of the same slot can do while an asynchronous batch
+    reads it): the read of a decoder that looks at them twice gathers padding codes."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        result = super().__array_ufunc__(ufunc, method, *(np.asarray(x) for x in inputs), **kwargs)
+        if ufunc is np.less:
+            self.view(np.ndarray)[...] = self.pad
+        return result
+
+
+def test_a_row_rewritten_while_it_is_decoded_decodes_without_an_error():
+    space = spaces.Text(4, charset="abc")
+    codec = _text.TextCodec(space)
+    data = np.array([[0, 1, 2, 3], [2, 2, 3, 3]], np.int32).view(_RewrittenAfterTheMask)
+    data.pad = codec.pad
+    assert codec.decode(data) == ("abc", "cc")  # the codes as they were when read, once

@@ -132,7 +132,8 @@ def observation_layout(space: spaces.Space, num_envs: int) -> Optional[Observati
     shared = spaces.Dict(laid)
     pickled = spaces.Dict(OrderedDict((key, sub) for key, sub in space.spaces.items() if key not in laid))
     leaves = plan(shared, num_envs)
-    return None if leaves is None else ObservationLayout(leaves, shared, pickled)
+    # No bytes to lay out (only empty Dicts or Tuples): the whole observation travels pickled.
+    return ObservationLayout(leaves, shared, pickled) if leaves else None
 
 
 def bind(space: spaces.Space, num_envs: int, segment, offsets: Sequence[int], leaves: Sequence[LeafSpec]):

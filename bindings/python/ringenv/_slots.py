@@ -297,14 +297,16 @@ class Slots:
 
     def _pickled_batch(self, ids: Optional[np.ndarray], copy: bool) -> Any:
         """The batch of the pickled observations (or pickled values of a split Dict) that
-        :meth:`take_pickled` kept: of every env (``ids`` ``None``; with ``copy`` a copy, else the
-        batch the next call rebuilds), or a new batch of the envs ``ids``."""
+        :meth:`take_pickled` kept: of every env (``ids`` ``None``), or of the envs ``ids``; with
+        ``copy`` a copy (the values of spaces such as custom ones are the envs' own objects, which
+        an env may change later), else the batch the next call rebuilds or a new one."""
         space = self._pickled or self.single_observation_space
         assert self.env_obs is not None
         if ids is not None:
             items = [self.env_obs[i] for i in ids]
             out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
-            return concatenate(space, items, out)
+            batch = concatenate(space, items, out)
+            return deepcopy(batch) if copy else batch
         obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
         return deepcopy(obs) if copy else obs
 
@@ -363,6 +365,8 @@ class Slots:
             full = {s: self.obs_read[s]() for s in {r[0] for r in runs}}
             per_env = {s: list(iterate(self._laid_batch, obs)) for s, obs in full.items()}
             items = [per_env[s][i] for s, a, b in runs for i in range(a, b)]
+            if copy:  # a OneOf's value (a tuple) holds views of the slot, which concatenate keeps
+                items = deepcopy(items)
             out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
             return concatenate(space, items, out)
         return self._pickled_batch(ids, copy)

@@ -77,13 +77,16 @@ class TextCodec:
     def decode(self, data: np.ndarray) -> Tuple[str, ...]:
         """The strings of ``data`` (``int32``, shape ``(n, max_length)``), one per row, as
         Gymnasium's ``read_from_shared_memory`` reads them: the whole batch in one pass (one
-        mask, one lookup, one ``bytes.decode``), then cut into rows.
+        mask, one lookup, one ``bytes.decode``), then cut into rows. ``data`` is read once (copied
+        first): rows of a shared slot that another process is writing meanwhile (rows an
+        asynchronous batch reads past and drops) decode to some string, never to an error.
 
         Raises:
             IndexError: a code below ``-len(character_list)`` (only corrupt memory holds one), as
                 Gymnasium's read raises it.
         """
-        keep = data < self.pad
+        data = np.array(data)  # one read: a row changing between the mask and the gather would
+        keep = data < self.pad  # index with the padding code
         kept = data[keep]  # a negative code indexes from the end here as in Gymnasium's list
         try:
             text = self.code_points[kept].tobytes().decode("utf-32-le")

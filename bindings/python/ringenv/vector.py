@@ -65,7 +65,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             travel pickled through the worker's info arena in the segment (the control socket when
             they do not fit). A Dict with values of both kinds (MiniGrid's: an image and a custom
             ``MissionSpace``) is split: only the values of no fixed layout travel pickled.
-            Results are identical either way.
+            Results are identical either way for observations that belong to their space; a
+            value of another dtype (a float for a Discrete) is cast into shared memory unsafely, as
+            Gymnasium's ``write_to_shared_memory`` casts it, where batching pickled values (and
+            ``SyncVectorEnv``) raises ``TypeError`` for a cast NumPy's ``same_kind`` rule refuses.
         copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns: no
             later call changes them. A batch of at least 64 KiB of array observations (a Box, or a
             Dict or Tuple of Box, Discrete, MultiDiscrete, MultiBinary) is lent rather than copied:
