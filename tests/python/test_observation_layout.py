@@ -186,3 +186,38 @@ def test_held_recv_batches_keep_the_custom_values_they_were_returned_with(closin
         env.send(np.zeros(2, np.int64), infos["env_id"])
     for t, (obs, snapshot) in enumerate(held):
         assert_tree_identical(obs, snapshot, what=f"batch {t}")
+
+
+class _LongDoubles(gym.Env):
+    """Observations of a longdouble Box (whose ``sample`` Gymnasium cannot draw)."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (3,), np.longdouble)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, env_id):
+        self.env_id, self.t = env_id, 0
+
+    def _obs(self):
+        return np.array([self.t, -self.env_id, 1], np.longdouble) / np.longdouble(3 + self.t)
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_longdouble_box_is_laid_out_as_bytes(closing, num_workers):
+    # The segment's arrays hold numbers of at most 8 bytes; a longdouble Box's rows are bytes.
+    space = spaces.Box(-1.0, 1.0, (3,), np.longdouble)
+    assert _layout.observation_layout(space, N).leaves == [("uint8", [3 * np.dtype(np.longdouble).itemsize])]
+    fns = [functools.partial(_LongDoubles, i) for i in range(N)]
+    ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers, inline=True))
+    ref = closing(SyncVectorEnv(fns))
+    batches = [(ours.reset(seed=4)[0], ref.reset(seed=4)[0])]
+    batches += [(ours.step(np.zeros(N, np.int64))[0], ref.step(np.zeros(N, np.int64))[0]) for _ in range(8)]
+    for t, (got, want) in enumerate(batches):  # values and dtype (padding bytes are undefined)
+        assert got.dtype == want.dtype and np.array_equal(got, want), t

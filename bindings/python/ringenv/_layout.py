@@ -122,6 +122,10 @@ def observation_layout(space: spaces.Space, num_envs: int) -> Optional[Observati
     observation travels pickled. Computed alike in the main process and in each worker."""
     leaves = plan(space, num_envs)
     if leaves is not None:
+        if is_flat(space) and np.dtype(space.dtype).itemsize > 8:
+            # longdouble: the segment's arrays hold numbers of at most 8 bytes; its rows are
+            # laid out as bytes (every reader and writer views them with the space's dtype).
+            leaves = [("uint8", [leaf_bytes(leaves[0])])]
         return ObservationLayout(leaves, space, None)
     if type(space) is not spaces.Dict:
         return None
