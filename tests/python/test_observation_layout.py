@@ -221,3 +221,30 @@ def test_a_longdouble_box_is_laid_out_as_bytes(closing, num_workers):
     batches += [(ours.step(np.zeros(N, np.int64))[0], ref.step(np.zeros(N, np.int64))[0]) for _ in range(8)]
     for t, (got, want) in enumerate(batches):  # values and dtype (padding bytes are undefined)
         assert got.dtype == want.dtype and np.array_equal(got, want), t
+
+
+class _Str(str):
+    """A str subclass (may hold attributes: deepcopy copies it)."""
+
+
+@pytest.mark.parametrize("batch", [
+    ("red", "green", None, 3, 2.5, True, b"x"),
+    {"mission": ("a", "b"), "colour": ("red", "red")},
+    (["a"], ["b"]),
+    {"log": ([1], [2])},
+    (_Str("a"), "b"),
+    {("k",): ("a",)},
+    {"nested": {"m": ("a",)}},
+], ids=["atoms", "dict-of-atoms", "lists", "dict-of-lists", "str-subclass", "tuple-key", "nested"])
+def test_the_pickled_batch_copy_equals_deepcopy_and_shares_no_mutable_object(batch):
+    from ringenv._slots import _deepcopy
+
+    got, want = _deepcopy(batch), copy.deepcopy(batch)
+    assert got == want and type(got) is type(want)
+    if isinstance(batch, dict):
+        assert got is not batch  # a new dict, as deepcopy gives: the caller may change it
+    mutable = [v for v in (batch.values() if isinstance(batch, dict) else [batch]) for v in
+               (v if isinstance(v, tuple) else [v]) if isinstance(v, (list, dict, _Str))]
+    copied = [v for v in (got.values() if isinstance(got, dict) else [got]) for v in
+              (v if isinstance(v, tuple) else [v]) if isinstance(v, (list, dict, _Str))]
+    assert all(a is not b for a, b in zip(mutable, copied))

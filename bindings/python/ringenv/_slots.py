@@ -306,9 +306,9 @@ class Slots:
             items = [self.env_obs[i] for i in ids]
             out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
             batch = concatenate(space, items, out)
-            return deepcopy(batch) if copy else batch
+            return _deepcopy(batch) if copy else batch
         obs = self._obs_batch = concatenate(space, self.env_obs, self._obs_batch)
-        return deepcopy(obs) if copy else obs
+        return _deepcopy(obs) if copy else obs
 
     def _with_pickled(self, laid: dict, pickled: dict) -> dict:
         """A split Dict's batch: the values ``laid`` read from the segment and the ``pickled``
@@ -380,6 +380,23 @@ class Slots:
         self.leases = None
         self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.obs_read = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
+
+
+#: Types whose values ``copy.deepcopy`` returns as they are (immutable, holding nothing).
+_ATOMS = frozenset((str, int, float, bool, bytes, type(None)))
+
+
+def _deepcopy(batch: Any) -> Any:
+    """``copy.deepcopy(batch)``, without its walk where it would give back the same objects: a
+    tuple of atoms (a batch of strings, as Gymnasium batches MiniGrid's mission) is returned as it
+    is (``deepcopy`` returns such a tuple itself), and a ``dict`` of such tuples under atom keys as
+    a new ``dict`` holding them; anything else goes to ``deepcopy``."""
+    if type(batch) is tuple and all(type(v) in _ATOMS for v in batch):
+        return batch
+    if type(batch) is dict and all(type(k) in _ATOMS and type(v) is tuple and all(type(x) in _ATOMS for x in v)
+                                   for k, v in batch.items()):
+        return dict(batch)
+    return deepcopy(batch)
 
 
 #: Spaces whose batch, as ``read_from_shared_memory`` reads it, is one ``(num_envs, ...)`` array.

@@ -504,7 +504,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             for env_id in range(*r["env_ids"]):
                 raw[env_id] = {**raw.get(env_id, {}), "worker_restarted": True}
         self._env_infos = raw
-        if not self._vector_infos:
+        if not raw or not self._vector_infos:  # (messages of pickled observations alone: no info)
             return {}
         # Column by column, exactly as Gymnasium's env-by-env `_add_info` would (ringenv/_infos.py).
         if env_ids is not None:
