@@ -4,11 +4,13 @@ starts where CUDA cannot be used."""
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 from gymnasium import spaces
 import numpy as np
 import pytest
-from helper_envs import JitterEnv, TreeEnv
+from helper_envs import ColourSpace, JitterEnv, SpaceEnv, TreeEnv
 from staging_stand_in import HostStaging
 from vec_asserts import assert_tree_identical, child_pids
 
@@ -145,6 +147,63 @@ def test_dict_device_path_in_asynchronous_batches_with_a_host_staging(closing, h
     workers: new tensors): each env's results equal a CPU vector env's, env by env."""
     _assert_async_tree_runs_agree(closing, "cuda")
     assert {entry[0] for entry in host_staging[0].log} == {"reuse", "stage_new"}
+
+
+#: MiniGrid's observation in form: arrays beside a custom value (ringenv._layout.observation_layout
+#: splits it; the custom value stays on the host).
+SPLIT = spaces.Dict({"image": spaces.Box(0, 255, (3, 3, 3), np.uint8), "mission": ColourSpace(),
+                     "direction": spaces.Discrete(4)}, sort_keys=False)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_a_split_dicts_arrays_go_to_the_device_and_its_other_values_stay_on_the_host(closing, host_staging, copy):
+    fns = [functools.partial(SpaceEnv, SPLIT) for _ in range(4)]
+    ours = closing(AsyncVectorEnv(fns, device="cuda", copy=copy))
+    ref = closing(gym.vector.SyncVectorEnv(fns))
+    (staging,) = host_staging
+    assert [a.dtype for a in staging.host[0]][:2] == [np.uint8, np.int64]  # image, direction, then the columns
+
+    def check(got, want, what):
+        assert list(got) == list(SPLIT.spaces), what
+        assert isinstance(got["image"], torch.Tensor) and isinstance(got["direction"], torch.Tensor), what
+        assert_tree_identical({k: v if k == "mission" else v.numpy() for k, v in got.items()}, want, what=what)
+
+    check(ours.reset(seed=5)[0], ref.reset(seed=5)[0], "reset")
+    for t in range(12):
+        actions = np.array([(t + i) % 3 for i in range(4)])
+        got, want = ours.step(actions), ref.step(actions)
+        check(got[0], want[0], f"step {t}")
+        np.testing.assert_array_equal(got[1].numpy(), want[1])
+
+
+def test_a_split_dicts_asynchronous_batches_on_the_device(closing, host_staging):
+    fns = [functools.partial(SpaceEnv, SPLIT) for _ in range(4)]
+    ours = closing(AsyncVectorEnv(fns, num_workers=2, batch_size=2, deterministic=True, device="cuda"))
+    ref = closing(AsyncVectorEnv(fns, num_workers=2, batch_size=2, deterministic=True))
+    ours.async_reset(seed=7)
+    ref.async_reset(seed=7)
+    for r in range(16):
+        got, want = ours.recv(), ref.recv()
+        np.testing.assert_array_equal(got[4]["env_id"], want[4]["env_id"])
+        assert got[0]["mission"] == want[0]["mission"]
+        for key in ("image", "direction"):
+            assert isinstance(got[0][key], torch.Tensor)
+            np.testing.assert_array_equal(got[0][key].numpy(), want[0][key])
+        actions = np.array([(r + i) % 3 for i in want[4]["env_id"]])
+        ours.send(actions, got[4]["env_id"])
+        ref.send(actions, want[4]["env_id"])
+
+
+@pytest.mark.parametrize("space", [
+    spaces.Dict({"word": spaces.Text(4), "mission": ColourSpace()}),  # what is laid out is not arrays
+    spaces.Box(-1.0, 1.0, (2,), np.longdouble),  # no torch dtype
+    ColourSpace(),  # nothing laid out
+], ids=["text-beside-custom", "longdouble", "custom"])
+def test_the_device_is_refused_for_what_it_cannot_hold_before_any_worker_starts(host_staging, space):
+    before = set(child_pids())
+    with pytest.raises(ValueError, match="needs observations of arrays in shared memory"):
+        AsyncVectorEnv([functools.partial(SpaceEnv, space)] * 2, device="cuda")
+    assert set(child_pids()) == before and host_staging == []
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------

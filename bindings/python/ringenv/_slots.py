@@ -30,7 +30,7 @@ from ringenv._checks import action_bounds, check_action_values, check_fits, refu
 from ringenv._leases import Leases
 from ringenv._staging import DeviceBatches, host_actions
 
-__all__ = ["Slots", "array_tree", "leaf_spaces", "tree_leaves", "tree_of"]
+__all__ = ["Slots", "array_tree", "device_tree", "leaf_spaces", "tree_leaves", "tree_of"]
 
 #: Rows ``start:stop`` of slot ``slot`` (one worker's block, or a run of blocks).
 Run = Tuple[int, int, int]
@@ -132,8 +132,9 @@ class Slots:
 
     def to_device(self, device: Any, segment: Any) -> None:
         """Reads the results as tensors on ``device`` (a CUDA ``torch.device``) from now on,
-        page-locking ``segment`` (the pool's). Needs observations in shared memory whose space is
-        an :func:`array_tree`.
+        page-locking ``segment`` (the pool's). Needs observations in shared memory whose laid out
+        space is a :func:`device_tree`; a split Dict's pickled values stay on the host, batched as
+        Gymnasium batches them (a tuple of strings for MiniGrid's mission).
 
         Raises:
             CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
@@ -142,7 +143,8 @@ class Slots:
 
     def device_leaves(self, slot: int) -> List[np.ndarray]:
         """The ``(num_envs, ...)`` arrays of ``slot``'s observations, one per leaf of the
-        observation space in the order of :meth:`observation_tree` (one for an array space).
+        observation space laid out in the segment (a split Dict's values with a layout) in the
+        order of :meth:`observation_tree` (one for an array space).
 
         Raises:
             ValueError: observations that are not an :func:`array_tree` in shared memory."""
@@ -150,15 +152,15 @@ class Slots:
             return [self.obs_flat[slot]]
         if self.obs_views is None:
             raise ValueError(f"observations of {self.single_observation_space!r} are not arrays in shared memory")
-        return tree_leaves(self.single_observation_space, self.obs_views[slot])
+        return tree_leaves(self._laid, self.obs_views[slot])
 
     def observation_tree(self, leaves: Sequence[Any]) -> Any:
-        """``leaves`` (one per leaf of the observation space, in :meth:`device_leaves`' order)
-        in new dicts and tuples shaped as the observation space; the one leaf of an array space."""
+        """``leaves`` (one per leaf of the space laid out in the segment, in :meth:`device_leaves`'
+        order) in new dicts and tuples shaped as that space; the one leaf of an array space."""
         if self.obs_flat is not None:
             return leaves[0]
         assert self.obs_views is not None
-        return tree_of(self.single_observation_space, leaves)
+        return tree_of(self._laid, leaves)
 
     def next_slot(self, worker: Optional[int] = None) -> int:
         """The slot the next command to ``worker`` (``None``: to every worker) writes: the pool's
@@ -269,8 +271,6 @@ class Slots:
         """The observations of every env in ``slot``, batched as the observation space (views
         of shared memory when not ``copy``; with ``copy``, views no command writes while the
         caller holds them where the slot can be lent, :mod:`ringenv._leases`, else copies)."""
-        if self.device is not None:
-            return self.device.observations(slot, copy)
         if self._pickled is None:
             return self._laid_observations(slot, copy)
         return self._with_pickled(self._laid_observations(slot, copy), self._pickled_batch(None, copy))
@@ -278,6 +278,8 @@ class Slots:
     def _laid_observations(self, slot: int, copy: bool) -> Any:
         """:meth:`observations` of the space laid out in the segment (or, with no layout, every
         env's pickled observation)."""
+        if self.device is not None:
+            return self.device.observations(slot, copy)
         if copy and self.leases is not None:
             lent = self.leases.lend(slot)
             if lent is not None:
@@ -320,7 +322,10 @@ class Slots:
         rewards ``float64``, the flags ``bool``, each of shape ``(num_envs,)`` (torch tensors
         on the device with one)."""
         if self.device is not None:
-            return self.device.batch([(slot, 0, self.num_envs)], copy)
+            obs, *rest = self.device.batch([(slot, 0, self.num_envs)], copy)
+            if self._pickled is not None:
+                obs = self._with_pickled(obs, self._pickled_batch(None, copy))
+            return (obs, *rest)  # type: ignore[return-value]
         return (self.observations(slot, copy), self.reward[slot].astype(np.float64),
                 self.terminated[slot].copy(), self.truncated[slot].copy())
 
@@ -330,7 +335,10 @@ class Slots:
         view of shared memory for one run of a flat space without ``copy``, lent views of one run
         with ``copy`` where the slot can be lent (:mod:`ringenv._leases`), else new arrays."""
         if self.device is not None:
-            return self.device.batch(runs, copy)
+            obs, *rest = self.device.batch(runs, copy)
+            if self._pickled is not None:
+                obs = self._with_pickled(obs, self._pickled_batch(ids, copy))
+            return (obs, *rest)  # type: ignore[return-value]
         obs = self._row_observations(runs, ids, copy)
         if self._pickled is not None:
             obs = self._with_pickled(obs, self._pickled_batch(ids, copy))
@@ -412,6 +420,13 @@ def array_tree(space: spaces.Space) -> bool:
     if isinstance(space, spaces.Tuple):
         return all(array_tree(s) for s in space.spaces)
     return False
+
+
+def device_tree(space: spaces.Space) -> bool:
+    """Whether batches of ``space`` can be staged to a torch device: an :func:`array_tree` with no
+    leaf of a dtype torch has no type for (``longdouble``, ``clongdouble``)."""
+    return array_tree(space) and all(
+        np.dtype(s.dtype).itemsize <= (16 if np.dtype(s.dtype).kind == "c" else 8) for s in leaf_spaces(space))
 
 
 def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:

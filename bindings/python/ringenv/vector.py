@@ -29,7 +29,7 @@ from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
-from ringenv._slots import Slots, array_tree
+from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
@@ -133,8 +133,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             sees them); with ``copy=False`` the tensors are reused two batches later. Actions may
             be torch tensors (CUDA or CPU). Needs observations of arrays in shared memory: a Box,
             Discrete, MultiDiscrete or MultiBinary space (one tensor), or a Dict or Tuple of them
-            (the same dicts and tuples of tensors, one host-to-device copy per leaf).
-            See docs/GPU.md.
+            (the same dicts and tuples of tensors, one host-to-device copy per leaf); a split
+            Dict (see ``shared_memory``) sends those and keeps its other values on the host.
+            Raises ``ValueError`` for other spaces before any worker starts. See docs/GPU.md.
         spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
             process waiting for results, a worker waiting for its next command) spins before it
             sleeps on a futex. ``None`` (default): a bound of 8 wake-up latencies measured by each
@@ -234,9 +235,11 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._vector_infos = bool(vector_infos)
         self._env_infos: Dict[int, Dict[str, Any]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
-        if torch_device is not None and not (self.shared_memory and array_tree(single_obs)):
+        obs_layout = _layout.observation_layout(single_obs, n) if self.shared_memory else None
+        if torch_device is not None and not (obs_layout is not None and device_tree(obs_layout.space)):
             raise ValueError(f"device={device!r} needs observations of arrays in shared memory (a Box, Discrete, "
-                             f"MultiDiscrete or MultiBinary space, or a Dict or Tuple of them), got {single_obs!r}"
+                             f"MultiDiscrete or MultiBinary space, or a Dict or Tuple of them; a Dict's values of no "
+                             f"fixed layout, as MiniGrid's mission, stay on the host), got {single_obs!r}"
                              + ("" if self.shared_memory else " with shared_memory=False"))
         batch_size = n if batch_size is None else check_count("batch_size", batch_size, 1, n, "num_envs")
         if batch_size < n and self.autoreset_mode == AutoresetMode.DISABLED:
@@ -249,7 +252,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         num_workers = processes + int(use_inline)  # the pool's workers: the processes, then the inline share
         if batch_size < n:
             check_batch_size(n, num_workers, batch_size)
-        obs_layout = _layout.observation_layout(single_obs, n) if self.shared_memory else None
         obs_leaves = obs_layout.leaves if obs_layout is not None else None
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
