@@ -197,8 +197,9 @@ def test_a_split_dicts_asynchronous_batches_on_the_device(closing, host_staging)
 @pytest.mark.parametrize("space", [
     spaces.Dict({"word": spaces.Text(4), "mission": ColourSpace()}),  # what is laid out is not arrays
     spaces.Box(-1.0, 1.0, (2,), np.longdouble),  # no torch dtype
+    spaces.Dict({"x": spaces.Box(-1.0, 1.0, (2,), np.dtype(">f4")), "mission": ColourSpace()}),  # nor for this
     ColourSpace(),  # nothing laid out
-], ids=["text-beside-custom", "longdouble", "custom"])
+], ids=["text-beside-custom", "longdouble", "big-endian", "custom"])
 def test_the_device_is_refused_for_what_it_cannot_hold_before_any_worker_starts(host_staging, space):
     before = set(child_pids())
     with pytest.raises(ValueError, match="needs observations of arrays in shared memory"):

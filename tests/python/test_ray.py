@@ -596,6 +596,21 @@ def test_bad_device_is_refused_before_any_actor_starts(cluster, no_actor_may_sta
         ringenv.ray.make_vec("CartPole-v1", 4, vector_kwargs={"device": device})
 
 
+@pytest.mark.parametrize("space, refused", [
+    (gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)}), False),
+    (gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,), np.longdouble)}), True),  # no torch dtype
+    (gym.spaces.Box(0, 1, (2,), np.dtype(">f4")), True),  # nor for this
+    (gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (2,), np.uint8), "mission": gym.spaces.Text(4)}), True),
+], ids=["arrays", "longdouble", "big-endian", "text"])
+def test_the_device_path_checks_the_spaces_leaves(space, refused):
+    # The local vector env's check (ringenv._slots.device_tree); a Ray pool splits no Dict.
+    if refused:
+        with pytest.raises(ValueError, match="needs observations of arrays"):
+            ringenv.ray._device.check_space(space, "cuda")
+    else:
+        ringenv.ray._device.check_space(space, "cuda")
+
+
 def test_cuda_without_a_gpu_is_refused_before_any_actor_starts(cluster, no_actor_may_start):
     if _cuda_usable():
         pytest.skip("a CUDA device is usable here: the refusal cannot occur (the GPU test below runs instead)")

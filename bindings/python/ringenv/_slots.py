@@ -424,9 +424,12 @@ def array_tree(space: spaces.Space) -> bool:
 
 def device_tree(space: spaces.Space) -> bool:
     """Whether batches of ``space`` can be staged to a torch device: an :func:`array_tree` with no
-    leaf of a dtype torch has no type for (``longdouble``, ``clongdouble``)."""
-    return array_tree(space) and all(
-        np.dtype(s.dtype).itemsize <= (16 if np.dtype(s.dtype).kind == "c" else 8) for s in leaf_spaces(space))
+    leaf of a dtype torch has no type for (``longdouble``, ``clongdouble``, a non-native byte
+    order)."""
+    def torch_has(dtype: np.dtype) -> bool:
+        return dtype.isnative and dtype.itemsize <= (16 if dtype.kind == "c" else 8)
+
+    return array_tree(space) and all(torch_has(np.dtype(s.dtype)) for s in leaf_spaces(space))
 
 
 def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:

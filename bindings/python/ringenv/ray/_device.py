@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
 import numpy as np
 from gymnasium import spaces
 
-from ringenv._slots import array_tree, leaf_spaces, tree_leaves, tree_of
+from ringenv._slots import device_tree, leaf_spaces, tree_leaves, tree_of
 from ringenv._staging import DeviceBatches, GpuStaging
 
 if TYPE_CHECKING:
@@ -45,11 +45,13 @@ _ALIGN = 64  # each array starts on a cache line
 
 def check_space(space: spaces.Space, device: Any) -> None:
     """Raises ``ValueError`` unless ``space`` is arrays per env (a Box, Discrete, MultiDiscrete or
-    MultiBinary space, or a Dict or Tuple of them, nested or not), as a local vector env's
-    ``device`` needs."""
-    if not array_tree(space):
+    MultiBinary space, or a Dict or Tuple of them, nested or not) of dtypes torch has
+    (:func:`ringenv._slots.device_tree`). A local vector env's ``device`` takes these and also a
+    Dict of them beside values of no fixed layout (MiniGrid's); a Ray pool does not split one."""
+    if not device_tree(space):
         raise ValueError(f"device={device!r} needs observations of arrays (a Box, Discrete, MultiDiscrete or "
-                         f"MultiBinary space, or a Dict or Tuple of them), got {space}; use device='cpu'")
+                         f"MultiBinary space, or a Dict or Tuple of them, of dtypes torch has), got {space}; "
+                         "use device='cpu'")
 
 
 class PinnedBatches(DeviceBatches):
