@@ -22,7 +22,7 @@ import pytest
 import ringenv.cli
 from ringenv.cli import tune as tune_mod
 from ringenv.cli import _common
-from ringenv.cli._common import EnvTarget, auto_workers
+from ringenv.cli._common import EnvTarget, auto_workers, resolve_env
 
 TESTS_DIR = Path(__file__).resolve().parent
 FACTORY = "helper_envs:CounterEnv"  # a module:callable from a test helper module
@@ -591,6 +591,16 @@ def test_tune_a_worker_binary_with_inline_on_is_a_usage_error(worker_binary, cap
     _check_usage_error(code, captured.out, captured.err, argv, "argument --inline",
                        "no worker count tried (1, 2) can have the main process step a share of the envs: a worker "
                        "binary's envs run only in its worker processes, never inline")
+
+
+def test_an_unknown_id_names_the_package_form_and_that_form_imports_the_package(capsys):
+    argv = ["tune", "NoSuchPackageEnv-v0", *TINY]
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, "argument ENV", "PACKAGE:ID")
+    # the form the message names: importing minigrid registers its ids
+    target = resolve_env("minigrid:MiniGrid-DoorKey-8x8-v0")
+    assert (target.name, target.kind) == ("MiniGrid-DoorKey-8x8-v0", "gymnasium")
 
 
 def test_tune_a_worker_binary_with_an_unknown_id_is_a_usage_error(worker_binary, capsys):

@@ -323,7 +323,9 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
     except gym.error.Error as e:
         builtin = ", ".join(ringenv.builtin_env_ids())
         raise UsageError(f"argument ENV: unknown environment id {text!r}: {e} (not a ringenv built-in ({builtin}), "
-                         "not a registered Gymnasium id, not module:callable)") from None
+                         "not a registered Gymnasium id, not module:callable; an id that a package registers when "
+                         "imported is named after it, as gymnasium.make takes it: PACKAGE:ID, e.g. "
+                         "minigrid:MiniGrid-DoorKey-8x8-v0)") from None
     return EnvTarget(text, "gymnasium", kwargs, functools.partial(gym.make, text, **kwargs), text)
 
 
