@@ -59,3 +59,20 @@ def test_minigrid_empty_matches_sync(closing, shared_memory):
 
     # Same seed again: the same first observation.
     assert_tree_identical(ours.reset(seed=123)[0], obs, "second reset obs")
+
+
+def test_make_vec_takes_gymnasiums_module_id_form(closing):
+    # "minigrid:Id" as gymnasium.make_vec takes it: each worker imports minigrid (which registers
+    # the id) through gymnasium.make; the results equal Gymnasium's own vector env.
+    import ringenv
+
+    ours = closing(ringenv.make_vec(f"minigrid:{ENV_ID}", 4, vector_kwargs={"inline": False}))
+    ref = closing(gym.make_vec(f"minigrid:{ENV_ID}", 4, vectorization_mode="sync"))
+    assert ours.spec.id == ref.spec.id == ENV_ID
+    assert_vec_reset_identical(ours.reset(seed=4), ref.reset(seed=4))
+    rng = np.random.default_rng(4)
+    for t in range(50):
+        actions = rng.integers(0, 7, size=4)
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t}")
+    with pytest.raises(ModuleNotFoundError, match="no_such_env_package"):
+        ringenv.make_vec("no_such_env_package:Env-v0", 2)

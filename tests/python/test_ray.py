@@ -145,6 +145,21 @@ def test_id_registered_in_the_driver_only(cluster):
         envs.close()
 
 
+def test_gymnasiums_module_id_form(cluster):
+    """"minigrid:Id", as gymnasium.make_vec takes it: the driver imports minigrid (which registers
+    the id) and its spec reaches the actors; the batches equal a local pool's."""
+    ours = ringenv.ray.make_vec("minigrid:MiniGrid-Empty-5x5-v0", 4, num_actors=2)
+    local = ringenv.make_vec("minigrid:MiniGrid-Empty-5x5-v0", 4)
+    try:
+        assert_tree_identical(ours.reset(seed=3)[0], local.reset(seed=3)[0], "reset obs")
+        for t in range(20):
+            actions = np.full(4, t % 3)
+            assert_step_identical(ours.step(actions), local.step(actions), f"step {t}")
+    finally:
+        ours.close()
+        local.close()
+
+
 def test_rust_env_identical_to_local_pool(cluster):
     """Built-in Rust CartPole: every step bit-identical to one local pool with the same seeds."""
     ours = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)

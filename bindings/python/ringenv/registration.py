@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import inspect
 import json
 import os
@@ -159,7 +160,9 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
       Rust implementation runs in the workers (``kwargs`` go to its constructor; for
       ``BlocksWorld-v0``: ``num_blocks``).
     - Otherwise each sub-env is ``gymnasium.make(id, **kwargs)`` with ``wrappers`` applied, as
-      ``gymnasium.make_vec`` does.
+      ``gymnasium.make_vec`` does, Gymnasium's ``"module:Id"`` form included
+      (``"minigrid:MiniGrid-DoorKey-8x8-v0"`` imports ``minigrid``, which registers the id, here
+      and in every worker).
 
     A Rust env's vector env is the same Gymnasium-compatible :class:`ringenv.AsyncVectorEnv`
     (next-step autoreset, ``float64`` rewards, infos vectorised); a panic in the env raises
@@ -186,6 +189,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
             env, bad Rust env arguments or an unknown Rust env id (named).
         FileNotFoundError, PermissionError: ``worker`` is not an executable file.
         gymnasium.error.Error: what ``gymnasium.make`` raises for an unknown id.
+        ModuleNotFoundError: the module of a ``"module:Id"`` that cannot be imported (as
+            ``gymnasium.make`` raises it).
     """
     if not isinstance(id, str):
         raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary), got "
@@ -211,12 +216,27 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         kwargs = json_kwargs(kwargs)
         spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
         return _rust_vector_env(RustEnvs(worker_argv("--rust"), id, num_envs, kwargs, spaces_json), vector_kwargs)
-    env_spec = copy.deepcopy(gym.spec(id))  # gymnasium's own error for an unknown id, before any process starts
+    env_spec = copy.deepcopy(_spec(id))  # gymnasium's own error for an unknown id, before any process starts
     env_spec.kwargs = {**env_spec.kwargs, **kwargs}
     env_fn = functools.partial(_make_one, id, tuple(wrappers or ()), kwargs)
     envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = env_spec  # as gymnasium.make_vec records the spec of its sub-envs
     return envs
+
+
+def _spec(id: str) -> EnvSpec:
+    """``gymnasium.spec(id)``, and for Gymnasium's ``"module:Id"`` form the spec of ``Id`` once
+    ``module`` is imported (which registers it), as ``gymnasium.make`` finds it
+    (``gymnasium.envs.registration._find_spec``: the same import and error)."""
+    module, sep, env_name = id.partition(":")
+    if not sep:
+        return gym.spec(id)
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"{e}. Environment registration via importing a module failed. Check whether "
+                                  f"'{module}' contains env registration and can be imported.") from e
+    return gym.spec(env_name)
 
 
 def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:

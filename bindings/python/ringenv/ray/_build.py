@@ -23,7 +23,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import gymnasium as gym
 
 from ringenv._plan import plan_workers
-from ringenv.registration import VECTOR_OPTIONS, VectorEntryPoint, _make_one, _Repeated, builtin_env_ids, split_worker_id
+from ringenv.registration import (VECTOR_OPTIONS, VectorEntryPoint, _make_one, _Repeated, _spec, builtin_env_ids,
+                                  split_worker_id)
 from ringenv.registration import make_vec as local_make_vec
 from ringenv.vector import AsyncVectorEnv
 
@@ -128,7 +129,8 @@ def id_recipe(id: str, kwargs: Dict[str, Any], wrappers: Sequence[Any], prefer_b
     elif prefer_builtin and id in builtin_env_ids():
         rust = (id, None)
     else:
-        spec = _copy.deepcopy(gym.spec(id))  # Gymnasium's error for an unknown id, before any actor starts
+        # Gymnasium's error for an unknown id, before any actor starts; "module:Id" imports module here
+        spec = _copy.deepcopy(_spec(id))
         entry = spec.vector_entry_point
         if isinstance(entry, VectorEntryPoint):  # registered by ringenv: its kwargs may hold vector options
             merged = {**spec.kwargs, **kwargs}
