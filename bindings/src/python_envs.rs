@@ -6,13 +6,13 @@
 //! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) go into the env's
 //! row from Rust when they are NumPy arrays of the row's dtype and shape (one `memcpy`), NumPy
 //! scalars of a row of shape `()`'s dtype, or the Python scalar such a row takes as it is
-//! ([`crate::obs_copy`]), else by NumPy
-//! assignment (`view[...] = obs`); composite spaces (Dict, Tuple) leaf by leaf the same way,
-//! walked in Rust, the other leaves (and Text leaves) through `ringenv._obs_writer`'s writers
-//! (Gymnasium's `write_to_shared_memory` semantics); spaces with no fixed layout travel pickled
-//! in the completion's message, and so do the values of a split Dict's keys that have none
-//! (`ringenv._layout.observation_layout`: MiniGrid's mission), one `dict` of them per env. Actions likewise come from the slot's action rows, or pickled in
-//! the command's message.
+//! ([`crate::obs_copy`]), else by NumPy assignment (`view[...] = obs`); composite spaces
+//! (Dict, Tuple) leaf by leaf the same way, walked in Rust, the other leaves (and Text leaves)
+//! through `ringenv._obs_writer`'s writers (Gymnasium's `write_to_shared_memory` semantics);
+//! spaces with no fixed layout travel pickled in the completion's message, and so do the values
+//! of a split Dict's keys that have none (`ringenv._layout.observation_layout`: MiniGrid's
+//! mission), one `dict` of them per env. Actions likewise come from the slot's action rows, or
+//! pickled in the command's message.
 //!
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
@@ -43,8 +43,8 @@ enum Mode {
 /// Where observations go.
 enum ObsTarget {
     /// `rows[slot][k]`: env k's row, written by [`Row::copy_from`] (an array of the row's dtype
-    /// and shape, or the Python scalar a row of shape `()` takes as it is: a Discrete's `int`,
-    /// FrozenLake's and Taxi's), else into its view by NumPy assignment once the observation's
+    /// and shape; for a row of shape `()` a NumPy scalar of its dtype, or the Python scalar it
+    /// takes as it is: a Discrete's `int`, FrozenLake's and Taxi's), else into its view by NumPy assignment once the observation's
     /// shape is checked against `shape` (assignment would broadcast a wrong shape silently).
     Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
@@ -281,14 +281,15 @@ impl PyEnvs {
                 };
                 row.view(py).set_item(self.ellipsis.bind(py), obs)
             }
-            ObsTarget::Tree { walk, leaves, pickled: None } => leaves[slot][k].write(walk, &obs, self.ndarray.bind(py)),
-            ObsTarget::Tree { walk, leaves, pickled: Some(keys) } => {
+            ObsTarget::Tree { walk, leaves, pickled: keys } => {
                 leaves[slot][k].write(walk, &obs, self.ndarray.bind(py))?;
-                let part = PyDict::new(py);
-                for key in keys {
-                    part.set_item(key, obs.get_item(key)?)?;
+                if let Some(keys) = keys {
+                    let part = PyDict::new(py);
+                    for key in keys {
+                        part.set_item(key, obs.get_item(key)?)?;
+                    }
+                    pickled.push(part.into_any());
                 }
-                pickled.push(part.into_any());
                 Ok(())
             }
             ObsTarget::Pickled => {
