@@ -17,11 +17,13 @@
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
 //! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
-//! the non-empty ones of a command are pickled together into one payload, which the endpoint
-//! leaves in the worker's info arena in the segment (the control socket only when it does not
-//! fit; see `ringenv_runtime::info_arena`). The inline share's message never leaves the process,
-//! so it is not pickled: it is handed over as the Python objects themselves ([`Handover`]), as
-//! Gymnasium's `SyncVectorEnv` hands over its envs' infos. An exception in an env
+//! when every env of a command returned the same keys of numbers they go as one typed message
+//! ([`crate::typed_infos`]), otherwise the non-empty ones are pickled together into one payload;
+//! the endpoint leaves either in the worker's info arena in the segment (the control socket only
+//! when it does not fit; see `ringenv_runtime::info_arena`). The inline share's message never
+//! leaves the process, so it is not pickled: it is handed over as the Python objects themselves
+//! ([`Handover`]; a typed message as its `bytes`), as Gymnasium's `SyncVectorEnv` hands over its
+//! envs' infos. An exception in an env
 //! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
 //! exception, built by `ringenv._worker._describe_exception`.
 
@@ -380,7 +382,8 @@ impl PyEnvs {
         Ok((reward, terminated, truncated, info))
     }
 
-    /// The command's message: pickled observations (pickled path) and non-empty infos.
+    /// The command's message: pickled observations (pickled path) and non-empty infos, or the
+    /// infos' typed message ([`crate::typed_infos::encode`]) when there are no pickled observations.
     fn finish<'py>(
         &self,
         py: Python<'py>,
@@ -394,6 +397,16 @@ impl PyEnvs {
         let has_obs = matches!(self.obs, ObsTarget::Pickled | ObsTarget::Tree { pickled: Some(_), .. });
         if infos.is_empty() && !has_obs {
             return Ok(None);
+        }
+        if !has_obs {
+            if let Some(message) = crate::typed_infos::encode(&infos) {
+                if let Some(handover) = &self.handover {
+                    let message = PyBytes::new(py, &message).into_any().unbind();
+                    *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
+                    return Ok(Some(Vec::new()));
+                }
+                return Ok(Some(message));
+            }
         }
         let obs = if has_obs { PyList::new(py, pickled).map(Bound::into_any) } else { Ok(py.None().into_bound(py)) };
         if let Some(handover) = &self.handover {

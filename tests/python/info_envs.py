@@ -59,3 +59,70 @@ class LambdaInfoEnv(EveryStepInfoEnv):
         t = self.t
         info["fn"] = lambda x: x + t
         return obs, reward, terminated, truncated, info
+
+
+class NumberInfoEnv(gym.Env):
+    """Infos of numbers only on most steps (typed messages, ``bindings/src/typed_infos.rs``): a
+    Python int, float and bool and NumPy scalars of every typed kind, with now and then (by step
+    and env ``index``, deterministically) what must take the pickled path instead or make the
+    messages of one step differ: a missing key, another type for a key, another key order, a
+    NumPy ``bool_``, a ``complex128``, a string, an array, an empty info, an ``int``
+    at ``int64``'s limits. Each info is also kept in ``last_info`` for the tests to compare."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, index: int = 0):
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.index = index
+        self.t = 0
+        self.n = 0  # calls of reset and step since the env was made: the schedule below
+        self.length = 0
+        self.last_info: dict = {}
+
+    def _info(self, action: int) -> dict:
+        t, i, n = self.t, self.index, self.n
+        self.n += 1
+        info = {
+            "t": t,
+            "score": 0.25 * t + action,
+            "even": t % 2 == 0,
+            "energy": np.float32(t / 3.0),
+            "small": np.int8(-t % 128),
+            "big": np.uint64(2**64 - 1 - t),
+            "half": np.float16(t / 7.0),
+            "wave": np.complex64(complex(t, -i)),
+            "id": np.int64(i * 1000 + t),
+        }
+        if (n + i) % 29 == 4:
+            info["t"] = 2**63 - 1 if i % 2 else -2**63
+        if n % 7 == 3 and i == 1:
+            del info["score"]
+        if n % 11 == 5 and i == 0:
+            info["t"] = float(t)
+        if n % 13 == 6 and i == 2:
+            info = dict(reversed(list(info.items())))
+        if n % 17 == 8:
+            info["flag"] = np.bool_(i % 2)
+        if n % 19 == 9 and i == 1:
+            info["wide"] = np.complex128(1j * n)
+        if n % 23 == 10 and i == 0:
+            info["phase"] = "late"
+        if n % 31 == 12 and i == 3:
+            info = {}
+        if n % 37 == 14:
+            info["cells"] = np.arange(2) * n
+        self.last_info = dict(info)
+        return info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.length = int(self.np_random.integers(5, 12))
+        return self.np_random.random(2).astype(np.float32), self._info(-1)
+
+    def step(self, action):
+        self.t += 1
+        done = self.t >= self.length
+        obs = self.np_random.random(2).astype(np.float32)
+        return obs, float(self.t), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info(int(action))

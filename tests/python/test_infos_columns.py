@@ -369,7 +369,7 @@ def test_the_native_pass_builds_numbers_of_one_type_without_python_and_equals_th
     infos = [{"score": 0.5 * i, "lives": 3 - i % 3, "has_key": i % 2 == 0, "t": np.float32(i), "u": np.uint8(i)}
              for i in range(NUM_ENVS)]
     every = np.ones(NUM_ENVS, dtype=np.bool_)
-    native = _native.uniform_infos(infos, every, np.array, np.number, np.timedelta64)
+    native = _native.uniform_infos(infos, np.array, np.number, np.timedelta64)
     assert native is not None
     monkeypatch.setattr(_infos, "_column_type", lambda values: (_ for _ in ()).throw(AssertionError("Python path")))
     assert _infos._uniform(infos) is not None
@@ -383,7 +383,7 @@ def test_the_native_pass_builds_numbers_of_one_type_without_python_and_equals_th
     assert native["_score"] is not native["_lives"] and native["_score"] is not every, "each mask is its own array"
 
     def none_for(batch):
-        return _native.uniform_infos(batch, np.ones(len(batch), np.bool_), np.array, np.number, np.timedelta64) is None
+        return _native.uniform_infos(batch, np.array, np.number, np.timedelta64) is None
 
     assert none_for([{"a": 1}, {"a": 1.0}]), "mixed types: the Python path converts them"
     assert none_for([{"a": np.zeros(2)}, {"a": np.zeros(2)}]), "arrays: the Python path stacks them"
@@ -394,4 +394,65 @@ def test_the_native_pass_builds_numbers_of_one_type_without_python_and_equals_th
     assert none_for([{"d": np.timedelta64(1, "s")}, {"d": np.timedelta64(2, "s")}]), "timedelta64"
     assert none_for([{"a": "x"}, {"a": "y"}]) and none_for([{"a": None}, {"a": None}]), "not numbers"
     with pytest.raises(OverflowError):
-        _native.uniform_infos([{"a": 2**70}, {"a": 1}], np.ones(2, np.bool_), np.array, np.number, np.timedelta64)
+        _native.uniform_infos([{"a": 2**70}, {"a": 1}], np.array, np.number, np.timedelta64)
+
+
+class _Float64Subclass(np.float64):
+    """A subclass of a NumPy scalar type, as an info value (built by NumPy's conversion)."""
+
+
+_EDGE_VALUES = {
+    "int": [0, -1, 2**63 - 1, -2**63, 7, 3],
+    "float": [-0.0, float("nan"), float("inf"), -float("inf"), 5e-324, 1.5],
+    "bool": [True, False, True, True, False, False],
+    "int8": [np.int8(v) for v in (-128, 127, 0, -1, 5, 6)],
+    "uint8": [np.uint8(v) for v in (0, 255, 1, 2, 3, 4)],
+    "int16": [np.int16(v) for v in (-2**15, 2**15 - 1, 0, 1, 2, 3)],
+    "uint32": [np.uint32(v) for v in (0, 2**32 - 1, 1, 2, 3, 4)],
+    "int64": [np.int64(v) for v in (-2**63, 2**63 - 1, 0, 1, 2, 3)],
+    "uint64": [np.uint64(v) for v in (0, 2**64 - 1, 1, 2, 3, 4)],
+    "float16": [np.float16(v) for v in (65504, -0.0, float("nan"), 1e-7, 1, 2)],
+    "float32": [np.float32(v) for v in (3.4e38, -0.0, float("nan"), float("inf"), 1e-45, 2)],
+    "float64": [np.float64(v) for v in (1.7e308, -0.0, float("nan"), -float("inf"), 5e-324, 2)],
+    "complex64": [np.complex64(complex(v, -v)) for v in (0.5, -0.0, 1e30, 2, 3, 4)],
+    "complex128": [np.complex128(complex(v, v)) for v in (0.5, -0.0, 1e300, float("nan"), 3, 4)],
+    "longdouble": [np.longdouble(v) for v in (0.5, -0.0, 1e300, 2, 3, 4)],
+    "clongdouble": [np.clongdouble(complex(v, 1)) for v in (0.5, -0.0, 1e300, 2, 3, 4)],
+    "float64 subclass": [_Float64Subclass(v) for v in (0.5, -0.0, 2, 3, 4, 5)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_EDGE_VALUES))
+def test_every_env_with_numbers_of_one_type_gives_gymnasiums_columns_for_edge_values(kind):
+    """The common per-step case (every env has the key, values of one exact type), built by the
+    native pass where it can (Python numbers, NumPy's own number scalars) and by NumPy's
+    conversion otherwise (longdouble, subclasses): Gymnasium's column, byte for byte, with its
+    dtype and flags, and an all-True mask, for extreme values of every such type; a second key
+    beside it keeps its own column."""
+    values = _EDGE_VALUES[kind]
+    assert len(values) == NUM_ENVS
+    batch = [(i, {"v": v, "n": i}) for i, v in enumerate(values)]
+    env = _reference_env()
+    try:
+        with np.errstate(all="ignore"):
+            ref = _gymnasiums(env, batch)
+    finally:
+        env.close()
+    assert ref is not None
+
+    def assert_gymnasiums(ours):
+        if kind in ("longdouble", "clongdouble"):  # NumPy leaves their padding bytes undefined
+            assert list(ours) == list(ref) and ours["v"].dtype == ref["v"].dtype
+            assert ours["v"].tolist() == ref["v"].tolist()
+            _assert_same({k: ours[k] for k in ours if k != "v"}, {k: ref[k] for k in ref if k != "v"})
+        else:
+            _assert_same(ours, ref)
+
+    ours = add_infos({}, batch, NUM_ENVS, _refuse)
+    assert_gymnasiums(ours)
+    for key in ours:
+        assert ours[key].flags.owndata and ours[key].flags.writeable and ours[key].flags.c_contiguous, key
+        assert ours[key].base is None, key
+    assert ours["_v"].all() and ours["_n"].all() and ours["_v"] is not ours["_n"]
+    ours["v"][0], ours["_v"][0] = ours["v"][1], False  # the caller's to change: the next batch's are new
+    assert_gymnasiums(add_infos({}, batch, NUM_ENVS, _refuse))

@@ -116,9 +116,9 @@ def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     column is :func:`_column` of its values and each mask all True, as in :func:`_fill`. ``None`` otherwise (and for a ``final_obs`` key or a key whose mask
     name is also a key), for the general path. The common per-step case, in one pass over the
     values. The case of numbers of one exact type per key is built natively
-    (``ringenv._native.uniform_infos``: the same ``np.array`` calls, without the bytecode around
-    them); the rest here."""
-    native = _native.uniform_infos(infos, _every(len(infos)), np.array, np.number, np.timedelta64)
+    (``ringenv._native.uniform_infos``: the same arrays, filled without a Python call per column);
+    the rest here."""
+    native = _native.uniform_infos(infos, np.array, np.number, np.timedelta64)
     if native is not None:
         return native
     first = infos[0]

@@ -12,6 +12,9 @@ import os
 from collections.abc import Sequence as SequenceABC
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import operator
+import pickle
+
 import cloudpickle
 import gymnasium as gym
 import numpy as np
@@ -35,6 +38,16 @@ from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
+
+
+#: A message's worker index (messages are ``(worker, payload)`` pairs).
+_worker_of = operator.itemgetter(0)
+
+#: Unpickles a worker's message (``cloudpickle.loads`` is this function).
+_loads = pickle.loads
+
+#: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
+_TYPED = b"\0RTI"
 
 
 class AsyncVectorEnv(PoolVectorEnv):
@@ -233,7 +246,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         slots: the one place a pool is built, for Python and Rust envs alike."""
         n, single_obs, single_act = self.num_envs, program.single_observation_space, program.single_action_space
         self._vector_infos = bool(vector_infos)
-        self._env_infos: Dict[int, Dict[str, Any]] = {}
+        self._env_infos: Union[Dict[int, Dict[str, Any]], List[bytes]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
         obs_layout = _layout.observation_layout(single_obs, n) if self.shared_memory else None
         if torch_device is not None and not (obs_layout is not None and device_tree(obs_layout.space)):
@@ -491,17 +504,37 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
         the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
-        and, on the pickled path, takes in the observations."""
+        and, on the pickled path, takes in the observations.
+
+        A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
+        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: every
+        env of a worker's command had an info of the same number-valued keys; see
+        ``bindings/src/typed_infos.rs``). When every message is typed with the same keys, the
+        columns are built from them natively and the dicts only when :meth:`env_infos` asks."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}
-        raw: Dict[int, Dict[str, Any]] = {}
-        for worker, payload in sorted(messages, key=lambda m: m[0]):
+        if len(messages) > 1:
+            messages = sorted(messages, key=_worker_of)
+        if not restarted and all(type(p) is bytes and p[:4] == _TYPED for _, p in messages):
+            typed = [p for _, p in messages]
+            self._env_infos = typed  # each env's dict, made on demand by env_infos()
+            if not self._vector_infos:
+                return {}
+            columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
+            if columns is not None:
+                return columns
+        pairs: List[Tuple[int, Dict[str, Any]]] = []
+        for worker, payload in messages:
+            if type(payload) is bytes and payload[:4] == _TYPED:
+                pairs += _native.typed_dicts(payload, self.num_envs)
+                continue
             # A worker process's message is pickled; the inline share's is the tuple itself.
-            observations, env_infos = payload if type(payload) is tuple else cloudpickle.loads(payload)
+            observations, env_infos = payload if type(payload) is tuple else _loads(payload)
             if observations is not None:
                 self._slots.take_pickled(self._pool.env_ids(worker)[0], observations)
-            raw.update(env_infos)
+            pairs += env_infos
+        raw = dict(pairs)
         for r in restarted:
             for env_id in range(*r["env_ids"]):
                 raw[env_id] = {**raw.get(env_id, {}), "worker_restarted": True}
@@ -511,7 +544,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         # Column by column, exactly as Gymnasium's env-by-env `_add_info` would (ringenv/_infos.py).
         if env_ids is not None:
             return add_batch_infos(raw, env_ids, self.num_envs, self._add_info)
-        return add_infos({}, sorted(raw.items()), self.num_envs, self._add_info)
+        # Each worker's pairs ascend over its block of envs, and the blocks ascend with the
+        # workers: in worker order the pairs are in env order (restarts add to `raw` alone).
+        return add_infos({}, pairs if not restarted else sorted(raw.items()), self.num_envs, self._add_info)
 
     def env_infos(self) -> List[Dict[str, Any]]:
         """Each env's own info dict from the last ``reset``, ``step`` or ``recv``, as the env
@@ -520,8 +555,11 @@ class AsyncVectorEnv(PoolVectorEnv):
         ``"final_info"`` for the envs that ended): a list of ``num_envs`` dicts in env order,
         empty for envs that returned no info or were not part of that call. For adapters that
         want one dict per env (Stable-Baselines3's); with ``vector_infos=False`` the vectorised
-        infos are skipped altogether."""
+        infos are skipped altogether. Each call returns new lists; the dicts are the same objects
+        until the next call that steps or resets."""
         raw = self._env_infos
+        if isinstance(raw, list):  # typed messages: the dicts are made on the first call
+            raw = self._env_infos = {i: info for m in raw for i, info in _native.typed_dicts(m, self.num_envs)}
         return [raw.get(i, {}) for i in range(self.num_envs)]
 
     def __repr__(self) -> str:

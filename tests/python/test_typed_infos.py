@@ -1,0 +1,218 @@
+"""Typed infos (``bindings/src/typed_infos.rs``): when every env of a worker's command returns an
+info of the same number-valued keys, the worker sends them as typed columns in one binary message
+and the main process builds Gymnasium's columns from it without unpickling dicts. Whatever path
+each step takes, the vectorised infos are Gymnasium's (key order, dtypes, bytes, masks) and
+``env_infos()`` gives each env's own dict (its keys in order, its values' own types); a message
+that is not well formed raises ``ValueError``, never crashes."""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import ringenv
+from ringenv import _native
+from info_envs import NumberInfoEnv
+from vec_asserts import assert_infos_equal, assert_tree_identical
+from vec_compare import make_ref
+
+NUM_ENVS = 4
+STEPS = 80
+
+
+def _fns():
+    return [functools.partial(NumberInfoEnv, i) for i in range(NUM_ENVS)]
+
+
+class _Counting:
+    """Counts the typed messages the main process vectorised natively (``typed_columns`` giving
+    columns) and decoded into dicts (``typed_dicts``)."""
+
+    def __init__(self, monkeypatch):
+        self.columns = self.dicts = 0
+        columns, dicts = _native.typed_columns, _native.typed_dicts
+
+        def counted_columns(*args):
+            out = columns(*args)
+            self.columns += out is not None
+            return out
+
+        def counted_dicts(*args):
+            self.dicts += 1
+            return dicts(*args)
+
+        monkeypatch.setattr(_native, "typed_columns", counted_columns)
+        monkeypatch.setattr(_native, "typed_dicts", counted_dicts)
+
+
+#: Same-step autoreset's keys, which Gymnasium's AsyncVectorEnv (whose worker ringenv's follows)
+#: and SyncVectorEnv add in opposite orders.
+_FINAL = {"final_obs", "_final_obs", "final_info", "_final_info"}
+
+
+def _assert_infos_in_order(ours, ref, what):
+    order, ref_order = [k for k in ours if k not in _FINAL], [k for k in ref if k not in _FINAL]
+    assert order == ref_order, f"{what}: key order {order} != {ref_order}"
+    assert_infos_equal(ours, ref, what)
+
+
+def _assert_env_infos_are_the_envs_own(vec, what):
+    """``env_infos()`` holds what each env returned: the same keys in the same order, values of
+    the same types and bytes (the envs keep their last info in ``last_info``)."""
+    own = vec.get_attr("last_info")
+    got = vec.env_infos()
+    assert len(got) == len(own) == vec.num_envs
+    for i, (g, o) in enumerate(zip(got, own)):
+        # (same-step autoreset adds the ended episode's final_info and final_obs to the reset's)
+        g = {k: v for k, v in g.items() if k not in ("final_info", "final_obs")}
+        assert_tree_identical(g, o, f"{what}: env_infos()[{i}]")
+
+
+@pytest.mark.parametrize("num_workers,inline", [(None, None), (0, None), (1, False), (2, False), (3, True)])
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
+def test_infos_equal_gymnasiums_and_env_infos_the_envs_own_whatever_path_each_step_takes(monkeypatch, num_workers, inline, mode):
+    count = _Counting(monkeypatch)
+    kwargs = {} if num_workers is None else {"num_workers": num_workers}
+    if inline is not None:
+        kwargs["inline"] = inline
+    ours = ringenv.AsyncVectorEnv(_fns(), autoreset_mode=mode, **kwargs)
+    ref = make_ref(_fns(), autoreset_mode=mode)
+    try:
+        obs, infos = ours.reset(seed=5)
+        ref_obs, ref_infos = ref.reset(seed=5)
+        _assert_infos_in_order(infos, ref_infos, "reset")
+        _assert_env_infos_are_the_envs_own(ours, "reset")
+        ref.action_space.seed(5)
+        for t in range(STEPS):
+            actions = ref.action_space.sample()
+            out, ref_out = ours.step(actions), ref.step(actions)
+            for name, a, b in zip(("obs", "rewards", "terminations", "truncations"), out[:4], ref_out[:4]):
+                assert_tree_identical(a, b, f"step {t} {name}")
+            _assert_infos_in_order(out[4], ref_out[4], f"step {t}")
+            if t % 3 == 0:  # now and then: env_infos() is made on demand, from whichever path
+                _assert_env_infos_are_the_envs_own(ours, f"step {t}")
+            done = out[2] | out[3]
+            if mode == AutoresetMode.DISABLED and done.any():
+                _assert_infos_in_order(ours.reset(options={"reset_mask": done})[1],
+                                       ref.reset(options={"reset_mask": done.copy()})[1], f"masked reset {t}")
+    finally:
+        ours.close()
+        ref.close()
+    # Most steps were typed messages vectorised natively (fewer in same-step mode, where a step
+    # that ends an episode has final_obs and final_info); the schedule's others were not.
+    least = 10 if mode == AutoresetMode.SAME_STEP else STEPS // 3
+    assert count.columns > least, f"only {count.columns} of {STEPS} steps were vectorised from typed messages"
+    assert count.columns < STEPS + 1
+
+
+def test_async_batches_of_typed_messages_equal_the_envs_infos(monkeypatch):
+    """recv() batches: the columns over each batch's env ids, built from typed messages, equal
+    Gymnasium's columns of the same envs' infos added one env at a time."""
+    from gymnasium.vector.vector_env import VectorEnv
+
+    count = _Counting(monkeypatch)
+    ours = ringenv.AsyncVectorEnv(_fns(), batch_size=2, num_workers=2)
+    try:
+        ours.async_reset(seed=1)
+        rng = np.random.default_rng(1)
+        for t in range(40):
+            infos = ours.recv()[4]
+            env_ids = infos["env_id"]
+            batch = VectorEnv.__new__(VectorEnv)
+            batch.num_envs = len(env_ids)
+            ref: dict = {}
+            own = ours.env_infos()
+            for k, env_id in enumerate(env_ids):
+                if own[env_id]:
+                    ref = batch._add_info(ref, own[env_id], k)
+            _assert_infos_in_order({k: v for k, v in infos.items() if k != "env_id"}, ref, f"recv {t}")
+            ours.send(rng.integers(0, 3, len(env_ids)), env_ids)
+    finally:
+        ours.close()
+    assert count.columns > 10
+
+
+def test_vector_infos_false_still_gives_each_envs_dict(monkeypatch):
+    count = _Counting(monkeypatch)
+    ours = ringenv.AsyncVectorEnv(_fns(), num_workers=2, vector_infos=False)
+    try:
+        assert ours.reset(seed=0)[1] == {}
+        for t in range(12):
+            assert ours.step(np.zeros(NUM_ENVS, np.int64))[4] == {}
+            _assert_env_infos_are_the_envs_own(ours, f"step {t}")
+    finally:
+        ours.close()
+    assert count.columns == 0 and count.dicts > 0
+
+
+def _typed_message(monkeypatch):
+    """A typed message a worker process sent (with the envs' schedule's first step: every key
+    typed)."""
+    seen = []
+    ours = ringenv.AsyncVectorEnv(_fns(), num_workers=2, inline=False)
+    try:
+        absorb = ours._absorb
+
+        def keep(messages, restarted, *args):
+            seen.extend(p for _, p in messages if type(p) is bytes)
+            return absorb(messages, restarted, *args)
+
+        monkeypatch.setattr(ours, "_absorb", keep)
+        ours.reset(seed=0)
+    finally:
+        ours.close()
+    typed = [m for m in seen if m[:4] == b"\0RTI"]
+    assert len(typed) == 2, "both workers sent typed messages"
+    return typed
+
+
+def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_a_bad_one(monkeypatch):
+    first, second = _typed_message(monkeypatch)
+    pairs = _native.typed_dicts(first, NUM_ENVS) + _native.typed_dicts(second, NUM_ENVS)
+    assert [i for i, _ in pairs] == list(range(NUM_ENVS))
+    assert list(pairs[0][1]) == ["t", "score", "even", "energy", "small", "big", "half", "wave", "id"]
+    assert [type(v) for v in pairs[0][1].values()] == [int, float, bool, np.float32, np.int8, np.uint64,
+                                                       np.float16, np.complex64, np.int64]
+    columns = _native.typed_columns([first, second], None, NUM_ENVS)
+    assert columns is not None and columns["id"].tolist() == [0, 1000, 2000, 3000]
+    # Not every env, the wrong order, another env count: the general path decides.
+    assert _native.typed_columns([first], None, NUM_ENVS) is None
+    assert _native.typed_columns([second, first], None, NUM_ENVS) is None
+    assert _native.typed_columns([first], [0, 1], NUM_ENVS)["id"].tolist() == [0, 1000]
+    with pytest.raises(ValueError, match="vector env of 3 envs"):
+        _native.typed_dicts(second, 3)  # envs 2..4 of a vector env of 3
+    with pytest.raises(ValueError, match="malformed typed infos"):
+        _native.typed_dicts(first[:-1], NUM_ENVS)  # a value's byte missing
+    with pytest.raises(ValueError, match="malformed typed infos"):
+        _native.typed_columns([first, second + b"\0"], None, NUM_ENVS)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypatch, seed):
+    """Bytes flipped, cut or added anywhere in a real message: each call raises ValueError or
+    returns a well-formed result (a value flipped is just another value); the process lives."""
+    message = _typed_message(monkeypatch)[0]
+    rng = random.Random(seed)
+    for _ in range(400):
+        m = bytearray(message)
+        for _ in range(rng.randint(1, 4)):
+            what = rng.random()
+            if what < 0.6 and m:
+                m[rng.randrange(len(m))] = rng.randrange(256)
+            elif what < 0.8:
+                del m[rng.randrange(len(m) + 1):][:rng.randint(1, 16)]
+            else:
+                m[rng.randrange(len(m) + 1):0] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+        corrupt = bytes(m)
+        for call in (lambda: _native.typed_dicts(corrupt, NUM_ENVS),
+                     lambda: _native.typed_columns([corrupt], [0, 1], NUM_ENVS)):
+            try:
+                out = call()
+            except ValueError as e:
+                assert "malformed typed infos" in str(e)
+                continue
+            assert out is None or isinstance(out, (list, dict))
