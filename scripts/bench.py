@@ -2,7 +2,8 @@
 
 Runs, in order: the criterion ring round-trip benchmark (with its Unix-socket peer), the main job's
 table (scripts/demo.py's groups: ringenv beside Gymnasium's SyncVectorEnv, AsyncVectorEnv and
-vectorised CartPole, with its ratio to the best peer), ``ringenv bench`` for CartPole-v1 (every
+vectorised CartPole, with its ratio to the best peer), quiet and again beside one busy-looping
+neighbour process (``benches/neighbour.py``), ``ringenv bench`` for CartPole-v1 (every
 peer installed), benches/python_envs.py (null and busy Python envs through ringenv and
 Gymnasium's vector envs) and benches/envpool_cartpole.py
 (ringenv's Rust CartPole against EnvPool's), then issue 7's examples as subprocesses with
@@ -11,9 +12,10 @@ computed here from its figures) and examples/torchrl_collector.py twice (a CartP
 cost, 16,000 frames; with a 2000 µs busy-wait per step, 8,000 frames; TorchRL's ParallelEnv beside
 ringenv's). The file opens with issue 5's speed targets and whether each was met, computed from
 this run's figures. Run it through scripts/bench.sh, which sets everything up first. Each figure
-in the file comes from this run; about 10 minutes on 2 cores with the defaults, plus about 2 to 3
-for the examples (measured on 2 busy cores: PPO 25 s; the collector halves about 55 s and 50 s, much of
-it TorchRL's 8 worker processes importing torch). ``--skip-examples`` leaves them out;
+in the file comes from this run; about 11 minutes on 2 cores with the defaults (1 of them the main
+job beside a busy neighbour), plus about 2 to 3 for the examples (measured on 2 busy cores: PPO
+25 s; the collector halves about 55 s and 50 s, much of it TorchRL's 8 worker processes importing
+torch). ``--skip-examples`` leaves them out;
 ``--only-examples`` runs only them (with ``--output`` elsewhere, and ``--ppo-timesteps 2048
 --collector-frames-per-batch 200 --collector-total-frames 800`` to try the section in a minute).
 
@@ -291,6 +293,22 @@ def envpool_section(report: dict) -> list:
     return lines + [""]
 
 
+def demo_rows(groups: list) -> list:
+    """The main job's table rows of ``groups`` (``scripts/demo.py``'s ``measure_groups``)."""
+    import demo
+    lines = []
+    for g in groups:
+        for r, compared in demo.compared_rows(g):
+            if "error" in r:
+                lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | - | {r['error']} | - | - | - |")
+                continue
+            workers = r["workers"] if r["workers"] is not None else "in-process"
+            vs = f"**{compared}**" if r["ringenv"] and compared != "-" else compared
+            lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | {workers} | {r['steps_per_s']:,.0f} | "
+                         f"{r['us_per_env_step']:.2f} | {r['cpu']['tree_cores']:.2f} | {vs} |")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per end-to-end measurement (default 5)")
@@ -344,7 +362,11 @@ def main() -> int:
     ring = criterion(3.0, args.criterion_seconds)
     print("== main job table", file=sys.stderr)
     import demo
+    from neighbour import busy_neighbour
     demo_groups = list(demo.measure_groups(args.seconds))
+    print("== main job table, beside a busy neighbour", file=sys.stderr)
+    with busy_neighbour():
+        demo_groups_busy = list(demo.measure_groups(args.seconds))
     print("== ringenv bench CartPole-v1", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         report_path = Path(tmp) / "bench.json"
@@ -392,19 +414,20 @@ def main() -> int:
         "| env | envs | runtime | workers | steps/s | µs per env step | tree CPU | vs best peer |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for g in demo_groups:
-        best = next((r.get("best_peer") for r in g["rows"] if r.get("best_peer")), None)
-        for r in g["rows"]:
-            if "error" in r:
-                lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | - | {r['error']} | - | - | - |")
-                continue
-            workers = r["workers"] if r["workers"] is not None else "in-process"
-            if r["ringenv"]:
-                vs = f"**{r['vs_best_peer']:.2f}x**" if "vs_best_peer" in r else "-"
-            else:
-                vs = "best peer" if r["runtime"] == best else "peer"
-            lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | {workers} | {r['steps_per_s']:,.0f} | "
-                         f"{r['us_per_env_step']:.2f} | {r['cpu']['tree_cores']:.2f} | {vs} |")
+    lines += demo_rows(demo_groups)
+    lines += [
+        "",
+        "### The main job beside one busy-looping neighbour process",
+        "",
+        "The same groups again, measured while `python -c \"while True: pass\"` (`benches/neighbour.py`)",
+        "keeps one of the machine's cores busy, as another user's job would; ringenv keeps its default",
+        "layout, chosen for the machine's cores (docs/INLINE.md says why it matches rather than beats",
+        "the in-process loop there).",
+        "",
+        "| env | envs | runtime | workers | steps/s | µs per env step | tree CPU | vs best peer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += demo_rows(demo_groups_busy)
     lines += [
         "",
         f"## `ringenv bench CartPole-v1`, {args.seconds:g} s per row",

@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import gymnasium as gym
 
@@ -148,20 +148,30 @@ def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
         yield {"env": group["env"], "num_envs": n, "rows": rows}
 
 
+def compared_rows(group: Dict[str, Any]) -> Iterator[Tuple[Dict[str, Any], str]]:
+    """Each row of ``group`` with how it compares: a ringenv row's ratio to the best peer
+    (``"1.90x"``, ``"-"`` without one), ``"best peer"`` or ``"peer"`` for a peer; ``""`` for a row
+    that failed (it has ``"error"``)."""
+    best = next((r.get("best_peer") for r in group["rows"] if r.get("best_peer")), None)
+    for row in group["rows"]:
+        if "error" in row:
+            yield row, ""
+        elif row["ringenv"]:
+            yield row, f"{row['vs_best_peer']:.2f}x" if "vs_best_peer" in row else "-"
+        else:
+            yield row, "best peer" if row["runtime"] == best else "peer"
+
+
 def table_lines(group: Dict[str, Any]) -> List[str]:
     """One group as text: a title line, a header, a line per row."""
-    best = next((r.get("best_peer") for r in group["rows"] if r.get("best_peer")), None)
     lines = [f"{group['env']}, {group['num_envs']} envs",
              f"  {'runtime':<46}{'workers':>10}{'steps/s':>13}{'µs/step':>10}{'tree CPU':>10}{'vs best peer':>15}"]
-    for row in group["rows"]:
+    for row, compared in compared_rows(group):
         if "error" in row:
             lines.append(f"  {row['runtime']:<46}{'-':>10}  error: {row['error']}")
             continue
         w = "in-proc" if row["workers"] is None else str(row["workers"])
-        if row["ringenv"]:
-            ratio = f"{row['vs_best_peer']:.2f}x" if "vs_best_peer" in row else "-"
-        else:
-            ratio = "(best peer)" if row["runtime"] == best else ""
+        ratio = "" if compared == "peer" else f"({compared})" if compared == "best peer" else compared
         lines.append(f"  {row['runtime']:<46}{w:>10}{row['steps_per_s']:>13,.0f}{row['us_per_env_step']:>10.2f}"
                      f"{row['cpu']['tree_cores']:>10.2f}{ratio:>15}")
     return lines

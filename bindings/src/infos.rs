@@ -15,8 +15,8 @@
 //! key, a key whose mask name is also a key, a key that is not a `str`, an info that is not a
 //! `dict`) gives `None`, and the Python path decides.
 
-use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods};
+use numpy::npyffi::PY_ARRAY_API;
+use numpy::{PyArray1, PyArrayDescrMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyType};
 
@@ -127,31 +127,13 @@ fn column<'py>(py: Python<'py>, kind: Kind, values: &[Bound<'py, PyAny>]) -> PyR
 /// The column of NumPy scalars `values` (all of one exact subclass of `numpy.number`): an array
 /// of their dtype holding each one's bytes, or `None` (see [`column`]).
 fn numpy_column<'py>(py: Python<'py>, values: &[Bound<'py, PyAny>]) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let first = &values[0];
-    // SAFETY: NumPy's API table holds the type object of `numpy.generic`, which lives as long as
-    // NumPy is loaded (it is: the caller passed `numpy.number`).
-    let generic = unsafe { get_type_object(py, NpyTypes::PyGenericArrType_Type) };
-    // SAFETY: both are live type objects.
-    if unsafe { pyo3::ffi::PyType_IsSubtype(pyo3::ffi::Py_TYPE(first.as_ptr()), generic) } == 0 {
-        return Ok(None);
-    }
-    // SAFETY: `first` is a NumPy scalar (checked above), for which NumPy returns a new reference
-    // to its dtype, or NULL with an exception set.
-    let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromScalar(py, first.as_ptr()) };
-    if descr.is_null() {
-        drop(PyErr::take(py));
-        return Ok(None);
-    }
-    // SAFETY: a new, non-null reference to a dtype object.
-    let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
-    let Ok(descr) = descr.cast_into::<PyArrayDescr>() else { return Ok(None) };
+    let Some(descr) = crate::obs_copy::own_scalar_dtype(&values[0]) else { return Ok(None) };
     let plain = match descr.kind() {
         b'b' | b'i' | b'u' | b'f' => descr.itemsize() <= 8,
         b'c' => descr.itemsize() <= 16,
         _ => false,
     };
-    // NumPy's own scalar type of the dtype (a subclass may hold other data).
-    if !plain || !descr.typeobj().is(first.get_type()) {
+    if !plain {
         return Ok(None);
     }
     let itemsize = descr.itemsize();

@@ -124,27 +124,10 @@ impl Row {
     /// its bytes as they are, which is what `np.copyto(row, value)` writes for it.
     fn put_numpy_scalar(&self, value: &Bound<'_, PyAny>) -> bool {
         let py = value.py();
-        // SAFETY: NumPy's API table holds the type object of `numpy.generic`, which lives as
-        // long as NumPy is loaded (it is: the rows are NumPy arrays).
-        let generic = unsafe { get_type_object(py, NpyTypes::PyGenericArrType_Type) };
-        // SAFETY: both are live type objects.
-        if unsafe { pyo3::ffi::PyType_IsSubtype(pyo3::ffi::Py_TYPE(value.as_ptr()), generic) } == 0 {
-            return false;
-        }
-        // SAFETY: `value` is a NumPy scalar (checked above), for which NumPy returns a new
-        // reference to its dtype, or NULL with an exception set.
-        let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr()) };
-        if descr.is_null() {
-            drop(PyErr::take(py));
-            return false;
-        }
-        // SAFETY: a new, non-null reference to a dtype object.
-        let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
-        let Ok(descr) = descr.cast_into::<PyArrayDescr>() else { return false };
-        // NumPy's own scalar type of the dtype (not a subclass, which may hold other data), of
-        // a dtype whose scalar holds its value inline with no padding (checked by `Row::of` for
-        // the row's dtype, and equivalence makes it the scalar's too).
-        if !descr.typeobj().is(value.get_type()) || !descr.is_equiv_to(self.dtype.bind(py)) {
+        // (checked by `Row::of` for the row's dtype, and equivalence makes it the scalar's too:
+        // a dtype whose scalar holds its value inline with no padding)
+        let Some(descr) = own_scalar_dtype(value) else { return false };
+        if !descr.is_equiv_to(self.dtype.bind(py)) {
             return false;
         }
         // SAFETY: NumPy copies the scalar's `itemsize` bytes (those of the row's dtype, checked
@@ -176,6 +159,30 @@ impl Row {
         }
         true
     }
+}
+
+/// The dtype of `value` when it is a NumPy scalar of NumPy's own scalar type of that dtype (not
+/// a subclass, which may hold other data), else `None`.
+pub fn own_scalar_dtype<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyArrayDescr>> {
+    let py = value.py();
+    // SAFETY: NumPy's API table holds the type object of `numpy.generic`, which lives as long as
+    // NumPy is loaded (callers only get here with NumPy imported: rows and columns are arrays).
+    let generic = unsafe { get_type_object(py, NpyTypes::PyGenericArrType_Type) };
+    // SAFETY: both are live type objects.
+    if unsafe { pyo3::ffi::PyType_IsSubtype(pyo3::ffi::Py_TYPE(value.as_ptr()), generic) } == 0 {
+        return None;
+    }
+    // SAFETY: `value` is a NumPy scalar (checked above), for which NumPy returns a new reference
+    // to its dtype, or NULL with an exception set.
+    let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr()) };
+    if descr.is_null() {
+        drop(PyErr::take(py));
+        return None;
+    }
+    // SAFETY: a new, non-null reference to a dtype object.
+    let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
+    let descr = descr.cast_into::<PyArrayDescr>().ok()?;
+    descr.typeobj().is(value.get_type()).then_some(descr)
 }
 
 /// The data pointer of `array`.

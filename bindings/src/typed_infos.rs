@@ -104,8 +104,12 @@ fn numpy_descr(py: Python<'_>, num: u8) -> Option<Bound<'_, PyArrayDescr>> {
     // SAFETY: a new, non-null reference to a dtype object.
     let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
     let descr = descr.cast_into::<PyArrayDescr>().ok()?;
-    (matches!(descr.kind(), b'i' | b'u' | b'f' | b'c') && descr.itemsize() <= CELL && descr.num() == i32::from(num))
-        .then_some(descr)
+    (is_typed_dtype(&descr) && descr.num() == i32::from(num)).then_some(descr)
+}
+
+/// Whether `descr` is an integer, float or complex dtype of at most [`CELL`] bytes.
+fn is_typed_dtype(descr: &Bound<'_, PyArrayDescr>) -> bool {
+    matches!(descr.kind(), b'i' | b'u' | b'f' | b'c') && descr.itemsize() <= CELL
 }
 
 /// The kind of `value` and its cell, when it is typed (see the module's documentation).
@@ -123,32 +127,11 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
         cell[0] = u8::from(value.is_truthy().ok()?);
         return Some((Kind::Bool, cell));
     }
-    let py = value.py();
-    // SAFETY: NumPy's API table holds the type object of `numpy.generic`, which lives as long as
-    // NumPy is loaded (the module's functions are only called with NumPy imported).
-    let generic = unsafe { get_type_object(py, NpyTypes::PyGenericArrType_Type) };
-    // SAFETY: both are live type objects.
-    if unsafe { pyo3::ffi::PyType_IsSubtype(pyo3::ffi::Py_TYPE(value.as_ptr()), generic) } == 0 {
-        return None;
-    }
-    // SAFETY: `value` is a NumPy scalar (checked above): a new reference to its dtype, or NULL
-    // with an exception set.
-    let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr()) };
-    if descr.is_null() {
-        drop(PyErr::take(py));
-        return None;
-    }
-    // SAFETY: a new, non-null reference to a dtype object.
-    let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
-    let descr = descr.cast_into::<PyArrayDescr>().ok()?;
-    let num = u8::try_from(descr.num()).ok()?;
-    // NumPy's own scalar type of a typed dtype (a subclass may hold other data).
-    if !descr.typeobj().is(value.get_type()) || numpy_descr(py, num).is_none() {
-        return None;
-    }
+    let descr = crate::obs_copy::own_scalar_dtype(value)?;
+    let num = u8::try_from(descr.num()).ok().filter(|_| is_typed_dtype(&descr))?;
     // SAFETY: NumPy copies the scalar's `itemsize` bytes (at most CELL, checked by
-    // `numpy_descr`) to the cell with `memcpy`.
-    unsafe { PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), cell.as_mut_ptr().cast()) };
+    // `is_typed_dtype`) to the cell with `memcpy`.
+    unsafe { PY_ARRAY_API.PyArray_ScalarAsCtype(value.py(), value.as_ptr(), cell.as_mut_ptr().cast()) };
     Some((Kind::Numpy(num), cell))
 }
 
