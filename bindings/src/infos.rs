@@ -56,8 +56,8 @@ pub fn uniform_infos<'py>(
     let out = PyDict::new(py);
     let mut values = Vec::with_capacity(dicts.len());
     for (key, value) in first.iter() {
-        let Ok(name) = key.cast_exact::<PyString>() else { return Ok(None) };
-        let name = name.to_str()?;
+        // (a key that UTF-8 cannot encode, a lone surrogate, is left to the Python path)
+        let Some(name) = key.cast_exact::<PyString>().ok().and_then(|k| k.to_str().ok()) else { return Ok(None) };
         let mask = PyString::new(py, &format!("_{name}"));
         if name == "final_obs" || first.contains(&mask)? {
             return Ok(None);

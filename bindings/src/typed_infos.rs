@@ -308,8 +308,9 @@ pub fn typed_columns<'py>(
     if !matches {
         return Ok(None);
     }
-    let names: Vec<&str> = head.keys.iter().map(|(name, _)| *name).collect();
-    if names.iter().any(|name| *name == "final_obs" || names.contains(&format!("_{name}").as_str())) {
+    let names: std::collections::HashSet<&str> = head.keys.iter().map(|(name, _)| *name).collect();
+    let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
+    if names.len() != head.keys.len() || names.iter().any(|name| clash(name)) {
         return Ok(None);
     }
     let every = vec![true; n];

@@ -174,6 +174,9 @@ pub struct Pool {
     spinner: Spinner,
     /// Scratch for the order in which a wait scans the workers' completion rings.
     scan_order: Vec<usize>,
+    /// When `pump` last looked for dead worker processes while completions kept coming (see
+    /// [`Pool::pump`]).
+    liveness_checked: Instant,
     /// The process that created the pool: the only one that may command, signal or reap its
     /// workers.
     creator_pid: u32,
@@ -266,6 +269,7 @@ impl Pool {
             advert: None,
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
+            liveness_checked: Instant::now(),
             creator_pid: crate::current_pid(),
         };
         pool.segment.pool_metrics().init(std::process::id());
@@ -646,7 +650,7 @@ impl Pool {
     }
 
     /// Drains completions until `done(flights)` holds, at most `timeout` (`None`: forever, still
-    /// noticing dead workers within ~10 ms).
+    /// noticing dead workers within ~10 ms, also while other workers' completions keep arriving).
     ///
     /// # Errors
     /// [`PoolError::Timeout`] naming the workers still running, [`PoolError::WorkerDied`],
@@ -676,10 +680,24 @@ impl Pool {
             });
             self.scan_order = order;
             drained?;
-            if done(&self.flights) {
-                return Ok(());
-            }
             let now = Instant::now();
+            if done(&self.flights) {
+                // While completions keep coming the wait below never times out, so a worker that
+                // died meanwhile would go unnoticed: in asynchronous batches (`recv`) the others'
+                // batches would be returned for ever and the dead worker's envs never restarted
+                // nor reported. Look for one at most every LIVENESS_CHECK.
+                if now.duration_since(self.liveness_checked) < LIVENESS_CHECK {
+                    return Ok(());
+                }
+                self.liveness_checked = now;
+                match self.workers.iter().position(WorkerProcess::has_exited) {
+                    Some(dead) => {
+                        self.on_death(dead, Cause::Died)?;
+                        continue;
+                    }
+                    None => return Ok(()),
+                }
+            }
             if let Some(d) = deadline {
                 if now >= d {
                     let running =

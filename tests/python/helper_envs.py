@@ -160,6 +160,22 @@ class ExitEnv(CounterEnv):
         return self._obs(), float(action), False, False, {}
 
 
+class ExitOnceEnv(ExitEnv):
+    """An :class:`ExitEnv` that exits only if the file ``marker`` does not exist yet, creating it
+    first: the worker restarted after the exit runs on."""
+
+    def __init__(self, env_index: int, exit_env: int, exit_at: int, code: int, marker: str):
+        super().__init__(env_index, exit_env, exit_at, code)
+        self.marker = marker
+
+    def step(self, action):
+        if self.env_index == self.exit_env and self.t + 1 == self.exit_at and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(self.code)
+        self.t += 1
+        return self._obs(), float(action), False, False, {}
+
+
 class SizedEnv(CounterEnv):
     """A :class:`CounterEnv` whose observation has ``size`` entries (for space mismatches)."""
 

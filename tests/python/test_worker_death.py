@@ -14,7 +14,7 @@ import pytest
 from gymnasium.error import ClosedEnvironmentError
 
 import ringenv
-from helper_envs import ExitEnv
+from helper_envs import ExitEnv, ExitOnceEnv
 from ringenv.errors import WorkerDiedError
 from vec_asserts import pid_exists, wait_pids_gone
 
@@ -114,3 +114,45 @@ def test_worker_exiting_inside_step_reports_its_exit_code(closing):
     assert exc.exitcode == 3
     assert exc.signal is None
     _assert_dead_and_closed(envs, pids)
+
+
+def _recv_until(envs, stop, what):
+    """recv()/send() round after round (actions 1) until ``stop(infos)`` holds; returns those
+    infos (not sent again). The deadline only ends a run that would otherwise go on for ever
+    (before the test's own limit of 60 s)."""
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        infos = envs.recv()[4]
+        if stop(infos):
+            return infos
+        envs.send(np.ones(len(infos["env_id"]), np.int64), infos["env_id"])
+    raise AssertionError(f"{what}: not seen in 45 s of batches")
+
+
+def test_a_worker_dying_in_asynchronous_batches_is_reported_while_the_others_keep_finishing(closing):
+    """recv() hands back whichever workers finished first. A worker that died is noticed even while
+    the others' batches keep coming (until 2026-11-27 only a wait with nothing arriving looked, so
+    recv() returned the live worker's batches for ever and never reported the dead one)."""
+    fns = [functools.partial(ExitEnv, i, exit_env=0, exit_at=3, code=3) for i in range(4)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=2, inline=False, batch_size=2))
+    pids = list(envs._pool.worker_pids())
+    envs.async_reset(seed=0)
+    with pytest.raises(WorkerDiedError) as info:
+        _recv_until(envs, lambda infos: False, "WorkerDiedError")
+    assert (info.value.worker, info.value.exitcode, info.value.env_ids) == (0, 3, (0, 2))
+    _assert_dead_and_closed(envs, pids)
+
+
+def test_a_worker_dying_in_asynchronous_batches_is_restarted_while_the_others_keep_finishing(closing, tmp_path):
+    fns = [functools.partial(ExitOnceEnv, i, exit_env=0, exit_at=3, code=3, marker=str(tmp_path / "exited"))
+           for i in range(4)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=2, inline=False, batch_size=2,
+                                          on_worker_failure="restart"))
+    envs.async_reset(seed=0)
+    with pytest.warns(UserWarning, match="restarted"):
+        infos = _recv_until(envs, lambda infos: "worker_restarted" in infos, "the restarted worker's batch")
+    assert infos["env_id"].tolist() == [0, 1] and infos["worker_restarted"].all()
+    # Both workers go on: each one's batches keep coming after the restart.
+    envs.send(np.ones(2, np.int64), infos["env_id"])
+    seen = set()
+    _recv_until(envs, lambda infos: seen.update(infos["env_id"].tolist()) or seen == {0, 1, 2, 3}, "both workers")

@@ -117,3 +117,33 @@ fn misuse_is_refused_before_anything_is_sent() {
     assert!(out.errors.is_empty());
     pool.close(Duration::from_secs(5));
 }
+
+/// A worker that died is reported by `recv` even while another worker's results keep arriving
+/// (until 2026-11-27 only a wait in which nothing arrived looked for dead workers, so `recv`
+/// handed back the live worker's batches for ever).
+#[test]
+fn a_dead_worker_is_reported_while_another_keeps_finishing() {
+    let mut pool = pool(4, 2);
+    pool.write_seeds(&[Some(3); 4]);
+    pool.send(&[0, 1], CommandKind::Reset, None).unwrap();
+    let first = pool.recv(2, RecvOrder::Sent, None).unwrap();
+    assert_eq!(first.iter().map(|b| b.worker).collect::<Vec<_>>(), vec![0, 1]);
+    let victim = rustix::process::Pid::from_raw(pool.worker_pids()[0] as i32).unwrap();
+    rustix::process::kill_process(victim, rustix::process::Signal::KILL).unwrap();
+    // Worker 1 alone steps on; the deadline only ends a run that would otherwise go on for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let error = loop {
+        assert!(std::time::Instant::now() < deadline, "worker 0's death not reported in 30 s of batches");
+        if let Err(e) = pool.send(&[1], CommandKind::Step, None) {
+            break e;
+        }
+        match pool.recv(1, RecvOrder::Arrival, None) {
+            Ok(batch) => assert_eq!(batch[0].worker, 1),
+            Err(e) => break e,
+        }
+    };
+    match error {
+        PoolError::WorkerDied(f) => assert_eq!((f.worker, f.env_ids.clone()), (0, 0..2), "{f:?}"),
+        other => panic!("expected WorkerDied for worker 0, got {other:?}"),
+    }
+}
