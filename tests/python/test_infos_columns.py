@@ -456,3 +456,17 @@ def test_every_env_with_numbers_of_one_type_gives_gymnasiums_columns_for_edge_va
     assert ours["_v"].all() and ours["_n"].all() and ours["_v"] is not ours["_n"]
     ours["v"][0], ours["_v"][0] = ours["v"][1], False  # the caller's to change: the next batch's are new
     assert_gymnasiums(add_infos({}, batch, NUM_ENVS, _refuse))
+
+
+def test_a_key_utf8_cannot_encode_gives_gymnasiums_columns():
+    """A str key holding a lone surrogate (which UTF-8 cannot encode): the native pass leaves it to
+    the Python path, which gives Gymnasium's columns (it raised UnicodeEncodeError)."""
+    key = "a\ud800"
+    batch = [(i, {key: i, "b": 0.5 * i}) for i in range(NUM_ENVS)]
+    env = _reference_env()
+    try:
+        ref = _gymnasiums(env, batch)
+    finally:
+        env.close()
+    assert ref is not None and list(ref) == [key, "_" + key, "b", "_b"]
+    _assert_same(add_infos({}, batch, NUM_ENVS, _refuse), ref)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -216,3 +217,31 @@ def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypa
                 assert "malformed typed infos" in str(e)
                 continue
             assert out is None or isinstance(out, (list, dict))
+
+
+def _message(first: int, count: int, names) -> bytes:
+    """A typed message of ``count`` envs from ``first`` with ``int`` keys ``names`` (the layout of
+    bindings/src/typed_infos.rs); env ``i``'s value of key ``k`` is ``100 * i + k``."""
+    out = [b"\0RTI", struct.pack("=IIH", first, count, len(names))]
+    for name in names:
+        raw = name.encode()
+        out.append(b"i\0" + struct.pack("=H", len(raw)) + raw)
+    out += [struct.pack("=q", 100 * i + k) for i in range(count) for k in range(len(names))]
+    return b"".join(out)
+
+
+def test_keys_gymnasium_treats_specially_leave_the_columns_to_the_general_path():
+    """A key whose mask name is also a key (either order), ``final_obs``, or a key twice: the
+    general path (Gymnasium's own ``_add_info`` for those) decides, as for pickled infos."""
+    def columns(names):
+        return _native.typed_columns([_message(0, 2, names)], None, 2)
+
+    assert list(columns(["x", "_y", "z"])) == ["x", "_x", "_y", "__y", "z", "_z"]
+    assert columns(["x", "_y", "z"])["z"].tolist() == [2, 102]
+    assert columns(["x", "_x"]) is None and columns(["_x", "x"]) is None
+    assert columns(["", "_"]) is None, "the mask of the key '' is '_'"
+    assert columns(["final_obs"]) is None
+    assert columns(["x", "x"]) is None
+    # Thousands of keys: each key's mask name is looked up, not compared with every other key.
+    many = [f"key{j}" for j in range(5000)] + ["_key4999"]
+    assert columns(many) is None and columns(many[:-1])["key4999"].tolist() == [4999, 5099]
