@@ -8,12 +8,11 @@ workers run (``_program.py``); the argument checks (``_checks.py``); the views o
 
 from __future__ import annotations
 
+import operator
 import os
+import pickle
 from collections.abc import Sequence as SequenceABC
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
-
-import operator
-import pickle
 
 import cloudpickle
 import gymnasium as gym
