@@ -177,6 +177,10 @@ pub struct Pool {
     /// When `pump` last looked for dead worker processes while completions kept coming (see
     /// [`Pool::pump`]).
     liveness_checked: Instant,
+    /// Per worker: the failure of a worker restarted while it had no command in flight (in
+    /// asynchronous batches, between `recv` and `send`), reported with its next step or reset,
+    /// which then resets its new envs (see [`Pool::launch`]).
+    idle_restarts: Vec<Option<WorkerFailure>>,
     /// The process that created the pool: the only one that may command, signal or reap its
     /// workers.
     creator_pid: u32,
@@ -270,6 +274,7 @@ impl Pool {
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
             liveness_checked: Instant::now(),
+            idle_restarts: (0..n).map(|_| None).collect(),
             creator_pid: crate::current_pid(),
         };
         pool.segment.pool_metrics().init(std::process::id());
@@ -583,6 +588,12 @@ impl Pool {
         if w >= self.workers.len() {
             return Ok(()); // the inline worker: the caller runs it (Pool::inline_command)
         }
+        if matches!(kind, CommandKind::Step | CommandKind::Reset) {
+            if let Some(failure) = self.idle_restarts[w].take() {
+                self.flight(w).restarted = Some(failure);
+                return self.reset_restarted(w);
+            }
+        }
         match self.send_command(w, kind) {
             Ok(()) => Ok(()),
             Err(SendFault::Corrupt(what)) => self.on_death(w, Cause::Corrupt(what)),
@@ -809,34 +820,19 @@ impl Pool {
         if let Err(e) = self.restart(w) {
             return Err(self.fail(e));
         }
-        let Some(flight) = self.flights[w].as_mut() else { return Ok(()) };
+        let Some(flight) = self.flights[w].as_mut() else {
+            // No command in flight (asynchronous batches, between recv and send): the new
+            // worker's envs are reset, and the restart reported, with its next step or reset.
+            self.idle_restarts[w] = Some(failure);
+            return Ok(());
+        };
         flight.arrived = None;
         flight.reply = None;
         flight.error = None;
         flight.restarted = Some(failure);
         let kind = flight.kind;
         match kind {
-            CommandKind::Step | CommandKind::Reset => {
-                if kind == CommandKind::Step {
-                    // The restarted worker resets its envs without seeds: they continue fresh
-                    // random streams, as an autoreset would.
-                    let envs = self.segment.layout().worker_envs(w);
-                    flight.message = None;
-                    let slot = flight.slot;
-                    let fresh = SeedFlags::default().bits();
-                    self.segment.slot_mut(slot).rows_mut(Array::SeedFlags, envs).fill(fresh);
-                }
-                // A Reset re-runs as it was (same seeds, same options message); a Step becomes a
-                // reset of the new worker's envs.
-                match self.send_command(w, CommandKind::Reset) {
-                    Ok(()) => {}
-                    Err(SendFault::Control(error)) => return Err(self.fail(PoolError::Control { worker: w, error })),
-                    Err(SendFault::Corrupt(what)) => {
-                        let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
-                        return Err(self.fail(PoolError::Corrupt { what, failure }));
-                    }
-                }
-            }
+            CommandKind::Step | CommandKind::Reset => self.reset_restarted(w)?,
             _ => {
                 // A call cannot be replayed safely: report it as failed for this worker's envs.
                 let message = "the worker died during the call and was restarted; its envs were reset".into();
@@ -846,6 +842,28 @@ impl Pool {
             }
         }
         Ok(())
+    }
+
+    /// Sends restarted worker `w` its flight (a step or reset) as a reset of its new envs: a Reset
+    /// re-runs as it was (same seeds, same options message); a Step becomes a reset without seeds,
+    /// so its envs continue fresh random streams, as an autoreset would.
+    fn reset_restarted(&mut self, w: usize) -> Result<(), PoolError> {
+        let flight = self.flights[w].as_mut().expect("a restarted worker's flight");
+        if flight.kind == CommandKind::Step {
+            let envs = self.segment.layout().worker_envs(w);
+            flight.message = None;
+            let slot = flight.slot;
+            let fresh = SeedFlags::default().bits();
+            self.segment.slot_mut(slot).rows_mut(Array::SeedFlags, envs).fill(fresh);
+        }
+        match self.send_command(w, CommandKind::Reset) {
+            Ok(()) => Ok(()),
+            Err(SendFault::Control(error)) => Err(self.fail(PoolError::Control { worker: w, error })),
+            Err(SendFault::Corrupt(what)) => {
+                let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
+                Err(self.fail(PoolError::Corrupt { what, failure }))
+            }
+        }
     }
 
     /// Replaces dead worker `w`: reset its rings, start a new process, hand it its init payload.

@@ -147,3 +147,46 @@ fn a_dead_worker_is_reported_while_another_keeps_finishing() {
         other => panic!("expected WorkerDied for worker 0, got {other:?}"),
     }
 }
+
+/// Under `FailurePolicy::Restart`, a worker that died with no command in flight (between `recv`
+/// and `send`) is restarted while another worker's results keep arriving, and its next step
+/// resets its new envs and reports the restart: rows truncated with reward 0, `restarted` set
+/// (until 2026-11-27 the step ran on envs never reset, and the restart was not reported).
+#[test]
+fn a_worker_restarted_between_recv_and_send_reports_it_with_its_next_step() {
+    use ringenv_runtime::{FailurePolicy, RestartPolicy};
+    let mut config = builtin_pool::builtin_config("CartPole-v1", 4, 2);
+    config.on_failure = FailurePolicy::Restart(RestartPolicy { max_failures: 10, window: Duration::from_secs(600) });
+    let mut pool = Pool::spawn(config).unwrap();
+    pool.write_seeds(&[Some(5); 4]);
+    pool.send(&[0, 1], CommandKind::Reset, None).unwrap();
+    pool.recv(2, RecvOrder::Sent, None).unwrap();
+    let old = pool.worker_pids()[0];
+    let victim = rustix::process::Pid::from_raw(old as i32).unwrap();
+    rustix::process::kill_process(victim, rustix::process::Signal::KILL).unwrap();
+    // Worker 1 alone steps on until worker 0 was restarted; the deadline only ends a run that
+    // would otherwise go on for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while pool.worker_pids()[0] == old {
+        assert!(std::time::Instant::now() < deadline, "worker 0 not restarted in 30 s of batches");
+        pool.send(&[1], CommandKind::Step, None).unwrap();
+        let batch = pool.recv(1, RecvOrder::Arrival, None).unwrap();
+        assert_eq!(batch[0].worker, 1);
+        assert!(batch[0].restarted.is_none());
+    }
+    pool.send(&[0], CommandKind::Step, None).unwrap();
+    let batch = pool.recv(1, RecvOrder::Arrival, None).unwrap();
+    let b = &batch[0];
+    assert_eq!((b.worker, b.kind), (0, CommandKind::Step));
+    let failure = b.restarted.as_ref().expect("the restart is reported with worker 0's next step");
+    assert_eq!((failure.worker, failure.pid), (0, old));
+    assert!(b.error.is_none(), "{:?}", b.error);
+    let view = pool.batch(b.slot);
+    assert_eq!(view.rows(Array::Truncated, 0..2), &[1, 1]);
+    assert_eq!(view.rows(Array::Terminated, 0..2), &[0, 0]);
+    // Then worker 0 steps on as usual.
+    pool.send(&[0], CommandKind::Step, None).unwrap();
+    let again = pool.recv(1, RecvOrder::Sent, None).unwrap();
+    assert!(again.iter().all(|b| b.error.is_none() && b.restarted.is_none()), "{again:?}");
+    pool.close(Duration::from_secs(5));
+}
