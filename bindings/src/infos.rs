@@ -139,7 +139,7 @@ fn numpy_column<'py>(py: Python<'py>, values: &[Bound<'py, PyAny>]) -> PyResult<
     let itemsize = descr.itemsize();
     let (array, data) = crate::typed_infos::new_column(py, &descr, values.len())?;
     for (i, v) in values.iter().enumerate() {
-        // SAFETY: every value is a scalar of the same exact type as `first` (the caller checked),
+        // SAFETY: every value is a scalar of the same exact type as `values[0]` (the caller checked),
         // so of the array's dtype; NumPy copies its `itemsize` bytes to element `i` of the array.
         unsafe { PY_ARRAY_API.PyArray_ScalarAsCtype(py, v.as_ptr(), data.add(i * itemsize).cast()) };
     }
