@@ -116,6 +116,16 @@ class AsyncBatches:
         #: The env ids array the last recv returned and its workers, ascending (their blocks one
         #: after the other in the ids): send's fast path.
         self._recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
+        #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
+        self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
+
+    def _id_run(self, start: int, stop: int) -> np.ndarray:
+        """The kept ``int32`` array of the env ids ``start..stop`` (callers copy it: a copy is
+        cheaper than ``numpy.arange``)."""
+        kept = self._id_runs.get((start, stop))
+        if kept is None:
+            kept = self._id_runs[(start, stop)] = np.arange(start, stop, dtype=np.int32)
+        return kept
 
     def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
         """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
@@ -144,14 +154,15 @@ class AsyncBatches:
         else:
             ids, workers = self._whole_workers(env_ids)
             in_order = bool(np.array_equal(ids, self._ids_of(workers)))
-        busy = [w for w in workers if self._sent[w] is not None]
-        if busy:
-            a, b = self.ranges[busy[0]]
-            raise ValueError(f"envs {a}..{b - 1} (worker {busy[0]}) were sent actions whose "
-                             "results were not received yet: recv them first")
-        slots = [self._slots.next_slot(w) for w in workers]
+        sent, ranges, next_slot = self._sent, self.ranges, self._slots.next_slot
+        for w in workers:
+            if sent[w] is not None:
+                a, b = ranges[w]
+                raise ValueError(f"envs {a}..{b - 1} (worker {w}) were sent actions whose "
+                                 "results were not received yet: recv them first")
+        slots = [next_slot(w) for w in workers]
         if in_order:  # ids are the workers' blocks one after the other: one run per worker
-            runs = [(slot, *self.ranges[w]) for w, slot in zip(workers, slots)]
+            runs = [(slot, *ranges[w]) for w, slot in zip(workers, slots)]
             payload = self._slots.write_actions(actions, ids, None, runs)
         else:
             by_worker = dict(zip(workers, slots))
@@ -160,7 +171,7 @@ class AsyncBatches:
         self._slots.before_reuse(slots)
         self._pool.send(workers, "step", payload)
         for w in workers:
-            self._sent[w] = "step"
+            sent[w] = "step"
 
     def _ids_of(self, workers: List[int]) -> np.ndarray:
         """The env ids of ``workers``' blocks, one after the other."""
@@ -208,35 +219,41 @@ class AsyncBatches:
         """
         if len(batch) > 1:
             batch.sort(key=_worker)  # ascending env ids (the order is the same in both modes)
-        pieces, messages, restarted, error = [], [], [], None
-        resets = []
+        ranges, sent, latest = self.ranges, self._sent, self._slots.latest
+        pieces: List[Tuple[int, int, int]] = []
+        workers: List[int] = []
+        messages: List[Tuple[int, bytes]] = []
+        restarted: List[dict] = []
+        reset_pieces: List[Tuple[int, int]] = []  # (start, stop) of the workers whose command was a reset
+        error = None
         for worker, slot, message, err, restart in batch:
-            start, stop = self.ranges[worker]
+            start, stop = ranges[worker]
             pieces.append((slot, start, stop))
-            resets.append(self._sent[worker] == "reset")
-            self._sent[worker] = None
-            self._slots.latest[worker] = slot
+            workers.append(worker)
+            if sent[worker] == "reset":
+                reset_pieces.append((start, stop))
+            sent[worker] = None
+            latest[worker] = slot
             if message is not None:
                 messages.append((worker, message))
             if restart is not None:
                 restarted.append(restart)
                 warn_restarted(restart)
-            error = error or err
+            if error is None:
+                error = err
         if error is not None:
             raise _remote_exception(error)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
-        runs = _runs(pieces)
+        runs = _runs(pieces) if len(pieces) > 1 else pieces
         if len(runs) == 1:
-            ids = np.arange(runs[0][1], runs[0][2], dtype=np.int32)
+            ids = self._id_run(runs[0][1], runs[0][2]).copy()
         else:
-            ids = np.concatenate([np.arange(a, b, dtype=np.int32) for _, a, b in runs])
+            ids = np.concatenate([self._id_run(a, b) for _, a, b in runs])
         infos = absorb(messages, restarted, ids)
         infos["env_id"] = ids
-        self._recv_ids = (ids, [b[0] for b in batch])
+        self._recv_ids = (ids, workers)
         obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)
-        if any(resets):
-            for (s, a, b), was_reset in zip(pieces, resets):
-                if was_reset:
-                    at = int(np.searchsorted(ids, a))
-                    rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
+        for a, b in reset_pieces:  # a reset's rows: no reward, no episode end
+            at = int(np.searchsorted(ids, a))
+            rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
         return obs, rewards, terminated, truncated, infos
