@@ -7,8 +7,9 @@
 # verdicts; ~10 min on 2 cores), then benches/ray_scaling.py (issue 15: ringenv.ray on a simulated
 # 2-node Ray cluster against a local pool and one actor per env; ~4 min), then
 # benches/obs_copies.py (issue 12 item 3: the copies of a ~150 KB Dict observation; ~1 min), then
-# benches/text_obs.py (Text observations of a text world; ~30 s); the last four replace their own
-# sections of the file.
+# benches/text_obs.py (Text observations of a text world; ~30 s), then benches/own_step.py (an env's
+# own step inside each runtime, issue 12's "why is it slower in a worker"; ~1 min); the last five
+# replace their own sections of the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
 #        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
@@ -29,4 +30,5 @@ fi
 "$PY" benches/grid.py
 "$PY" benches/ray_scaling.py
 "$PY" benches/obs_copies.py
-exec "$PY" benches/text_obs.py
+"$PY" benches/text_obs.py
+exec "$PY" benches/own_step.py

@@ -925,7 +925,8 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
 def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
     """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py``,
     ``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py``,
-    ``benches/obs_copies.py`` and ``benches/text_obs.py`` own, and the 16-core machine's transcribed ``device`` section,
+    ``benches/obs_copies.py``, ``benches/text_obs.py`` and ``benches/own_step.py`` own, and the 16-core machine's
+    transcribed ``device`` section,
     each between its markers, as they were; each script writes only its own."""
     import importlib
 
@@ -942,7 +943,8 @@ def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md
     owned = {name: [begin, f"{name} figures", end] for name, (begin, end) in sections.items()}
     results = tmp_path / "RESULTS.md"
     results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(owned["grid"]) + "\n\n## Old tables\nold\n\n"
-                       + "\n\n".join("\n".join(owned[n]) for n in ("ray", "async_share", "wakeup", "obs_copies", "text_obs", "device")) + "\n")
+                       + "\n\n".join("\n".join(owned[n]) for n in ("ray", "async_share", "wakeup", "obs_copies", "text_obs", "own_step",
+                                                                 "device")) + "\n")
     bench.write(str(results), ["# Benchmark results", "", "new intro", "", "## New tables", "new"])
     text = results.read_text()
     assert "new intro" in text and "## New tables" in text and "old intro" not in text and "## Old tables" not in text
@@ -952,4 +954,5 @@ def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md
     results_sections.write(results, "wakeup", [sections["wakeup"][0], "new wakeup figures", sections["wakeup"][1]])
     again = results.read_text()
     assert "new wakeup figures" in again and "wakeup figures\n" not in again.replace("new wakeup figures\n", "")
-    assert all("\n".join(owned[n]) in again for n in ("grid", "ray", "async_share", "obs_copies", "text_obs", "device"))
+    assert all("\n".join(owned[n]) in again
+               for n in ("grid", "ray", "async_share", "obs_copies", "text_obs", "own_step", "device"))

@@ -1,0 +1,183 @@
+"""How long an env's own ``step`` takes inside each runtime (issue 12: "the env's own step ran 42%
+slower inside a worker than in SyncVectorEnv; find out why"). Writes its section of
+``benches/RESULTS.md``.
+
+Each env is wrapped in :class:`TimedStep`, which adds the wall time of every ``env.step`` call
+(``time.perf_counter_ns`` around the inner env's ``step``, nothing else) to a counter in the env's
+own process; after the timed window the counters are read with ``call("step_timing")``, so each
+process's figure is its own envs' mean µs per ``step``. Runtimes, each with default settings
+unless named: Gymnasium's ``SyncVectorEnv``; ringenv with ``num_workers=0`` (this process steps
+every env, no worker process); ringenv's default (one worker process and the main process's
+share on 2 cores); the default with ``spin_us=0`` (every wait sleeps on the futex at once) and
+with ``spin_us=2000`` (every wait spins). Envs: Gymnasium's ``CartPole-v1`` (``gymnasium.make``,
+16 envs) and MiniGrid's ``MiniGrid-DoorKey-8x8-v0`` (8 envs, when ``minigrid`` is installed: the
+``bench`` extra). Every row runs through the one measurement loop (``ringenv.cli._measure``),
+``--rounds`` times in turn; figures are medians with the spread in brackets.
+
+Usage: ``python benches/own_step.py [--seconds 1] [--rounds 3] [--output RESULTS.md|-]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+
+import results_sections
+
+
+class TimedStep(gym.Wrapper):
+    """Counts the wall time of the inner env's ``step`` (ns) and its calls."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.step_ns = 0
+        self.steps = 0
+
+    def step(self, action):
+        t = time.perf_counter_ns()
+        out = self.env.step(action)
+        self.step_ns += time.perf_counter_ns() - t
+        self.steps += 1
+        return out
+
+    def step_timing(self) -> Tuple[int, int]:
+        """``(ns, calls)`` of ``step`` since the env was made."""
+        return self.step_ns, self.steps
+
+
+def make_timed(env_id: str) -> TimedStep:
+    if env_id.startswith("MiniGrid"):
+        import minigrid  # noqa: F401  (registers MiniGrid's ids)
+    return TimedStep(gym.make(env_id))
+
+
+#: The runtimes, in the order they run each round: (name, vector env kwargs, None: SyncVectorEnv).
+RUNTIMES: List[Tuple[str, Optional[Dict[str, Any]]]] = [
+    ("gymnasium SyncVectorEnv", None),
+    ("ringenv num_workers=0", {"num_workers": 0}),
+    ("ringenv default", {}),
+    ("ringenv default, spin_us=0", {"spin_us": 0}),
+    ("ringenv default, spin_us=2000", {"spin_us": 2000}),
+]
+
+
+def envs_to_run() -> List[Tuple[str, int]]:
+    out = [("CartPole-v1", 16)]
+    if importlib.util.find_spec("minigrid") is not None:
+        out.append(("MiniGrid-DoorKey-8x8-v0", 8))
+    return out
+
+
+def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: float) -> Dict[str, float]:
+    """steps/s, and the mean µs per ``step`` of the envs in worker processes and in this process."""
+    import ringenv
+    from ringenv.cli._measure import measure
+
+    fns: List[Callable[[], gym.Env]] = [functools.partial(make_timed, env_id)] * n
+    timings: Dict[str, Any] = {}
+
+    def make():
+        envs = gym.vector.SyncVectorEnv(fns) if kwargs is None else ringenv.AsyncVectorEnv(fns, **kwargs)
+        close = envs.close
+
+        def read_then_close(*args, **kw):  # the counters are read before measure closes the env
+            timings["per_env"] = envs.call("step_timing")
+            timings["inline"] = None if kwargs is None else (envs.num_workers, envs.inline)
+            return close(*args, **kw)
+
+        envs.close = read_then_close
+        return envs
+
+    m = measure(make, num_envs=n, seconds=seconds, seed=0)
+    per_env = [ns / max(calls, 1) / 1000 for ns, calls in timings["per_env"]]
+    row = {"steps_per_s": m.steps_per_s}
+    if timings["inline"] is None or timings["inline"][0] == 0:
+        row["main_us"] = float(np.mean(per_env))
+    else:
+        workers, inline = timings["inline"]
+        share = n // (workers + 1) if inline else 0  # the last block is the main process's share
+        row["worker_us"] = float(np.mean(per_env[: n - share]))
+        if share:
+            row["main_us"] = float(np.mean(per_env[n - share:]))
+    return row
+
+
+def run(seconds: float, rounds: int) -> Dict[str, Dict[str, List[Dict[str, float]]]]:
+    out: Dict[str, Dict[str, List[Dict[str, float]]]] = {}
+    for env_id, n in envs_to_run():
+        out[f"{env_id} ({n} envs)"] = results = {name: [] for name, _ in RUNTIMES}
+        for _ in range(rounds):
+            for name, kwargs in RUNTIMES:
+                row = one_row(env_id, n, kwargs, seconds)
+                results[name].append(row)
+                print(f"  {env_id} {name}: {row}", file=sys.stderr, flush=True)
+    return out
+
+
+def _median(rows: List[Dict[str, float]], key: str, fmt: str) -> str:
+    values = [r[key] for r in rows if key in r]
+    if not values:
+        return "-"
+    return f"{format(float(np.median(values)), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
+
+
+def section(report: Dict[str, Any]) -> List[str]:
+    m, a = report["machine"], report["args"]
+    begin, end = results_sections.markers("own_step")
+    lines = [
+        begin,
+        "## An env's own `step` inside each runtime (`benches/own_step.py`)",
+        "",
+        "Written by `benches/own_step.py`; edit the script, not this section. "
+        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
+        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
+        f"{report['started']}.",
+        "µs per call of the env's own `step` (a wrapper's `perf_counter_ns` around the inner env's `step`, "
+        "read from each env's process), in a worker process and in the main process; steps/s of the vector env. "
+        f"{a.seconds:g} s per row through the one measurement loop, {a.rounds} rounds in turn; the median, the "
+        "spread in brackets.",
+        "",
+        "| env | runtime | steps/s | `step` µs, worker process | `step` µs, main process |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for env, results in report["results"].items():
+        for name, _ in RUNTIMES:
+            rows = results[name]
+            lines.append(f"| {env} | {name} | {_median(rows, 'steps_per_s', ',.0f')} | "
+                         f"{_median(rows, 'worker_us', '.2f')} | {_median(rows, 'main_us', '.2f')} |")
+    return lines + [end]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds per row")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                   help="the results file to write this run's section into; - for none")
+    a = p.parse_args(argv)
+    if a.seconds <= 0 or a.rounds < 1:
+        p.error("--seconds must be positive and --rounds at least 1")
+    from ringenv.cli._common import machine_info
+
+    t0 = time.perf_counter()
+    report: Dict[str, Any] = {
+        "machine": machine_info(), "args": a,
+        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "results": run(a.seconds, a.rounds),
+    }
+    results_sections.publish("own_step", section(report), a.output)
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
