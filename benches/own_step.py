@@ -77,6 +77,16 @@ def envs_to_run() -> List[Tuple[str, int]]:
     return out
 
 
+def main_process_envs(envs: Any, n: int) -> range:
+    """The env ids this process steps: every env of a ``SyncVectorEnv``, the inline worker's of a
+    ringenv pool (all of them with ``num_workers=0``), none when every env is in a worker process."""
+    pool = getattr(envs, "_pool", None)
+    if pool is None:
+        return range(n)
+    inline = pool.inline_worker
+    return range(0) if inline is None else range(*pool.env_ids(inline))
+
+
 def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: float) -> Dict[str, float]:
     """steps/s, and the mean µs per ``step`` of the envs in worker processes and in this process."""
     import ringenv
@@ -91,7 +101,7 @@ def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: floa
 
         def read_then_close(*args, **kw):  # the counters are read before measure closes the env
             timings["per_env"] = envs.call("step_timing")
-            timings["inline"] = None if kwargs is None else (envs.num_workers, envs.inline)
+            timings["main_envs"] = main_process_envs(envs, n)
             return close(*args, **kw)
 
         envs.close = read_then_close
@@ -99,15 +109,11 @@ def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: floa
 
     m = measure(make, num_envs=n, seconds=seconds, seed=0)
     per_env = [ns / max(calls, 1) / 1000 for ns, calls in timings["per_env"]]
+    main = timings["main_envs"]
     row = {"steps_per_s": m.steps_per_s}
-    if timings["inline"] is None or timings["inline"][0] == 0:
-        row["main_us"] = float(np.mean(per_env))
-    else:
-        workers, inline = timings["inline"]
-        share = n // (workers + 1) if inline else 0  # the last block is the main process's share
-        row["worker_us"] = float(np.mean(per_env[: n - share]))
-        if share:
-            row["main_us"] = float(np.mean(per_env[n - share:]))
+    for key, ids in (("main_us", main), ("worker_us", [i for i in range(n) if i not in main])):
+        if ids:
+            row[key] = float(np.mean([per_env[i] for i in ids]))
     return row
 
 

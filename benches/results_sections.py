@@ -10,7 +10,8 @@ from typing import List, Optional, Tuple
 
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
 #: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
-#: ``benches/obs_copies.py``: ``obs_copies``, ``benches/text_obs.py``: ``text_obs``, ``benches/own_step.py``: ``own_step``; ``device``: the runs of ``benches/device_rows.py`` and
+#: ``benches/obs_copies.py``: ``obs_copies``, ``benches/text_obs.py``: ``text_obs``,
+#: ``benches/own_step.py``: ``own_step``; ``device``: the runs of ``benches/device_rows.py`` and
 #: ``benches/python_envs.py`` on a lent 16-core GPU machine, transcribed from their output, since
 #: no such machine runs ``scripts/bench.sh``), and
 #: whether a new one goes before the file's first ``## `` heading (else at the end).

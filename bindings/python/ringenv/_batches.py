@@ -244,7 +244,7 @@ class AsyncBatches:
         if error is not None:
             raise _remote_exception(error)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
-        runs = _runs(pieces) if len(pieces) > 1 else pieces
+        runs = _runs(pieces)
         if len(runs) == 1:
             ids = self._id_run(runs[0][1], runs[0][2]).copy()
         else:
