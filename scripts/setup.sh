@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set-up shared by scripts/demo.sh and scripts/test.sh, from nothing on a fresh machine:
 # creates the virtualenv (RINGENV_VENV, default .venv), builds ringenv's wheel once with
-# `pip wheel .` (maturin builds the Rust crates in release mode; one abi3 wheel for CPython 3.10
-# and later, left in target/wheels for scripts/wheel_smoke.sh), and installs it with its extras
-# (RINGENV_EXTRAS, default `test`; scripts/bench.sh adds `bench`): numpy, gymnasium, cloudpickle,
-# pytest, torch, torchrl and stable-baselines3 from the package registry.
+# `pip wheel .` (maturin builds the Rust crates with Cargo.toml's `wheel` profile, release with
+# fat LTO; one abi3 wheel for CPython 3.10 and later, left in target/wheels for
+# scripts/wheel_smoke.sh), and installs it with its extras (RINGENV_EXTRAS, default `test`;
+# scripts/bench.sh adds `bench`): numpy, gymnasium, cloudpickle, pytest, torch, torchrl and
+# stable-baselines3 from the package registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"
