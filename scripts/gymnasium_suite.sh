@@ -19,7 +19,7 @@
 # The first tree found is kept in target/gymnasium-suite/; delete that folder to fetch again.
 #
 # Needs: the ringenv package built into the Python used ($PYTHON, default .venv/bin/python;
-# `maturin develop --release`), gymnasium==1.4.0 installed there, and pytest. Gymnasium's
+# scripts/setup.sh does it), gymnasium==1.4.0 installed there, and pytest. Gymnasium's
 # tests/vector also import pygame for CartPole's rgb_array render (gymnasium[classic-control]);
 # nothing else beyond gymnasium's own dependencies (its `testing` extra adds scipy, dill and
 # array_api_extra, which tests/vector does not import).
