@@ -15,7 +15,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating virtualenv $VENV"
     "$PYTHON" -m venv "$VENV"
 fi
-echo "== building ringenv's wheel (release) into target/wheels"
+echo "== building ringenv's wheel (Cargo's wheel profile: release with fat LTO) into target/wheels"
 rm -f target/wheels/ringenv-*.whl
 "${PIP[@]}" wheel --quiet --no-deps --wheel-dir target/wheels .
 WHEEL=$(ls target/wheels/ringenv-*.whl)
