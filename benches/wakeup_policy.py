@@ -9,7 +9,9 @@ median of its rounds, with the spread (min..max) beside it. Then the same again 
 neighbour: a process running ``while True: pass`` (``--neighbour both``, the default; ``off`` or
 ``on`` for one of the two).
 
-Envs (``--env``):
+Envs (``--env``, default ``cartpole,py:0,py:40,py:200``; with the defaults of ``--num-envs`` 16,
+``--workers default,1,2``, ``--repeats`` 3 and ``--seconds`` 0.5, the section recorded in
+``benches/RESULTS.md``, about 11 minutes on 2 cores):
 
 - ``cartpole``: ringenv's Rust CartPole (``ringenv.make_vec("CartPole-v1", n)``): waits of
   ~1-20 µs, where spinning decides everything;
@@ -189,14 +191,14 @@ def section(report: Dict[str, Any], started: str) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--env", default="cartpole",
+    p.add_argument("--env", default="cartpole,py:0,py:40,py:200",
                    help="comma-separated envs: cartpole, or py:MICROSECONDS per step")
     p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--workers", default="default,1,2",
                    help="comma-separated worker counts; default = no num_workers (cores - 1 + the inline share)")
     p.add_argument("--spins", default=DEFAULT_SPINS, help="comma-separated spin_us values; none = default")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per measurement")
+    p.add_argument("--seconds", type=float, default=0.5, help="timed seconds per measurement")
     p.add_argument("--neighbour", choices=["off", "on", "both"], default="both")
     p.add_argument("--json", help="write every figure to this file")
     p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
