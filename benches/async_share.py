@@ -79,10 +79,6 @@ def run_condition(name: str, args) -> List[Dict[str, object]]:
     return rows
 
 
-def _cell(values: List[float]) -> str:
-    return f"{np.median(values):,.0f} ({min(values):,.0f}..{max(values):,.0f})"
-
-
 def section(rows: List[Dict[str, object]], args, started: str) -> List[str]:
     lines = [
         BEGIN,
@@ -102,8 +98,9 @@ def section(rows: List[Dict[str, object]], args, started: str) -> List[str]:
     ]
     for r in rows:
         d, s = float(np.median(r["default"])), float(np.median(r["share"]))
-        lines.append(f"| {r['condition']} | {r['cost_us']:g} | {r['obs']} | {r['policy_us']:g} | "
-                     f"{_cell(r['default'])} | {_cell(r['share'])} | {d / s:.2f}x |")
+        cells = " | ".join(results_sections.median_spread(r[layout]) for layout in LAYOUTS)
+        lines.append(f"| {r['condition']} | {r['cost_us']:g} | {r['obs']} | {r['policy_us']:g} | {cells} | "
+                     f"{d / s:.2f}x |")
     return lines + [END]
 
 

@@ -93,21 +93,19 @@ def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: floa
     from ringenv.cli._measure import measure
 
     fns: List[Callable[[], gym.Env]] = [functools.partial(make_timed, env_id)] * n
+    made: List[Any] = []
     timings: Dict[str, Any] = {}
 
     def make():
-        envs = gym.vector.SyncVectorEnv(fns) if kwargs is None else ringenv.AsyncVectorEnv(fns, **kwargs)
-        close = envs.close
+        made.append(gym.vector.SyncVectorEnv(fns) if kwargs is None else ringenv.AsyncVectorEnv(fns, **kwargs))
+        return made[0]
 
-        def read_then_close(*args, **kw):  # the counters are read before measure closes the env
-            timings["per_env"] = envs.call("step_timing")
-            timings["main_envs"] = main_process_envs(envs, n)
-            return close(*args, **kw)
+    def read_counters(phase: str) -> None:  # the loop's "close" phase comes just before it closes the env
+        if phase == "close" and made:
+            timings["per_env"] = made[0].call("step_timing")
+            timings["main_envs"] = main_process_envs(made[0], n)
 
-        envs.close = read_then_close
-        return envs
-
-    m = measure(make, num_envs=n, seconds=seconds, seed=0)
+    m = measure(make, num_envs=n, seconds=seconds, seed=0, on_phase=read_counters)
     per_env = [ns / max(calls, 1) / 1000 for ns, calls in timings["per_env"]]
     main = timings["main_envs"]
     row = {"steps_per_s": m.steps_per_s}
@@ -131,9 +129,7 @@ def run(seconds: float, rounds: int) -> Dict[str, Dict[str, List[Dict[str, float
 
 def _median(rows: List[Dict[str, float]], key: str, fmt: str) -> str:
     values = [r[key] for r in rows if key in r]
-    if not values:
-        return "-"
-    return f"{format(float(np.median(values)), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
+    return results_sections.median_spread(values, fmt) if values else "-"
 
 
 def section(report: Dict[str, Any]) -> List[str]:

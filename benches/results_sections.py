@@ -6,7 +6,9 @@ the rest of the file and keeps them all, :func:`keep`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
 
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
 #: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
@@ -17,6 +19,12 @@ from typing import List, Optional, Tuple
 #: whether a new one goes before the file's first ``## `` heading (else at the end).
 OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False, "text_obs": False,
          "own_step": False, "device": False}
+
+
+def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:
+    """A table cell of repeated measurements: their median, then ``(min..max)``, each formatted
+    with ``fmt`` (``format``'s spec)."""
+    return f"{format(float(np.median(values)), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
 
 
 def markers(name: str) -> Tuple[str, str]:

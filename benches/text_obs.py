@@ -148,7 +148,7 @@ def section(report: Dict[str, Any]) -> List[str]:
     sync = float(np.median(e2e["gymnasium SyncVectorEnv"]))
     for name in RUNTIMES:
         v = e2e[name]
-        lines.append(f"| {name} | {np.median(v):,.0f} ({min(v):,.0f}..{max(v):,.0f}) | {np.median(v) / sync:.2f}x |")
+        lines.append(f"| {name} | {results_sections.median_spread(v)} | {np.median(v) / sync:.2f}x |")
     return lines + [end]
 
 
