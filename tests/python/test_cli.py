@@ -68,6 +68,13 @@ BAD_ARGUMENTS = [
     (["tune", "CartPole-v1", "--plot", "/proc/tune.png"], "argument --plot", "cannot write in directory '/proc'"),
     (["tune", "CartPole-v1", "--workers", "0", "--inline", "off"], "argument --inline",
      "--workers 0 means no worker process"),
+    # no configuration left by the env or the batch, not by a --batch-size the user gave: the reason
+    (["tune", "CartPole-v1", "--workers", "0", "--batch-size", "8"], "argument --workers",
+     "nothing to measure for the worker counts tried (0): 0 workers step all 16 envs in one block: async batches "
+     "need worker processes"),
+    # a PATH:ID whose PATH is not a program is named as such, not tried as a module to import
+    (["tune", "./no/such/binary:Foo-v0"], "argument ENV", "worker binary './no/such/binary' not found"),
+    (["tune", "/:Foo-v0"], "argument ENV", "worker binary '/' is a directory"),
     (["tune"], "ENV", "required"),
     (["tune", "CartPole-v1", "--inline", "maybe"], "argument --inline", "invalid choice: 'maybe' (choose from"),
     (["tune", "CartPole-v1", "--inline", "True"], "argument --inline", "'auto', 'on', 'off'"),
@@ -601,6 +608,15 @@ def test_an_unknown_id_names_the_package_form_and_that_form_imports_the_package(
     # the form the message names: importing minigrid registers its ids
     target = resolve_env("minigrid:MiniGrid-DoorKey-8x8-v0")
     assert (target.name, target.kind) == ("MiniGrid-DoorKey-8x8-v0", "gymnasium")
+
+
+def test_tune_a_worker_binary_with_workers_0_names_why_nothing_is_measured(worker_binary, capsys):
+    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "0"]
+    code = ringenv.cli.main(argv)
+    captured = capsys.readouterr()
+    _check_usage_error(code, captured.out, captured.err, argv, "argument --workers",
+                       "nothing to measure for the worker counts tried (0): a worker binary's envs run only in its "
+                       "worker processes, never inline")
 
 
 def test_tune_a_worker_binary_with_an_unknown_id_is_a_usage_error(worker_binary, capsys):

@@ -24,6 +24,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -242,6 +243,78 @@ def test_bad_worker_paths_are_named(tmp_path):
     not_a_worker.chmod(0o755)
     with pytest.raises(ValueError, match="is not a ringenv worker binary"):
         ringenv.make_vec("Sokoban-v0", 2, worker=str(not_a_worker))
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        ringenv.make_vec("Sokoban-v0", 2, worker=str(tmp_path))
+    not_executable = tmp_path / "plain"
+    not_executable.write_text("")
+    with pytest.raises(PermissionError, match="is not executable"):
+        ringenv.make_vec("Sokoban-v0", 2, worker=str(not_executable))
+    # PATH:ID with a PATH that is not a program: the path is named, not imported as a module
+    with pytest.raises(FileNotFoundError, match=r"worker binary '\./no/such/binary' not found"):
+        ringenv.make_vec("./no/such/binary:Sokoban-v0", 2)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        ringenv.make_vec(f"{tmp_path}:Sokoban-v0", 2)
+
+
+def _script(path, text):
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("printed,detail", [
+    ('{"observation": 1}', r"printed no valid observation_space \(KeyError: 'observation_space'; got none\)"),
+    ('{"observation_space": 1, "action_space": 2}', r"printed no valid observation_space \(AttributeError: .*; got 1\)"),
+    ('{"observation_space": {"kind": "discrete", "n": 2, "start": 0}, "action_space": {"kind": "nope"}}',
+     r"printed no valid action_space \(ValueError: "),
+    ('{"error": "nope"}', r"printed an error that is not a worker binary's .*: nope"),
+    ('[1, 2]', r"printed no JSON description"),
+], ids=["no-spaces", "spaces-not-objects", "unknown-kind", "error-not-an-object", "json-not-an-object"])
+def test_json_that_is_not_a_worker_description_is_a_value_error(tmp_path, printed, detail):
+    fake = _script(tmp_path / "fake", f"echo '{printed}'\n")
+    with pytest.raises(ValueError, match=r"'.*fake' is not a ringenv worker binary: `describe Foo-v0` exited with "
+                                         r"status 0 and " + detail):
+        ringenv.make_vec("Foo-v0", 2, worker=fake)
+
+
+def test_terminal_control_bytes_of_a_program_are_escaped_in_the_error(tmp_path):
+    fake = _script(tmp_path / "ansi", "printf '\\033[31mRED\\033]0;title\\007'; exit 3\n")
+    with pytest.raises(ValueError) as info:
+        ringenv.make_vec("Foo-v0", 2, worker=fake)
+    message = str(info.value)
+    assert "exited with status 3" in message and "\\x1b[31mRED\\x1b]0;title\\x07" in message, message
+    assert "\x1b" not in message and "\x07" not in message
+
+
+def test_a_describe_that_outlasts_its_timeout_is_killed_with_everything_it_started(tmp_path, monkeypatch):
+    import psutil
+
+    from ringenv import registration
+
+    pidfile = tmp_path / "child.pid"
+    hang = _script(tmp_path / "hang", f"sleep 1000 &\necho $! > {pidfile}\nwait\n")
+    # The script writes its child's pid at once; a longer timeout is only tried if the machine was
+    # too slow to start it within the shorter one, so the test does not depend on timing.
+    for timeout_s in (2.0, 8.0, 32.0, 128.0):
+        monkeypatch.setattr(registration, "DESCRIBE_TIMEOUT_S", timeout_s)
+        with pytest.raises(ValueError, match=r"did not describe 'Foo-v0' within .* s \(it and every process it "
+                                             r"started were killed\)"):
+            ringenv.make_vec("Foo-v0", 2, worker=hang)
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+    child = int(pidfile.read_text())
+    # SIGKILL went to its process group: it ends (gone, or a zombie left for whoever adopted it to
+    # reap). A SIGKILL is delivered promptly, so the wait below is a bound for a stuck test, not a
+    # timing the test relies on; a process the kill missed sleeps its 1000 s past it.
+    deadline = time.monotonic() + 120.0
+    while True:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        assert time.monotonic() < deadline, f"the describe's child {child} outlived the kill"
+        time.sleep(0.01)
 
 
 def test_path_prefix_spelling_and_the_cli_resolution(closing, worker, monkeypatch):

@@ -27,6 +27,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import subprocess
 from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union, overload
 
@@ -66,10 +67,14 @@ def _worker_path(worker: Union[str, "os.PathLike[str]"]) -> str:
 
     Raises:
         FileNotFoundError: no such file (with a hint to build it).
+        IsADirectoryError: ``worker`` is a directory.
         PermissionError: the file is not executable.
     """
     worker = os.fspath(worker)
     path = worker if os.sep in worker else (shutil.which(worker) or worker)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"worker binary {worker!r} is a directory, not a program (pass the path of the "
+                                "binary built from the env crate, e.g. target/debug/my_envs)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"worker binary {worker!r} not found (build the env crate with `cargo build`, "
                                 "then pass the path of its binary, e.g. target/debug/my_envs)")
@@ -81,12 +86,57 @@ def _worker_path(worker: Union[str, "os.PathLike[str]"]) -> str:
 def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
     """``(worker_path, id)`` when ``text`` is spelled ``PATH:ID`` with ``PATH`` an existing
     executable file (``target/release/my_envs:Sokoban-v0``, the spelling ``ringenv tune``
-    accepts), else ``None``. The first ``:`` before which the text is such a file splits the two."""
+    accepts), else ``None``. The first ``:`` before which the text is such a file splits the two.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, PermissionError: ``text`` has no such split but the
+            text before its first ``:`` is a path (it contains ``/``, which no Python module name
+            or Gymnasium ``module:Id`` module does) that is missing, a directory or not executable:
+            the ``PATH`` of ``PATH:ID`` is named instead of being tried as a module.
+    """
     for i, ch in enumerate(text):
         head = text[:i]
         if ch == ":" and head and text[i + 1:] and os.path.isfile(head) and os.access(head, os.X_OK):
             return head, text[i + 1:]
+    head, sep, _ = text.partition(":")
+    if sep and os.sep in head:
+        _worker_path(head)  # raises, naming what is wrong with the path
     return None
+
+
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character but newlines escaped (``\\x1b``), so that the
+    output of a program that is not a worker binary cannot drive the terminal from an error
+    message."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
+def _run_describe(path: str, worker: str, id: str, kwargs_json: str) -> Tuple[int, str, str]:
+    """``(status, stdout, stderr)`` of ``path describe ID --kwargs JSON``, run in a session (process
+    group) of its own, so that when it outlasts :data:`DESCRIBE_TIMEOUT_S` (or Ctrl-C ends the
+    wait) the whole group is killed, whatever it started, not only the program.
+
+    Raises:
+        ValueError: the program did not answer within :data:`DESCRIBE_TIMEOUT_S` seconds.
+    """
+    proc = subprocess.Popen([path, "describe", id, "--kwargs", kwargs_json], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=DESCRIBE_TIMEOUT_S)
+    except BaseException as e:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise ValueError(f"worker binary {worker!r} did not describe {id!r} within {DESCRIBE_TIMEOUT_S:g} s "
+                             "(it and every process it started were killed)") from None
+        raise
+    return proc.returncode, stdout, stderr
 
 
 def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
@@ -96,30 +146,38 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
     env). ``ringenv._layout.from_dict`` turns each into a Gymnasium space.
 
     Raises:
-        FileNotFoundError, PermissionError: ``worker`` is not an executable file.
+        FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file.
         TypeError: ``kwargs`` that are not JSON data.
         ValueError: an unknown id or arguments that do not fit (the binary's message, naming the
             id or the argument), a panicking constructor (with the panic's location), invalid
             spaces, or a program that is not a ringenv worker binary.
     """
+    from ringenv._layout import from_dict
+
     path = _worker_path(worker)
     kwargs_json = json.dumps(json_kwargs(kwargs))
+    status, stdout, stderr = _run_describe(path, os.fspath(worker), id, kwargs_json)
     try:
-        done = subprocess.run([path, "describe", id, "--kwargs", kwargs_json], capture_output=True, text=True,
-                              timeout=DESCRIBE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise ValueError(f"worker binary {worker!r} did not describe {id!r} within {DESCRIBE_TIMEOUT_S:g} s") from None
-    try:
-        answer = json.loads(done.stdout)
+        answer = json.loads(stdout)
     except json.JSONDecodeError:
         answer = None
+    not_worker = f"{os.fspath(worker)!r} is not a ringenv worker binary: `describe {id}` exited with status {status}"
     if not isinstance(answer, dict):
-        tail = (done.stderr or done.stdout).strip()[-400:]
-        raise ValueError(f"{worker!r} is not a ringenv worker binary: `describe {id}` exited with status "
-                         f"{done.returncode} and printed no JSON description ({tail})")
+        tail = _printable((stderr or stdout).strip()[-400:])
+        raise ValueError(f"{not_worker} and printed no JSON description ({tail})")
     if "error" in answer:
         error = answer["error"]
-        raise ValueError(f"{error.get('kind', 'Error')}: {error.get('message', '')}")
+        if isinstance(error, dict):
+            raise ValueError(_printable(f"{error.get('kind', 'Error')}: {error.get('message', '')}"))
+        raise ValueError(_printable(f"{not_worker} and printed an error that is not a worker binary's "
+                                    f"({{'kind': ..., 'message': ...}}): {str(error)[:400]}"))
+    for name in ("observation_space", "action_space"):
+        try:
+            from_dict(answer[name])
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            got = "none" if name not in answer else _printable(repr(answer[name])[:200])
+            raise ValueError(f"{not_worker} and printed no valid {name} ({type(e).__name__}: "
+                             f"{_printable(str(e))[:200]}; got {got})") from None
     return answer["observation_space"], answer["action_space"]
 
 
@@ -187,7 +245,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
             the memory available (the message names ``num_envs`` and the bytes; checked before
             anything is allocated), an unsupported ``vectorization_mode``, wrappers with a Rust
             env, bad Rust env arguments or an unknown Rust env id (named).
-        FileNotFoundError, PermissionError: ``worker`` is not an executable file.
+        FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file
+            (nor the ``PATH`` of an ``id`` spelled ``PATH:ID``, a path with a ``/``).
         gymnasium.error.Error: what ``gymnasium.make`` raises for an unknown id.
         ModuleNotFoundError: the module of a ``"module:Id"`` that cannot be imported (as
             ``gymnasium.make`` raises it).
@@ -370,7 +429,7 @@ def register(id: str, entry_point: Union[str, Callable[..., gym.Env], None] = No
         TypeError: ``id`` not a string, or neither or both of ``entry_point`` and ``worker``.
         ValueError: ``rust_id`` without ``worker``, or ``spec_kwargs`` with ``worker`` (a Rust
             env takes only its own arguments).
-        FileNotFoundError, PermissionError: ``worker`` is not an executable file.
+        FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file.
     """
     if not isinstance(id, str):
         raise TypeError(f"id must be a string such as 'my_envs/MyEnv-v0', got {type(id).__name__} {id!r}")

@@ -137,9 +137,12 @@ class SubprocVecEnv(NotCopyable, VecEnv):
     ``reset()`` returns observations only, applies the seeds of :meth:`seed` (env ``i`` gets
     ``seed + i``) and the options of :meth:`set_options`, then forgets both, as SB3 does.
 
-    Underneath is a :class:`ringenv.AsyncVectorEnv` in same-step autoreset mode: ``num_workers``
-    processes (default: the number of cores, at most ``num_envs``), each stepping a contiguous
-    group of envs, instead of SB3's one process per env. SB3 wants each env's own info dict, which
+    Underneath is a :class:`ringenv.AsyncVectorEnv` in same-step autoreset mode, with its layout:
+    ``num_workers`` processes, each stepping a contiguous group of envs, instead of SB3's one
+    process per env. By default there is one group per usable core (at most ``num_envs``): a
+    worker process steps each but the last, which this process steps itself (the inline share,
+    docs/INLINE.md; on one usable core it steps every env); ``inline=False`` keeps every env in a
+    worker process, for crash isolation as with SB3. SB3 wants each env's own info dict, which
     it reads with :meth:`ringenv.AsyncVectorEnv.env_infos` (``vector_infos=False``: Gymnasium's
     vectorised infos are never built).
 

@@ -281,7 +281,10 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
     from ringenv.registration import describe_worker, split_worker_id
 
     kwargs = dict(kwargs or {})
-    split = split_worker_id(text)
+    try:
+        split = split_worker_id(text)
+    except OSError as e:  # a PATH:ID whose PATH is missing, a directory or not executable
+        raise UsageError(f"argument ENV: {text!r}: {e}") from None
     if split is not None:
         worker, id = split
         try:

@@ -175,21 +175,26 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
 def nothing_to_measure(inline: str, num_envs: int, batch_size: int, workers: List[int],
                        skipped: List[Dict[str, Any]]) -> str:
     """The usage error when :func:`plan_configurations` left nothing to measure: every configuration
-    was skipped (``skipped``), by ``--batch-size``, by ``--inline on``, or ``--workers 0`` by
-    ``--inline off``."""
+    was skipped (``skipped``), by ``--batch-size``, by ``--inline on``, ``--workers 0`` by
+    ``--inline off``, or by the env (a worker binary's envs never run in the main process). It
+    names the argument that excluded the configurations and each configuration's reason."""
     tried = ", ".join(map(str, workers))
+    reasons = "; ".join(f"{config_text(s['workers'], s['inline'])}: {s['reason']}" for s in skipped)
+    if len({s["reason"] for s in skipped}) == 1:
+        reasons = skipped[0]["reason"]
     if inline == "on":
-        reasons = "; ".join(f"{config_text(s['workers'], True)}: {s['reason']}" for s in skipped)
-        if len({s["reason"] for s in skipped}) == 1:
-            reasons = skipped[0]["reason"]
         return (f"argument --inline: on: no worker count tried ({tried}) can have the main process step a share "
                 f"of the envs: {reasons} (--inline off or auto measures without it)")
     if workers == [0] and inline == "off":
         return ("argument --inline: off: --workers 0 means no worker process, the main process stepping every env, "
                 "which --inline off excludes; give --workers 1 or more, or --inline auto")
-    return (f"argument --batch-size: a batch of {batch_size} of {num_envs} envs is not whole workers for any worker "
-            f"count tried ({tried}): num_envs must be a multiple of the worker count and the batch a multiple of "
-            "num_envs / workers")
+    by_batch = all(_common.whole_workers_reason(num_envs, s["workers"], batch_size, inline=s["inline"])
+                   == s["reason"] for s in skipped)
+    if by_batch and batch_size < num_envs and any(s["workers"] > 0 for s in skipped):
+        return (f"argument --batch-size: a batch of {batch_size} of {num_envs} envs is not whole workers for any "
+                f"worker count tried ({tried}): num_envs must be a multiple of the worker count and the batch a "
+                "multiple of num_envs / workers")
+    return f"argument --workers: nothing to measure for the worker counts tried ({tried}): {reasons}"
 
 
 def arguments_text(options: Dict[str, Any]) -> str:
