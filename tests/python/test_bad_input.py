@@ -137,6 +137,36 @@ def test_rust_env_kwargs_may_be_numpy_numbers(closing):
         ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=object())
 
 
+@pytest.mark.parametrize("seed,env_id,message", [
+    (-1, 0, r"Seed must be greater or equal to zero, actual value: -1 \(the seed of env 0\)"),
+    ([0, -5, 1], 1, r"Seed must be greater or equal to zero, actual value: -5 \(the seed of env 1\)"),
+    (2**64 - 2, 2, r"seed of env 2 must be below 2\*\*64 \(it travels in 8 bytes of shared memory\), got "
+                   r"18446744073709551616"),
+    ([0, 1.5, 2], 1, r"seed of env 1 must be None or an integer in \[0, 2\*\*64\), got 1.5"),
+    ([0, 1], None, r"the length must match num_envs=3 but got length=2"),
+], ids=["negative", "negative-in-list", "2**64", "float", "list-length"])
+def test_a_bad_seed_is_a_seed_error_before_anything_is_sent(closing, seed, env_id, message):
+    from ringenv.errors import SeedError
+
+    envs = closing(_counters(3))
+    envs.reset(seed=0)
+    envs.step(np.zeros(3, np.int64))
+    with pytest.raises(SeedError, match=message) as info:
+        envs.reset(seed=seed)
+    assert info.value.env_id == env_id
+    # what code written against Gymnasium catches: a negative seed is Gymnasium's own error there
+    assert isinstance(info.value, ValueError) and isinstance(info.value, gym.error.Error)
+    if seed == -1:
+        sync = gym.vector.SyncVectorEnv([functools.partial(CounterEnv, i) for i in range(3)])
+        with pytest.raises(gym.error.Error, match="Seed must be greater or equal to zero"):
+            sync.reset(seed=seed)
+        sync.close()
+    # nothing was sent: no call is left pending, the envs step on, and a good seed resets them
+    obs, *_ = envs.step(np.zeros(3, np.int64))
+    again, _ = envs.reset(seed=0)
+    np.testing.assert_array_equal(again, envs.reset(seed=0)[0])
+
+
 def test_rust_env_counts_are_checked_too():
     with pytest.raises(ValueError, match="num_workers must be an integer from 0 to num_envs"):
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})

@@ -174,6 +174,49 @@ def test_an_observation_of_the_wrong_shape_is_an_error_naming_the_env(closing):
     assert obs.shape == (4, 1)
 
 
+class _UnfitObservationEnv(gym.Env):
+    """A Tuple-and-Text observation env whose env 2 returns a value its space cannot hold once
+    (``unfit``), at its first step."""
+
+    observation_space = gym.spaces.Dict({"pair": gym.spaces.Tuple((gym.spaces.Discrete(2),) * 2),
+                                         "text": gym.spaces.Text(4, charset="ab")})
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, env_id, unfit):
+        self.env_id, self.unfit, self.t = env_id, unfit, 0
+
+    def _obs(self):
+        obs = {"pair": (1, 0), "text": "ab"}
+        if self.env_id == 2 and self.t == 1:
+            obs.update(self.unfit)
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("unfit,error,message", [
+    ({"pair": (1,)}, ValueError, r"env 2 returned a Tuple observation of 1 items; its observation space has 2"),
+    ({"pair": (1, 0, 1)}, ValueError, r"env 2 returned a Tuple observation of 3 items"),
+    ({"text": b"ab"}, TypeError, r"env 2 returned a Text observation of type bytes"),
+    ({"text": "abab!"}, ValueError, r"env 2 returned a Text observation of 5 characters"),
+], ids=["tuple-short", "tuple-long", "text-bytes", "text-long"])
+def test_an_observation_its_space_cannot_hold_is_an_error_naming_the_env(closing, unfit, error, message):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(_UnfitObservationEnv, i, unfit) for i in range(4)],
+                                          num_workers=2))
+    envs.reset(seed=0)
+    with pytest.raises(error, match=message):
+        envs.step(np.zeros(4, np.int64))
+    obs, *_ = envs.step(np.zeros(4, np.int64))  # the env stays usable
+    assert obs["text"] == ("ab",) * 4
+
+
 def test_an_unpicklable_factory_is_refused_before_any_worker_starts():
     import threading
 

@@ -137,8 +137,12 @@ def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int)
     """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all.
 
     Raises:
-        ValueError: a list of the wrong length, a negative or too large seed (naming the env).
+        ringenv.errors.SeedError: (a ``ValueError`` and a ``gymnasium.error.Error``) a list of the
+            wrong length, a seed that is not an integer, negative (Gymnasium's message) or
+            ``2**64`` or more (naming the env).
     """
+    from ringenv.errors import SeedError
+
     if seed is None:
         seeds: List[Optional[int]] = [None] * num_envs
     elif isinstance(seed, (int, np.integer)):
@@ -146,11 +150,18 @@ def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int)
     else:
         seeds = list(seed)
     if len(seeds) != num_envs:
-        raise ValueError(f"If seeds are passed as a list the length must match num_envs={num_envs} "
-                         f"but got length={len(seeds)}.")
+        raise SeedError(f"If seeds are passed as a list the length must match num_envs={num_envs} "
+                        f"but got length={len(seeds)}.")
     for i, s in enumerate(seeds):
-        if s is not None and not (isinstance(s, (int, np.integer)) and 0 <= int(s) < 2**64):
-            raise ValueError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}")
+        if s is None:
+            continue
+        if not isinstance(s, (int, np.integer)):
+            raise SeedError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}", i)
+        if int(s) < 0:
+            raise SeedError(f"Seed must be greater or equal to zero, actual value: {int(s)} (the seed of env {i})", i)
+        if int(s) >= 2**64:
+            raise SeedError(f"seed of env {i} must be below 2**64 (it travels in 8 bytes of shared memory), got "
+                            f"{int(s)}", i)
     return [None if s is None else int(s) for s in seeds]
 
 

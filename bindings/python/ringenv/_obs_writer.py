@@ -68,7 +68,13 @@ def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
 
         def write_tuple(values: Any) -> None:
             if type(values) is not tuple or len(values) != len(items):
-                write_to_shared_memory(space, index, values, memory)  # Gymnasium's result or error
+                try:
+                    write_to_shared_memory(space, index, values, memory)  # Gymnasium's result
+                except Exception as e:
+                    if hasattr(values, "__len__") and len(values) != len(items):
+                        raise ValueError(f"env {index} returned a Tuple observation of {len(values)} items; its "
+                                         f"observation space has {len(items)}: {space}") from e
+                    raise
                 return
             for write, value in zip(items, values):
                 write(value)

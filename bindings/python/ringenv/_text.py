@@ -111,9 +111,32 @@ def writer(space: spaces.Text, index: int, memory: Any):
 
     def write_text(value: Any) -> None:
         if not text.encode_into(row, value):
-            write_to_shared_memory(space, index, value, memory)
+            try:
+                write_to_shared_memory(space, index, value, memory)
+            except Exception as e:
+                raise does_not_fit(space, index, value) from e
 
     return write_text
+
+
+def does_not_fit(space: spaces.Text, env_id: int, value: Any) -> Exception:
+    """The error for a value of env ``env_id`` that Gymnasium's ``write_to_shared_memory`` could not
+    encode in ``space`` (it raises a bare ``KeyError: 97`` for ``b"a"``, an ``IndexError`` for a
+    string too long): a ``TypeError`` for a value that is not a ``str``, else a ``ValueError``
+    saying which characters are too many or outside the charset. ``SyncVectorEnv``, which does not
+    encode, passes such a value on; Gymnasium's ``AsyncVectorEnv`` fails on it as here."""
+    where = f"env {env_id} returned a Text observation"
+    if not isinstance(value, str):
+        return TypeError(f"{where} of type {type(value).__name__} ({value!r:.80}); its observation space "
+                         f"{space} holds a str")
+    if len(value) > int(space.max_length):
+        return ValueError(f"{where} of {len(value)} characters; its observation space {space} holds at most "
+                          f"{int(space.max_length)}")
+    outside = sorted({c for c in value if c not in space.character_set})
+    if outside:
+        return ValueError(f"{where} with characters outside its observation space's charset: "
+                          f"{''.join(outside[:20])!r}{' ...' if len(outside) > 20 else ''}")
+    return ValueError(f"{where} that its observation space {space} cannot encode: {value!r:.80}")
 
 
 def reader(space: spaces.Text, memory: Any, n: int) -> Callable[[], Tuple[str, ...]]:

@@ -21,7 +21,7 @@ import multiprocessing
 import pickle
 from typing import Optional, Tuple
 
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, Error, NoAsyncCallError
 
 __all__ = [
     "RingenvError",
@@ -36,6 +36,7 @@ __all__ = [
     "CudaError",
     "ForkedProcessError",
     "ActorDiedError",
+    "SeedError",
     "AlreadyPendingCallError",
     "NoAsyncCallError",
     "ClosedEnvironmentError",
@@ -275,3 +276,19 @@ class ActorDiedError(WorkerDiedError):
     def __init__(self, message: str, actor_id: str = "", node_id: str = "", node_ip: str = "", **failure):
         super().__init__(message, **failure)
         self.actor_id, self.node_id, self.node_ip = actor_id, node_id, node_ip
+
+
+class SeedError(ValueError, Error):
+    """A reset seed that cannot be used, raised before anything is sent to a worker: a negative
+    one (Gymnasium's own ``gymnasium.error.Error``, "Seed must be greater or equal to zero", which
+    this class also is, so code catching either catches it), one of ``2**64`` or more (an env's
+    seed travels in 8 bytes of shared memory; Gymnasium's ``SyncVectorEnv`` accepts such seeds),
+    a seed that is not an integer, or a list of seeds whose length is not ``num_envs``.
+
+    Attributes:
+        env_id (int | None): the env whose seed it is (``None`` for a list of the wrong length).
+    """
+
+    def __init__(self, message: str, env_id: Optional[int] = None):
+        super().__init__(message)
+        self.env_id = env_id
