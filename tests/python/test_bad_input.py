@@ -167,6 +167,20 @@ def test_a_bad_seed_is_a_seed_error_before_anything_is_sent(closing, seed, env_i
     np.testing.assert_array_equal(again, envs.reset(seed=0)[0])
 
 
+def test_per_env_actions_of_a_tuple_space_name_the_batched_form(closing):
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.MultiBinary(2)))
+    fns = [functools.partial(SpaceEnv, gym.spaces.Discrete(4), space)] * 3
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=1))
+    envs.reset(seed=0)
+    per_env = [(0, np.array([1, 0], np.int8))] * 3
+    with pytest.raises(ValueError, match=r"got 2 actions for 3 envs: a batch of Tuple actions is one batch of 3 per "
+                                         r"sub-space \(as gymnasium.vector.utils.batch_space makes it"):
+        envs.step(per_env)
+    # the form the message names is taken
+    batched = gym.vector.utils.concatenate(space, per_env, gym.vector.utils.create_empty_array(space, 3))
+    envs.step(batched)
+
+
 def test_rust_env_counts_are_checked_too():
     with pytest.raises(ValueError, match="num_workers must be an integer from 0 to num_envs"):
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})

@@ -206,7 +206,13 @@ class Slots:
             space = self.action_space if ids is None else batch_space(self.single_action_space, count)
             batch = list(iterate(space, actions))
             if len(batch) != count:
-                raise ValueError(f"got {len(batch)} actions for {count} envs")
+                form = ""
+                if isinstance(self.single_action_space, (spaces.Tuple, spaces.Dict)):
+                    form = (f": a batch of {type(self.single_action_space).__name__} actions is one batch of {count} "
+                            "per sub-space (as gymnasium.vector.utils.batch_space makes it; "
+                            "gymnasium.vector.utils.concatenate builds one from per-env actions), not one "
+                            "action per env")
+                raise ValueError(f"got {len(batch)} actions for {count} envs{form}")
             if ids is None:
                 return cloudpickle.dumps(batch)
             full: List[Any] = [None] * self.num_envs
