@@ -208,7 +208,16 @@ pub struct PyPool {
     action_bounds: ActionBounds,
     /// A close asked for while `wait` or `recv` holds the pool ([`crate::close_request`]).
     closer: Arc<CloseRequest>,
+    /// What the last `wait` returned, until the next `submit`, `send` or `close`: a `wait` with
+    /// no command pending returns it again. A signal handler's exception (Ctrl-C) raised in the
+    /// caller right after `wait` returned, before it recorded the results, discards them there,
+    /// while here the command is complete; the caller, still waiting by its own account, gets
+    /// them from its next `wait` instead of "no command is pending".
+    retained: Option<Waited>,
 }
+
+/// `wait`'s results as Python objects: `(slot, messages, errors, restarted)`.
+type Waited = (usize, Py<PyList>, Py<PyList>, Py<PyList>);
 
 impl PyPool {
     /// The open pool, or `ForkedProcessError` in a process other than its creator, or
@@ -456,6 +465,7 @@ impl PyPool {
             handover,
             action_bounds: ActionBounds::Unchecked,
             closer: Arc::default(),
+            retained: None,
         })
     }
 
@@ -681,6 +691,7 @@ impl PyPool {
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
         // GIL released: a worker whose command ring is corrupt is restarted here.
+        self.retained = None;
         let pool = self.open_mut(py)?;
         let sent = py.detach(|| catch(|| pool.send(&workers, kind, payload.as_deref())));
         sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
@@ -758,6 +769,7 @@ impl PyPool {
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
         // GIL released: a worker whose command ring is corrupt is restarted here.
+        self.retained = None;
         let pool = self.open_mut(py)?;
         let sent = py.detach(|| catch(|| pool.submit(kind, payload.as_deref())));
         sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
@@ -766,7 +778,9 @@ impl PyPool {
     /// Waits for the pending command (GIL released, checking for Ctrl-C every 100 ms). Returns
     /// `(slot, messages, errors, restarted)`: messages a list of `(worker, bytes)`, errors a list
     /// of `(worker, dict)`, restarted a list of dicts (`worker`, `pid`, `env_ids`, `exitcode`,
-    /// `signal`) of workers that died during the command and were restarted.
+    /// `signal`) of workers that died during the command and were restarted. With no command
+    /// pending, the same results (objects) as the last `wait`, if no `submit`, `send` or `close`
+    /// came since (see `retained`).
     #[pyo3(signature = (timeout=None))]
     #[allow(clippy::type_complexity)]
     fn wait<'py>(
@@ -774,6 +788,11 @@ impl PyPool {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
+        if let Some((slot, messages, errors, restarted)) = &self.retained {
+            if !self.open(py)?.is_pending() {
+                return Ok((*slot, messages.bind(py).clone(), errors.bind(py).clone(), restarted.bind(py).clone()));
+            }
+        }
         let waiting = self.closer.enter();
         let result = (|| {
             let timeout = self.run_inline_within(py, timeout)?;
@@ -793,7 +812,12 @@ impl PyPool {
             }
             Ok((out.slot, messages, errors, restarted))
         })();
-        self.close_if_requested(py, result, "wait") // `waiting` held until the close is done
+        let result = self.close_if_requested(py, result, "wait"); // `waiting` held until the close is done
+        if let Ok((slot, messages, errors, restarted)) = &result {
+            let own = |list: &Bound<'py, PyList>| list.clone().unbind();
+            self.retained = Some((*slot, own(messages), own(errors), own(restarted)));
+        }
+        result
     }
 
     /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),
@@ -806,6 +830,7 @@ impl PyPool {
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
+        self.retained = None;
         self.close_inline();
         let Some(mut pool) = self.pool.take() else {
             self.closer.set_closed();

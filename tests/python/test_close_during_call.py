@@ -15,10 +15,11 @@ import signal
 import threading
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError
-from helper_envs import BlockingEnv
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from helper_envs import BlockingEnv, CounterEnv
 from vec_asserts import wait_pids_gone
 
 import ringenv
@@ -187,3 +188,159 @@ def test_a_close_between_the_wait_and_the_read_of_the_results_is_closed_environm
     with pytest.raises(ClosedEnvironmentError, match="closed .* while `step_wait` ran; its results are lost") as info:
         envs.step(np.zeros(4, np.int64))
     assert info.value.__cause__ is not None
+
+
+class _InterruptingPool:
+    """An env's pool with a ``KeyboardInterrupt`` (what Ctrl-C raises) raised once around its
+    method ``method``: ``"before"`` the real call, or ``"after"`` it returned, its result dropped
+    (as CPython drops a call's return value when a signal handler raises at the next bytecode,
+    which is where a Ctrl-C that arrived during a wait with the GIL released is raised). Every
+    other attribute is the real pool's."""
+
+    def __init__(self, pool, method: str, when: str):
+        self._real, self._method, self._when = pool, method, when
+
+    def __getattr__(self, name):
+        attr = getattr(self._real, name)
+        if name != self._method or self._when is None:
+            return attr
+
+        def interrupted(*args, **kwargs):
+            when, self._when = self._when, None
+            if when == "after":
+                attr(*args, **kwargs)
+            raise KeyboardInterrupt
+
+        return interrupted
+
+
+def _counters(num_envs=4, **kwargs):
+    fns = [functools.partial(CounterEnv, i) for i in range(num_envs)]
+    return ringenv.AsyncVectorEnv(fns, **kwargs), gym.vector.SyncVectorEnv(fns)
+
+
+def _assert_step_equal(ours, ref):
+    for got, want in zip(ours[:4], ref[:4]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 2, "inline": False}, {"num_workers": 1, "inline": True}],
+                         ids=["workers", "inline-share"])
+@pytest.mark.parametrize("method,when", [("submit", "before"), ("submit", "after"), ("wait", "after")])
+def test_ctrl_c_around_the_pools_submit_or_wait_leaves_a_consistent_env(closing, layout, method, when):
+    """A Ctrl-C raised right before the pool takes a step, right after it took it, or right after
+    its wait returned the results (before the vector env recorded either): the env's state is the
+    pool's. Not sent: no call pending, ``step`` works. Sent or answered: the step stays pending and
+    ``step_wait`` returns its results (they used to be lost, with ``step_wait`` saying no call was
+    pending while every other call said one was, until ``close``)."""
+    envs, ref = _counters(**layout)
+    closing(envs)
+    try:
+        envs.reset(seed=0), ref.reset(seed=0)
+        ones = np.ones(4, np.int64)
+        _assert_step_equal(envs.step(ones), ref.step(ones))
+        real = envs._pool
+        envs._pool = _InterruptingPool(real, method, when)
+        actions = np.array([0, 1, 1, 0])
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(actions)
+        envs._pool = real
+        if (method, when) == ("submit", "before"):
+            with pytest.raises(NoAsyncCallError):
+                envs.step_wait()
+            result = envs.step(actions)
+        else:
+            with pytest.raises(AlreadyPendingCallError, match="waiting for a pending call to `step`"):
+                envs.step(actions)
+            result = envs.step_wait(timeout=GUARD_S)
+        _assert_step_equal(result, ref.step(actions))  # that step's results, once: t counts every step
+        _assert_step_equal(envs.step(ones), ref.step(ones))
+        with pytest.raises(NoAsyncCallError):  # collected: nothing is returned twice
+            envs.step_wait()
+    finally:
+        ref.close()
+
+
+def test_a_call_from_a_second_thread_while_one_is_being_sent_is_refused(closing):
+    """Thread A is inside ``step`` between its checks and the pool's ``submit`` (held there);
+    the main thread's ``step`` and ``reset`` raise ``AlreadyPendingCallError`` saying another
+    thread is sending a call (they used to pass the same checks, then write their actions into
+    the slot A was filling, or fail with PyO3's bare "Already borrowed"); A's step then returns
+    the results of A's actions, and the main thread steps on."""
+    envs, ref = _counters(num_workers=2, inline=False)
+    closing(envs)
+    envs.reset(seed=0), ref.reset(seed=0)
+    real, entered, release = envs._pool, threading.Event(), threading.Event()
+
+    class HeldPool:
+        def __getattr__(self, name):
+            attr = getattr(real, name)
+            if name != "submit":
+                return attr
+
+            def held(*args, **kwargs):
+                entered.set()
+                assert release.wait(GUARD_S), "never released"
+                return attr(*args, **kwargs)
+
+            return held
+
+    envs._pool = HeldPool()
+    outcome = {}
+    a_actions = np.array([1, 0, 1, 0])
+
+    def run():
+        try:
+            outcome["value"] = envs.step(a_actions)
+        except BaseException as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert entered.wait(GUARD_S), "thread A never reached submit"
+        with pytest.raises(AlreadyPendingCallError, match="another thread is sending a call to this env"):
+            envs.step(np.zeros(4, np.int64))
+        with pytest.raises(AlreadyPendingCallError, match="another thread is sending a call to this env"):
+            envs.reset(seed=1)
+    finally:
+        release.set()
+        thread.join(GUARD_S)
+    envs._pool = real
+    assert not thread.is_alive() and "error" not in outcome, outcome
+    _assert_step_equal(outcome["value"], ref.step(a_actions))
+    _assert_step_equal(envs.step(np.ones(4, np.int64)), ref.step(np.ones(4, np.int64)))
+    ref.close()
+
+
+def test_a_fork_child_closes_its_copy_while_a_parent_thread_waits_in_a_call(tmp_path):
+    """The DataLoader pattern: a thread steps while the main thread forks. The child inherits the
+    pool held by that thread's call (the thread itself does not exist there); its ``close()``
+    returns at once without error (it used to wait 10 s for the missing thread and raise
+    ``RingenvError``), and the parent's step completes with its results."""
+    envs = _envs(tmp_path, num_workers=2, inline=False)
+    envs.reset(seed=0)
+    thread, outcome = _waiting_in_a_thread(envs, tmp_path, lambda: envs.step(np.zeros(4, np.int64)))
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                envs.close()
+                report = f"closed {envs.closed}"
+            except BaseException as e:  # reported, never falling through into the parent's code
+                report = f"{type(e).__name__}: {e}"
+            os.write(write, report.encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as child_out:
+            report = child_out.read().decode()
+        os.waitpid(pid, 0)
+        assert report == "closed True", report
+    finally:
+        open(tmp_path / "release", "w").close()
+        thread.join(GUARD_S)
+    assert not thread.is_alive() and "error" not in outcome, outcome
+    np.testing.assert_array_equal(outcome["value"][0], np.ones((4, 1), np.float32))
+    envs.close()

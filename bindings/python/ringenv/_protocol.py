@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from enum import Enum
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -88,6 +89,9 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     #: The process that created the pool (``None`` until it exists): only it may use the workers.
     _creator_pid: Optional[int] = None
 
+    #: Held while a call is sent (:meth:`_send`); made with the pool.
+    _send_lock: Optional[threading.Lock] = None
+
     def _assert_open(self, name: str):
         creator = self._creator_pid
         if creator is not None and creator != _native.current_pid():  # cached: no system call
@@ -117,6 +121,52 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                 f"Calling `{name}` while {in_flight} workers' batches sent with `send`/`async_reset` "
                 "are in flight: `recv` them first", "step")
 
+    def _send(self, name: str, state: AsyncState, send: Callable[[], Any]) -> None:
+        """Sends call ``name``: checks that no call is pending (:meth:`_assert_default`), runs
+        ``send`` (it writes the call's inputs into the segment and submits the command to the
+        pool) and records ``state``, as one step for other threads and for an exception that a
+        signal handler raises meanwhile (Ctrl-C):
+
+        - a thread that calls while another is inside gets ``AlreadyPendingCallError`` (not a
+          bare "Already borrowed" ``RuntimeError`` from the pool, and it never writes actions
+          into the slot the other is filling);
+        - an exception raised anywhere inside leaves the state the pool's: ``state`` (the
+          call's ``*_wait`` collects it) when the pool took the command, else no call pending.
+          Without this, a Ctrl-C landing between the pool's ``submit`` and the state's update
+          left the pool with a command that no ``*_wait`` would collect and every call refused.
+
+        Raises:
+            AlreadyPendingCallError, ClosedEnvironmentError, ForkedProcessError, and what
+            ``send`` raises (nothing sent then).
+        """
+        lock = self._send_lock
+        if lock is None or not lock.acquire(False):
+            raise self._sending_elsewhere(name)
+        try:
+            self._assert_default(name)
+            try:
+                send()
+                self._state = state
+            except BaseException:
+                self._state = state if self._pool_pending() else AsyncState.DEFAULT
+                raise
+        finally:
+            lock.release()
+
+    def _sending_elsewhere(self, name: str) -> Exception:
+        """The error for call ``name`` made while another thread is inside :meth:`_send`
+        (``ClosedEnvironmentError`` or ``ForkedProcessError`` first, where they apply)."""
+        self._assert_open(name)
+        return AlreadyPendingCallError(f"Calling `{name}` while another thread is sending a call to this env",
+                                       str(self._state.value))
+
+    def _pool_pending(self) -> bool:
+        """Whether the pool holds a submitted command (``False`` when it cannot say: closed)."""
+        try:
+            return bool(self._pool.pending)
+        except Exception:
+            return False
+
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Calls method ``name`` of every sub-env with ``args`` and ``kwargs`` (or reads the
         attribute, if it is not callable), through ``env.get_wrapper_attr``.
@@ -124,9 +174,8 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError.
         """
-        self._assert_default("call_async")
-        self._pool.submit("call", cloudpickle.dumps(("call", name, args, kwargs)))
-        self._state = AsyncState.WAITING_CALL
+        payload = cloudpickle.dumps(("call", name, args, kwargs))
+        self._send("call_async", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
 
     def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
         """Waits for the pending call; returns a tuple of ``num_envs`` results, in env order.
@@ -163,9 +212,8 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         if len(values) != self.num_envs:
             raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
                              f"Got `{len(values)}` values for {self.num_envs} environments.")
-        self._assert_default("set_attr")
-        self._pool.submit("call", cloudpickle.dumps(("set_attr", name, list(values), {})))
-        self._state = AsyncState.WAITING_CALL
+        payload = cloudpickle.dumps(("set_attr", name, list(values), {}))
+        self._send("set_attr", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
         self.call_wait()
 
     def _apply(self, fn: Callable[[gym.Env], Any], env_ids: Optional[Sequence[int]] = None) -> List[Any]:
@@ -181,10 +229,9 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         bad = [i for i in ids if not 0 <= i < self.num_envs]
         if bad:
             raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
-        self._assert_default("_apply")
         wanted = sorted(set(ids))
-        self._pool.submit("call", cloudpickle.dumps(("apply", fn, wanted, {})))
-        self._state = AsyncState.WAITING_CALL
+        payload = cloudpickle.dumps(("apply", fn, wanted, {}))
+        self._send("_apply", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
         by_id = dict(zip(wanted, self.call_wait()))
         return [by_id[i] for i in ids]
 
@@ -308,6 +355,12 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             except RuntimeError as e:  # PyO3's borrow error: a call holds the pool
                 if not borrowed(e):
                     raise
+                if self._creator_pid != _native.current_pid():
+                    # A fork child: the call was another thread's in the creator when it forked;
+                    # that thread does not exist here, so the pool stays borrowed. Its copy in
+                    # this process is let go when the pool object is freed (its Drop sends
+                    # nothing to the creator's workers), which nothing here can wait for.
+                    return
             closer = getattr(self, "_closer", None)
             if closer is None:
                 raise RingenvError("close: another call holds this env's pool, which has no closer")

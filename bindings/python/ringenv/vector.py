@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import os
 import pickle
+import threading
 from collections.abc import Sequence as SequenceABC
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -300,6 +301,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             inline=program.host if use_inline else None,
         )
         self._closer = self._pool.closer()
+        self._send_lock = threading.Lock()
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
@@ -404,14 +406,16 @@ class AsyncVectorEnv(PoolVectorEnv):
         """
         self._assert_open("reset_async")
         seeds = seeds_of(seed, self.num_envs)
-        self._assert_default("reset_async")
-        mask = reset_mask_of(options, self.num_envs)
-        slot = self._slots.next_slot()
-        self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
-        self._slots.before_reuse([slot])
-        self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
-        self._reset_mask = mask
-        self._state = AsyncState.WAITING_RESET
+
+        def send() -> None:
+            mask = reset_mask_of(options, self.num_envs)
+            slot = self._slots.next_slot()
+            self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
+            self._slots.before_reuse([slot])
+            self._reset_mask = mask
+            self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
+
+        self._send("reset_async", AsyncState.WAITING_RESET, send)
 
     def reset_wait(self, timeout: Optional[float] = None) -> Tuple[Any, Dict[str, Any]]:
         """Waits for the pending reset.
@@ -463,12 +467,24 @@ class AsyncVectorEnv(PoolVectorEnv):
                 (naming the env; checked before anything is sent).
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
-        self._assert_default("step_async")
-        slot = self._slots.next_slot()
-        payload = self._slots.write_actions(actions, None, slot)
-        self._slots.before_reuse([slot])
-        self._pool.submit("step", payload)
-        self._state = AsyncState.WAITING_STEP
+        # What PoolVectorEnv._send does, written out: this is the hot path, where its closure and
+        # call cost 0.3-0.8 us a step (a 64-env Rust CartPole step is ~9 us).
+        lock = self._send_lock
+        if lock is None or not lock.acquire(False):
+            raise self._sending_elsewhere("step_async")
+        try:
+            self._assert_default("step_async")
+            try:
+                slot = self._slots.next_slot()
+                payload = self._slots.write_actions(actions, None, slot)
+                self._slots.before_reuse([slot])
+                self._pool.submit("step", payload)
+                self._state = AsyncState.WAITING_STEP
+            except BaseException:
+                self._state = AsyncState.WAITING_STEP if self._pool_pending() else AsyncState.DEFAULT
+                raise
+        finally:
+            lock.release()
 
     def step_wait(self, timeout: Optional[float] = None):
         """Waits for the pending step.
