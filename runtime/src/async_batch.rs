@@ -156,7 +156,8 @@ impl Pool {
         let in_flight = self.in_flight();
         if num_workers == 0 || num_workers > in_flight {
             return Err(PoolError::InvalidArgument(format!(
-                "recv waits for {num_workers} workers but {in_flight} have a command in flight"
+                "recv waits for {num_workers} workers but {in_flight} have a command in flight{}",
+                if in_flight == 0 { " (send their envs a command first: async_reset, then send)" } else { "" }
             )));
         }
         let start = Instant::now();

@@ -181,6 +181,40 @@ def test_per_env_actions_of_a_tuple_space_name_the_batched_form(closing):
     envs.step(batched)
 
 
+@pytest.mark.parametrize("env_fns,message", [
+    ([gym.make("CartPole-v1")] * 2, r"env_fns\[0\] is not a callable that makes an env: it is of type TimeLimit "
+                                    r"\(an env already made: pass a factory"),
+    (["CartPole-v1"] * 2, r"env_fns\[0\] is not a callable .* of type str \(an env id: pass lambda: gym.make\(id\)"),
+    ([CounterEnv, 3], r"env_fns\[1\] is not a callable that makes an env: it is of type int$"),
+    (CounterEnv, r"env_fns must be a sequence of env factories, got one callable"),
+], ids=["made-env", "id", "int", "one-callable"])
+def test_env_fns_that_are_not_factories_are_refused_by_name(env_fns, message):
+    before = _children()
+    with pytest.raises(TypeError, match=message):
+        ringenv.AsyncVectorEnv(env_fns)
+    assert _children() == before
+
+
+def test_num_workers_0_with_asynchronous_batches_says_why():
+    with pytest.raises(ValueError, match=r"num_workers=0 means no worker process: .* no asynchronous batches; "
+                                         r"batch_size=2 < num_envs=4 needs worker processes"):
+        _counters(4, num_workers=0, batch_size=2)
+
+
+@pytest.mark.parametrize("id", ["CartPole-v1", "Acrobot-v1"])  # a built-in Rust env and a Python env
+def test_make_vec_refuses_a_vector_option_among_the_env_arguments_naming_vector_kwargs(id):
+    with pytest.raises(TypeError, match=r"make_vec\(\) got 'num_workers', an option of the vector env, among the "
+                                        r"env's keyword arguments: pass vector_kwargs=\{'num_workers': \.\.\.\}"):
+        ringenv.make_vec(id, 4, num_workers=2)
+
+
+def test_recv_with_nothing_sent_says_what_to_send(closing):
+    envs = closing(_counters(4, num_workers=2, batch_size=2))
+    with pytest.raises(ValueError, match=r"0 have a command in flight \(send their envs a command first: "
+                                         r"async_reset, then send\)"):
+        envs.recv()
+
+
 def test_rust_env_counts_are_checked_too():
     with pytest.raises(ValueError, match="num_workers must be an integer from 0 to num_envs"):
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})

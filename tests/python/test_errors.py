@@ -125,6 +125,17 @@ def test_factory_exception_raises_worker_startup_error():
     assert not wait_new_children_gone(before, timeout=2.0), "workers left after a failed start"
 
 
+def test_a_first_factory_that_raises_raises_its_own_exception_as_gymnasium():
+    """``env_fns[0]`` is called once in this process to read the spaces, as Gymnasium's
+    ``AsyncVectorEnv`` calls it: when it raises, its own exception comes out as it is there (a
+    bad keyword argument stays Gymnasium's ``TypeError``), before any worker starts."""
+    before = child_pids()
+    with pytest.raises(ValueError, match="factory of env 0 refuses to build") as info:
+        ringenv.AsyncVectorEnv([functools.partial(failing_factory, 0, 0)] * N)
+    assert not isinstance(info.value, WorkerStartupError)
+    assert child_pids() == before  # nothing was started
+
+
 def test_startup_error_carries_the_remote_traceback():
     fns = [functools.partial(failing_factory, i, 1) for i in range(2)]
     with pytest.raises(WorkerStartupError) as info:

@@ -251,7 +251,7 @@ def test_a_sealed_memfd_of_hostile_counters_is_read_bounded(closing):
         assert w["last_error"] == "", "an error text whose sequence stays odd is given up on"
         out = _top_once()
         assert out.returncode == 0, out.stderr
-        assert f"pool of pid {pid}: 2 envs, 1 workers" in out.stdout, out.stdout
+        assert f"pool of pid {pid}: 2 envs, 1 worker" in out.stdout, out.stdout
         assert "18,446,744,073,709,551,615 commands" in out.stdout
 
 
@@ -313,7 +313,7 @@ def test_a_taken_name_does_not_stop_a_pool_from_publishing_and_top_finds_it(clos
         out = _top_once()
         assert out.returncode == 0, out.stderr
         share = " + inline share" if envs.inline else ""
-        assert f"pool of pid {os.getpid()}: 2 envs, 1 workers{share}" in out.stdout, out.stdout
+        assert f"pool of pid {os.getpid()}: 2 envs, 1 worker{share}" in out.stdout, out.stdout
         assert "ignored advertisement" in out.stdout and "but the listener is process" in out.stdout
 
 

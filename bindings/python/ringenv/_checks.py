@@ -89,10 +89,31 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
                              f"({SPIN_US_MAX / 1e6:.0f} s), got {spin_us!r}")
     if inline is not None and not isinstance(inline, (bool, np.bool_)):
         raise TypeError(f"inline must be None, True or False, got {type(inline).__name__} {inline!r}")
+    if num_workers == 0 and batch_size is not None and batch_size < n:
+        raise ValueError(f"num_workers=0 means no worker process: this process steps every env in the call that "
+                         f"collects them, so there are no asynchronous batches; batch_size={batch_size} < "
+                         f"num_envs={n} needs worker processes (num_workers >= 1, or None for the default)")
     if num_workers == 0 and inline is not None and not inline:
         raise ValueError("num_workers=0 means no worker process: this process steps every env, which needs "
                          "inline=None or True, got inline=False")
     return n
+
+
+def check_factories(env_fns: Sequence[Any]) -> None:
+    """Raises ``TypeError`` naming the first entry of ``env_fns`` that is not callable (an env
+    made with ``gym.make(...)`` where a factory, ``lambda: gym.make(...)``, was expected; an id
+    string), before any env is made. The first 64 entries and the last are looked at: a lazy
+    sequence of the same factory (``ringenv.make_vec``'s) is not walked through."""
+    n = len(env_fns)
+    for i in (*range(min(n, 64)), n - 1):
+        fn = env_fns[i]
+        if not callable(fn):
+            hint = (" (an env already made: pass a factory that makes one, e.g. lambda: gym.make(...), so that each "
+                    "worker process makes its own)" if hasattr(fn, "step") and hasattr(fn, "reset") else
+                    " (an env id: pass lambda: gym.make(id), or use ringenv.make_vec(id, num_envs))"
+                    if isinstance(fn, str) else "")
+            raise TypeError(f"env_fns[{i}] is not a callable that makes an env: it is of type {type(fn).__name__}"
+                            f"{hint}")
 
 
 def available_memory() -> Optional[int]:

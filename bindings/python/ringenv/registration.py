@@ -53,6 +53,13 @@ VECTOR_OPTIONS: FrozenSet[str] = frozenset(
     name for name in inspect.signature(AsyncVectorEnv.__init__).parameters
     if name not in ("self", "env_fns") and not name.startswith("_"))
 
+#: The options of :data:`VECTOR_OPTIONS` that only ringenv's vector env has (no env takes an
+#: argument of these names by convention): ``ringenv.make_vec`` refuses them among the env's
+#: keyword arguments, naming ``vector_kwargs``, instead of passing them to the env.
+RUNTIME_OPTIONS: FrozenSet[str] = frozenset({
+    "num_workers", "startup_timeout", "on_worker_failure", "max_restarts", "restart_window", "worker_env",
+    "check_actions", "spin_us", "vector_infos", "inline", "max_concurrency"}) & VECTOR_OPTIONS
+
 #: Seconds a worker binary may take to answer ``describe`` (it builds one env).
 DESCRIBE_TIMEOUT_S = 60.0
 
@@ -168,7 +175,8 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
     if "error" in answer:
         error = answer["error"]
         if isinstance(error, dict):
-            raise ValueError(_printable(f"{error.get('kind', 'Error')}: {error.get('message', '')}"))
+            kind = error.get("kind", "Error")  # (no "ValueError: ValueError: ..." for the binary's own ValueError)
+            raise ValueError(_printable(("" if kind == "ValueError" else f"{kind}: ") + str(error.get("message", ""))))
         raise ValueError(_printable(f"{not_worker} and printed an error that is not a worker binary's "
                                     f"({{'kind': ..., 'message': ...}}): {str(error)[:400]}"))
     for name in ("observation_space", "action_space"):
@@ -241,6 +249,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
     Raises:
         TypeError: ``id`` is not a str; ``num_envs`` is not an integer (a ``bool`` is not one);
             a Rust env's ``kwargs`` that are not JSON data (NumPy numbers are converted).
+        TypeError: an option of the vector env (``num_workers``, ``inline``, ... see
+            :data:`RUNTIME_OPTIONS`) among ``kwargs``, naming ``vector_kwargs``.
         ValueError: ``num_envs`` below 1, or so large that the shared segment would not fit in
             the memory available (the message names ``num_envs`` and the bytes; checked before
             anything is allocated), an unsupported ``vectorization_mode``, wrappers with a Rust
@@ -255,6 +265,11 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary), got "
                         f"{type(id).__name__} {id!r}")
     num_envs = check_count("num_envs", num_envs)
+    stray = sorted(RUNTIME_OPTIONS & kwargs.keys())
+    if stray:
+        raise TypeError(f"make_vec() got {', '.join(map(repr, stray))}, an option of the vector env, among the env's "
+                        f"keyword arguments: pass vector_kwargs={{{stray[0]!r}: ...}} (make_vec's other keyword "
+                        "arguments go to the env; gymnasium.make_vec's vector_entry_point mode takes both)")
     if vectorization_mode not in (None, "async"):
         raise ValueError(f"vectorization_mode must be None or 'async', got {vectorization_mode!r}")
     vector_kwargs = dict(vector_kwargs or {})

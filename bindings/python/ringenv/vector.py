@@ -27,7 +27,8 @@ from ringenv import _layout, _native
 from ringenv._allocator import settle_allocator
 from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
-from ringenv._checks import check_count, check_options, check_segment_fits, reset_mask_of, seeds_of
+from ringenv._checks import (check_count, check_factories, check_options, check_segment_fits, reset_mask_of,
+                             seeds_of)
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, python_program
@@ -181,8 +182,11 @@ class AsyncVectorEnv(PoolVectorEnv):
         ValueError: empty ``env_fns``, an invalid mode, a custom ``worker``, a count or duration
             out of range (named), a shared segment larger than the memory available (naming
             ``num_envs`` and the bytes; checked before anything is allocated).
-        ringenv.errors.WorkerStartupError: a factory raised, or sub-env spaces differ (the
-            message names the env; the original exception is its ``__cause__``).
+        ringenv.errors.WorkerStartupError: a factory raised in a worker, or sub-env spaces
+            differ (the message names the env; the original exception is its ``__cause__``).
+        The exception ``env_fns[0]()`` raises, as it is: that factory runs once in this process
+            first, to read the spaces (as with Gymnasium's ``AsyncVectorEnv``), before any
+            worker starts.
     """
 
     def __init__(
@@ -215,10 +219,14 @@ class AsyncVectorEnv(PoolVectorEnv):
         # _rust_envs (private; ringenv.make_vec's): a Rust env's workers, in place of env_fns.
         self.closed = True  # until the pool exists, close() has nothing to do
         if _rust_envs is None:
+            if callable(env_fns) and not isinstance(env_fns, SequenceABC):
+                raise TypeError(f"env_fns must be a sequence of env factories, got one callable {env_fns!r}: pass "
+                                "[fn] * num_envs (or a list of different ones)")
             if not isinstance(env_fns, SequenceABC):
                 env_fns = list(env_fns)
             if len(env_fns) == 0:
                 raise ValueError("env_fns is empty: give at least one env factory")
+            check_factories(env_fns)
         if worker is not None:
             raise ValueError("ringenv runs its own worker loop; a custom `worker` function cannot be used")
         # Counts and durations first: nothing is built or allocated for arguments that cannot work.

@@ -97,7 +97,8 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
         up = time.time() - snap["created_unix_ns"] / 1e9
         # A worker whose pid is the main process's is the inline share (AsyncVectorEnv's `inline`).
         inline = sum(1 for ws in snap["workers"] if ws["pid"] == snap["pid"])
-        workers = f"{len(snap['workers']) - inline} workers" + (" + inline share" if inline else "")
+        count = len(snap["workers"]) - inline
+        workers = f"{count} worker{'' if count == 1 else 's'}" + (" + inline share" if inline else "")
         title = Text(f"pool of pid {snap['pid']}: {snap['num_envs']} envs, {workers}, "
                      f"up {up:,.0f} s, {snap['commands']:,} commands, main process slept {snap['main_sleeps']:,} times")
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
