@@ -214,6 +214,13 @@ pub struct PyPool {
     /// while here the command is complete; the caller, still waiting by its own account, gets
     /// them from its next `wait` instead of "no command is pending".
     retained: Option<Waited>,
+    /// The last `recv`'s batch until its caller says it took it (`recv_taken`), or the next
+    /// `submit` or `close`: a `recv` returns it again first. As for `retained`: a Ctrl-C raised
+    /// in the caller right after `recv` returned (a wait that a finished batch ends is where a
+    /// Ctrl-C pressed during it is raised) discards the batch there, while here its workers are
+    /// no longer in flight; the caller's next `recv` gets it instead of "0 have a command in
+    /// flight" with those envs refused by `send` as not received.
+    received: Option<Py<PyList>>,
 }
 
 /// `wait`'s results as Python objects: `(slot, messages, errors, restarted)`.
@@ -466,6 +473,7 @@ impl PyPool {
             action_bounds: ActionBounds::Unchecked,
             closer: Arc::default(),
             retained: None,
+            received: None,
         })
     }
 
@@ -710,6 +718,10 @@ impl PyPool {
         deterministic: bool,
         timeout: Option<f64>,
     ) -> PyResult<Bound<'py, PyList>> {
+        self.open(py)?;
+        if let Some(batch) = &self.received {
+            return Ok(batch.bind(py).clone());
+        }
         let waiting = self.closer.enter();
         let result = (|| {
             let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
@@ -729,7 +741,17 @@ impl PyPool {
             }
             Ok(list)
         })();
-        self.close_if_requested(py, result, "recv") // `waiting` held until the close is done
+        let result = self.close_if_requested(py, result, "recv"); // `waiting` held until the close is done
+        if let Ok(batch) = &result {
+            self.received = Some(batch.clone().unbind());
+        }
+        result
+    }
+
+    /// Says that the caller took the last `recv`'s batch (see `received`): the next `recv`
+    /// waits for a new one.
+    fn recv_taken(&mut self) {
+        self.received = None;
     }
 
     /// Writes one reset seed per env (`None`: no seed) into its worker's next slot, and the reset mask
@@ -769,7 +791,7 @@ impl PyPool {
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
         // GIL released: a worker whose command ring is corrupt is restarted here.
-        self.retained = None;
+        (self.retained, self.received) = (None, None);
         let pool = self.open_mut(py)?;
         let sent = py.detach(|| catch(|| pool.submit(kind, payload.as_deref())));
         sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
@@ -830,7 +852,7 @@ impl PyPool {
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
-        self.retained = None;
+        (self.retained, self.received) = (None, None);
         self.close_inline();
         let Some(mut pool) = self.pool.take() else {
             self.closer.set_closed();

@@ -53,10 +53,13 @@ class Reference:
         return obs, reward, terminated, truncated, info
 
 
-def run(env, rounds: int, seed: int = 10, reorder=None):
+def run(env, rounds: int, seed: int = 10, reorder=None, recv=None, send=None):
     """Drives ``rounds`` recv/send rounds, checking every result against the reference; returns
     the sequence of batches' env ids. ``reorder(ids)`` gives the env ids each send names, with
-    their actions in that order (default: the array recv returned)."""
+    their actions in that order (default: the array recv returned); ``recv()`` and
+    ``send(actions, ids)`` replace the env's own."""
+    recv = recv or (lambda: env.recv(timeout=30))
+    send = send or env.send
     ref = Reference(seed)
     env.async_reset(seed=seed)
     sent = {}  # env id -> the expected result of what was sent to it
@@ -66,7 +69,7 @@ def run(env, rounds: int, seed: int = 10, reorder=None):
     steps = np.zeros(N, int)
     order = []
     for _ in range(rounds):
-        obs, rewards, terminated, truncated, infos = env.recv(timeout=30)
+        obs, rewards, terminated, truncated, infos = recv()
         ids = infos["env_id"]
         assert ids.dtype == np.int32 and ids.shape == (BATCH,)
         assert obs.shape == (BATCH, 4) and rewards.dtype == np.float64 and terminated.dtype == np.bool_
@@ -81,16 +84,16 @@ def run(env, rounds: int, seed: int = 10, reorder=None):
             sent[int(i)] = ref.step(int(i), int(a))
             steps[i] += 1
         if reorder is None:
-            env.send(actions, ids)
+            send(actions, ids)
         else:
             by_id = dict(zip(ids.tolist(), actions.tolist()))
             send_ids = reorder(ids)
-            env.send(np.array([by_id[int(i)] for i in send_ids]), send_ids)
+            send(np.array([by_id[int(i)] for i in send_ids]), send_ids)
     # Nothing lost, nothing twice: exactly the envs not returned by the last recv are in flight,
     # and receiving them drains the pool.
     rest = []
     while sent:
-        _, _, _, _, infos = env.recv(timeout=30)
+        _, _, _, _, infos = recv()
         for i in infos["env_id"]:
             assert int(i) in sent, f"env {i} came back twice"
             sent.pop(int(i))
@@ -116,6 +119,69 @@ def test_send_takes_the_env_ids_of_whole_workers_in_any_order(closing, reorder):
     """Each env gets the action given beside its id, whatever the order of the ids a send names
     (recv's own array, a copy of it, envs reversed within and across workers, workers swapped)."""
     run(jitter(closing), rounds=60, reorder=reorder)
+
+
+def test_the_env_ids_array_written_in_place_is_read_for_its_values(closing):
+    """A caller that reorders recv's own ``env_id`` array in place (or writes other envs into
+    it) before ``send``: each env gets the action beside its id (send used to trust the array
+    by identity and send the actions to the envs it held when recv returned it)."""
+    def reverse_in_place(ids):
+        ids[:] = ids[::-1].copy()
+        return ids
+
+    run(jitter(closing), rounds=60, reorder=reverse_in_place)
+
+
+class _InterruptedAfter:
+    """The native pool, with ``KeyboardInterrupt`` (what Ctrl-C raises) raised right after every
+    ``every``-th call of ``method`` returned, its result dropped: where CPython raises a Ctrl-C
+    pressed while the call waited with the GIL released."""
+
+    def __init__(self, pool, method: str, every: int):
+        self._real, self._method, self._every, self.calls = pool, method, every, 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._real, name)
+        if name != self._method:
+            return attr
+
+        def maybe_interrupted(*args, **kwargs):
+            result = attr(*args, **kwargs)
+            self.calls += 1
+            if self.calls % self._every == 0:
+                raise KeyboardInterrupt
+            return result
+
+        return maybe_interrupted
+
+
+@pytest.mark.parametrize("method", ["recv", "send"])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["arrival", "deterministic"])
+def test_ctrl_c_right_after_the_pools_recv_or_send_loses_nothing(closing, method, deterministic):
+    """A Ctrl-C raised right after the pool's ``recv`` returned a batch (the batch used to be
+    lost: ``recv`` then found nothing in flight, and ``send`` refused those envs as not received
+    until ``async_reset``), or right after its ``send`` went out (it was not recorded: ``recv``
+    could not take it): the program catches it and goes on, ``recv`` again after a ``recv``,
+    nothing to redo after a ``send``; every env's result still comes back exactly once and
+    equals the in-process env's."""
+    env = jitter(closing, deterministic=deterministic)
+    proxy = env._batches._pool = _InterruptedAfter(env._batches._pool, method, 3)
+
+    def recv():
+        while True:
+            try:
+                return env.recv(timeout=30)
+            except KeyboardInterrupt:
+                continue
+
+    def send(actions, ids):
+        try:
+            env.send(actions, ids)
+        except KeyboardInterrupt:
+            pass  # it went out: the next recvs return it
+
+    run(env, rounds=60, recv=recv, send=send)
+    assert proxy.calls >= 60  # the interrupts happened, about one call in three
 
 
 def test_deterministic_batches_replay_exactly_and_are_first_in_first_out(closing):

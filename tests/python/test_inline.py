@@ -108,8 +108,13 @@ def test_builtin_rust_envs_with_num_workers_0_step_as_in_worker_processes(closin
 def test_num_workers_0_refuses_what_needs_a_process_before_anything_starts():
     with pytest.raises(ValueError, match="num_workers=0 means no worker process.*inline=False"):
         ringenv.AsyncVectorEnv([_never_built] * 2, num_workers=0, inline=False)
-    with pytest.raises(ValueError, match=r"batch_size \(2\) must be a multiple of the envs per worker"):
+    with pytest.raises(ValueError, match=r"num_workers=0 means no worker process: .* batch_size=2 < num_envs=4 "
+                                         r"needs worker processes"):
         ringenv.AsyncVectorEnv([CounterEnv] * 4, num_workers=0, batch_size=2)
+    # with the share, the blocks are named as such, not as a worker count never given
+    with pytest.raises(ValueError, match=r"num_envs \(8\) is not a multiple of 5 blocks \(4 worker processes \+ "
+                                         r"the inline share\)"):
+        ringenv.AsyncVectorEnv([CounterEnv] * 8, num_workers=4, inline=True, batch_size=4)
     with pytest.raises(ValueError, match=r"num_workers must be an integer from 0 to num_envs"):
         ringenv.AsyncVectorEnv([_never_built] * 2, num_workers=-1)
 

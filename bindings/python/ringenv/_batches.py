@@ -24,19 +24,23 @@ from ringenv.errors import _remote_exception
 __all__ = ["AsyncBatches", "default_async_workers", "check_batch_size", "worker_ranges"]
 
 
-def check_batch_size(num_envs: int, num_workers: int, batch_size: int) -> None:
+def check_batch_size(num_envs: int, num_workers: int, batch_size: int, inline: bool = False) -> None:
     """Raises ``ValueError`` naming the constraint when ``batch_size`` envs cannot be a union of
-    whole workers' blocks: the workers must have equal blocks (``num_envs % num_workers == 0``)
-    and ``batch_size`` must be a multiple of the block size."""
+    whole workers' blocks: the ``num_workers`` blocks (with ``inline``, the last one is this
+    process's share) must be equal (``num_envs % num_workers == 0``) and ``batch_size`` must be
+    a multiple of the block size."""
     if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= num_envs:
         raise ValueError(f"batch_size must be an integer from 1 to num_envs ({num_envs}), got {batch_size!r}")
+    processes = f"{num_workers - 1} worker process{'' if num_workers == 2 else 'es'}"
+    blocks = (f"{num_workers} blocks ({processes} + the inline share)" if inline
+              else f"num_workers ({num_workers})")
     if num_envs % num_workers:
         raise ValueError(f"batch_size < num_envs needs equal worker blocks: num_envs ({num_envs}) is not a "
-                         f"multiple of num_workers ({num_workers})")
+                         f"multiple of {blocks}")
     block = num_envs // num_workers
     if batch_size % block:
         raise ValueError(f"batch_size ({batch_size}) must be a multiple of the envs per worker "
-                         f"(num_envs {num_envs} / num_workers {num_workers} = {block}): a batch is whole workers")
+                         f"(num_envs {num_envs} / {blocks} = {block}): a batch is whole workers")
 
 
 def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
@@ -115,7 +119,7 @@ class AsyncBatches:
         self._sent: List[Optional[str]] = [None] * num_workers
         #: The env ids array the last recv returned and its workers, ascending (their blocks one
         #: after the other in the ids): send's fast path.
-        self._recv_ids: Tuple[Optional[np.ndarray], List[int]] = (None, [])
+        self._recv_ids: Tuple[Optional[np.ndarray], bytes, List[int]] = (None, b"", [])
         #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
         self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
 
@@ -137,19 +141,19 @@ class AsyncBatches:
         if options is not None and "reset_mask" in options:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         workers = list(range(self._pool.num_workers))
+        self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
         slots = [self._slots.next_slot(w) for w in workers]
         self._pool.write_seeds(seeds, None)
         self._slots.before_reuse(slots)
-        self._pool.send(workers, "reset", None if options is None else cloudpickle.dumps(options))
-        for w in workers:
-            self._sent[w] = "reset"
+        self._send(workers, "reset", None if options is None else cloudpickle.dumps(options))
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step
         (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised)."""
-        last_ids, last_workers = self._recv_ids
-        if last_ids is not None and env_ids is last_ids:
-            ids, workers = last_ids, last_workers  # what recv returned: whole workers, in their order
+        last_ids, last_bytes, last_workers = self._recv_ids
+        if last_ids is not None and env_ids is last_ids and last_ids.tobytes() == last_bytes:
+            # what recv returned, unchanged (the caller may have written into it): whole workers, in their order
+            ids, workers = last_ids, last_workers
             in_order = True
         else:
             ids, workers = self._whole_workers(env_ids)
@@ -169,9 +173,24 @@ class AsyncBatches:
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
             payload = self._slots.write_actions(actions, ids, slot_of)
         self._slots.before_reuse(slots)
-        self._pool.send(workers, "step", payload)
-        for w in workers:
-            sent[w] = "step"
+        self._send(workers, "step", payload)
+
+    def _send(self, workers: List[int], kind: str, payload: Optional[bytes]) -> None:
+        """The pool's ``send`` of ``kind`` to ``workers``, then each marked as sent; an exception
+        raised meanwhile (a Ctrl-C right after the pool sent) marks the workers the pool did
+        send to, so that their results are taken by ``recv``, not refused as unknown."""
+        try:
+            self._pool.send(workers, kind, payload)
+            for w in workers:
+                self._sent[w] = kind
+        except BaseException:
+            for w in workers:
+                try:
+                    if self._pool.is_busy(w):
+                        self._sent[w] = kind
+                except Exception:  # closed meanwhile: nothing is in flight
+                    pass
+            raise
 
     def _ids_of(self, workers: List[int]) -> np.ndarray:
         """The env ids of ``workers``' blocks, one after the other."""
@@ -242,6 +261,7 @@ class AsyncBatches:
             if error is None:
                 error = err
         if error is not None:
+            self._pool.recv_taken()
             raise _remote_exception(error)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
         runs = _runs(pieces)
@@ -251,9 +271,13 @@ class AsyncBatches:
             ids = np.concatenate([self._id_run(a, b) for _, a, b in runs])
         infos = absorb(messages, restarted, ids)
         infos["env_id"] = ids
-        self._recv_ids = (ids, workers)
+        self._recv_ids = (ids, ids.tobytes(), workers)
         obs, rewards, terminated, truncated = self._slots.rows(runs, ids, copy)
         for a, b in reset_pieces:  # a reset's rows: no reward, no episode end
             at = int(np.searchsorted(ids, a))
             rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
+        # Taken: until here a Ctrl-C raised in this process (in the pool's recv, or anywhere above)
+        # leaves the batch with the pool, which the next recv returns again; what ran above is
+        # the same a second time (the reset rows are the workers' zeros already).
+        self._pool.recv_taken()
         return obs, rewards, terminated, truncated, infos

@@ -272,7 +272,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                                              batch_size, max_concurrency)
         num_workers = processes + int(use_inline)  # the pool's workers: the processes, then the inline share
         if batch_size < n:
-            check_batch_size(n, num_workers, batch_size)
+            check_batch_size(n, num_workers, batch_size, use_inline)
         obs_leaves = obs_layout.leaves if obs_layout is not None else None
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
