@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import ringenv
-from helper_envs import FaultEnv, exiting_factory
+from helper_envs import CounterEnv, FaultEnv, exiting_factory
 from ringenv.errors import CrashLoopError, WorkerDiedError
 from vec_asserts import child_pids, wait_pids_gone
 
@@ -174,31 +174,21 @@ def test_an_observation_of_the_wrong_shape_is_an_error_naming_the_env(closing):
     assert obs.shape == (4, 1)
 
 
-class _UnfitObservationEnv(gym.Env):
+class _UnfitObservationEnv(CounterEnv):
     """A Tuple-and-Text observation env whose env 2 returns a value its space cannot hold once
-    (``unfit``), at its first step."""
-
-    observation_space = gym.spaces.Dict({"pair": gym.spaces.Tuple((gym.spaces.Discrete(2),) * 2),
-                                         "text": gym.spaces.Text(4, charset="ab")})
-    action_space = gym.spaces.Discrete(2)
+    (``unfit``), at its first step (a :class:`CounterEnv` otherwise)."""
 
     def __init__(self, env_id, unfit):
-        self.env_id, self.unfit, self.t = env_id, unfit, 0
+        super().__init__(env_id)
+        self.observation_space = gym.spaces.Dict({"pair": gym.spaces.Tuple((gym.spaces.Discrete(2),) * 2),
+                                                  "text": gym.spaces.Text(4, charset="ab")})
+        self.unfit = unfit
 
     def _obs(self):
         obs = {"pair": (1, 0), "text": "ab"}
-        if self.env_id == 2 and self.t == 1:
+        if self.env_index == 2 and self.t == 1:
             obs.update(self.unfit)
         return obs
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), 0.0, False, False, {}
 
 
 @pytest.mark.parametrize("unfit,error,message", [
