@@ -174,6 +174,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError.
         """
+        self._assert_default("call_async")  # (again in _send) before anything is pickled
         payload = cloudpickle.dumps(("call", name, args, kwargs))
         self._send("call_async", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
 
@@ -229,6 +230,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         bad = [i for i in ids if not 0 <= i < self.num_envs]
         if bad:
             raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
+        self._assert_default("_apply")  # (again in _send) before anything is pickled
         wanted = sorted(set(ids))
         payload = cloudpickle.dumps(("apply", fn, wanted, {}))
         self._send("_apply", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
