@@ -214,12 +214,13 @@ pub struct PyPool {
     /// while here the command is complete; the caller, still waiting by its own account, gets
     /// them from its next `wait` instead of "no command is pending".
     retained: Option<Waited>,
-    /// The last `recv`'s batch until its caller says it took it (`recv_taken`), or the next
-    /// `submit` or `close`: a `recv` returns it again first. As for `retained`: a Ctrl-C raised
-    /// in the caller right after `recv` returned (a wait that a finished batch ends is where a
-    /// Ctrl-C pressed during it is raised) discards the batch there, while here its workers are
-    /// no longer in flight; the caller's next `recv` gets it instead of "0 have a command in
-    /// flight" with those envs refused by `send` as not received.
+    /// The last `recv`'s batch until the next `recv` (or `submit`, `close`, `recv_taken`): a
+    /// `recv(..., again=True)` returns it instead of waiting for a new one. As for `retained`: a
+    /// Ctrl-C raised in the caller right after `recv` returned (a wait that a finished batch ends
+    /// is where a Ctrl-C pressed during it is raised) discards the batch there, while here its
+    /// workers are no longer in flight; the caller, which knows it did not finish taking the
+    /// batch, asks for it again instead of getting "0 have a command in flight" with those envs
+    /// refused by `send` as not received.
     received: Option<Py<PyList>>,
 }
 
@@ -708,8 +709,9 @@ impl PyPool {
     /// Waits (GIL released, checking for Ctrl-C every 100 ms) until `num_workers` workers
     /// finished what `send` sent them: the first to finish, or with `deterministic` the earliest
     /// sent. Returns a list of `(worker, slot, message, error, restarted)`: message bytes or
-    /// None, error a dict or None, restarted a dict or None (as in `wait`).
-    #[pyo3(signature = (num_workers, deterministic=false, timeout=None))]
+    /// None, error a dict or None, restarted a dict or None (as in `wait`). With `again`, the
+    /// last `recv`'s batch if it still holds one (see `received`).
+    #[pyo3(signature = (num_workers, deterministic=false, timeout=None, again=false))]
     #[allow(clippy::type_complexity)]
     fn recv<'py>(
         &mut self,
@@ -717,10 +719,15 @@ impl PyPool {
         num_workers: usize,
         deterministic: bool,
         timeout: Option<f64>,
+        again: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         self.open(py)?;
-        if let Some(batch) = &self.received {
-            return Ok(batch.bind(py).clone());
+        match self.received.take() {
+            Some(batch) if again => {
+                self.received = Some(batch.clone_ref(py));
+                return Ok(batch.into_bound(py));
+            }
+            _ => {}
         }
         let waiting = self.closer.enter();
         let result = (|| {
@@ -748,8 +755,7 @@ impl PyPool {
         result
     }
 
-    /// Says that the caller took the last `recv`'s batch (see `received`): the next `recv`
-    /// waits for a new one.
+    /// Drops the last `recv`'s batch (see `received`): a reset supersedes it.
     fn recv_taken(&mut self) {
         self.received = None;
     }

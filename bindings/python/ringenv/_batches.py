@@ -120,6 +120,9 @@ class AsyncBatches:
         #: The env ids array the last recv returned and its workers, ascending (their blocks one
         #: after the other in the ids): send's fast path.
         self._recv_ids: Tuple[Optional[np.ndarray], bytes, List[int]] = (None, b"", [])
+        #: Whether :meth:`take` read the last batch to the end: if not (a Ctrl-C came first), the
+        #: next :meth:`wait` asks the pool for that batch again.
+        self._taken = True
         #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
         self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
 
@@ -142,6 +145,7 @@ class AsyncBatches:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         workers = list(range(self._pool.num_workers))
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
+        self._taken = True
         slots = [self._slots.next_slot(w) for w in workers]
         self._pool.write_seeds(seeds, None)
         self._slots.before_reuse(slots)
@@ -221,8 +225,9 @@ class AsyncBatches:
             ValueError: fewer than ``batch_size`` envs are in flight.
             multiprocessing.TimeoutError, ringenv.errors.WorkerDiedError.
         """
+        again, self._taken = not self._taken, False
         try:
-            return self._pool.recv(self._per_recv, self.deterministic, timeout)
+            return self._pool.recv(self._per_recv, self.deterministic, timeout, again)
         except RuntimeError as e:
             if not borrowed(e):
                 raise
@@ -261,7 +266,7 @@ class AsyncBatches:
             if error is None:
                 error = err
         if error is not None:
-            self._pool.recv_taken()
+            self._taken = True
             raise _remote_exception(error)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
         runs = _runs(pieces)
@@ -277,7 +282,7 @@ class AsyncBatches:
             at = int(np.searchsorted(ids, a))
             rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
         # Taken: until here a Ctrl-C raised in this process (in the pool's recv, or anywhere above)
-        # leaves the batch with the pool, which the next recv returns again; what ran above is
+        # leaves the batch with the pool, which the next recv asks for again; what ran above is
         # the same a second time (the reset rows are the workers' zeros already).
-        self._pool.recv_taken()
+        self._taken = True
         return obs, rewards, terminated, truncated, infos
