@@ -382,6 +382,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         Raises:
             ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
             multiprocessing.TimeoutError: ``timeout`` seconds passed (the batch stays in flight).
+            KeyboardInterrupt: Ctrl-C while it waited or read the batch; the batch is kept, and
+                the next ``recv`` returns it (docs/RELIABILITY.md).
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
         self._assert_open("recv")
@@ -505,8 +507,9 @@ class AsyncVectorEnv(PoolVectorEnv):
 
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
-            ringenv.errors.WorkerDiedError, or the exception an env raised (its remote traceback
-            is the ``__cause__``).
+            KeyboardInterrupt (Ctrl-C while it waited: the step stays pending, and the next
+            ``step_wait`` returns it), ringenv.errors.WorkerDiedError, or the exception an env
+            raised (its remote traceback is the ``__cause__``).
         """
         slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
         try:
