@@ -508,8 +508,10 @@ class AsyncVectorEnv(PoolVectorEnv):
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
             KeyboardInterrupt (Ctrl-C while it waited: the step stays pending, and the next
-            ``step_wait`` returns it), ringenv.errors.WorkerDiedError, or the exception an env
-            raised (its remote traceback is the ``__cause__``).
+            ``step_wait`` returns it; one inside an env of this process's inline share loses
+            that step, which the next ``step_wait`` says with ``RemoteEnvError``),
+            ringenv.errors.WorkerDiedError, or the exception an env raised (its remote
+            traceback is the ``__cause__``).
         """
         slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
         try:
