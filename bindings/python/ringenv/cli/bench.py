@@ -288,8 +288,8 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     out.print()
     if ref is not None:
         share = " + the main process's inline share" if ref.get("inline") else ""
-        workers = f"{ref['workers']} worker{'' if ref['workers'] == 1 else 's'}"
-        out.print(f"vs ringenv: steps/s divided by ringenv's ({ref['env']}, {workers}{share}); "
+        ref_workers = f"{ref['workers']} worker{'' if ref['workers'] == 1 else 's'}"
+        out.print(f"vs ringenv: steps/s divided by ringenv's ({ref['env']}, {ref_workers}{share}); "
                   "tree CPU: CPU seconds per wall second of the main process + workers (cores busy)",
                   soft_wrap=True, style="dim")
     report = {
