@@ -699,8 +699,8 @@ impl PyPool {
             "reset" => CommandKind::Reset,
             other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
         };
-        // GIL released: a worker whose command ring is corrupt is restarted here.
         self.retained = None;
+        // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;
         let sent = py.detach(|| catch(|| pool.send(&workers, kind, payload.as_deref())));
         sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
@@ -722,13 +722,10 @@ impl PyPool {
         again: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         self.open(py)?;
-        match self.received.take() {
-            Some(batch) if again => {
-                self.received = Some(batch.clone_ref(py));
-                return Ok(batch.into_bound(py));
-            }
-            _ => {}
+        if let (true, Some(batch)) = (again, &self.received) {
+            return Ok(batch.bind(py).clone());
         }
+        self.received = None;
         let waiting = self.closer.enter();
         let result = (|| {
             let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
@@ -796,8 +793,8 @@ impl PyPool {
             "call" => CommandKind::Call,
             other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
         };
-        // GIL released: a worker whose command ring is corrupt is restarted here.
         (self.retained, self.received) = (None, None);
+        // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;
         let sent = py.detach(|| catch(|| pool.submit(kind, payload.as_deref())));
         sent.map_err(|message| internal_error(py, message))?.map_err(|e| to_pyerr(py, e))
