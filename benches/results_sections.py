@@ -19,7 +19,7 @@ import numpy as np
 #: alternately, transcribed, since one run of ``scripts/bench.sh`` has one build), and
 #: whether a new one goes before the file's first ``## `` heading (else at the end).
 OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False, "text_obs": False,
-         "own_step": False, "device": False, "builds": False}
+         "own_step": False, "device": False, "builds": False, "guards": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:
