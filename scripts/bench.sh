@@ -8,8 +8,10 @@
 # 2-node Ray cluster against a local pool and one actor per env; ~4 min), then
 # benches/obs_copies.py (issue 12 item 3: the copies of a ~150 KB Dict observation; ~1 min), then
 # benches/text_obs.py (Text observations of a text world; ~30 s), then benches/own_step.py (an env's
-# own step inside each runtime, issue 12's "why is it slower in a worker"; ~1 min); the last five
-# replace their own sections of the file.
+# own step inside each runtime, issue 12's "why is it slower in a worker"; ~1 min), then
+# benches/wakeup_policy.py (issue 12's wake-up target: the default against fixed spin bounds, quiet
+# and with a busy neighbour; ~11 min), then benches/async_share.py (asynchronous batches with and
+# without the inline share; a few minutes); the last seven replace their own sections of the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
 #        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
@@ -31,4 +33,6 @@ fi
 "$PY" benches/ray_scaling.py
 "$PY" benches/obs_copies.py
 "$PY" benches/text_obs.py
-exec "$PY" benches/own_step.py
+"$PY" benches/own_step.py
+"$PY" benches/wakeup_policy.py
+exec "$PY" benches/async_share.py

@@ -906,6 +906,8 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     every = verdicts["at least 1.0x the best peer on every row"]
     assert every["met"] is False
     assert "1 of 5 rows below" in every["measured"] and "0.88x" in every["measured"]
+    default = verdicts["at least 1.0x the best peer on every row, default settings"]
+    assert default["met"] is True and "all 1 rows; worst 1.75x" in default["measured"], default
     assert verdicts["envs of 200 µs or more, 2 workers"]["met"] is True
     assert verdicts["big Dict with per-step infos at ~200 µs, 2 workers"]["met"] is True
     rust = next(t for k, t in verdicts.items() if k.startswith("Rust CartPole"))
