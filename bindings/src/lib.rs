@@ -6,6 +6,7 @@
 
 mod close_request;
 mod errors;
+mod exit_guard;
 mod infos;
 mod monitor;
 mod obs_copy;
@@ -29,6 +30,7 @@ fn current_pid() -> u32 {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_pid, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_guard::hold_inline_calls_at_exit, m)?)?;
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<close_request::PyPoolCloser>()?;
     m.add_class::<py_segment::PySegment>()?;

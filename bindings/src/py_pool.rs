@@ -258,6 +258,7 @@ impl PyPool {
         let Some((kind, slot, message)) = pool.inline_command() else { return Ok(None) };
         let message = message.map(<[u8]>::to_vec);
         let started = Instant::now();
+        let entered = crate::exit_guard::enter(py);
         let result = catch(|| match kind {
             CommandKind::Step => host.step(&mut pool.batch_mut(slot), slot, message.as_deref()),
             CommandKind::Reset => host.reset(&mut pool.batch_mut(slot), slot, message.as_deref()),
@@ -269,6 +270,7 @@ impl PyPool {
             }),
         })
         .map_err(|message| internal_error(py, message))?;
+        drop(entered);
         let busy = started.elapsed();
         pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
         // Ctrl-C (or `sys.exit` in a signal handler) in the share: raised now, not after the

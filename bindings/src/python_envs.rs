@@ -436,7 +436,11 @@ impl PyEnvs {
         slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        let options = self.unpack(py, options)?;
+        // Each env gets its own copy of the options, as each of Gymnasium's AsyncVectorEnv
+        // processes does: an env that pops a key from them leaves the next env its own, whatever
+        // the layout (unpickled once per env that resets; the first before any env runs, so a
+        // payload that cannot be read fails the command before anything changed).
+        let mut unpacked = Some(self.unpack(py, options)?);
         let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
@@ -446,7 +450,11 @@ impl PyEnvs {
                 pickled.push(py.None().into_bound(py));
                 continue;
             }
-            let result = self.reset_env(py, k, seed_of(view, id), &options).and_then(|(obs, info)| {
+            let env_options = match unpacked.take() {
+                Some(first) => first,
+                None => self.unpack(py, options)?,
+            };
+            let result = self.reset_env(py, k, seed_of(view, id), &env_options).and_then(|(obs, info)| {
                 self.put_obs(py, k, slot, obs, &mut pickled)?;
                 Ok(info)
             });

@@ -13,6 +13,7 @@ import pytest
 from gymnasium.spaces import Box, Dict, Discrete
 from gymnasium.vector import AutoresetMode
 
+import ringenv
 from helper_envs import InfoEnv, SpaceEnv
 from vec_asserts import assert_identical
 from vec_compare import (
@@ -237,3 +238,37 @@ def test_full_reset_mid_run_clears_pending_autoresets(closing, mode, shared_memo
         out = ours.step(actions)
         assert_step_identical(out, ref.step(actions), f"round {round_} first step")
         assert_identical(out[0][:, 0], np.ones(N), "every env made its first step")
+
+
+class _FinalInfoResetEnv(InfoEnv):
+    """An env whose reset info has its own ``final_info`` (and a key of its own), ending an
+    episode every other step with the step's info ``{"from_step": t}``."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = super().reset(seed=seed, options=options)
+        self._t = 0
+        return obs, {"final_info": {"from_reset": 1}, "reset_key": 7}
+
+    def step(self, action):
+        obs, reward, _, _, _ = super().step(action)
+        self._t += 1
+        return obs, reward, self._t % 2 == 0, False, {"from_step": self._t}
+
+
+@pytest.mark.parametrize("layout", [{}, {"num_workers": 0}, {"num_workers": 2}], ids=["default", "in-process", "two-workers"])
+def test_same_step_infos_are_sync_vector_envs_in_key_order_and_merge_a_reset_infos_final_info(closing, layout):
+    """SAME_STEP infos as SyncVectorEnv builds them: ``final_obs``, then ``final_info``, then the
+    reset's keys (Gymnasium's AsyncVectorEnv has the two the other way round), and a reset info's
+    own ``final_info`` merged into the step's, not replacing it."""
+    ours = closing(ringenv.AsyncVectorEnv([_FinalInfoResetEnv] * N, autoreset_mode=AutoresetMode.SAME_STEP, **layout))
+    ref = closing(make_ref([_FinalInfoResetEnv] * N, autoreset_mode=AutoresetMode.SAME_STEP))
+    assert_vec_reset_identical(ours.reset(seed=1), ref.reset(seed=1))
+    for t in range(6):
+        actions = np.ones(N, dtype=np.int64)
+        out = ours.step(actions)
+        assert_step_identical(out, ref.step(actions), f"step {t}")
+        if t % 2 == 1:  # every env ended this step
+            infos = out[4]
+            assert list(infos)[:4] == ["final_obs", "_final_obs", "final_info", "_final_info"]
+            assert infos["final_info"]["from_step"].tolist() == [2] * N
+            assert infos["final_info"]["from_reset"].tolist() == [1] * N

@@ -144,7 +144,10 @@ def test_rust_env_kwargs_may_be_numpy_numbers(closing):
                    r"18446744073709551616"),
     ([0, 1.5, 2], 1, r"seed of env 1 must be None or an integer in \[0, 2\*\*64\), got 1.5"),
     ([0, 1], None, r"the length must match num_envs=3 but got length=2"),
-], ids=["negative", "negative-in-list", "2**64", "float", "list-length"])
+    (1.5, None, r"seed must be None, an integer or a list of num_envs=3 seeds, got 1.5"),
+    (np.float64(3.0), None, r"seed must be None, an integer or a list of num_envs=3 seeds, got np.float64\(3.0\)"),
+    ("7", None, r"seed must be None, an integer or a list of num_envs=3 seeds, got '7'"),
+], ids=["negative", "negative-in-list", "2**64", "float", "list-length", "float-scalar", "numpy-float-scalar", "str"])
 def test_a_bad_seed_is_a_seed_error_before_anything_is_sent(closing, seed, env_id, message):
     from ringenv.errors import SeedError
 

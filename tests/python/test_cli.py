@@ -703,6 +703,36 @@ def test_measure_closes_the_env_when_a_step_raises():
     assert closed == [True]
 
 
+def test_measure_interrupted_closes_at_once_without_waiting_for_the_pending_step():
+    """A Ctrl-C while a step hangs (``ringenv tune`` of an env that never returns): the env is
+    closed with ``terminate=True``, which does not wait for the step, so the first Ctrl-C ends the
+    command; a close without ``terminate`` (another runtime) is called plainly."""
+    import gymnasium as gym
+
+    from ringenv.cli._measure import measure
+
+    for accepts_terminate in (True, False):
+        closes = []
+
+        class Hung(gym.vector.SyncVectorEnv):
+            def step(self, actions):
+                raise KeyboardInterrupt  # what Ctrl-C raises in a step that would never return
+
+        if accepts_terminate:
+            def close(self, **kwargs):
+                closes.append(kwargs)
+                gym.vector.SyncVectorEnv.close(self, **kwargs)
+        else:
+            def close(self):
+                closes.append({})
+                gym.vector.SyncVectorEnv.close(self)
+        Hung.close = close
+
+        with pytest.raises(KeyboardInterrupt):
+            measure(lambda: Hung([lambda: gym.make("CartPole-v1")]), num_envs=1, seconds=0.1, seed=0)
+        assert closes == ([{"terminate": True}] if accepts_terminate else [{}])
+
+
 def test_measure_spends_the_policy_time_between_recv_and_send_and_before_each_step():
     # the caller's own work (policy_s) falls between a recv and its send, and before each step
     import gymnasium as gym

@@ -143,3 +143,32 @@ def test_a_float32_scalar_box_action_reaches_the_env_as_a_python_float(closing, 
     _, rewards, _, _, infos = envs.step(np.array([0.001, 0.002]))
     assert infos["type"].tolist() == ["float64", "float64"]
     assert rewards.tolist() == [float(np.float32(0.001)), float(np.float32(0.002))]  # the slot's values
+
+
+class PoppingEnv(gym.Env):
+    """Reset pops ``"level"`` from its options (a common pattern) and reports what it got in
+    ``info["level"]`` (-1: no level left)."""
+
+    observation_space = spaces.Discrete(2)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return 0, {"level": (options or {}).pop("level", -1)}
+
+    def step(self, action):
+        return 0, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("layout", [{}, {"num_workers": 0}, {"num_workers": 1, "inline": False},
+                                    {"num_workers": 2}, {"num_workers": 4}],
+                         ids=["default", "in-process", "one-worker", "two-workers", "four-workers"])
+def test_each_env_gets_its_own_copy_of_the_reset_options_whatever_the_layout(closing, layout):
+    """Every env sees the options as given, as with Gymnasium's AsyncVectorEnv (each of its
+    processes unpickles its own copy), even when an env pops a key from them: the result does not
+    depend on how many envs a worker steps. The caller's dict is left as it was."""
+    envs = closing(ringenv.AsyncVectorEnv([PoppingEnv] * 4, **layout))
+    options = {"level": 3}
+    _, infos = envs.reset(seed=0, options=options)
+    assert infos["level"].tolist() == [3, 3, 3, 3]
+    assert options == {"level": 3}

@@ -93,14 +93,22 @@ def _assert_same(ours, ref, path="infos"):
 
 def _gymnasiums(env, batch):
     """Gymnasium's infos of ``batch`` (``(env_id, info)`` pairs), built env by env with ``env``'s
-    ``_add_info``, or ``None`` when Gymnasium refuses the batch (e.g. a value that does not fit)."""
+    ``_add_info``, or the exception it raised when Gymnasium refuses the batch (e.g. a value that
+    does not fit)."""
     ref: dict = {}
     try:
         for env_id, info in batch:
             ref = env._add_info(ref, info, env_id)
-    except Exception:
-        return None
+    except Exception as e:
+        return e
     return ref
+
+
+def _raises_as(ref: Exception, fn) -> None:
+    """``fn()`` raises what Gymnasium raised, ``ref``: the same type and message."""
+    with pytest.raises(type(ref)) as raised:
+        fn()
+    assert str(raised.value) == str(ref)
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -110,11 +118,10 @@ def test_column_by_column_equals_gymnasiums_env_by_env(seed):
     env = _reference_env()
     try:
         ref = _gymnasiums(env, batch)
-        if ref is None:
-            # A batch Gymnasium refuses is refused too; which of its bad values is met first (and
-            # so the error's type) may differ, since the columns are built key by key.
-            with pytest.raises(Exception):
-                add_infos({}, batch, NUM_ENVS, env._add_info)
+        if isinstance(ref, Exception):
+            # A batch Gymnasium refuses is refused with Gymnasium's error: the bad value it meets
+            # first env by env, though the columns are built key by key.
+            _raises_as(ref, lambda: add_infos({}, batch, NUM_ENVS, env._add_info))
             return
         _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
     finally:
@@ -155,9 +162,8 @@ def test_every_env_with_the_same_keys_in_any_order_equals_gymnasiums(seed):
     env = _reference_env()
     try:
         ref = _gymnasiums(env, batch)
-        if ref is None:
-            with pytest.raises(Exception):
-                add_infos({}, batch, NUM_ENVS, env._add_info)
+        if isinstance(ref, Exception):
+            _raises_as(ref, lambda: add_infos({}, batch, NUM_ENVS, env._add_info))
             return
         _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
     finally:
@@ -186,11 +192,12 @@ def test_a_batchs_infos_equal_gymnasiums_over_every_env_then_the_batchs_rows(see
     env = _reference_env()
     try:
         ref = _gymnasiums(env, batch)
+        if isinstance(ref, Exception):
+            _raises_as(ref, lambda: add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info))
+            return
         try:
-            ref = None if ref is None else _rows(ref, ids)
+            ref = _rows(ref, ids)
         except IndexError:  # rows of what Gymnasium built that do not exist (a mix it mangles)
-            ref = None
-        if ref is None:
             with pytest.raises(Exception):
                 add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info)
             return
@@ -244,18 +251,16 @@ def test_every_env_with_the_same_keys_in_the_same_order_equals_gymnasiums(seed):
     try:
         batch = _same_keys_batch(rng, range(NUM_ENVS))
         ref = _gymnasiums(env, batch)
-        if ref is None:
-            with pytest.raises(Exception):
-                add_infos({}, batch, NUM_ENVS, env._add_info)
+        if isinstance(ref, Exception):
+            _raises_as(ref, lambda: add_infos({}, batch, NUM_ENVS, env._add_info))
         else:
             _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
         start = rng.randint(0, NUM_ENVS - 1)
         ids = np.arange(start, rng.randint(start + 1, NUM_ENVS), dtype=np.int32)  # randint: both ends in
         batch = _same_keys_batch(rng, ids.tolist())
         ref = _gymnasiums(env, batch)
-        if ref is None:
-            with pytest.raises(Exception):
-                add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info)
+        if isinstance(ref, Exception):
+            _raises_as(ref, lambda: add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info))
         else:
             _assert_same(add_batch_infos(dict(batch), ids, NUM_ENVS, env._add_info), _rows(ref, ids))
     finally:
@@ -306,16 +311,23 @@ def test_numbers_of_mixed_types_convert_as_gymnasiums_assignment(first):
     """A column whose envs return numbers of different types (FrozenLake's prob: a float, then the
     int 1 after a reset) has the first value's type, each value converted as Gymnasium's item
     assignment converts it: the same values, the same error, the same warnings; without calling
-    Gymnasium's env-by-env path where it succeeds."""
+    Gymnasium's env-by-env path where it succeeds (where it fails, that path raises its error)."""
     env = _reference_env()
     try:
         for other in _NUMBERS:
             batch = [(0, {"v": first}), (2, {"v": other}), (3, {"v": first})]
             ref, ref_error, ref_warnings = _outcome(lambda: _gymnasiums_or_raise(env, batch))
-            ours, error, warnings = _outcome(lambda: add_infos({}, batch, NUM_ENVS, _refuse))
+            calls: list = []
+
+            def counted(infos, info, env_id):
+                calls.append(env_id)
+                return env._add_info(infos, info, env_id)
+
+            ours, error, warnings = _outcome(lambda: add_infos({}, batch, NUM_ENVS, counted))
             assert (error, warnings) == (ref_error, ref_warnings), (first, other)
             if ref is not None:
                 _assert_same(ours, ref)
+                assert not calls, (first, other)
     finally:
         env.close()
 
@@ -438,7 +450,7 @@ def test_every_env_with_numbers_of_one_type_gives_gymnasiums_columns_for_edge_va
             ref = _gymnasiums(env, batch)
     finally:
         env.close()
-    assert ref is not None
+    assert not isinstance(ref, Exception), ref
 
     def assert_gymnasiums(ours):
         if kind in ("longdouble", "clongdouble"):  # NumPy leaves their padding bytes undefined
@@ -468,5 +480,40 @@ def test_a_key_utf8_cannot_encode_gives_gymnasiums_columns():
         ref = _gymnasiums(env, batch)
     finally:
         env.close()
-    assert ref is not None and list(ref) == [key, "_" + key, "b", "_b"]
+    assert not isinstance(ref, Exception) and list(ref) == [key, "_" + key, "b", "_b"]
     _assert_same(add_infos({}, batch, NUM_ENVS, _refuse), ref)
+
+
+@pytest.mark.parametrize("dtype", [">i4", "<i4", np.dtype([("x", ">i2"), ("y", "<f4")])], ids=["big", "little", "struct"])
+def test_arrays_keep_their_byte_order_as_gymnasiums_columns_do(dtype):
+    """A column of arrays in non-native byte order keeps it: Gymnasium's column is
+    ``np.zeros((n, *shape), dtype)`` of the env's dtype (``np.array`` of the arrays would make
+    it native)."""
+    batch = [(i, {"a": np.zeros(3, dtype=dtype)}) for i in range(NUM_ENVS)]
+    env = _reference_env()
+    try:
+        for pairs in (batch, batch[1:4]):
+            ref = _gymnasiums(env, pairs)
+            ours = add_infos({}, pairs, NUM_ENVS, env._add_info)
+            assert ours["a"].dtype == ref["a"].dtype == np.dtype(dtype)
+            _assert_same(ours, ref)
+        ids = np.arange(2, 5, dtype=np.int32)
+        ours = add_batch_infos({i: batch[i][1] for i in ids.tolist()}, ids, NUM_ENVS, env._add_info)
+        assert ours["a"].dtype == np.dtype(dtype)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("keys", [(1, True), (1, 1.0), (0, False)], ids=repr)
+def test_keys_equal_but_of_other_types_get_each_envs_own_mask(keys):
+    """``1`` and ``True`` are one key of a dict, so one column, but Gymnasium names each env's
+    mask from its own key: ``_1`` for one env, ``_True`` for the other."""
+    a, b = keys
+    env = _reference_env()
+    try:
+        for batch in ([(0, {a: 5}), (1, {b: 6})], [(i, {a if i % 2 else b: i}) for i in range(NUM_ENVS)]):
+            ref = _gymnasiums(env, batch)
+            assert f"_{a}" in ref and f"_{b}" in ref
+            _assert_same(add_infos({}, batch, NUM_ENVS, env._add_info), ref)
+    finally:
+        env.close()

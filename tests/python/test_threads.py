@@ -82,3 +82,71 @@ def test_a_worker_restarted_from_another_thread_lives_after_that_thread_ends(clo
     assert pid_exists(new[1]), "the restarted worker died with the thread that restarted it"
     obs, rewards, *_ = envs.step(ones)
     assert obs[:, 0].tolist() == [2.0, 2.0, 1.0, 1.0] and rewards.tolist() == [1.0] * 4
+
+
+_DAEMON_AT_EXIT = r"""
+import sys, threading, time
+import gymnasium as gym
+import numpy as np
+import ringenv
+from ringenv import _native
+
+if sys.argv[2] == "unguarded":  # what ringenv did before: no atexit handler
+    import atexit
+    atexit.unregister(_native.hold_inline_calls_at_exit)
+
+stepping = threading.Event()
+
+class SleepyEnv(gym.Env):
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return 0, {}
+
+    def step(self, action):
+        marker = getattr(sys.modules["__main__"], "stepping", None)  # (None in a worker process)
+        if marker is not None:
+            marker.set()
+        time.sleep(0.05)  # hands the GIL over inside the share's step
+        return 0, 0.0, False, False, {}
+
+layout = {"in-process": dict(num_workers=0), "default": dict(num_workers=1, inline=True)}[sys.argv[1]]
+envs = ringenv.AsyncVectorEnv([SleepyEnv] * 2, **layout)
+envs.reset(seed=0)
+
+def loop():
+    while True:
+        envs.step(np.zeros(2, dtype=np.int64))
+
+threading.Thread(target=loop, daemon=True).start()
+stepping.wait(60)
+
+class Linger:
+    # collected while the interpreter finalizes (a cycle, with the collector off until then): its
+    # sleep hands the GIL to the daemon thread, which then asks for it back and is ended
+    def __del__(self, sleep=time.sleep):  # (the module's globals may be gone by then)
+        sleep(0.5)
+
+import gc
+gc.disable()
+linger = Linger()
+linger.cycle = linger
+del linger
+print("main done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("layout", ["in-process", "default"])
+def test_a_daemon_thread_stepping_envs_in_this_process_does_not_abort_the_interpreters_exit(layout):
+    """A daemon thread inside the share's step when the interpreter exits: CPython ends such a
+    thread when it asks for the GIL back, an unwind that aborted the process (status 134, no
+    message) when it met ringenv's native frames; an atexit handler lets the step under way
+    finish and parks the thread after it (``bindings/src/exit_guard.rs``). The script's last
+    object sleeps while the interpreter finalizes, so the thread asks for the GIL then."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _DAEMON_AT_EXIT, layout, "guarded"], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "main done\n"), done.stderr

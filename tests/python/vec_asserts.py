@@ -53,10 +53,10 @@ def assert_tree_identical(actual, expected, what: str = "obs") -> None:
 
 
 def assert_infos_equal(actual: dict, expected: dict, what: str = "infos") -> None:
-    """Vectorised infos are identical: the same keys (``_key`` masks included) and nested dicts,
+    """Vectorised infos are identical: the same keys in the same order (``_key`` masks included) and nested dicts,
     identical arrays, and object arrays (``final_obs``, strings, ...) identical element by element."""
     assert isinstance(actual, dict), f"{what}: {type(actual).__name__} is not a dict"
-    assert set(actual) == set(expected), f"{what}: keys {sorted(actual)} != {sorted(expected)}"
+    assert list(actual) == list(expected), f"{what}: keys {list(actual)} != {list(expected)} (in order)"
     for key, value in expected.items():
         if isinstance(value, dict):
             assert_infos_equal(actual[key], value, f"{what}[{key!r}]")

@@ -168,6 +168,9 @@ def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int)
         seeds: List[Optional[int]] = [None] * num_envs
     elif isinstance(seed, (int, np.integer)):
         seeds = [int(seed) + i for i in range(num_envs)]
+    elif isinstance(seed, (str, bytes)) or not hasattr(seed, "__iter__"):
+        # (a float, a str: not a list of seeds, whose items or length would be blamed instead)
+        raise SeedError(f"seed must be None, an integer or a list of num_envs={num_envs} seeds, got {seed!r}")
     else:
         seeds = list(seed)
     if len(seeds) != num_envs:

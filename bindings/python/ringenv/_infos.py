@@ -81,7 +81,9 @@ def _same_arrays(values: Sequence[Any]) -> Optional[_Arrays]:
     """An :class:`_Arrays` when every value is a ``numpy.ndarray`` (not a subclass) of the first
     one's shape and dtype, else ``None``."""
     first = values[0]
-    if type(first) is not np.ndarray:
+    if type(first) is not np.ndarray or not first.dtype.isnative:
+        # (a non-native byte order: np.array(values) would make the column native, where
+        # Gymnasium's np.zeros((n, *shape), dtype) keeps the env's dtype)
         return None
     shape, dtype = first.shape, first.dtype
     for v in values:
@@ -129,10 +131,11 @@ def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     every = _every(len(infos))
     out: Dict[str, Any] = {}
     for key in first:
+        if type(key) is not str:  # (:func:`_clash`'s tests, key by key here: this loop is a step's hot path)
+            return None
         values = [info[key] for info in infos]
         t = _column_type(values)
         mask = f"_{key}"
-        # (:func:`_clash`'s test, key by key here: this loop is a step's hot path)
         if t is None or key == "final_obs" or mask in first:
             return None
         out[key], out[mask] = _column(values, t), every.copy()
@@ -188,9 +191,12 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
 
 def _clash(keys: Any) -> bool:
     """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name
-    (``"_" + key``) is also a key: then Gymnasium writes one into the other env by env, which only
-    its own ``_add_info`` reproduces."""
-    return any(f"_{key}" in keys for key in keys)
+    (``"_" + key``) is also a key, or a key is not a ``str``. Then only Gymnasium's own
+    ``_add_info``, env by env, reproduces its result: it writes a key and a mask of the same name
+    into one another, and it names each env's mask from that env's own key (``1`` and ``True``
+    are one key of the dict, so one column, but two masks, ``_1`` and ``_True``), where a column
+    has one."""
+    return any(type(key) is not str or f"_{key}" in keys for key in keys)
 
 
 def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, Any]]], num_envs: int,
@@ -207,16 +213,24 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
     """
     if not env_infos:
         return infos
-    if not infos and len(env_infos) == num_envs:  # every env (each once, in order)
-        uniform = _uniform([info for _, info in env_infos])
-        if uniform is not None:
-            return uniform
-    columns = _columns(env_infos)
-    if _clash(columns):
-        for env_id, info in env_infos:
-            infos = add_info(infos, info, env_id)
-        return infos
-    return _fill(infos, columns, [_column_type(values) for _, values in columns.values()], num_envs, add_info)
+    before = dict(infos)
+    try:
+        if not infos and len(env_infos) == num_envs:  # every env (each once, in order)
+            uniform = _uniform([info for _, info in env_infos])
+            if uniform is not None:
+                return uniform
+        columns = _columns(env_infos)
+        if not _clash(columns):
+            return _fill(infos, columns, [_column_type(values) for _, values in columns.values()], num_envs,
+                         add_info)
+    except Exception:
+        # Column by column, the first error met need not be the one Gymnasium meets first, env
+        # by env (an int column refusing a str of env 2 before a nested dict clashing with an
+        # array in env 1): its own path, from the infos as they came, raises Gymnasium's.
+        infos = before
+    for env_id, info in env_infos:
+        infos = add_info(infos, info, env_id)
+    return infos
 
 
 class _Batch:
@@ -279,21 +293,25 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
         at = [(position.get(e, -1), info) for e, info in pairs]
     if outside:
         raise KeyError(f"env {outside[0]} returned an info but is not in the batch {ids}")
-    if len(at) == n:  # every env of the batch (each once, in order)
-        uniform = _uniform([info for _, info in at])
-        if uniform is not None:
-            return uniform
-    columns = _columns(at)
-    types = [_column_type(values) for _, values in columns.values()]
-    if any(t is None and any(isinstance(v, dict) for v in values)
-           for t, (_, values) in zip(types, columns.values())):
-        return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)
-    add_batch = _BATCH_ADD_INFO.get(n)
-    if add_batch is None:
-        add_batch = _BATCH_ADD_INFO[n] = _Batch(n)._add_info  # type: ignore[misc]
-    if _clash(columns):
-        infos: Dict[str, Any] = {}
-        for position, info in at:
-            infos = add_batch(infos, info, position)
-        return infos
-    return _fill({}, columns, types, n, add_batch)
+    try:
+        if len(at) == n:  # every env of the batch (each once, in order)
+            uniform = _uniform([info for _, info in at])
+            if uniform is not None:
+                return uniform
+        columns = _columns(at)
+        types = [_column_type(values) for _, values in columns.values()]
+        if not any(t is None and any(isinstance(v, dict) for v in values)
+                   for t, (_, values) in zip(types, columns.values())):
+            add_batch = _BATCH_ADD_INFO.get(n)
+            if add_batch is None:
+                add_batch = _BATCH_ADD_INFO[n] = _Batch(n)._add_info  # type: ignore[misc]
+            if _clash(columns):
+                infos: Dict[str, Any] = {}
+                for position, info in at:
+                    infos = add_batch(infos, info, position)
+                return infos
+            return _fill({}, columns, types, n, add_batch)
+    except Exception:
+        pass  # the error Gymnasium meets first, env by env, is raised below (see add_infos)
+    # A nested dict (or an error): the long way, over every env, then the batch's rows.
+    return _rows(add_infos({}, pairs, num_envs, add_info), env_ids)

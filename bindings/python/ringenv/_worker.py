@@ -214,8 +214,24 @@ def _unpack(payload: bytes) -> Any:
 
 
 def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:
-    """The info of a same-step autoreset, built as Gymnasium's AsyncVectorEnv builds it."""
-    return {"final_info": info, "final_obs": final_obs, **reset_info}
+    """The info of a same-step autoreset as Gymnasium's ``SyncVectorEnv`` makes it:
+    ``final_obs``, then ``final_info`` (the step's ``info``), then the reset's ``reset_info``
+    added over them, a dict value merged into a dict already there key by key (its
+    ``_add_info`` does so), any other value replacing it. (Gymnasium's ``AsyncVectorEnv`` builds
+    ``{"final_info": info, "final_obs": final_obs, **reset_info}`` instead: the other key order,
+    and a reset info's own ``final_info`` replaces the step's.) ``info`` is not modified."""
+    return _merged({"final_obs": final_obs, "final_info": info}, reset_info)
+
+
+def _merged(into: dict, more: dict) -> dict:
+    """``into`` with ``more``'s items added: a dict value merged into a dict value of the same key
+    (recursively, into a copy), any other value replacing the old one; new keys go last."""
+    for key, value in more.items():
+        old = into.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            value = _merged(dict(old), value)
+        into[key] = value
+    return into
 
 
 def _call(envs: list, start: int, request: bytes) -> bytes:

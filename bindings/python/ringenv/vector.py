@@ -8,6 +8,7 @@ workers run (``_program.py``); the argument checks (``_checks.py``); the views o
 
 from __future__ import annotations
 
+import atexit
 import operator
 import os
 import pickle
@@ -49,6 +50,13 @@ _loads = pickle.loads
 
 #: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
+
+#: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
+#: under way, so that the exit never ends a thread inside them (which aborts the process:
+#: ``bindings/src/exit_guard.rs``); threads that step afterwards are parked until the process ends.
+EXIT_WAIT_S = 10.0
+
+atexit.register(_native.hold_inline_calls_at_exit, EXIT_WAIT_S)
 
 
 class AsyncVectorEnv(PoolVectorEnv):

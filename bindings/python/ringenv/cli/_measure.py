@@ -235,7 +235,8 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
 
     Returns:
         A :class:`Measurement`. CPU times are read before the env is closed; the env is always
-        closed, also when a step raises. Every measurement starts from the same state of the C
+        closed, also when a step raises or a Ctrl-C interrupts it (then at once, its workers
+        killed: :func:`close_now`). Every measurement starts from the same state of the C
         allocator (:func:`settle_allocator`).
     """
     before = set(descendants())  # processes that are not this env's workers
@@ -293,9 +294,28 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         return Measurement(num_envs=num_envs, vector_steps=i, wall_s=wall, startup_s=startup_s, warmup_steps=warm,
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
                            worker_processes=len(workers), batch_size=batch)
-    finally:
+    except BaseException:
+        # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
+        # would wait for that step, so the first Ctrl-C would not end the command.
+        on_phase("close")
+        close_now(envs)
+        raise
+    else:
         on_phase("close")
         envs.close()
+
+
+def close_now(envs: Any) -> None:
+    """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)`` (ringenv's
+    and Gymnasium's vector envs: the workers are killed), else a plain ``close()`` (other
+    runtimes). An error from the close is not raised (the caller is raising its own)."""
+    try:
+        try:
+            envs.close(terminate=True)
+        except TypeError:  # a close() without terminate
+            envs.close()
+    except Exception:
+        pass
 
 
 def single_loop_steps_per_s(make_env: Callable[[], Any], seconds: float, action: Any = 0, seed: int = 0) -> float:
