@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CudaStaging", "Pool", "PoolCloser", "Segment", "builtin_env_ids", "builtin_spaces",
-           "cuda_device_count", "current_pid", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker",
+           "cuda_device_count", "current_pid", "hold_inline_calls_at_exit", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker",
            "typed_columns", "typed_dicts", "uniform_infos"]
 
 LAYOUT_VERSION: int
