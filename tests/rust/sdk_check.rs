@@ -25,6 +25,8 @@ enum Fault {
     Allocates,
     /// Returns a NaN reward at step 2.
     NanReward,
+    /// Returns a NaN reward at step 2, allocates at every step, panics at step 5.
+    NanAllocatesThenPanics,
 }
 
 static SHARED: AtomicU64 = AtomicU64::new(0);
@@ -71,6 +73,15 @@ impl Env for Faulty {
             Fault::Panics if self.t == 5 => panic!("fault at step {}", self.t),
             Fault::Allocates => self.log.push(self.t),
             Fault::NanReward if self.t == 2 => reward = f32::NAN,
+            Fault::NanAllocatesThenPanics => {
+                self.log.push(self.t);
+                if self.t == 2 {
+                    reward = f32::NAN;
+                }
+                if self.t == 5 {
+                    panic!("fault at step {}", self.t);
+                }
+            }
             _ => {}
         }
         Step { reward, terminated: false, truncated: self.t % 25 == 0 }
@@ -157,4 +168,53 @@ fn builtin_envs_pass() {
     assert!(report.episodes > 20);
     let report = check_env(|| ringenv_worker::envs::BlocksWorld::new(5), &OPTIONS);
     assert!(report.is_ok(), "{report}");
+}
+
+#[test]
+fn the_steps_before_a_panic_are_still_checked_and_the_checks_that_did_not_run_say_so() {
+    let report = check_env(|| faulty(Fault::NanAllocatesThenPanics), &OPTIONS);
+    let found: Vec<ProblemKind> = report.problems.iter().map(|p| p.kind).collect();
+    assert_eq!(found, [ProblemKind::Panic, ProblemKind::AllocatesInStep, ProblemKind::NonFiniteReward], "{report}");
+    assert_eq!(report.steps, 4);
+    assert!(report.allocations.is_some_and(|n| n > 0), "{report}");
+    assert_eq!(report.not_run, [ProblemKind::NonDeterministic]);
+    let text = report.to_string();
+    assert!(text.contains("n/a   same seed, same trajectory"), "{text}");
+    assert!(text.contains("not run (a problem below ended the check first)"), "{text}");
+    assert!(!text.contains("ok    same seed"), "{text}");
+
+    // nothing ran at all: no check is passed, and the allocation line does not blame the allocator
+    let report = check_env(|| -> Faulty { panic!("cannot build") }, &OPTIONS);
+    let text = report.to_string();
+    assert!(!text.contains("ok    "), "{text}");
+    assert!(text.contains("n/a   no allocation in step: not run"), "{text}");
+}
+
+#[test]
+fn two_envs_of_one_constructor_with_other_spaces_are_a_spaces_problem_not_a_trajectory_difference() {
+    static BUILT: AtomicU64 = AtomicU64::new(0);
+    /// Each env built has one more observation element than the one before.
+    struct Growing(usize);
+    impl Env for Growing {
+        type Obs = f32;
+        type Action = i64;
+        fn observation_space(&self) -> Space {
+            Space::boxed(DType::F32, &[self.0], 0.0, 1.0)
+        }
+        fn action_space(&self) -> Space {
+            Space::discrete(2)
+        }
+        fn reset(&mut self, obs: &mut [f32], _: &mut Ctx) {
+            obs.fill(0.0);
+        }
+        fn step(&mut self, _: &[i64], obs: &mut [f32], _: &mut Ctx) -> Step {
+            obs.fill(0.5);
+            Step::default()
+        }
+    }
+    let report = check_env(|| Growing(4 + BUILT.fetch_add(1, Ordering::Relaxed) as usize), &OPTIONS);
+    let [problem] = report.problems.as_slice() else { panic!("{report}") };
+    assert_eq!(problem.kind, ProblemKind::Spaces);
+    assert!(problem.message.starts_with("the second env's spaces differ from the first's"), "{}", problem.message);
+    assert!(!report.to_string().contains("0 vs 0"), "{report}");
 }

@@ -13,7 +13,11 @@
 //!    `0xFF` bytes instead of zeros: the same trajectory again (a difference means that reset
 //!    keeps state from the previous episode, or that some observation elements are never written).
 //!
-//! A panic in the constructor, `reset` or `step` ends the check with its message and location.
+//! A panic in the constructor, `reset` or `step` ends the check with its message and location;
+//! the steps before it are still checked (observations, rewards, allocations), and the report
+//! names the checks that did not run ([`CheckReport::not_run`]) instead of passing them. Two envs
+//! whose spaces differ (a constructor that depends on more than its arguments) are a
+//! [`ProblemKind::Spaces`] problem, and run 2 is not compared.
 //!
 //! ```
 //! use ringenv_worker::{check_env, envs::BlocksWorld, CheckOptions};
@@ -109,6 +113,9 @@ pub struct CheckReport {
     pub allocations: Option<u64>,
     /// The problems found, in the order found.
     pub problems: Vec<Problem>,
+    /// The checks that did not run, because a problem ended the check first (a panic, spaces
+    /// that do not fit the types, or two envs with different spaces for run 2's comparison).
+    pub not_run: Vec<ProblemKind>,
 }
 
 impl CheckReport {
@@ -142,9 +149,20 @@ impl std::fmt::Display for CheckReport {
             ),
         ];
         for (kind, what) in checks {
-            writeln!(f, "  {}  {what}", if self.has(kind) { "FAIL" } else { "ok  " })?;
+            let verdict = if self.has(kind) {
+                "FAIL"
+            } else if self.not_run.contains(&kind) {
+                "n/a "
+            } else {
+                "ok  "
+            };
+            let not_run = if verdict == "n/a " { ": not run (a problem below ended the check first)" } else { "" };
+            writeln!(f, "  {verdict}  {what}{not_run}")?;
         }
         match self.allocations {
+            None if self.not_run.contains(&ProblemKind::AllocatesInStep) => {
+                writeln!(f, "  n/a   no allocation in step: not run (a problem below ended the check first)")?
+            }
             None => {
                 writeln!(f, "  n/a   no allocation in step: not measured (CountingAlloc is not the global allocator)")?
             }
@@ -199,32 +217,41 @@ fn where_(i: usize, records: &[Record]) -> String {
 }
 
 /// Runs `env` for `options.steps` random steps from `options.seed`, with buffers pre-filled
-/// with `fill`. A panic ends the run: the error holds it and the steps completed before it.
-fn run<E: Env>(env: &mut LocalEnv<E>, options: &CheckOptions, fill: u8, label: &str) -> Result<Run, (Problem, usize)> {
+/// with `fill`. A panic ends the run: the error holds it and the run up to it (the records,
+/// steps and allocations of the steps completed before it).
+fn run<E: Env>(env: &mut LocalEnv<E>, options: &CheckOptions, fill: u8, label: &str) -> Result<Run, (Problem, Run)> {
     let action_space = env.action_space().clone();
     let mut action = vec![0u8; action_space.array_spec().bytes()];
     let mut actions = EnvRng::seed_from_u64(options.seed ^ 0x5eed_ac71_0a5e_ed00);
     let mut out = Run { records: Vec::with_capacity(options.steps + 1), episodes: 0, steps: 0, allocations: 0 };
-    let panicked = |what: String, p: panic::Panic, steps: usize| {
-        (Problem { kind: ProblemKind::Panic, message: format!("{label}: {what} panicked: {p}") }, steps)
+    let panicked = |what: String, p: panic::Panic| Problem {
+        kind: ProblemKind::Panic,
+        message: format!("{label}: {what} panicked: {p}"),
     };
     env.fill_obs(fill);
-    panic::catch(|| env.reset(Some(options.seed)))
-        .map_err(|p| panicked(format!("reset(seed={})", options.seed), p, 0))?;
+    if let Err(p) = panic::catch(|| env.reset(Some(options.seed))) {
+        return Err((panicked(format!("reset(seed={})", options.seed), p), out));
+    }
     out.records.push(record(env, None));
     for t in 1..=options.steps {
         values::sample(&action_space, &mut actions, &mut action);
         env.fill_obs(fill);
         let before = alloc::count();
         let step = panic::catch(|| env.step_bytes(&action));
+        let step = match step {
+            Ok(step) => step,
+            // (the panic's own allocations, its message and backtrace, are not the step's)
+            Err(p) => return Err((panicked(format!("step {t}"), p), out)),
+        };
         out.allocations += alloc::count() - before;
-        let step = step.map_err(|p| panicked(format!("step {t}"), p, t - 1))?;
         out.steps = t;
         out.records.push(record(env, Some(step)));
         if step.terminated || step.truncated {
             out.episodes += 1;
             env.fill_obs(fill);
-            panic::catch(|| env.reset(None)).map_err(|p| panicked(format!("reset after step {t}"), p, t))?;
+            if let Err(p) = panic::catch(|| env.reset(None)) {
+                return Err((panicked(format!("reset after step {t}"), p), out));
+            }
             out.records.push(record(env, None));
         }
     }
@@ -245,7 +272,13 @@ fn first_difference(a: &Run, b: &Run, spaces: &crate::Space) -> Option<String> {
         if x.info != y.info {
             return Some(format!("at {at}: info {:?} vs {:?}", x.info, y.info));
         }
+        if x.obs.len() != y.obs.len() {
+            return Some(format!("at {at}: {} observation leaves vs {}", x.obs.len(), y.obs.len()));
+        }
         for (k, (ox, oy)) in x.obs.iter().zip(&y.obs).enumerate() {
+            if ox.len() != oy.len() {
+                return Some(format!("at {at}: observation leaf {k} has {} bytes vs {}", ox.len(), oy.len()));
+            }
             if ox != oy {
                 let (path, part) = &parts[k];
                 let dtype = part.array_spec().dtype;
@@ -290,13 +323,16 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
         episodes: 0,
         allocations: None,
         problems: Vec::new(),
+        not_run: Vec::new(),
     };
+    use ProblemKind::{AllocatesInStep, NonDeterministic, NonFiniteReward, ObservationOutsideSpace};
     let mut build = |which: &str| -> Option<LocalEnv<E>> {
         let env = match panic::catch(&make) {
             Ok(env) => env,
             Err(p) => {
                 let message = format!("building the {which} env panicked: {p}");
                 report.problems.push(Problem { kind: ProblemKind::Panic, message });
+                report.not_run.push(ProblemKind::Spaces);
                 return None;
             }
         };
@@ -308,16 +344,38 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
             }
         }
     };
-    let Some(mut first) = build("first") else { return report };
-    let Some(mut second) = build("second") else { return report };
+    let everything = [ObservationOutsideSpace, NonFiniteReward, NonDeterministic, AllocatesInStep];
+    let Some(mut first) = build("first") else {
+        report.not_run.extend(everything);
+        return report;
+    };
+    let Some(mut second) = build("second") else {
+        report.not_run.extend(everything);
+        return report;
+    };
     let (obs_space, seed) = (first.observation_space().clone(), options.seed);
+    // Two envs of one constructor with other spaces: their trajectories cannot be compared.
+    let same_spaces =
+        first.observation_space() == second.observation_space() && first.action_space() == second.action_space();
+    if !same_spaces {
+        let message = format!(
+            "the second env's spaces differ from the first's: observation {:?} vs {:?}, action {:?} vs {:?} \
+             (the constructor depends on more than its arguments)",
+            first.observation_space(),
+            second.observation_space(),
+            first.action_space(),
+            second.action_space()
+        );
+        report.problems.push(Problem { kind: ProblemKind::Spaces, message });
+    }
     let measuring = alloc::allocations().is_some();
-    let one = match run(&mut first, options, 0, "run 1") {
-        Ok(r) => r,
-        Err((p, steps)) => {
+    // A panic ends run 1; the steps before it are still checked, the later runs are not run.
+    let (one, stopped) = match run(&mut first, options, 0, "run 1") {
+        Ok(r) => (r, false),
+        Err((p, partial)) => {
             report.problems.push(p);
-            report.steps = steps;
-            return report;
+            report.not_run.push(NonDeterministic);
+            (partial, true)
         }
     };
     (report.steps, report.episodes) = (one.steps, one.episodes);
@@ -346,6 +404,9 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
         let message = format!("run 1, {}: reward {reward}", where_(i, &one.records));
         report.problems.push(Problem { kind: ProblemKind::NonFiniteReward, message });
     }
+    if stopped {
+        return report;
+    }
     for (label, env, fill, hint) in [
         ("run 2 (a second env)", &mut second, 0u8, "state shared between envs, OS entropy or unordered iteration"),
         (
@@ -355,6 +416,10 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
             "reset keeps state from the previous episode, or observation elements are left unwritten",
         ),
     ] {
+        if !same_spaces && fill == 0 {
+            report.not_run.push(NonDeterministic);
+            continue;
+        }
         match run(env, options, fill, label) {
             Err((p, _)) => report.problems.push(p),
             Ok(other) => {
