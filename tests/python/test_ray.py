@@ -571,6 +571,63 @@ def test_close_from_another_thread_ends_a_call_waiting_there_as_closed(cluster, 
     assert not wait_pids_gone(processes, GONE_S)
 
 
+@pytest.mark.parametrize("vector_kwargs, error, match", [
+    ({"num_worker": 1}, TypeError, r"vector_kwargs\['num_worker'\].*did you mean 'num_workers'"),
+    ({"num_workers": -1}, ValueError, r"num_workers must be an integer from 0 to num_envs \(4\), got -1"),
+    ({"spin_us": -5}, ValueError, r"spin_us must be None or a number of microseconds .* got -5"),
+])
+def test_bad_vector_kwargs_are_refused_before_any_actor_starts(cluster, no_actor_may_start, vector_kwargs, error,
+                                                                match):
+    """The local pool's own checks of its options, with the caller's numbers (num_envs=4, not an
+    actor's block of 2), in the driver: an actor never starts to refuse them (or, when it cannot
+    be placed, to end as a startup timeout)."""
+    with pytest.raises(error, match=match):
+        ringenv.ray.make_vec("CartPole-v1", 4, num_actors=2, vector_kwargs=vector_kwargs)
+
+
+def test_an_env_raising_in_a_batch_raises_once_and_the_next_recv_returns_the_next_batch(cluster):
+    """Both envs of a batch (one block each, in two actors) raise in their step: ``recv`` raises the
+    env's exception once and drops the batch, as a local pool does; the next ``recv`` returns the
+    next batch, and the failed batch's envs can be sent actions again."""
+    envs = ringenv.ray.make_vec([RaisingEnv] * 4, num_actors=2, batch_size=2, deterministic=True)
+    try:
+        envs.async_reset(seed=0)
+        first = envs.recv(timeout=60)[4]["env_id"]
+        second = envs.recv(timeout=60)[4]["env_id"]
+        assert (first.tolist(), second.tolist()) == ([0, 1], [2, 3])  # deterministic: in send order
+        envs.send(np.ones(2, np.int64), first)  # action 1: both envs raise
+        envs.send(np.zeros(2, np.int64), second)
+        with pytest.raises(ValueError, match="refuses action 1"):
+            envs.recv(timeout=60)
+        assert envs.recv(timeout=60)[4]["env_id"].tolist() == [2, 3]
+        envs.send(np.zeros(2, np.int64), first)
+        assert envs.recv(timeout=60)[4]["env_id"].tolist() == [0, 1]
+    finally:
+        envs.close()
+
+
+def test_ray_shutdown_while_open_closes_the_env_and_starts_no_ray(cluster):
+    """``ray.shutdown()`` with a vector env open: its next call raises ``ClosedEnvironmentError``
+    naming the shutdown, the env is closed, and neither that call nor ``close`` starts a new local
+    Ray (an actor call would). The driver then reconnects to the test cluster."""
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs.reset(seed=0)
+    processes = pool_processes(envs)
+    ray.shutdown()
+    try:
+        with pytest.raises(gym.error.ClosedEnvironmentError, match=r"ray\.shutdown\(\)"):
+            envs.step(np.zeros(4, np.int64))
+        assert envs.closed and not ray.is_initialized()
+        with pytest.raises(gym.error.ClosedEnvironmentError):
+            envs.reset()
+        envs.close()
+        assert not ray.is_initialized()
+        assert not wait_pids_gone(processes, GONE_S)  # the actors went with the driver's job
+    finally:
+        ray.shutdown()  # nothing to do, unless a call started a local Ray
+        ray.init(address=cluster.address, log_to_driver=False)
+
+
 def test_bad_arguments_are_refused_before_actors_start(cluster):
     with pytest.raises(ValueError, match="multiple of the envs per block"):
         ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=3)
@@ -830,11 +887,46 @@ def test_cuda_results_equal_the_host_results(cluster, cuda):
     assert run("cuda") == run(None)
 
 
-def test_errors_of_factories_and_envs_reach_the_caller_as_themselves(cluster):
-    """A factory that raises in an actor: its own exception in make_vec, no actor left. An env that
-    raises in a step: its own exception with the worker's traceback as __cause__, as locally."""
-    with pytest.raises(BrokenFactoryError, match="always fails"):
-        ringenv.ray.make_vec([WalkEnv, WalkEnv, broken_env, broken_env], num_actors=2)
+@pytest.mark.parametrize("vector_kwargs", [{}, {"num_workers": 1}])
+def test_a_factory_raising_in_an_actor_is_a_startup_error_naming_the_actor_and_its_envs(cluster, vector_kwargs):
+    """A factory that raises in actor 1 (envs 2 and 3), in the actor process itself (one CPU: no
+    worker process) or in a worker process: ``WorkerStartupError`` as a local pool raises, naming
+    the actor and the global env ids, the factory's own exception as ``__cause__``."""
+    with pytest.raises(ringenv.errors.WorkerStartupError) as caught:
+        ringenv.ray.make_vec([WalkEnv, WalkEnv, WalkEnv, broken_env], num_actors=2, vector_kwargs=vector_kwargs)
+    error = caught.value
+    assert (error.worker, error.env_ids) == (1, (2, 4))
+    assert "ringenv.ray actor 1 (envs 2..4) failed to start" in str(error) and "always fails" in str(error)
+    assert "envs 0..2" not in str(error)  # no block-local numbers
+    assert isinstance(error.__cause__, BrokenFactoryError)
+    assert "broken_env" in error.remote_traceback
+
+
+def test_a_factory_whose_module_the_actors_cannot_import_is_a_startup_error_naming_it(cluster, tmp_path):
+    """Env factories from a module the driver imports but the nodes cannot (not on their path):
+    ``WorkerStartupError`` naming the module and saying it must be importable on every node, the
+    ``ModuleNotFoundError`` as ``__cause__`` (it used to be Ray's own ``ActorDiedError``)."""
+    (tmp_path / "ringenv_driver_only_envs.py").write_text("from ray_envs import WalkEnv\n\n\n"
+                                                          "class DriverOnlyEnv(WalkEnv):\n    pass\n")
+    sys.path.insert(0, str(tmp_path))  # the driver's path only: the actors' processes are started already
+    try:
+        import ringenv_driver_only_envs
+
+        with pytest.raises(ringenv.errors.WorkerStartupError) as caught:
+            ringenv.ray.make_vec([ringenv_driver_only_envs.DriverOnlyEnv] * 4, num_actors=2)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ringenv_driver_only_envs", None)
+    error = caught.value
+    assert isinstance(error.__cause__, ModuleNotFoundError)
+    assert "No module named 'ringenv_driver_only_envs'" in str(error)
+    assert "importable on every node" in str(error)
+    assert error.worker == 0 and error.env_ids == (0, 2)
+
+
+def test_errors_of_envs_reach_the_caller_as_themselves(cluster):
+    """An env that raises in a step: its own exception with the worker's traceback as __cause__,
+    as locally."""
     envs = ringenv.ray.make_vec([RaisingEnv] * 4, num_actors=2)
     try:
         envs.reset(seed=0)
@@ -856,6 +948,9 @@ def test_worker_death_inside_an_actor_keeps_local_behaviour(cluster):
         envs.step(np.array([0, 0, 0, 1]))
     assert not isinstance(caught.value, ActorDiedError)
     assert caught.value.env_ids == (2, 4) and caught.value.exitcode == 3
+    # the message names the actor and the global env ids, as the attribute does
+    assert str(caught.value).startswith(f"ringenv.ray actor 1 (pid {envs.actor_info[1]['pid']} "), str(caught.value)
+    assert "envs 2..4) died" in str(caught.value), str(caught.value)
     assert envs.closed
     assert not wait_pids_gone(processes, GONE_S)
 

@@ -20,6 +20,7 @@ finish first, with two calls in flight per actor. See docs/RAY.md for the cost m
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
@@ -28,13 +29,35 @@ import ray
 from ringenv.errors import ActorDiedError
 from ringenv.ray._build import EnvFnsRecipe, id_recipe
 from ringenv.ray.vector import RESTARTED, RayVectorEnv
-from ringenv._checks import check_count, check_seconds
+from ringenv._checks import check_count, check_options, check_seconds
 from ringenv._staging import parse_device
+from ringenv.registration import VECTOR_OPTIONS
 
 __all__ = ["make_vec", "RayVectorEnv", "ActorDiedError", "RESTARTED"]
 
 #: ``vector_kwargs`` that belong to the Ray vector env as a whole, not to each actor's pool.
 _DRIVER_ONLY = ("batch_size", "deterministic")
+
+
+def _check_vector_kwargs(vector_kwargs: Dict[str, Any], num_envs: int) -> None:
+    """Refuses what each actor's :class:`ringenv.AsyncVectorEnv` would refuse in its options, with the
+    local pool's own checks (``num_workers`` against the whole ``num_envs``), before any actor starts.
+
+    Raises:
+        TypeError: an option ``AsyncVectorEnv`` does not take, or of the wrong type (named).
+        ValueError: a value out of range (named).
+    """
+    for name in vector_kwargs:
+        if name not in VECTOR_OPTIONS:
+            close = difflib.get_close_matches(str(name), sorted(VECTOR_OPTIONS), n=1)
+            raise TypeError(f"vector_kwargs[{name!r}]: ringenv.AsyncVectorEnv takes no option {name!r}"
+                            + (f" (did you mean {close[0]!r}?)" if close else ""))
+    get = vector_kwargs.get
+    try:
+        check_options(num_envs, get("num_workers"), None, get("max_concurrency"), get("startup_timeout", 60.0),
+                      get("max_restarts", 3), get("restart_window", 60.0), get("spin_us"), get("inline"))
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"vector_kwargs: {e}") from None
 
 
 def _alive_nodes() -> int:
@@ -94,13 +117,18 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
 
     Raises:
         TypeError, ValueError: a bad count, option, device or combination (named), before any
-            actor starts (an observation space ``device`` cannot stage: ``ValueError`` once the
-            actors described it, which are then stopped); ``gymnasium.error.Error`` for an
-            unknown id.
+            actor starts: ``vector_kwargs`` with the local pool's checks (an unknown option,
+            ``num_workers`` outside ``0..num_envs``, a negative ``spin_us``, ...; an observation
+            space ``device`` cannot stage: ``ValueError`` once the actors described it, which are
+            then stopped); ``gymnasium.error.Error`` for an unknown id.
         ringenv.errors.CudaUnavailableError: a CUDA device was asked for and cannot be used (its
             ``reason`` says why), before any actor starts.
         multiprocessing.TimeoutError: the actors did not start within ``startup_timeout``.
-        ringenv.errors.WorkerStartupError: a factory raised in an actor.
+        ringenv.errors.WorkerStartupError: an actor could not build its envs: a factory raised
+            there, or the factories' module cannot be imported on its node (``worker``: the actor's
+            index; ``env_ids``: the global env ids; the message names the actor; ``__cause__``:
+            the factory's exception, or the ``ModuleNotFoundError``). Any actor startup error
+            stops every actor.
     """
     vector_kwargs = dict(vector_kwargs or {})
     actor_options = dict(actor_options or {})
@@ -139,6 +167,7 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
 
         def recipe(a: int, b: int, vkw: Dict[str, Any], share: int) -> Callable[[], Any]:
             return EnvFnsRecipe(env_fns[a:b], vkw, share)
+    _check_vector_kwargs(vector_kwargs, num_envs)
     batch_size = num_envs if batch_size is None else check_count("batch_size", batch_size, 1, num_envs, "num_envs")
     if blocks_per_actor is None:
         blocks_per_actor = 2 if batch_size < num_envs else 1

@@ -21,22 +21,52 @@ indices and global env ids.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import traceback
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ringenv.vector import AsyncVectorEnv
 
-__all__ = ["PoolActor", "Block"]
+__all__ = ["PoolActor", "Block", "StartupFailure"]
 
-#: ``(start, stop, build)``: the global env ids ``[start, stop)`` of a block and a picklable
-#: callable returning the local :class:`ringenv.AsyncVectorEnv` of those envs.
-Block = Tuple[int, int, Callable[[], AsyncVectorEnv]]
+#: ``(start, stop, build)``: the global env ids ``[start, stop)`` of a block and a callable
+#: returning the local :class:`ringenv.AsyncVectorEnv` of those envs, cloudpickled by the driver
+#: (unpickled in the actor, where a factory's module that cannot be imported is a startup failure).
+Block = Tuple[int, int, bytes]
+
+
+class StartupFailure(Exception):
+    """A block's pool could not be built in the actor (raised by every call of the actor; the driver
+    makes it a :class:`ringenv.errors.WorkerStartupError` naming the actor).
+
+    Args (and attributes of the same names):
+        error: the exception (a local pool's ``WorkerStartupError``, a factory's own, or the
+            unpickling's), its env ids made global.
+        cause: what ``error`` was raised from (a local ``WorkerStartupError``'s factory exception;
+            exceptions lose their ``__cause__`` on their way to the driver), or ``None``.
+        env_ids: the ``[start, stop)`` env ids of the block.
+        traceback: the actor's formatted traceback of ``error``.
+        unpickling: whether the block's recipe (its env factories) could not be unpickled.
+    """
+
+    def __init__(self, error: BaseException, cause: Optional[BaseException], env_ids: Tuple[int, int],
+                 traceback: str, unpickling: bool):
+        super().__init__(error, cause, env_ids, traceback, unpickling)
+        self.error, self.cause, self.env_ids, self.traceback, self.unpickling = (error, cause, env_ids, traceback,
+                                                                                  unpickling)
+
+    def __str__(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
 
 
 def _shift_env_ids(error: BaseException, start: int) -> BaseException:
-    """Makes the env ids a local pool's error names global (a block's pool counts from 0)."""
+    """Makes the env ids a local pool's error names global (a block's pool counts from 0), in its
+    attributes and in its message (``"worker 0 (pid 7, envs 0..2) died"``)."""
     env_ids = getattr(error, "env_ids", None)
     if isinstance(env_ids, tuple) and len(env_ids) == 2:
         error.env_ids = (env_ids[0] + start, env_ids[1] + start)  # type: ignore[attr-defined]
+        if start and len(error.args) == 1 and isinstance(error.args[0], str):
+            error.args = (error.args[0].replace(f"envs {env_ids[0]}..{env_ids[1]}",
+                                                f"envs {env_ids[0] + start}..{env_ids[1] + start}", 1),)
     env_id = getattr(error, "env_id", None)
     if isinstance(env_id, int):
         error.env_id = env_id + start  # type: ignore[attr-defined]
@@ -53,23 +83,32 @@ class PoolActor:
     """Hosts the local pools of ``blocks`` (made remote by the driver with ``ray.remote``).
 
     Args:
-        blocks: the actor's blocks, in env order: ``(start, stop, build)`` each.
+        blocks: the actor's blocks, in env order: ``(start, stop, build)`` each (:data:`Block`).
     """
 
     def __init__(self, blocks: Sequence[Block]):
+        import ray.cloudpickle
+
         self._ranges = [(int(a), int(b)) for a, b, _ in blocks]
         self._pools: List[AsyncVectorEnv] = []
         self._incarnation = os.urandom(8).hex()  # new each time Ray (re)creates the actor
         # A failure to build is kept and raised by every call (describe first), not raised here: Ray
-        # reports an error of an actor's constructor as a bare ActorDiedError that loses the
-        # exception (a factory's KeyError, a WorkerStartupError), which a method's error keeps.
-        self._startup_error: Optional[BaseException] = None
-        try:
-            for a, b, build in blocks:
+        # reports an error of an actor's constructor (or of unpickling its arguments: a factory's
+        # module this node cannot import) as a bare ActorDiedError that loses the exception (a
+        # factory's KeyError, a WorkerStartupError), which a method's error keeps.
+        self._startup_error: Optional[StartupFailure] = None
+        for a, b, payload in blocks:
+            unpickling = True
+            try:
+                build = ray.cloudpickle.loads(payload)
+                unpickling = False
                 self._pools.append(build())
-        except Exception as e:
-            self.close()
-            self._startup_error = _shift_env_ids(e, a)
+            except Exception as e:
+                self.close()
+                cause = e.__cause__ if isinstance(e.__cause__, Exception) else None
+                self._startup_error = StartupFailure(_shift_env_ids(e, a), cause, (a, b),
+                                                     "".join(traceback.format_exception(e)), unpickling)
+                break
 
     def _check(self) -> None:
         if self._startup_error is not None:

@@ -147,7 +147,10 @@ class BlockBatchesMixin:
         Raises:
             ValueError: fewer than ``batch_size`` envs in flight.
             multiprocessing.TimeoutError: ``timeout`` passed (the batches stay in flight).
-            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception.
+            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception
+            (the first in env order, once: the whole batch is dropped, as a local pool drops it,
+            and its envs may be sent actions again).
+            ClosedEnvironmentError: closed, or Ray was shut down (which closes it).
         """
         from ringenv.ray.vector import _RestartPending  # the driver's module, which imports this one
 
@@ -171,8 +174,15 @@ class BlockBatchesMixin:
             order = {r: i for i, r in enumerate(self._inflight)}  # send order, kept for a restart's reset
             back = []
             restarting = None
+            error: Optional[BaseException] = None
             for ref in taken:
-                b, kind, args = self._inflight.pop(ref)
+                entry = self._inflight.pop(ref, None)  # none left once a failure closed the env
+                if entry is None:
+                    continue
+                b, kind, args = entry
+                if error is not None:  # the batch failed: the rest of it is dropped, as a local pool drops it
+                    self._busy[b] = False
+                    continue
                 try:
                     if kind == "recovering":
                         self._received[b] = self._await_recovery(args, deadline)[0]
@@ -182,12 +192,17 @@ class BlockBatchesMixin:
                 except _RestartPending as e:  # in flight again, where it was: the restarted actor's reset
                     back.append((order[ref], self._recovery_ref(e.recovery), (b, "recovering", e.recovery)))
                     restarting = b // self.blocks_per_actor
-                except BaseException:
+                except BaseException as e:
                     self._busy[b] = False
-                    raise
+                    error = e
             if back:
                 merged = sorted(back + [(order[r], r, v) for r, v in self._inflight.items()], key=lambda t: t[0])
                 self._inflight = {r: v for _, r, v in merged}
+            if error is not None:
+                for b in self._received:  # blocks of the failed batch that came in on an earlier recv
+                    self._busy[b] = False
+                self._received.clear()
+                raise error
             if restarting is not None:
                 raise multiprocessing.TimeoutError(
                     f"recv ran out of time after {timeout} s while actor {restarting} was being restarted; the "

@@ -26,8 +26,8 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._staging import host_actions
-from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError
-from ringenv.ray._actor import PoolActor
+from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError
+from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, take
 from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.ray._closed_meanwhile import closed_meanwhile
@@ -105,16 +105,24 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         remote = ray.remote(PoolActor)
         self._actors: List[Any] = []
         self.actor_info: List[Dict[str, Any]] = []
+        # Each block's recipe is pickled here and unpickled in its actor, where a factory's module
+        # that the node cannot import is a startup failure naming it (not Ray's bare actor death).
+        payloads = [[(a, b, ray.cloudpickle.dumps(recipe(a, b, vector_kwargs, blocks_per_actor)))
+                     for a, b in self._blocks[k * blocks_per_actor:(k + 1) * blocks_per_actor]]
+                    for k in range(num_actors)]
+        k = 0
         try:
-            for k in range(num_actors):
-                mine = self._blocks[k * blocks_per_actor:(k + 1) * blocks_per_actor]
-                blocks = [(a, b, recipe(a, b, vector_kwargs, blocks_per_actor)) for a, b in mine]
+            for blocks in payloads:
                 self._actors.append(remote.options(**options).remote(blocks))
-            described = ray.get([a.describe.remote() for a in self._actors], timeout=startup_timeout)
+            refs = [a.describe.remote() for a in self._actors]
+            deadline = time.monotonic() + startup_timeout
+            described = []
+            for k, ref in enumerate(refs):  # in actor order: the error names the actor
+                described.append(ray.get(ref, timeout=max(0.0, deadline - time.monotonic())))
         except BaseException as e:
             self._kill_all()
             if isinstance(e, ray.exceptions.RayTaskError):
-                cause = _unwrap(e)
+                cause = self._actor_error(e, k)
                 raise cause from cause.__cause__
             if isinstance(e, ray.exceptions.GetTimeoutError):
                 raise multiprocessing.TimeoutError(
@@ -171,6 +179,41 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             worker=k, pid=info["pid"], env_ids=info["env_ids"], actor_id=info["actor_id"],
             node_id=info["node_id"], node_ip=info["node_ip"])
 
+    def _actor_error(self, error: "ray.exceptions.RayTaskError", k: int) -> BaseException:
+        """The exception to raise for ``error``, raised by a method of actor ``k``: a block's pool
+        that could not be built as :class:`WorkerStartupError` naming the actor and the global env
+        ids (``worker``: the actor's index; ``__cause__``: the factory's exception, or the failed
+        import's); a local worker's death (:class:`WorkerDiedError`, env ids already global) with
+        the actor named in its message; anything else as itself (:func:`_unwrap`)."""
+        failure = error.cause
+        if isinstance(failure, StartupFailure):
+            inner, (a, b) = failure.error, failure.env_ids
+            a0 = self._blocks[k * self.blocks_per_actor][0]
+            b0 = self._blocks[(k + 1) * self.blocks_per_actor - 1][1]
+            block = "" if (a, b) == (a0, b0) else f"envs {a}..{b}: "
+            if isinstance(inner, WorkerStartupError):
+                what, env_ids, remote_type, tb = str(inner), inner.env_ids, inner.remote_type, inner.remote_traceback
+            else:
+                what, env_ids, remote_type, tb = (f"{block}{type(inner).__name__}: {inner}", (a, b),
+                                                  type(inner).__name__, failure.traceback)
+            if failure.unpickling:
+                what = (f"{block}the env factories could not be unpickled there: {type(inner).__name__}: {inner} "
+                        "(the modules of env factories must be importable on every node of the Ray cluster: "
+                        "install them there, or ship them with a runtime_env, e.g. "
+                        "ray.init(runtime_env={'py_modules': [module]}))")
+            startup = WorkerStartupError(f"ringenv.ray actor {k} (envs {a0}..{b0}) failed to start: {what}", worker=k,
+                                         env_ids=(env_ids[0], env_ids[1]), remote_type=remote_type,
+                                         remote_traceback=tb)
+            startup.__cause__ = failure.cause if failure.cause is not None else inner
+            return startup
+        cause = _unwrap(error)
+        if (isinstance(cause, WorkerDiedError) and not isinstance(cause, ActorDiedError) and len(cause.args) == 1
+                and k < len(self.actor_info)):
+            info = self.actor_info[k]
+            cause.args = (f"ringenv.ray actor {k} (pid {info['pid']} on node {info['node_id'][:12]} at "
+                          f"{info['node_ip']}): {cause.args[0]}",)
+        return cause
+
     def _fail(self, error: BaseException) -> BaseException:
         """Closes the vector env (every actor stopped) and returns ``error`` to raise."""
         if not self.closed:  # this call's own close (closed_meanwhile), unless another thread's came first
@@ -187,6 +230,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         if gpu is not None:
             gpu.close()
         actors, self._actors = getattr(self, "_actors", []), []
+        if not ray.is_initialized():  # ray.shutdown(): the actors went with Ray (ray.kill would start a new Ray)
+            return
         for a in actors:
             try:
                 ray.kill(a, no_restart=True)
@@ -201,8 +246,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as e:
-            cause = _unwrap(e)
-            if isinstance(cause, WorkerDiedError):
+            cause = self._actor_error(e, k)
+            if isinstance(cause, (WorkerDiedError, WorkerStartupError)):
                 self._fail(cause)
             raise cause from cause.__cause__
         except ray.exceptions.RayActorError as e:
@@ -264,7 +309,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
                         raise _RestartPending(recovery) from None
                     raise
         except ray.exceptions.RayTaskError as e:
-            cause = self._fail(_unwrap(e))
+            cause = self._fail(self._actor_error(e, k))
             raise cause from cause.__cause__
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
             raise self._fail(self._died(k, e, "died and could not be restarted")) from None
@@ -331,8 +376,15 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
     # -- protocol -------------------------------------------------------------------------------
 
     def _assert_open(self, name: str) -> None:
+        """Raises ``ClosedEnvironmentError`` when the vector env is closed, or when Ray was shut down
+        (``ray.shutdown()``) while it was open: its actors went with Ray, so it is closed then (a
+        call to an actor would start a new local Ray instead)."""
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+        if not ray.is_initialized():
+            raise self._fail(ClosedEnvironmentError(
+                f"Trying to call `{name}` after Ray was shut down (ray.shutdown()) while the ringenv.ray vector "
+                f"env was open: its {self.num_actors} actors went with Ray, and the vector env is now closed."))
 
     def _assert_default(self, name: str) -> None:
         self._assert_open(name)
@@ -491,7 +543,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
-            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception.
+            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception;
+            ClosedEnvironmentError: closed, or Ray was shut down meanwhile (which closes it).
         """
         by_block = self._wait_pending("reset", AsyncState.WAITING_RESET, timeout)
         for b in range(len(self._blocks)):
@@ -557,7 +610,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
             ringenv.errors.ActorDiedError (an actor died; the vector env is closed),
             ringenv.errors.WorkerDiedError (a worker process inside an actor died, under the local
-            ``on_worker_failure="raise"``; closed too), or the exception an env raised.
+            ``on_worker_failure="raise"``; closed too), or the exception an env raised;
+            ClosedEnvironmentError: closed, or Ray was shut down meanwhile (which closes it).
         """
         by_block = self._wait_pending("step", AsyncState.WAITING_STEP, timeout)
         return self._assemble(list(range(len(self._blocks))), by_block)  # type: ignore[return-value]
@@ -631,6 +685,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         refs = pending + list(getattr(self, "_inflight", {}))
         wait_s = 10.0 if timeout is None else timeout
         busy = False
+        if not ray.is_initialized():  # ray.shutdown(): the actors went with Ray, and a call would start a new one
+            terminate = True
         if refs and not terminate:
             _, busy_refs = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
             busy = bool(busy_refs)
