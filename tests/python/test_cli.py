@@ -732,6 +732,17 @@ def test_measure_interrupted_closes_at_once_without_waiting_for_the_pending_step
             measure(lambda: Hung([lambda: gym.make("CartPole-v1")]), num_envs=1, seconds=0.1, seed=0)
         assert closes == ([{"terminate": True}] if accepts_terminate else [{}])
 
+    # a measurement that ends well closes plainly, once (the pending-step-free close)
+    closes = []
+
+    class Fine(gym.vector.SyncVectorEnv):
+        def close(self, **kwargs):
+            closes.append(kwargs)
+            super().close(**kwargs)
+
+    m = measure(lambda: Fine([lambda: gym.make("CartPole-v1")]), num_envs=1, seconds=0.05, seed=0)
+    assert m.vector_steps > 0 and closes == [{}]
+
 
 def test_measure_spends_the_policy_time_between_recv_and_send_and_before_each_step():
     # the caller's own work (policy_s) falls between a recv and its send, and before each step

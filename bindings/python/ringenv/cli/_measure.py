@@ -245,6 +245,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     t0 = time.perf_counter()
     batch = num_envs if batch_size is None else batch_size
     envs = make()
+    failed = False
     try:
         if batch < num_envs:
             envs.async_reset(seed=seed)
@@ -297,12 +298,14 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     except BaseException:
         # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
         # would wait for that step, so the first Ctrl-C would not end the command.
-        on_phase("close")
-        close_now(envs)
+        failed = True
         raise
-    else:
+    finally:
         on_phase("close")
-        envs.close()
+        if failed:
+            close_now(envs)
+        else:
+            envs.close()
 
 
 def close_now(envs: Any) -> None:
