@@ -16,7 +16,12 @@
 //! for good, without the GIL, where the process's end finds it, as PyO3 parks a thread that asks
 //! for the GIL while the interpreter finalizes. Both sides run with the GIL held, so a thread
 //! either counted itself before the handler looked or sees its flag.
+//!
+//! A forked child has only the thread that forked: `os.register_at_fork` (also in
+//! `ringenv/vector.py`) sets the child's count to that thread's own calls
+//! ([`exit_guard_after_fork`]), so the child's exit never waits for the parent's other threads.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
@@ -28,14 +33,21 @@ use pyo3::prelude::*;
 static EXITING: AtomicBool = AtomicBool::new(false);
 /// The thread that runs the `atexit` handlers (it may still step envs in a later handler).
 static EXITING_THREAD: OnceLock<ThreadId> = OnceLock::new();
-/// Threads inside the inline share's calls into Python.
+/// Calls under way inside the inline share's Python calls, over all threads (a thread inside it
+/// twice, an env that steps another vector env's share, counts twice).
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's calls counted in [`IN_FLIGHT`].
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
 
 /// One thread inside the inline share's Python calls; counted until dropped.
 pub struct Entered(());
 
 impl Drop for Entered {
     fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
         IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -50,22 +62,32 @@ pub fn enter(py: Python<'_>) -> Entered {
             }
         });
     }
+    DEPTH.with(|d| d.set(d.get() + 1));
     IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
     Entered(())
 }
 
+/// In a forked child (registered with `os.register_at_fork(after_in_child=...)`): the count of
+/// calls under way becomes the forking thread's own, the only thread the child has.
+#[pyfunction]
+pub fn exit_guard_after_fork() {
+    IN_FLIGHT.store(DEPTH.with(Cell::get), Ordering::Release);
+}
+
 /// The `atexit` handler: lets the inline share's Python calls under way in other threads finish
 /// (the GIL released meanwhile), waiting at most `timeout` seconds, and parks any thread that
-/// enters the share afterwards. Returns whether none was left under way.
+/// enters the share afterwards. Returns whether none was left under way in another thread.
 #[pyfunction]
 pub fn hold_inline_calls_at_exit(py: Python<'_>, timeout: f64) -> bool {
     let _ = EXITING_THREAD.set(std::thread::current().id());
     EXITING.store(true, Ordering::Release);
+    // (this thread's own calls, when it exits from inside an env's step, are not waited for)
+    let own = DEPTH.with(Cell::get);
     let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
     py.detach(|| {
-        while IN_FLIGHT.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        while IN_FLIGHT.load(Ordering::Acquire) > own && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    IN_FLIGHT.load(Ordering::Acquire) == 0
+    IN_FLIGHT.load(Ordering::Acquire) <= own
 }

@@ -31,6 +31,7 @@ fn current_pid() -> u32 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_pid, m)?)?;
     m.add_function(wrap_pyfunction!(exit_guard::hold_inline_calls_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_guard::exit_guard_after_fork, m)?)?;
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<close_request::PyPoolCloser>()?;
     m.add_class::<py_segment::PySegment>()?;

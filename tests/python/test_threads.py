@@ -150,3 +150,54 @@ def test_a_daemon_thread_stepping_envs_in_this_process_does_not_abort_the_interp
     done = subprocess.run([sys.executable, "-c", _DAEMON_AT_EXIT, layout, "guarded"], capture_output=True,
                           text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "main done\n"), done.stderr
+
+
+class _HeldEnv(gym.Env):
+    """Steps only when the module's ``release`` event is set, after setting ``inside``."""
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+    inside = threading.Event()
+    release = threading.Event()
+
+    def reset(self, *, seed=None, options=None):
+        return 0, {}
+
+    def step(self, action):
+        if os.getpid() == _HeldEnv.creator:  # (the share in this process; a worker never waits)
+            _HeldEnv.inside.set()
+            _HeldEnv.release.wait(60)
+        return 0, 0.0, False, False, {}
+
+
+def test_a_forked_child_does_not_wait_at_its_exit_for_the_parents_thread_inside_the_share(closing):
+    """A child forked while another thread of the parent is inside the share's step (a DataLoader
+    started beside an actor thread) has only the forking thread: its exit must not wait for the
+    parent's thread (``_native.exit_guard_after_fork``). The child asks the exit handler directly,
+    without waiting: whether nothing of its own is under way."""
+    from ringenv import _native
+
+    _HeldEnv.creator = os.getpid()
+    _HeldEnv.inside.clear()
+    _HeldEnv.release.clear()
+    envs = closing(ringenv.AsyncVectorEnv([_HeldEnv] * 2, num_workers=0))
+    envs.reset(seed=0)
+    stepper = threading.Thread(target=envs.step, args=(np.zeros(2, dtype=np.int64),), daemon=True)
+    stepper.start()
+    try:
+        assert _HeldEnv.inside.wait(60)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running the parent's test machinery
+            try:
+                os.write(write, b"1" if _native.hold_inline_calls_at_exit(0.0) else b"0")
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            answer = f.read()
+        os.waitpid(pid, 0)
+        assert answer == b"1", "the child counted the parent's thread as its own call under way"
+    finally:
+        _HeldEnv.release.set()
+        stepper.join(60)

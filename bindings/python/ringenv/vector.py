@@ -57,6 +57,8 @@ _TYPED = b"\0RTI"
 EXIT_WAIT_S = 10.0
 
 atexit.register(_native.hold_inline_calls_at_exit, EXIT_WAIT_S)
+# a forked child waits at its exit only for its own thread's calls, not the parent's other threads'
+os.register_at_fork(after_in_child=_native.exit_guard_after_fork)
 
 
 class AsyncVectorEnv(PoolVectorEnv):
