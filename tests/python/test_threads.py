@@ -171,8 +171,8 @@ class _HeldEnv(gym.Env):
 
 
 def test_a_forked_child_does_not_wait_at_its_exit_for_the_parents_thread_inside_the_share(closing):
-    """A child forked while another thread of the parent is inside the share's step (a DataLoader
-    started beside an actor thread) has only the forking thread: its exit must not wait for the
+    """A child made with ``os.fork()`` while another thread of the parent is inside the share's step,
+    which then exits through the interpreter, has only the forking thread: its exit must not wait for the
     parent's thread (``_native.exit_guard_after_fork``). The child asks the exit handler directly,
     without waiting: whether nothing of its own is under way."""
     from ringenv import _native
