@@ -148,20 +148,20 @@ impl std::fmt::Display for CheckReport {
                 "same seed, same trajectory (fresh env; re-seeded env, pre-filled buffers)",
             ),
         ];
+        const NOT_RUN: &str = ": not run (a problem below ended the check first)";
         for (kind, what) in checks {
-            let verdict = if self.has(kind) {
-                "FAIL"
+            let (verdict, not_run) = if self.has(kind) {
+                ("FAIL", "")
             } else if self.not_run.contains(&kind) {
-                "n/a "
+                ("n/a ", NOT_RUN)
             } else {
-                "ok  "
+                ("ok  ", "")
             };
-            let not_run = if verdict == "n/a " { ": not run (a problem below ended the check first)" } else { "" };
             writeln!(f, "  {verdict}  {what}{not_run}")?;
         }
         match self.allocations {
             None if self.not_run.contains(&ProblemKind::AllocatesInStep) => {
-                writeln!(f, "  n/a   no allocation in step: not run (a problem below ended the check first)")?
+                writeln!(f, "  n/a   no allocation in step{NOT_RUN}")?
             }
             None => {
                 writeln!(f, "  n/a   no allocation in step: not measured (CountingAlloc is not the global allocator)")?
@@ -407,16 +407,24 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
     if stopped {
         return report;
     }
-    for (label, env, fill, hint) in [
-        ("run 2 (a second env)", &mut second, 0u8, "state shared between envs, OS entropy or unordered iteration"),
+    // (run 2 steps the second env, comparable only when its spaces are the first's)
+    for (label, env, fill, hint, comparable) in [
+        (
+            "run 2 (a second env)",
+            &mut second,
+            0u8,
+            "state shared between envs, OS entropy or unordered iteration",
+            same_spaces,
+        ),
         (
             "run 3 (the first env re-seeded, buffers pre-filled with 0xFF)",
             &mut first,
             0xff,
             "reset keeps state from the previous episode, or observation elements are left unwritten",
+            true,
         ),
     ] {
-        if !same_spaces && fill == 0 {
+        if !comparable {
             report.not_run.push(NonDeterministic);
             continue;
         }
