@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from copy import deepcopy
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import cloudpickle
 import numpy as np
@@ -107,6 +107,9 @@ class Slots:
         #: The slots whose observations are lent with ``copy=True``, or ``None``: copied.
         self.leases: Optional[Leases] = (
             _leases_of(pool, seg, laid, n, obs_leaves) if lend and obs_leaves else None)
+        #: Per ``(slot, start, stop)`` run of rows of a flat observation space: the views of its
+        #: observations, rewards, terminations and truncations, made on first use (:meth:`rows`).
+        self._run_views: Dict[Run, Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
         self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
@@ -340,6 +343,15 @@ class Slots:
         runs of rows, in order (``ids``: their env ids), as :meth:`results`. Observations are a
         view of shared memory for one run of a flat space without ``copy``, lent views of one run
         with ``copy`` where the slot can be lent (:mod:`ringenv._leases`), else new arrays."""
+        if len(runs) == 1 and self.obs_flat is not None and self.device is None and self._pickled is None \
+                and (not copy or self.leases is None):  # one run of a flat space (an async batch): kept views
+            views = self._run_views.get(runs[0])
+            if views is None:
+                s, a, b = runs[0]
+                views = self._run_views[runs[0]] = (self.obs_flat[s][a:b], self.reward[s][a:b],
+                                                    self.terminated[s][a:b], self.truncated[s][a:b])
+            rows, reward, terminated, truncated = views
+            return rows.copy() if copy else rows[:], reward.astype(np.float64), terminated.copy(), truncated.copy()
         if self.device is not None:
             obs, *rest = self.device.batch(runs, copy)
             if self._pickled is not None:
@@ -394,6 +406,7 @@ class Slots:
         self.leases = None
         self.obs_mem = self.obs_rows = self.obs_flat = self.obs_views = self.obs_read = self.action = None
         self.reward, self.terminated, self.truncated = [], [], []
+        self._run_views = {}
 
 
 #: Types whose values ``copy.deepcopy`` returns as they are (immutable, holding nothing).
