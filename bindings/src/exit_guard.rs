@@ -9,7 +9,8 @@
 //! hands the GIL over every few milliseconds). Gymnasium's `SyncVectorEnv` in the same place has
 //! only Python and C frames, which the unwind crosses.
 //!
-//! So the inline share's calls into Python are counted ([`enter`]), and an `atexit` handler
+//! So the inline share's calls into Python (its envs' `step`, `reset`, `call` and `close`) are
+//! counted ([`enter`]), and an `atexit` handler
 //! (`ringenv/vector.py` registers [`hold_inline_calls_at_exit`]) runs before the interpreter
 //! starts ending threads: it lets the calls under way finish (the GIL released, for at most its
 //! timeout), and from then on a thread other than the exiting one that enters the share parks

@@ -320,13 +320,18 @@ impl PyPool {
         }
     }
 
-    /// Closes the inline envs (in the creator process only: a fork child's copy is let go).
+    /// Closes the inline envs (in the creator process only: a fork child's copy is let go). Their
+    /// `close` is one of the share's calls into Python ([`crate::exit_guard::enter`]): a daemon
+    /// thread closing them when the interpreter exits is let finish, or parked, not unwound.
     fn close_inline(&mut self) {
         self.handover = None;
         if let Some(host) = self.inline.take() {
             if current_pid() == self.creator_pid {
                 let mut host = host.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let _ = catch(move || host.close());
+                Python::attach(|py| {
+                    let _entered = crate::exit_guard::enter(py);
+                    let _ = catch(move || host.close());
+                });
             }
         }
     }

@@ -111,11 +111,20 @@ class SleepyEnv(gym.Env):
         time.sleep(0.05)  # hands the GIL over inside the share's step
         return 0, 0.0, False, False, {}
 
+    def close(self):
+        marker = getattr(sys.modules["__main__"], "stepping", None)
+        if marker is not None:
+            marker.set()
+        time.sleep(0.3)  # hands the GIL over inside the share's close; a worker's keeps close waiting
+
 layout = {"in-process": dict(num_workers=0), "default": dict(num_workers=1, inline=True)}[sys.argv[1]]
 envs = ringenv.AsyncVectorEnv([SleepyEnv] * 2, **layout)
 envs.reset(seed=0)
 
 def loop():
+    if sys.argv[3] == "close":
+        envs.close()
+        return
     while True:
         envs.step(np.zeros(2, dtype=np.int64))
 
@@ -138,16 +147,18 @@ print("main done", flush=True)
 
 
 @pytest.mark.parametrize("layout", ["in-process", "default"])
-def test_a_daemon_thread_stepping_envs_in_this_process_does_not_abort_the_interpreters_exit(layout):
-    """A daemon thread inside the share's step when the interpreter exits: CPython ends such a
-    thread when it asks for the GIL back, an unwind that aborted the process (status 134, no
-    message) when it met ringenv's native frames; an atexit handler lets the step under way
-    finish and parks the thread after it (``bindings/src/exit_guard.rs``). The script's last
-    object sleeps while the interpreter finalizes, so the thread asks for the GIL then."""
+@pytest.mark.parametrize("call", ["step", "close"])
+def test_a_daemon_thread_stepping_envs_in_this_process_does_not_abort_the_interpreters_exit(layout, call):
+    """A daemon thread inside the share's step (or its envs' ``close``) when the interpreter
+    exits: CPython ends such a thread when it asks for the GIL back, an unwind that aborted the
+    process (status 134, no message) when it met ringenv's native frames; an atexit handler lets
+    the call under way finish and parks the thread after it (``bindings/src/exit_guard.rs``). The
+    script's last object sleeps while the interpreter finalizes, so the thread asks for the GIL
+    then."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _DAEMON_AT_EXIT, layout, "guarded"], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", _DAEMON_AT_EXIT, layout, "guarded", call], capture_output=True,
                           text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "main done\n"), done.stderr
 
