@@ -628,6 +628,29 @@ def test_ray_shutdown_while_open_closes_the_env_and_starts_no_ray(cluster):
         ray.init(address=cluster.address, log_to_driver=False)
 
 
+def test_ray_shut_down_and_started_again_closes_the_env_with_its_error(cluster):
+    """``ray.shutdown()`` then ``ray.init()`` again (to the same cluster: a new job) with a vector
+    env open: its actors ended with the old job, so its next call raises ``ClosedEnvironmentError``
+    naming the shutdown (before: Ray's bare ``Exception`` "Can't find actor"), and ``close``
+    returns."""
+    envs = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    envs.reset(seed=0)
+    processes = pool_processes(envs)
+    ray.shutdown()
+    ray.init(address=cluster.address, log_to_driver=False)
+    with pytest.raises(gym.error.ClosedEnvironmentError, match=r"ray\.shutdown\(\).*started again"):
+        envs.step(np.zeros(4, np.int64))
+    assert envs.closed
+    envs.close()
+    assert not wait_pids_gone(processes, GONE_S)
+    fresh = ringenv.ray.make_vec(walk_fns(4), num_actors=2)  # the new job's actors work
+    try:
+        fresh.reset(seed=0)
+        assert fresh.step(np.zeros(4, np.int64))[1].shape == (4,)
+    finally:
+        fresh.close()
+
+
 def test_bad_arguments_are_refused_before_actors_start(cluster):
     with pytest.raises(ValueError, match="multiple of the envs per block"):
         ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2, batch_size=3)

@@ -70,6 +70,16 @@ def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
     return cause
 
 
+def _ray_session() -> Optional[Tuple[str, str]]:
+    """``(job id, node id)`` of this process's Ray connection, ``None`` without one: a driver's
+    actors end with its job (``ray.shutdown()``), and a Ray started again is a new job (the same
+    job id on a new local cluster, whose node id is new)."""
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    return context.get_job_id(), context.get_node_id()
+
+
 class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
     """A vector env of ``num_envs`` sub-envs stepped in Ray actors. Made by
     :func:`ringenv.ray.make_vec`, whose docstring gives the arguments.
@@ -103,6 +113,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
                    "max_restarts": max_actor_restarts if self._restart else 0, "max_task_retries": 0,
                    "max_concurrency": blocks_per_actor + 1}
         remote = ray.remote(PoolActor)
+        #: The Ray connection the actors belong to (:func:`_ray_session`).
+        self._session = _ray_session()
         self._actors: List[Any] = []
         self.actor_info: List[Dict[str, Any]] = []
         # Each block's recipe is pickled here and unpickled in its actor, where a factory's module
@@ -230,7 +242,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         if gpu is not None:
             gpu.close()
         actors, self._actors = getattr(self, "_actors", []), []
-        if not ray.is_initialized():  # ray.shutdown(): the actors went with Ray (ray.kill would start a new Ray)
+        if not self._ray_is_ours():  # ray.shutdown(): the actors went with Ray (ray.kill would start a new Ray)
             return
         for a in actors:
             try:
@@ -381,10 +393,16 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         call to an actor would start a new local Ray instead)."""
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
-        if not ray.is_initialized():
+        if not self._ray_is_ours():
+            again = " (Ray was started again since: its actors do not exist there)" if ray.is_initialized() else ""
             raise self._fail(ClosedEnvironmentError(
                 f"Trying to call `{name}` after Ray was shut down (ray.shutdown()) while the ringenv.ray vector "
-                f"env was open: its {self.num_actors} actors went with Ray, and the vector env is now closed."))
+                f"env was open{again}: its {self.num_actors} actors went with Ray, and the vector env is now closed."))
+
+    def _ray_is_ours(self) -> bool:
+        """Whether Ray is connected, and to the job its actors were made in (not shut down since,
+        nor started again: a driver's actors end with its job)."""
+        return ray.is_initialized() and _ray_session() == getattr(self, "_session", None)
 
     def _assert_default(self, name: str) -> None:
         self._assert_open(name)
@@ -685,7 +703,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         refs = pending + list(getattr(self, "_inflight", {}))
         wait_s = 10.0 if timeout is None else timeout
         busy = False
-        if not ray.is_initialized():  # ray.shutdown(): the actors went with Ray, and a call would start a new one
+        if not self._ray_is_ours():  # ray.shutdown(): the actors went with Ray, and a call would start a new one
             terminate = True
         if refs and not terminate:
             _, busy_refs = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
