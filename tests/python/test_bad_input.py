@@ -252,6 +252,21 @@ def test_an_object_array_of_numbers_is_checked_like_numbers(closing):
     assert obs.shape == (2, 3) and np.isfinite(rewards).all()
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.bool_])
+def test_float_actions_for_a_box_of_an_integer_dtype_are_refused_before_anything_is_sent(closing, dtype):
+    """A float batch for a Box of an integer (or bool) dtype is a ``ValueError`` naming the dtype,
+    as for a Discrete (before: cast into the slot, 2.7 reaching the env as 2 and NaN as INT_MIN);
+    the same values as integers pass."""
+    space = gym.spaces.Box(0, 1, (2,), dtype)
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(SpaceEnv, gym.spaces.Discrete(2), space)] * 2,
+                                          num_workers=2))
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match=rf"Box space of dtype {np.dtype(dtype)} must be integers, got dtype float"):
+        envs.step(np.array([[0.7, 0.0], [np.nan, 1.0]]))
+    *_, infos = envs.step(np.array([[1, 0], [0, 1]], dtype))
+    assert infos["t"].tolist() == [1, 1]  # the refused batch never reached the envs
+
+
 def test_string_actions_are_refused(pendulums):
     pendulums.reset(seed=0)
     with pytest.raises(ValueError, match="must be numbers, got an array of dtype <U"):

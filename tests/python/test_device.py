@@ -54,6 +54,31 @@ def test_torch_cpu_tensor_actions_equal_numpy_actions(closing):
         ours.step(torch.zeros(4, dtype=torch.float32))
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_torch_actions_of_a_dtype_numpy_lacks_reach_the_envs_as_their_float32_values(closing, dtype):
+    """bfloat16 and float8 tensors (a policy in reduced precision) have no NumPy dtype: they are
+    widened to float32, which holds their values exactly, and the envs get what the float32
+    tensor of the same values gives them (before: torch's ``TypeError: Got unsupported
+    ScalarType BFloat16``)."""
+    if not hasattr(torch, dtype):
+        pytest.skip(f"this torch has no torch.{dtype}")
+    pendulum = [functools.partial(gym.make, "Pendulum-v1")] * 2
+    ours, ref = closing(AsyncVectorEnv(pendulum, num_workers=2)), closing(AsyncVectorEnv(pendulum, num_workers=2))
+    ours.reset(seed=1), ref.reset(seed=1)
+    actions = torch.tensor([[0.5], [-1.25]]).to(getattr(torch, dtype))
+    got, want = ours.step(actions), ref.step(actions.to(torch.float32))
+    for x, y in zip(got[:4], want[:4]):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_torch_actions_on_the_meta_device_are_refused_by_name(closing):
+    env = closing(AsyncVectorEnv(cartpoles(2), num_workers=2))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="meta device"):
+        env.step(torch.zeros(2, dtype=torch.int64, device="meta"))
+    assert env.step(np.zeros(2, np.int64))[1].shape == (2,)
+
+
 def test_torch_cpu_tensor_actions_in_send(closing):
     env = closing(AsyncVectorEnv([JitterEnv] * 4, num_workers=2, batch_size=2))
     env.async_reset(seed=0)

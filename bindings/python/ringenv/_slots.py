@@ -116,7 +116,10 @@ class Slots:
         # The batched space of what the segment holds (Gymnasium's iterate walks a batch by it).
         self._laid_batch = observation_space if self._pickled is None else batch_space(laid, n)
         self._action_shape = (n, *(single_action_space.shape or ()))
-        self._integer_actions = not isinstance(single_action_space, spaces.Box)
+        # Discrete, MultiDiscrete, MultiBinary, and a Box of an integer (or bool) dtype: floats are
+        # refused there, not truncated into the slot (NaN would reach the env as INT_MIN).
+        self._integer_actions = (not isinstance(single_action_space, spaces.Box)
+                                 or np.dtype(single_action_space.dtype).kind in "iub")
         self._action_bounds = action_bounds(single_action_space) if check_actions else None
         # A batch of every env's actions of the leaf's own dtype is checked and written in one
         # native call (the same rules as check_action_values, over its bytes); any other batch,
@@ -232,7 +235,8 @@ class Slots:
                              f"({count} envs, action shape {self.single_action_space.shape})")
         actions = refuse_objects(actions, self.single_action_space)
         if self._integer_actions and actions.dtype.kind not in "iub":
-            raise ValueError(f"actions for a {type(self.single_action_space).__name__} space must be integers, "
+            of = f" of dtype {self.single_action_space.dtype}" if isinstance(self.single_action_space, spaces.Box) else ""
+            raise ValueError(f"actions for a {type(self.single_action_space).__name__} space{of} must be integers, "
                              f"got dtype {actions.dtype}")
         check_fits(actions, self.action[0].dtype)
         if self._action_bounds is not None:

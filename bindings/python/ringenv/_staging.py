@@ -445,10 +445,21 @@ def host_actions(actions: Any, staging: Optional[DeviceBatches]) -> Any:
     """``actions`` as a NumPy array of the same dtype when it is a torch tensor (a CUDA tensor is
     copied to the host on its current stream, through the pinned staging when there is one, and
     that stream alone is waited for); anything else is returned as it is, so the vector env's
-    checks see the caller's values and dtype either way."""
+    checks see the caller's values and dtype either way. A tensor of a dtype NumPy lacks is
+    widened first, exactly: bfloat16 and the float8 types to float32, complex32 to complex64.
+
+    Raises:
+        ValueError: a tensor on the ``meta`` device (it holds no values).
+    """
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(actions, torch.Tensor):
         return actions
+    if actions.device.type == "meta":
+        raise ValueError(f"actions are a tensor on the meta device, which holds no values (shape {tuple(actions.shape)})")
+    if actions.is_floating_point() and actions.dtype not in (torch.float16, torch.float32, torch.float64):
+        actions = actions.to(torch.float32)
+    elif actions.dtype == torch.complex32:
+        actions = actions.to(torch.complex64)
     if actions.device.type == "cuda" and staging is not None and actions.device == staging.device:
         host = np.empty(tuple(actions.shape), dtype=torch.empty(0, dtype=actions.dtype).numpy().dtype)
         staging.staging.actions_to_host(actions, host)
