@@ -41,7 +41,7 @@ NESTED = spaces.Dict(collections.OrderedDict([
 
 
 def test_a_dict_with_custom_values_is_split_in_its_key_order():
-    layout = _layout.observation_layout(MINIGRID_LIKE, N)
+    layout = _layout.observation_layout(MINIGRID_LIKE, N, 1)
     assert layout is not None
     assert list(layout.space.spaces) == ["image", "direction"]
     assert list(layout.pickled.spaces) == ["mission"]
@@ -50,7 +50,7 @@ def test_a_dict_with_custom_values_is_split_in_its_key_order():
 
 
 def test_a_nested_custom_value_makes_its_whole_top_level_value_pickled():
-    layout = _layout.observation_layout(NESTED, N)
+    layout = _layout.observation_layout(NESTED, N, 1)
     assert layout is not None
     assert list(layout.space.spaces) == ["z_word", "a_grid"]
     assert list(layout.pickled.spaces) == ["inner", "colour"]
@@ -61,7 +61,7 @@ def test_a_nested_custom_value_makes_its_whole_top_level_value_pickled():
     spaces.Dict({"a": spaces.Discrete(3), "b": spaces.Text(2)}),
 ], ids=["box", "dict-of-layouts"])
 def test_a_space_with_a_layout_is_not_split(space):
-    layout = _layout.observation_layout(space, N)
+    layout = _layout.observation_layout(space, N, 1)
     assert layout is not None and layout.pickled is None and layout.space is space
     assert layout.leaves == _layout.plan(space, N)
 
@@ -72,7 +72,7 @@ def test_a_space_with_a_layout_is_not_split(space):
     spaces.Tuple((spaces.Discrete(3), ColourSpace())),  # only a Dict is split
 ], ids=["custom", "dict-of-custom", "tuple"])
 def test_a_space_with_nothing_to_lay_out_travels_pickled_whole(space):
-    assert _layout.observation_layout(space, N) is None
+    assert _layout.observation_layout(space, N, 1) is None
 
 
 @pytest.mark.parametrize("space", [MINIGRID_LIKE, NESTED], ids=["minigrid-like", "nested"])
@@ -93,6 +93,42 @@ def test_split_observations_equal_sync_vector_envs(closing, space, kwargs):
         got, want = ours.step(actions), ref.step(actions)
         assert list(got[0]) == list(space.spaces)  # the space's key order, as Gymnasium batches it
         for k in range(4):
+            assert_tree_identical(got[k], want[k], what=f"step {t}, result {k}")
+
+
+#: Spaces past the segment's limits (``MAX_LEAVES`` leaves with the action's, ``MAX_NDIM``
+#: dimensions of a leaf's row): before, the vector env refused them ("invalid pool layout").
+MANY_LEAVES = spaces.Dict(collections.OrderedDict(
+    (f"k{i:02d}", spaces.Box(-1.0, 1.0, (2,), np.float32) if i % 2 else spaces.Discrete(3)) for i in range(40)))
+TUPLE_OF_40 = spaces.Tuple([spaces.Discrete(3)] * 40)
+NINE_DIMS = spaces.Box(-1.0, 1.0, (1, 2, 1, 1, 1, 1, 1, 1, 2), np.float32)
+
+
+def test_a_dict_of_more_leaves_than_the_segment_holds_is_split_where_they_stop_fitting():
+    layout = _layout.observation_layout(MANY_LEAVES, N, 1)
+    assert list(layout.space.spaces) == [f"k{i:02d}" for i in range(31)]  # 31 + the action's leaf
+    assert list(layout.pickled.spaces) == [f"k{i:02d}" for i in range(31, 40)]
+    assert len(_layout.observation_layout(MANY_LEAVES, N, 0).space.spaces) == 32
+    assert _layout.observation_layout(TUPLE_OF_40, N, 1) is None  # only a Dict is split
+    assert _layout.plan(NINE_DIMS, N) == [("float32", [4])]  # laid out as its element count
+
+
+@pytest.mark.parametrize("space, action_space", [
+    (MANY_LEAVES, None), (TUPLE_OF_40, None), (NINE_DIMS, None),
+    (spaces.Discrete(3), NINE_DIMS),  # an action leaf of nine dimensions
+], ids=["dict-of-40", "tuple-of-40", "box-of-9-dims", "action-of-9-dims"])
+@pytest.mark.parametrize("kwargs", [{}, {"inline": False}, {"copy": False}], ids=["default", "workers-only", "no-copy"])
+def test_spaces_past_the_segments_limits_step_as_in_sync_vector_env(closing, space, action_space, kwargs):
+    fns = [functools.partial(SpaceEnv, space, action_space) for _ in range(N)]
+    ours = closing(ringenv.AsyncVectorEnv(fns, **kwargs))
+    ref = closing(SyncVectorEnv(fns, **{k: v for k, v in kwargs.items() if k == "copy"}))
+    got, want = ours.reset(seed=2), ref.reset(seed=2)
+    assert_tree_identical(got[0], want[0], what="reset")
+    ref.action_space.seed(1)
+    for t in range(12):
+        actions = ref.action_space.sample()
+        got, want = ours.step(actions), ref.step(actions)
+        for k in range(5):
             assert_tree_identical(got[k], want[k], what=f"step {t}, result {k}")
 
 
@@ -147,7 +183,7 @@ def test_a_missing_pickled_key_raises_keyerror_as_sync_vector_env_does(closing, 
 @pytest.mark.parametrize("num_workers", [0, 1])
 def test_a_dict_whose_only_laid_values_are_empty_travels_pickled_whole(closing, empty, num_workers):
     space = spaces.Dict(collections.OrderedDict([("e", empty), ("c", ColourSpace())]))
-    assert _layout.observation_layout(space, N) is None  # no bytes to lay out
+    assert _layout.observation_layout(space, N, 1) is None  # no bytes to lay out
     fns = [functools.partial(SpaceEnv, space) for _ in range(N)]
     ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers, inline=True))
     ref = closing(SyncVectorEnv(fns))
@@ -213,7 +249,7 @@ class _LongDoubles(gym.Env):
 def test_a_longdouble_box_is_laid_out_as_bytes(closing, num_workers):
     # The segment's arrays hold numbers of at most 8 bytes; a longdouble Box's rows are bytes.
     space = spaces.Box(-1.0, 1.0, (3,), np.longdouble)
-    assert _layout.observation_layout(space, N).leaves == [("uint8", [3 * np.dtype(np.longdouble).itemsize])]
+    assert _layout.observation_layout(space, N, 1).leaves == [("uint8", [3 * np.dtype(np.longdouble).itemsize])]
     fns = [functools.partial(_LongDoubles, i) for i in range(N)]
     ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers, inline=True))
     ref = closing(SyncVectorEnv(fns))

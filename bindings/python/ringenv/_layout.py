@@ -34,6 +34,13 @@ LeafSpec = Tuple[str, List[int]]
 #: Spaces written through a single NumPy view per env (no Python call per step).
 FLAT_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
+#: The most observation and action leaves a segment holds (``MAX_LEAVES`` in
+#: ``runtime/src/layout.rs``): the values of a space with more travel pickled (:func:`observation_layout`).
+MAX_LEAVES = 32
+#: The most dimensions a leaf's row declares (``MAX_NDIM`` there): a flat space of more is laid
+#: out as its element count (:func:`plan`; every reader and writer views it with the space's shape).
+MAX_NDIM = 8
+
 
 class _Leaf:
     """Stands in for a ``multiprocessing.Array``: ``get_obj()`` is a flat byte array over the
@@ -85,7 +92,10 @@ def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
     layout (its values must travel pickled). A flat space's one leaf carries the space's own dtype
     and shape (what a Rust env declares); other leaves are flat element counts."""
     if is_flat(space):
-        return [(np.dtype(space.dtype).name, list(space.shape or ()))]
+        shape = list(space.shape or ())
+        if len(shape) > MAX_NDIM:
+            shape = [int(np.prod(shape, dtype=np.int64))]
+        return [(np.dtype(space.dtype).name, shape)]
     ctx = _PlanContext()
     try:
         create_shared_memory(space, n=num_envs, ctx=ctx)  # type: ignore[arg-type]  # a duck-typed context
@@ -115,13 +125,16 @@ class ObservationLayout(NamedTuple):
     pickled: Optional[spaces.Dict]
 
 
-def observation_layout(space: spaces.Space, num_envs: int) -> Optional[ObservationLayout]:
-    """Where observations of ``space`` go for ``num_envs`` envs: its :func:`plan` when it has
-    one; for a ``Dict`` that has none but some of whose values do (its top-level keys only), the
-    plan of those values and the ``Dict`` of the others, which travel pickled; else ``None``: every
-    observation travels pickled. Computed alike in the main process and in each worker."""
+def observation_layout(space: spaces.Space, num_envs: int, action_leaves: int) -> Optional[ObservationLayout]:
+    """Where observations of ``space`` go for ``num_envs`` envs beside ``action_leaves`` action
+    leaves: its :func:`plan` when it has one of at most ``MAX_LEAVES - action_leaves`` leaves; for a
+    ``Dict`` that has none (or one of more leaves) but some of whose values do (its top-level keys
+    only), the plan of those values, taken in the space's key order while their leaves fit, and the
+    ``Dict`` of the others, which travel pickled; else ``None``: every observation travels pickled.
+    Computed alike in the main process and in each worker."""
+    budget = MAX_LEAVES - action_leaves
     leaves = plan(space, num_envs)
-    if leaves is not None:
+    if leaves is not None and len(leaves) <= budget:
         if is_flat(space) and np.dtype(space.dtype).itemsize > 8:
             # longdouble: the segment's arrays hold numbers of at most 8 bytes; its rows are
             # laid out as bytes (every reader and writer views them with the space's dtype).
@@ -129,7 +142,12 @@ def observation_layout(space: spaces.Space, num_envs: int) -> Optional[Observati
         return ObservationLayout(leaves, space, None)
     if type(space) is not spaces.Dict:
         return None
-    laid = OrderedDict((key, sub) for key, sub in space.spaces.items() if plan(sub, num_envs) is not None)
+    laid: "OrderedDict[str, spaces.Space]" = OrderedDict()
+    for key, sub in space.spaces.items():
+        sub_leaves = plan(sub, num_envs)
+        if sub_leaves is not None and len(sub_leaves) <= budget:
+            laid[key] = sub
+            budget -= len(sub_leaves)
     if not laid:
         return None
     # OrderedDicts: a plain dict would make Gymnasium sort the keys.

@@ -150,7 +150,7 @@ def _build(init: bytes, info: dict):
     obs_leaves, act_leaves, offsets = info["obs_leaves"], info["action_leaves"], info["offsets"]
     count = stop - start
     obs_targets: Optional[List[List[Any]]]
-    layout = _layout.observation_layout(obs_space, n) if obs_leaves else None
+    layout = _layout.observation_layout(obs_space, n, len(act_leaves or ())) if obs_leaves else None
     pickled_keys = None
     if layout is not None and layout.pickled is not None:
         obs_space, pickled_keys = layout.space, list(layout.pickled.spaces)

@@ -266,7 +266,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._vector_infos = bool(vector_infos)
         self._env_infos: Union[Dict[int, Dict[str, Any]], List[bytes]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
-        obs_layout = _layout.observation_layout(single_obs, n) if self.shared_memory else None
+        act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
+        obs_layout = _layout.observation_layout(single_obs, n, len(act_leaves or ())) if self.shared_memory else None
         if torch_device is not None and not (obs_layout is not None and device_tree(obs_layout.space)):
             raise ValueError(f"device={device!r} needs observations of arrays in shared memory (a Box, Discrete, "
                              f"MultiDiscrete or MultiBinary space, or a Dict or Tuple of them; a Dict's values of no "
@@ -284,7 +285,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         if batch_size < n:
             check_batch_size(n, num_workers, batch_size, use_inline)
         obs_leaves = obs_layout.leaves if obs_layout is not None else None
-        act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         # The segment's size, computed without allocating, is checked before Gymnasium's
         # batch_space allocates arrays of num_envs rows and before the segment is created.
         # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
