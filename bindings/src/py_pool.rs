@@ -359,6 +359,9 @@ impl PyPool {
 
 impl Drop for PyPool {
     fn drop(&mut self) {
+        if let (true, Some(pool)) = (current_pid() == self.creator_pid, self.pool.as_mut()) {
+            pool.request_close(); // the workers close their envs while the share's close here
+        }
         self.close_inline();
         if let Some(pool) = self.pool.take() {
             if current_pid() == self.creator_pid {
@@ -862,25 +865,41 @@ impl PyPool {
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
+        let deadline = Instant::now() + t;
         (self.retained, self.received) = (None, None);
+        // The worker processes go first, or close their envs while this process closes its
+        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
+        let owner = current_pid() == self.creator_pid;
+        let mut stopped = Ok(());
+        if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
+            self.last_pids = pool.worker_pids();
+            if t.is_zero() {
+                // terminate: killed at once
+                stopped =
+                    py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
+            } else {
+                pool.request_close();
+            }
+        }
         self.close_inline();
         let Some(mut pool) = self.pool.take() else {
             self.closer.set_closed();
-            return Ok(());
+            return stopped;
         };
-        if current_pid() != self.creator_pid {
+        if !owner {
             let_go_in_child(pool);
             return Ok(());
         }
-        self.last_pids = pool.worker_pids();
-        let closed = py
-            .detach(|| {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let closed = stopped.and(
+            py.detach(|| {
                 catch(move || {
-                    pool.close(t);
+                    pool.close(left);
                     drop(pool);
                 })
             })
-            .map_err(|message| internal_error(py, message));
+            .map_err(|message| internal_error(py, message)),
+        );
         self.closer.set_closed();
         closed
     }

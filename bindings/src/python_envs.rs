@@ -538,10 +538,20 @@ impl EnvHost for PyEnvs {
         })
     }
 
+    /// Closes every env; one whose `close` raises is named in a `RuntimeWarning` (in a worker
+    /// process it goes to the worker's stderr) and the others are closed all the same, as
+    /// Gymnasium's `AsyncVectorEnv` logs a worker's error there and goes on.
     fn close(&mut self) {
         Python::attach(|py| {
-            for env in &self.envs {
-                let _ = env.bind(py).call_method0("close");
+            for (k, env) in self.envs.iter().enumerate() {
+                if let Err(e) = env.bind(py).call_method0("close") {
+                    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "exception".into());
+                    let text = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+                    let message = format!("env {}'s close() raised {kind}: {text}", self.env_ids.start + k);
+                    let message = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
+                    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+                    let _ = PyErr::warn(py, &category, &message, 0);
+                }
             }
         })
     }

@@ -166,6 +166,8 @@ pub struct Pool {
     sync: Option<CommandKind>,
     failed: Option<PoolError>,
     closed: bool,
+    /// Every worker was sent its `Close` command ([`Pool::request_close`]).
+    close_sent: bool,
     crash_guard: Option<CrashLoopGuard>,
     /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
     /// optional).
@@ -269,6 +271,7 @@ impl Pool {
             sync: None,
             failed: None,
             closed: false,
+            close_sent: false,
             crash_guard,
             advert: None,
             spinner: Spinner::new(spin),
@@ -994,20 +997,32 @@ impl Pool {
             self.advert = None;
             return;
         }
-        if !self.closed {
-            let slot = self.worker_slot[0] as u32;
-            for w in 0..self.workers.len() {
-                // Bounded whatever the worker wrote into its ring; a worker that cannot be told
-                // to close is killed after `grace`.
-                let _ = self.commands[w].push(Command::new(CommandKind::Close, slot, 0, false));
-                if let Some(wakeup) = self.segment.command_wakeup(w) {
-                    wakeup.notify();
-                }
-            }
-        }
+        self.request_close();
         stop_all(&mut self.workers, grace);
         self.closed = true;
         self.advert = None;
+    }
+
+    /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the
+    /// workers close their envs while this process does something else (the inline share's
+    /// envs); [`Pool::close`] then waits for them. Once per pool; nothing in a `fork` child or
+    /// after the pool closed. A pending command is abandoned.
+    pub fn request_close(&mut self) {
+        if self.closed || self.close_sent || !self.is_owner() {
+            return;
+        }
+        self.close_sent = true;
+        self.sync = None;
+        self.flights.iter_mut().for_each(|f| *f = None);
+        let slot = self.worker_slot[0] as u32;
+        for w in 0..self.workers.len() {
+            // Bounded whatever the worker wrote into its ring; a worker that cannot be told
+            // to close is killed after the grace of `close`.
+            let _ = self.commands[w].push(Command::new(CommandKind::Close, slot, 0, false));
+            if let Some(wakeup) = self.segment.command_wakeup(w) {
+                wakeup.notify();
+            }
+        }
     }
 
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
