@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
 from ringenv import _layout
-from ringenv._worker import pickle_main_by_value, worker_argv
+from ringenv._worker import local_init, pickle_main_by_value, worker_argv
 
 __all__ = ["WorkerProgram", "RustEnvs", "python_program", "PYTHON_ONLY_OPTIONS"]
 
@@ -113,6 +113,8 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
     }
 
     def make_init(start: int, stop: int, inline: bool = False) -> bytes:
+        if inline:  # made in this process by the factories themselves, as SyncVectorEnv makes them
+            return local_init({**cfg, "env_fns": list(env_fns[start:stop])})
         pickle_main_by_value()  # factories defined in a spawned child's main script (__mp_main__)
         for i in range(start, stop):
             try:

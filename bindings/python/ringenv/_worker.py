@@ -13,11 +13,12 @@ process's, as multiprocessing's spawn does, before its first import.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import sys
 import traceback
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import cloudpickle
 import numpy as np
@@ -80,6 +81,85 @@ def pickle_main_by_value() -> None:
         cloudpickle.register_pickle_by_value(main)
 
 
+#: The inline share's configurations, kept in this process by key (:func:`local_init`) until
+#: :func:`_build` takes them.
+_LOCAL_INITS: Dict[int, dict] = {}
+_LOCAL_KEYS = itertools.count()
+
+
+def local_init(cfg: dict) -> bytes:
+    """The init message of the main process's inline share: ``cfg`` (the env factories among it)
+    kept here under a key, not pickled. The share's envs are made in this process by the caller's
+    own factories, as ``SyncVectorEnv`` makes them: a round trip through cloudpickle would give
+    them copies of the caller's functions, and cloudpickle, finding a class it sent already
+    defined in this process, sets the copies on the caller's own class (its methods then see a
+    snapshot of the script's globals: ``global`` counters stop counting)."""
+    key = next(_LOCAL_KEYS)
+    _LOCAL_INITS[key] = cfg
+    return pickle.dumps({"local": key})
+
+
+def discard_local_inits(inits: List[bytes]) -> None:
+    """Drops what :func:`local_init` kept for ``inits`` and no share took (a pool that failed to
+    start); other init messages are left alone."""
+    for init in inits:
+        try:
+            outer = pickle.loads(init)
+        except Exception:  # not a pickle (a Rust program's init)
+            continue
+        if isinstance(outer, dict) and "local" in outer:
+            _LOCAL_INITS.pop(outer["local"], None)
+
+
+#: The modules of the caller's main script, whose code travels by value (:func:`pickle_main_by_value`).
+_MAIN_MODULES = ("__main__", "__mp_main__")
+
+
+def publish_main_names(roots: List[Any]) -> None:
+    """Makes the functions and classes of the caller's main script that cloudpickle re-created
+    here (by value: ``roots`` are the env factories) findable by name in this worker's own
+    ``__main__`` (or ``__mp_main__``), so that pickle by reference works on them in the worker as
+    in the caller: an env that pickles its own state (``pickle.dumps(self.state)`` of a class the
+    script defines) or hands a script's function to ``multiprocessing``. Without this, pickle
+    raises "attribute lookup State on __main__ failed": a worker's ``__main__`` is its own boot
+    code, not the caller's script (which, unlike multiprocessing's spawn, a worker never runs).
+
+    Walks the factories (``functools.partial`` included), the globals and closures of the
+    script's functions and the attributes of its classes; a top-level name is set only where
+    the worker's module has none (its own names are kept)."""
+    import functools
+    import types
+
+    seen, stack = set(), list(roots)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            stack += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if isinstance(obj, (staticmethod, classmethod)):
+            stack.append(obj.__func__)
+            continue
+        module = getattr(obj, "__module__", None) if isinstance(obj, (types.FunctionType, type)) else None
+        if module not in _MAIN_MODULES:
+            continue
+        if isinstance(obj, types.FunctionType):
+            stack += list(obj.__globals__.values())
+            stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]
+        else:
+            stack += list(vars(obj).values())
+        name = obj.__qualname__
+        if "." in name or "<" in name:  # a method, a nested or local definition, a lambda: no top-level name
+            continue
+        target = sys.modules.get(module)
+        if target is None:
+            target = sys.modules[module] = types.ModuleType(module)
+        if not hasattr(target, name):
+            setattr(target, name, obj)
+
+
 #: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
 RESERVED_CALLS = ("reset", "step", "close", "_setattr", "_check_spaces")
 
@@ -138,7 +218,11 @@ def _build(init: bytes, info: dict):
     outer = pickle.loads(init)
     # The import path is the main process's already (worker_argv), so factories pickled by
     # reference (functions in the caller's modules) resolve here too.
-    cfg = cloudpickle.loads(outer["payload"])
+    if "local" in outer:  # the inline share: the caller's own factories (local_init)
+        cfg = _LOCAL_INITS.pop(outer["local"])
+    else:
+        cfg = cloudpickle.loads(outer["payload"])
+        publish_main_names(cfg["env_fns"])
     obs_space, act_space = cfg["observation_space"], cfg["action_space"]
     start, stop = info["env_ids"]
     n, seg = info["num_envs"], info["segment"]

@@ -36,7 +36,7 @@ from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
-from ringenv._worker import worker_environ
+from ringenv._worker import discard_local_inits, worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -311,13 +311,16 @@ class AsyncVectorEnv(PoolVectorEnv):
                  for w, (a, b) in enumerate(worker_ranges(n, num_workers))]
         self._creator_pid = os.getpid()
         settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
-        self._pool = _native.Pool(
-            n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
-            env=worker_environ(worker_env), depth=depth, startup_timeout=startup_timeout,
-            on_worker_failure=on_worker_failure,
-            max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
-            inline=program.host if use_inline else None,
-        )
+        try:
+            self._pool = _native.Pool(
+                n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
+                env=worker_environ(worker_env), depth=depth, startup_timeout=startup_timeout,
+                on_worker_failure=on_worker_failure,
+                max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
+                inline=program.host if use_inline else None,
+            )
+        finally:
+            discard_local_inits(inits)  # the share's factories, if the pool never took them
         self._closer = self._pool.closer()
         self._send_lock = threading.Lock()
         self.closed = False

@@ -1,0 +1,68 @@
+"""Envs defined in the caller's main script (``__main__``), which no other process can import:
+cloudpickle sends them to the workers by value. Two consequences are tested here, each in a
+script run as ``__main__`` (this module is importable, so its own classes travel by reference):
+
+- in the main process's inline share the envs are made by the caller's own factories, as
+  ``SyncVectorEnv`` makes them: their code sees the script's globals (a ``global`` counter
+  counts), and the script's classes keep their own methods (a pickle round trip in the same
+  process made cloudpickle set copies on them, whose globals were a snapshot);
+- in a worker process the script's functions and classes that came with the factories are found
+  by name in the worker's ``__main__``, so an env can pickle its own state by reference (and
+  hand a script function to a fork-context ``multiprocessing.Pool``), as under
+  ``SyncVectorEnv`` and Gymnasium's fork-started ``AsyncVectorEnv``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+_SCRIPT = r"""
+import multiprocessing, pickle, sys
+import gymnasium as gym, numpy as np, ringenv
+
+COUNT = 0
+
+def square(x):
+    return x * x
+
+class State:
+    def __init__(self, value):
+        self.value = value
+
+class ScriptEnv(gym.Env):
+    observation_space = gym.spaces.Discrete(100)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        self.state = State(1)
+        return 0, {}
+
+    def step(self, action):
+        global COUNT
+        COUNT += 1
+        self.state = pickle.loads(pickle.dumps(State(self.state.value + 1)))  # by reference to __main__.State
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            total = sum(pool.map(square, [1, 2]))
+        return self.state.value + total, 0.0, False, False, {}
+
+layout = {"default": {}, "workers-only": {"inline": False}, "in-process": {"num_workers": 0}}[sys.argv[1]]
+step = ScriptEnv.step
+envs = ringenv.AsyncVectorEnv([ScriptEnv] * 2, **layout)
+envs.reset(seed=0)
+obs = [envs.step(np.zeros(2, np.int64))[0].tolist() for _ in range(2)]
+envs.close()
+print(obs, COUNT, ScriptEnv.step is step and step.__globals__ is globals(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("layout, count", [("default", 2), ("workers-only", 0), ("in-process", 4)])
+def test_envs_of_the_callers_main_script_see_its_names_in_every_layout(layout, count):
+    """``count``: the steps taken in this process (the share's env: 1 of 2 in the default layout),
+    which are the ones that count in the script's own ``COUNT``, as under ``SyncVectorEnv`` (all)
+    and a worker process (none)."""
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, layout], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"[[7, 7], [8, 8]] {count} True\n", done.stderr
