@@ -4,8 +4,9 @@ script run as ``__main__`` (this module is importable, so its own classes travel
 
 - in the main process's inline share the envs are made by the caller's own factories, as
   ``SyncVectorEnv`` makes them: their code sees the script's globals (a ``global`` counter
-  counts), and the script's classes keep their own methods (a pickle round trip in the same
-  process made cloudpickle set copies on them, whose globals were a snapshot);
+  counts), and the script's classes keep their own methods, also after ``call`` and ``set_attr``
+  carried instances of them (a pickle round trip in the same process made cloudpickle set
+  copies on them, whose globals were a snapshot);
 - in a worker process the script's functions and classes that came with the factories are found
   by name in the worker's ``__main__``, so an env can pickle its own state by reference (and
   hand a script function to a fork-context ``multiprocessing.Pool``), as under
@@ -48,13 +49,19 @@ class ScriptEnv(gym.Env):
             total = sum(pool.map(square, [1, 2]))
         return self.state.value + total, 0.0, False, False, {}
 
+    def get_state(self):
+        return self.state
+
 layout = {"default": {}, "workers-only": {"inline": False}, "in-process": {"num_workers": 0}}[sys.argv[1]]
-step = ScriptEnv.step
+step, init = ScriptEnv.step, State.__init__
 envs = ringenv.AsyncVectorEnv([ScriptEnv] * 2, **layout)
 envs.reset(seed=0)
 obs = [envs.step(np.zeros(2, np.int64))[0].tolist() for _ in range(2)]
+envs.set_attr("state", State(9))  # a request carrying a script class, and results holding one
+assert [s.value for s in envs.call("get_state")] == [9, 9] and type(envs.call("get_state")[0]) is State
 envs.close()
-print(obs, COUNT, ScriptEnv.step is step and step.__globals__ is globals(), flush=True)
+kept = ScriptEnv.step is step and step.__globals__ is globals() and State.__init__ is init
+print(obs, COUNT, kept, flush=True)
 """
 
 

@@ -18,7 +18,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
 from ringenv import _layout
-from ringenv._worker import local_init, pickle_main_by_value, worker_argv
+from ringenv._pickling import local_init, pickle_main_by_value
+from ringenv._worker import worker_argv
 
 __all__ = ["WorkerProgram", "RustEnvs", "python_program", "PYTHON_ONLY_OPTIONS"]
 

@@ -25,6 +25,7 @@ from gymnasium.vector import VectorEnv
 
 from ringenv import _native
 from ringenv._not_copyable import NotCopyable
+from ringenv._pickling import request
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
@@ -175,7 +176,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             AlreadyPendingCallError, ClosedEnvironmentError.
         """
         self._assert_default("call_async")  # (again in _send) before anything is pickled
-        payload = cloudpickle.dumps(("call", name, args, kwargs))
+        payload = request(("call", name, args, kwargs))
         self._send("call_async", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
 
     def call_wait(self, timeout: Optional[float] = None) -> Tuple[Any, ...]:
@@ -213,7 +214,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         if len(values) != self.num_envs:
             raise ValueError("Values must be a list or tuple with length equal to the number of environments. "
                              f"Got `{len(values)}` values for {self.num_envs} environments.")
-        payload = cloudpickle.dumps(("set_attr", name, list(values), {}))
+        payload = request(("set_attr", name, list(values), {}))
         self._send("set_attr", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
         self.call_wait()
 
@@ -232,7 +233,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
         self._assert_default("_apply")  # (again in _send) before anything is pickled
         wanted = sorted(set(ids))
-        payload = cloudpickle.dumps(("apply", fn, wanted, {}))
+        payload = request(("apply", fn, wanted, {}))
         self._send("_apply", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
         by_id = dict(zip(wanted, self.call_wait()))
         return [by_id[i] for i in ids]

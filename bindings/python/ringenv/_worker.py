@@ -13,12 +13,11 @@ process's, as multiprocessing's spawn does, before its first import.
 
 from __future__ import annotations
 
-import itertools
 import os
 import pickle
 import sys
 import traceback
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import cloudpickle
 import numpy as np
@@ -26,6 +25,7 @@ from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
+from ringenv._pickling import dumps, publish_main_names, request_of, take_local_init
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
 #: (which still starts with the working directory) before it is replaced.
@@ -65,99 +65,6 @@ def worker_environ(overrides: Optional[Mapping[str, Optional[str]]]) -> List[Tup
         else:
             env[key] = value
     return sorted(env.items())
-
-
-def pickle_main_by_value() -> None:
-    """Makes cloudpickle send the code of a multiprocessing-spawned child's main script by value.
-
-    cloudpickle sends what ``__main__`` defines by value, since no other process can import it.
-    In a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
-    runs again as module ``__mp_main__``: its functions and classes would be pickled by
-    reference to ``__mp_main__``, which a worker (a fresh interpreter) cannot import. Registering
-    the module with ``cloudpickle.register_pickle_by_value`` treats it as ``__main__`` is
-    treated. Called before env factories are pickled; does nothing outside such a child."""
-    main = sys.modules.get("__mp_main__")
-    if main is not None and getattr(main, "__name__", None) == "__mp_main__":
-        cloudpickle.register_pickle_by_value(main)
-
-
-#: The inline share's configurations, kept in this process by key (:func:`local_init`) until
-#: :func:`_build` takes them.
-_LOCAL_INITS: Dict[int, dict] = {}
-_LOCAL_KEYS = itertools.count()
-
-
-def local_init(cfg: dict) -> bytes:
-    """The init message of the main process's inline share: ``cfg`` (the env factories among it)
-    kept here under a key, not pickled. The share's envs are made in this process by the caller's
-    own factories, as ``SyncVectorEnv`` makes them: a round trip through cloudpickle would give
-    them copies of the caller's functions, and cloudpickle, finding a class it sent already
-    defined in this process, sets the copies on the caller's own class (its methods then see a
-    snapshot of the script's globals: ``global`` counters stop counting)."""
-    key = next(_LOCAL_KEYS)
-    _LOCAL_INITS[key] = cfg
-    return pickle.dumps({"local": key})
-
-
-def discard_local_inits(inits: List[bytes]) -> None:
-    """Drops what :func:`local_init` kept for ``inits`` and no share took (a pool that failed to
-    start); other init messages are left alone."""
-    for init in inits:
-        try:
-            outer = pickle.loads(init)
-        except Exception:  # not a pickle (a Rust program's init)
-            continue
-        if isinstance(outer, dict) and "local" in outer:
-            _LOCAL_INITS.pop(outer["local"], None)
-
-
-#: The modules of the caller's main script, whose code travels by value (:func:`pickle_main_by_value`).
-_MAIN_MODULES = ("__main__", "__mp_main__")
-
-
-def publish_main_names(roots: List[Any]) -> None:
-    """Makes the functions and classes of the caller's main script that cloudpickle re-created
-    here (by value: ``roots`` are the env factories) findable by name in this worker's own
-    ``__main__`` (or ``__mp_main__``), so that pickle by reference works on them in the worker as
-    in the caller: an env that pickles its own state (``pickle.dumps(self.state)`` of a class the
-    script defines) or hands a script's function to ``multiprocessing``. Without this, pickle
-    raises "attribute lookup State on __main__ failed": a worker's ``__main__`` is its own boot
-    code, not the caller's script (which, unlike multiprocessing's spawn, a worker never runs).
-
-    Walks the factories (``functools.partial`` included), the globals and closures of the
-    script's functions and the attributes of its classes; a top-level name is set only where
-    the worker's module has none (its own names are kept)."""
-    import functools
-    import types
-
-    seen, stack = set(), list(roots)
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, functools.partial):
-            stack += [obj.func, *obj.args, *obj.keywords.values()]
-            continue
-        if isinstance(obj, (staticmethod, classmethod)):
-            stack.append(obj.__func__)
-            continue
-        module = getattr(obj, "__module__", None) if isinstance(obj, (types.FunctionType, type)) else None
-        if module not in _MAIN_MODULES:
-            continue
-        if isinstance(obj, types.FunctionType):
-            stack += list(obj.__globals__.values())
-            stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]
-        else:
-            stack += list(vars(obj).values())
-        name = obj.__qualname__
-        if "." in name or "<" in name:  # a method, a nested or local definition, a lambda: no top-level name
-            continue
-        target = sys.modules.get(module)
-        if target is None:
-            target = sys.modules[module] = types.ModuleType(module)
-        if not hasattr(target, name):
-            setattr(target, name, obj)
 
 
 #: Names ``call`` refuses, as Gymnasium's ``AsyncVectorEnv`` does.
@@ -219,7 +126,7 @@ def _build(init: bytes, info: dict):
     # The import path is the main process's already (worker_argv), so factories pickled by
     # reference (functions in the caller's modules) resolve here too.
     if "local" in outer:  # the inline share: the caller's own factories (local_init)
-        cfg = _LOCAL_INITS.pop(outer["local"])
+        cfg = take_local_init(outer["local"])
     else:
         cfg = cloudpickle.loads(outer["payload"])
         publish_main_names(cfg["env_fns"])
@@ -286,11 +193,7 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
     plain pickle refuses (lambdas, classes defined in the caller's ``__main__``) goes through
     cloudpickle, as before; the main process reads both with ``pickle.loads``.
     """
-    message = (observations, infos)
-    try:
-        return pickle.dumps(message, protocol=5)
-    except Exception:
-        return cloudpickle.dumps(message)
+    return dumps((observations, infos))
 
 
 def _unpack(payload: bytes) -> Any:
@@ -326,7 +229,7 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
     ``("apply", fn, env_ids, {})`` returns ``fn(env)`` for the envs whose global id is in
     ``env_ids`` (``None``: all), the others giving nothing.
     """
-    kind, name, args, kwargs = cloudpickle.loads(request)
+    kind, name, args, kwargs = request_of(request)  # this process's share: the request itself
     if kind == "call" and name in RESERVED_CALLS:
         raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
     results: List[Any] = []
@@ -340,14 +243,14 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
         else:
             attr = env.get_wrapper_attr(name)
             results.append(attr(*args, **kwargs) if callable(attr) else attr)
-    return cloudpickle.dumps(results)
+    return dumps(results)
 
 
 def _describe_exception(exc: BaseException) -> Tuple[str, str, str, bytes]:
     """``(type name, message, formatted traceback, pickled exception or b"")``."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     try:
-        payload = cloudpickle.dumps(exc)
+        payload = dumps(exc)
         pickle.loads(payload)  # refuse exceptions that cannot be re-created
     except Exception:
         payload = b""

@@ -36,7 +36,8 @@ from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
-from ringenv._worker import discard_local_inits, worker_environ
+from ringenv._pickling import discard_local_inits
+from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]

@@ -1,0 +1,160 @@
+"""What crosses between the main process and its workers, and how it is pickled.
+
+A worker is a fresh interpreter: what the caller's main script (``__main__``) defines travels by
+value (cloudpickle), since no other process can import it. Pickling by value has two costs this
+module keeps away from users:
+
+- In the main process, cloudpickle *loading* a class that this process sent by value finds the
+  class already defined (it tracks them) and sets the loaded copies of its methods on it: the
+  caller's own class then runs copies whose globals are a snapshot of the script's (a
+  ``global`` counter stops counting, for every later user of the class). So nothing the main
+  process sends is loaded back here by cloudpickle: the inline share gets its factories
+  (:func:`local_init`) and its ``call`` requests (:func:`request`) as the objects themselves, and
+  results go through plain pickle first (:func:`dumps`), which pickles the script's classes by
+  reference.
+- In a worker, the script's names are not in ``__main__``, so pickle by reference fails there
+  ("attribute lookup State on __main__ failed"): :func:`publish_main_names` puts the ones that
+  came with the factories there.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import pickle
+import sys
+import types
+from typing import Any, Dict, List
+
+import cloudpickle
+
+
+def dumps(obj: Any) -> bytes:
+    """``obj`` pickled with plain ``pickle`` (protocol 5) where it can be (the script's classes by
+    reference: loading them gives the caller's own), else with cloudpickle (lambdas, what a
+    worker cannot name). Read either with ``pickle.loads``."""
+    try:
+        return pickle.dumps(obj, protocol=5)
+    except Exception:
+        return cloudpickle.dumps(obj)
+
+
+#: The requests :func:`request` made lately, by their bytes, for this process's inline share.
+_REQUESTS: "collections.OrderedDict[bytes, Any]" = collections.OrderedDict()
+#: How many it keeps (a pool without a share never takes its requests back).
+_REQUESTS_KEPT = 4
+
+
+def request(obj: Any) -> bytes:
+    """``obj`` (a ``call``, ``set_attr`` or ``apply`` request) pickled for the workers with
+    cloudpickle, and kept so that this process's inline share gets ``obj`` itself
+    (:func:`request_of`), not a copy loaded by cloudpickle."""
+    data = cloudpickle.dumps(obj)
+    _REQUESTS[data] = obj
+    _REQUESTS.move_to_end(data)
+    while len(_REQUESTS) > _REQUESTS_KEPT:
+        _REQUESTS.popitem(last=False)
+    return data
+
+
+def request_of(data: bytes) -> Any:
+    """The request ``data`` holds: the object itself where :func:`request` made it in this
+    process, else loaded (a worker process)."""
+    obj = _REQUESTS.get(data, _REQUESTS)
+    return cloudpickle.loads(data) if obj is _REQUESTS else obj
+
+
+def pickle_main_by_value() -> None:
+    """Makes cloudpickle send the code of a multiprocessing-spawned child's main script by value.
+
+    cloudpickle sends what ``__main__`` defines by value, since no other process can import it.
+    In a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
+    runs again as module ``__mp_main__``: its functions and classes would be pickled by
+    reference to ``__mp_main__``, which a worker (a fresh interpreter) cannot import. Registering
+    the module with ``cloudpickle.register_pickle_by_value`` treats it as ``__main__`` is
+    treated. Called before env factories are pickled; does nothing outside such a child."""
+    main = sys.modules.get("__mp_main__")
+    if main is not None and getattr(main, "__name__", None) == "__mp_main__":
+        cloudpickle.register_pickle_by_value(main)
+
+
+#: The inline share's configurations, kept in this process by key (:func:`local_init`) until
+#: ``ringenv._worker._build`` takes them (:func:`take_local_init`).
+_LOCAL_INITS: Dict[int, dict] = {}
+_LOCAL_KEYS = itertools.count()
+
+
+def local_init(cfg: dict) -> bytes:
+    """The init message of the main process's inline share: ``cfg`` (the env factories among it)
+    kept here under a key, not pickled. The share's envs are made in this process by the caller's
+    own factories, as ``SyncVectorEnv`` makes them: a round trip through cloudpickle would give
+    them copies of the caller's functions, and cloudpickle, finding a class it sent already
+    defined in this process, sets the copies on the caller's own class (its methods then see a
+    snapshot of the script's globals: ``global`` counters stop counting)."""
+    key = next(_LOCAL_KEYS)
+    _LOCAL_INITS[key] = cfg
+    return pickle.dumps({"local": key})
+
+
+def take_local_init(key: int) -> dict:
+    """The configuration :func:`local_init` kept under ``key``, handed over once."""
+    return _LOCAL_INITS.pop(key)
+
+
+def discard_local_inits(inits: List[bytes]) -> None:
+    """Drops what :func:`local_init` kept for ``inits`` and no share took (a pool that failed to
+    start); other init messages are left alone."""
+    for init in inits:
+        try:
+            outer = pickle.loads(init)
+        except Exception:  # not a pickle (a Rust program's init)
+            continue
+        if isinstance(outer, dict) and "local" in outer:
+            _LOCAL_INITS.pop(outer["local"], None)
+
+
+#: The modules of the caller's main script, whose code travels by value (:func:`pickle_main_by_value`).
+_MAIN_MODULES = ("__main__", "__mp_main__")
+
+
+def publish_main_names(roots: List[Any]) -> None:
+    """Makes the functions and classes of the caller's main script that cloudpickle re-created
+    here (by value: ``roots`` are the env factories) findable by name in this worker's own
+    ``__main__`` (or ``__mp_main__``), so that pickle by reference works on them in the worker as
+    in the caller: an env that pickles its own state (``pickle.dumps(self.state)`` of a class the
+    script defines) or hands a script's function to ``multiprocessing``. Without this, pickle
+    raises "attribute lookup State on __main__ failed": a worker's ``__main__`` is its own boot
+    code, not the caller's script (which, unlike multiprocessing's spawn, a worker never runs).
+
+    Walks the factories (``functools.partial`` included), the globals and closures of the
+    script's functions and the attributes of its classes; a top-level name is set only where
+    the worker's module has none (its own names are kept)."""
+    seen, stack = set(), list(roots)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            stack += [obj.func, *obj.args, *obj.keywords.values()]
+            continue
+        if isinstance(obj, (staticmethod, classmethod)):
+            stack.append(obj.__func__)
+            continue
+        module = getattr(obj, "__module__", None) if isinstance(obj, (types.FunctionType, type)) else None
+        if module not in _MAIN_MODULES:
+            continue
+        if isinstance(obj, types.FunctionType):
+            stack += list(obj.__globals__.values())
+            stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]
+        else:
+            stack += list(vars(obj).values())
+        name = obj.__qualname__
+        if "." in name or "<" in name:  # a method, a nested or local definition, a lambda: no top-level name
+            continue
+        target = sys.modules.get(module)
+        if target is None:
+            target = sys.modules[module] = types.ModuleType(module)
+        if not hasattr(target, name):
+            setattr(target, name, obj)
