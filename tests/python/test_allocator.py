@@ -44,6 +44,11 @@ _SCRIPT = textwrap.dedent("""
 
     if sys.argv[1] == "unsettled":
         ringenv.vector.settle_allocator = lambda: None
+        # glibc's own threshold, held there (mallopt turns its dynamic raise off): what a process
+        # gets whose history never freed a block this large (whether it did depends on what it
+        # allocated before; the premise must not)
+        import ctypes
+        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
     # Batches that are copied (a batch this large is lent instead where it can be, ringenv/_leases.py;
     # it is copied where the caller holds every other slot, and for asynchronous batches).
     ringenv.vector.lends = lambda *args: False
@@ -66,10 +71,9 @@ def _faults(how: str) -> int:
 
 
 def test_copy_true_batches_come_from_the_heap_not_fresh_pages():
-    # The premise: unsettled, ~120 pages a batch faulted in at each step. Whether the freed batch
-    # sits at the heap's top, where glibc trims it, depends on what else the fresh process
-    # allocated (address layout, hash seeds), and one full-suite run in four on the 2-core VM
-    # saw a process where it did not (0 faults); the premise holds if any of three processes shows it.
+    # The premise: unsettled, at glibc's default mmap threshold, ~120 pages a batch faulted in at
+    # each step (each 128 KiB leaf is mapped and unmapped); the premise holds if any of three
+    # processes shows it.
     unsettled = max(_faults("unsettled") for _ in range(3))
     assert unsettled > STEPS * 50, unsettled
     settled = _faults("default")
