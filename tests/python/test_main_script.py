@@ -5,8 +5,10 @@ script run as ``__main__`` (this module is importable, so its own classes travel
 - in the main process's inline share the envs are made by the caller's own factories, as
   ``SyncVectorEnv`` makes them: their code sees the script's globals (a ``global`` counter
   counts), and the script's classes keep their own methods, also after ``call`` and ``set_attr``
-  carried instances of them (a pickle round trip in the same process made cloudpickle set
-  copies on them, whose globals were a snapshot);
+  carried instances of them, and after reset ``options`` did (a pickle round trip in the same
+  process made cloudpickle set copies on them, whose globals were a snapshot), and after a
+  worker returned one beside something only cloudpickle pickles (a lambda): the worker pickles
+  the class by reference;
 - in a worker process the script's functions and classes that came with the factories are found
   by name in the worker's ``__main__``, so an env can pickle its own state by reference (and
   hand a script function to a fork-context ``multiprocessing.Pool``), as under
@@ -38,7 +40,7 @@ class ScriptEnv(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
     def reset(self, *, seed=None, options=None):
-        self.state = State(1)
+        self.state = State(1) if options is None else options["state"]
         return 0, {}
 
     def step(self, action):
@@ -52,13 +54,18 @@ class ScriptEnv(gym.Env):
     def get_state(self):
         return self.state
 
+    def state_and_function(self):
+        return self.state, lambda: self.state.value  # plain pickle refuses the lambda
+
 layout = {"default": {}, "workers-only": {"inline": False}, "in-process": {"num_workers": 0}}[sys.argv[1]]
 step, init = ScriptEnv.step, State.__init__
 envs = ringenv.AsyncVectorEnv([ScriptEnv] * 2, **layout)
-envs.reset(seed=0)
+envs.reset(seed=0, options={"state": State(1)})  # reset options carrying a script class
 obs = [envs.step(np.zeros(2, np.int64))[0].tolist() for _ in range(2)]
 envs.set_attr("state", State(9))  # a request carrying a script class, and results holding one
 assert [s.value for s in envs.call("get_state")] == [9, 9] and type(envs.call("get_state")[0]) is State
+state, function = envs.call("state_and_function")[1]  # a script class beside a lambda, from env 1
+assert type(state) is State and state.value == 9 and function() == 9
 envs.close()
 kept = ScriptEnv.step is step and step.__globals__ is globals() and State.__init__ is init
 print(obs, COUNT, kept, flush=True)

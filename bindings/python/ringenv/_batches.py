@@ -14,9 +14,9 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-import cloudpickle
 import numpy as np
 
+from ringenv._pickling import request
 from ringenv._protocol import borrowed, busy_error, warn_restarted
 from ringenv._slots import Slots
 from ringenv.errors import _remote_exception
@@ -149,7 +149,7 @@ class AsyncBatches:
         slots = [self._slots.next_slot(w) for w in workers]
         self._pool.write_seeds(seeds, None)
         self._slots.before_reuse(slots)
-        self._send(workers, "reset", None if options is None else cloudpickle.dumps(options))
+        self._send(workers, "reset", None if options is None else request(options))
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import io
 import itertools
 import pickle
 import sys
@@ -33,11 +34,36 @@ import cloudpickle
 def dumps(obj: Any) -> bytes:
     """``obj`` pickled with plain ``pickle`` (protocol 5) where it can be (the script's classes by
     reference: loading them gives the caller's own), else with cloudpickle (lambdas, what a
-    worker cannot name). Read either with ``pickle.loads``."""
+    worker cannot name), still pickling by reference the script's classes that
+    :func:`publish_main_names` made findable here. Read either with ``pickle.loads``."""
     try:
         return pickle.dumps(obj, protocol=5)
     except Exception:
-        return cloudpickle.dumps(obj)
+        buffer = io.BytesIO()
+        _ByNamePickler(buffer, protocol=5).dump(obj)
+        return buffer.getvalue()
+
+
+class _ByNamePickler(cloudpickle.Pickler):
+    """cloudpickle, except that a class of the caller's main script found under its own name in
+    this process's ``__main__`` (or ``__mp_main__``) is pickled by reference, as plain pickle
+    does: the main process loads it as its own class. By value, cloudpickle would set the loaded
+    copies of the class's methods and attributes on the caller's class (see the module's
+    docstring). Used for what a worker sends back (results, infos, exceptions), whose reader,
+    the main process, runs the script that defines the class."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type) and _named_in_main(obj):
+            return NotImplemented  # pickle's own reduction: by reference
+        return super().reducer_override(obj)
+
+
+def _named_in_main(cls: type) -> bool:
+    """Whether ``cls`` is a top-level class of the main script's module, found under its name."""
+    module = getattr(cls, "__module__", None)
+    if module not in _MAIN_MODULES:
+        return False
+    return getattr(sys.modules.get(module), cls.__qualname__, None) is cls
 
 
 #: The requests :func:`request` made lately, by their bytes, for this process's inline share.

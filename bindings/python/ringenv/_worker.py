@@ -197,7 +197,9 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
 
 
 def _unpack(payload: bytes) -> Any:
-    return cloudpickle.loads(payload)
+    """Reset ``options`` the main process sent (:func:`ringenv._pickling.request`): in its inline
+    share the object itself, in a worker process loaded with cloudpickle."""
+    return request_of(payload)
 
 
 def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:

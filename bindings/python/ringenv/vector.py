@@ -16,7 +16,6 @@ import threading
 from collections.abc import Sequence as SequenceABC
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -36,7 +35,7 @@ from ringenv._program import RustEnvs, WorkerProgram, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
-from ringenv._pickling import discard_local_inits
+from ringenv._pickling import discard_local_inits, request
 from ringenv._worker import worker_environ
 from ringenv.errors import WorkerDiedError
 
@@ -437,7 +436,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             self._reset_mask = mask
-            self._pool.submit("reset", None if options is None else cloudpickle.dumps(options))
+            self._pool.submit("reset", None if options is None else request(options))
 
         self._send("reset_async", AsyncState.WAITING_RESET, send)
 
