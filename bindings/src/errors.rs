@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ringenv_runtime::{ExitStatus, PoolError, RemoteError};
+use ringenv_runtime::{ControlError, ExitStatus, PoolError, RemoteError};
 
 /// A `RemoteError` as a dict for Python.
 pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'py, PyDict>> {
@@ -74,6 +74,7 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
         PoolError::AlreadyPending => "already_pending",
         PoolError::Closed => "closed",
         PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
+        PoolError::Control { error: ControlError::OutOfMemory { .. }, .. } => "memory",
         PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => "runtime",
         PoolError::ForkedChild { creator_pid, pid } => {
             fields.set_item("creator_pid", creator_pid)?;

@@ -26,10 +26,20 @@ fn current_pid() -> u32 {
     ringenv_runtime::current_pid()
 }
 
+/// The cores this process may use: its CPU affinity, capped by its cgroup's CPU quota (cgroup v1
+/// `cpu.cfs_quota_us / cpu.cfs_period_us` or v2 `cpu.max`, rounded down, at least 1; as a
+/// container started with `--cpus` has it), as `std::thread::available_parallelism` computes
+/// it; 1 when unknown.
+#[pyfunction]
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// The native module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_pid, m)?)?;
+    m.add_function(wrap_pyfunction!(available_cores, m)?)?;
     m.add_function(wrap_pyfunction!(exit_guard::hold_inline_calls_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(exit_guard::exit_guard_after_fork, m)?)?;
     m.add_class::<py_pool::PyPool>()?;

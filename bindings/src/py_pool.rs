@@ -9,8 +9,9 @@ use crate::close_request::{closed_while_waiting, CloseRequest, PyPoolCloser};
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
 use crate::python_envs::Handover;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     current_pid, ActionBounds, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool,
@@ -75,9 +76,28 @@ fn layout_of(
     .map_err(|e| to_pyerr(py, PoolError::Layout(e)))
 }
 
-/// Worker `w`'s init payload: its own, or the one payload for all.
-fn config_init(init: &[Vec<u8>], w: usize) -> &[u8] {
-    init.get(w).unwrap_or(&init[0])
+/// `payloads` copied into Rust buffers, each allocated fallibly: an init payload holds the
+/// pickled factories and spaces (hundreds of MB for a big `Box` space), and where memory is
+/// limited (`ulimit -v`) Rust's infallible allocation would abort the process.
+///
+/// # Errors
+/// `MemoryError` naming the payload and its size.
+fn copy_payloads(payloads: &[PyBackedBytes]) -> PyResult<Vec<Vec<u8>>> {
+    payloads
+        .iter()
+        .enumerate()
+        .map(|(w, bytes)| {
+            let mut copy = Vec::new();
+            copy.try_reserve_exact(bytes.len()).map_err(|_| {
+                PyMemoryError::new_err(format!(
+                    "cannot allocate {} bytes for worker {w}'s init message (its pickled env factories and spaces)",
+                    bytes.len()
+                ))
+            })?;
+            copy.extend_from_slice(bytes);
+            Ok(copy)
+        })
+        .collect()
 }
 
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
@@ -386,7 +406,7 @@ impl PyPool {
         action_leaves: Vec<(String, Vec<usize>)>,
         reward_dtype: &str,
         argv: Vec<String>,
-        init: Vec<Vec<u8>>,
+        init: Vec<PyBackedBytes>,
         env: Vec<(String, String)>,
         depth: usize,
         startup_timeout: f64,
@@ -424,11 +444,13 @@ impl PyPool {
         let mut command = WorkerCommand::new(program);
         command.args = args.iter().map(Into::into).collect();
         command.env = env.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
-        let init_payloads = init.clone();
+        if init.is_empty() {
+            return Err(PyValueError::new_err("init must hold one payload, or one per worker"));
+        }
         let config = PoolConfig {
             layout,
             command,
-            init,
+            init: copy_payloads(&init)?,
             startup_timeout: seconds("startup_timeout", startup_timeout)?,
             spin: match spin_us {
                 None => SpinPolicy::default(),
@@ -454,7 +476,7 @@ impl PyPool {
         let handover: Option<Handover> = (python_host == Some(true)).then(Handover::default);
         let host = match (python_host, pool.inline_worker()) {
             (Some(python), Some(w)) => {
-                let init = config_init(&init_payloads, w);
+                let init = pool.init_payload(w);
                 let env_ids = layout.worker_envs(w);
                 let built = catch(|| {
                     if python {

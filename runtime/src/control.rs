@@ -79,6 +79,12 @@ pub enum ControlError {
     Protocol(String),
     /// The socket failed.
     Io(std::io::Error),
+    /// A frame's buffer of `bytes` bytes could not be allocated (a process under `ulimit -v`, or
+    /// with memory overcommit off): an error, not the abort of Rust's infallible allocation.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
 }
 
 impl std::fmt::Display for ControlError {
@@ -88,6 +94,9 @@ impl std::fmt::Display for ControlError {
             ControlError::Timeout => write!(f, "no control message arrived in time"),
             ControlError::Protocol(why) => write!(f, "malformed control message: {why}"),
             ControlError::Io(e) => write!(f, "control socket error: {e}"),
+            ControlError::OutOfMemory { bytes } => {
+                write!(f, "cannot allocate {bytes} bytes for a control message (out of memory)")
+            }
         }
     }
 }
@@ -140,15 +149,49 @@ impl ControlChannel {
     ///
     /// # Errors
     /// [`ControlError::Closed`] when the peer is gone, [`ControlError::Protocol`] for a message
-    /// larger than [`MAX_FRAME`].
+    /// larger than [`MAX_FRAME`], [`ControlError::OutOfMemory`] when its frame cannot be
+    /// allocated.
     pub fn send(&mut self, message: &ControlMessage) -> Result<(), ControlError> {
-        let body = postcard::to_allocvec(message).map_err(|e| ControlError::Protocol(e.to_string()))?;
-        if body.len() > MAX_FRAME {
-            return Err(ControlError::Protocol(format!("frame of {} bytes exceeds {MAX_FRAME}", body.len())));
+        match message {
+            ControlMessage::Init(bytes) => self.send_bytes(INIT, bytes),
+            ControlMessage::Payload(bytes) => self.send_bytes(PAYLOAD, bytes),
+            other => {
+                let body = postcard::to_allocvec(other).map_err(|e| ControlError::Protocol(e.to_string()))?;
+                self.write_frame(&[], &body)
+            }
         }
-        let mut frame = Vec::with_capacity(4 + body.len());
-        frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&body);
+    }
+
+    /// Sends `ControlMessage::Init(bytes)` without copying `bytes` into a message first (an init
+    /// payload holds the pickled factories and spaces: hundreds of MB for a big `Box` space).
+    ///
+    /// # Errors
+    /// As [`ControlChannel::send`].
+    pub fn send_init(&mut self, bytes: &[u8]) -> Result<(), ControlError> {
+        self.send_bytes(INIT, bytes)
+    }
+
+    /// The frame of a variant holding bytes, as postcard encodes it (the variant's index and the
+    /// length as varints, then the bytes), built with one copy of `bytes` into a buffer
+    /// allocated fallibly.
+    fn send_bytes(&mut self, variant: u32, bytes: &[u8]) -> Result<(), ControlError> {
+        let mut head = [0u8; 2 * MAX_VARINT];
+        let mut n = varint(variant as u64, &mut head);
+        n += varint(bytes.len() as u64, &mut head[n..]);
+        self.write_frame(&head[..n], bytes)
+    }
+
+    /// Writes the frame of a body made of `head` then `rest`: its length, then the body, from one
+    /// buffer (one `write`, as the reader expects no pause inside a frame).
+    fn write_frame(&mut self, head: &[u8], rest: &[u8]) -> Result<(), ControlError> {
+        let len = head.len() + rest.len();
+        if len > MAX_FRAME {
+            return Err(ControlError::Protocol(format!("frame of {len} bytes exceeds {MAX_FRAME}")));
+        }
+        let mut frame = buffer(4 + len)?;
+        frame.extend_from_slice(&(len as u32).to_le_bytes());
+        frame.extend_from_slice(head);
+        frame.extend_from_slice(rest);
         self.stream.write_all(&frame)?;
         self.counts.0 += 1;
         Ok(())
@@ -178,15 +221,85 @@ impl ControlChannel {
         if len > MAX_FRAME {
             return Err(ControlError::Protocol(format!("frame length {len} exceeds {MAX_FRAME}")));
         }
-        // Grow the buffer as bytes arrive: a corrupt length must not allocate up to MAX_FRAME.
+        // Grow the buffer as bytes arrive, a chunk at a time and fallibly: a corrupt length must
+        // not allocate up to MAX_FRAME, and a large frame where memory is limited is an error.
         let mut body = Vec::new();
-        (&mut self.stream).take(len as u64).read_to_end(&mut body).map_err(mid_frame)?;
-        if body.len() != len {
-            return Err(ControlError::Closed);
+        while body.len() < len {
+            let chunk = (len - body.len()).min(RECV_CHUNK);
+            body.try_reserve_exact(chunk).map_err(|_| ControlError::OutOfMemory { bytes: len })?;
+            let got = (&mut self.stream).take(chunk as u64).read_to_end(&mut body).map_err(mid_frame)?;
+            if got == 0 {
+                return Err(ControlError::Closed);
+            }
         }
         self.counts.1 += 1;
-        postcard::from_bytes(&body).map_err(|e| ControlError::Protocol(e.to_string()))
+        decode(body)
     }
+}
+
+/// The variant indices of [`ControlMessage`] that hold bytes (postcard encodes a variant as its
+/// index, in declaration order).
+const INIT: u32 = 0;
+const PAYLOAD: u32 = 2;
+/// The most bytes a varint of a `u64` takes.
+const MAX_VARINT: usize = 10;
+/// How much the receive buffer grows at a time, in bytes (1 MiB).
+const RECV_CHUNK: usize = 1 << 20;
+
+/// An empty buffer with room for `len` bytes, allocated fallibly.
+fn buffer(len: usize) -> Result<Vec<u8>, ControlError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| ControlError::OutOfMemory { bytes: len })?;
+    Ok(v)
+}
+
+/// Writes `value` as a postcard varint (LEB128: 7 bits a byte, lowest first) into `out`; returns
+/// its length.
+fn varint(mut value: u64, out: &mut [u8]) -> usize {
+    let mut n = 0;
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out[n] = byte;
+            return n + 1;
+        }
+        out[n] = byte | 0x80;
+        n += 1;
+    }
+}
+
+/// Reads a postcard varint from the start of `bytes`: `(value, its length)`, or `None` when it
+/// is malformed (unterminated, or past 64 bits).
+fn read_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &byte) in bytes.iter().enumerate().take(MAX_VARINT) {
+        let bits = u64::from(byte & 0x7f);
+        if i == MAX_VARINT - 1 && bits > 1 {
+            return None;
+        }
+        value |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// The message of frame `body`. A variant holding bytes keeps `body`'s own buffer (its header
+/// drained off): no second allocation of a large payload.
+fn decode(mut body: Vec<u8>) -> Result<ControlMessage, ControlError> {
+    let malformed = |why: &str| ControlError::Protocol(why.to_string());
+    let (variant, n) = read_varint(&body).ok_or_else(|| malformed("bad variant index"))?;
+    if variant == u64::from(INIT) || variant == u64::from(PAYLOAD) {
+        let (len, m) = read_varint(&body[n..]).ok_or_else(|| malformed("bad payload length"))?;
+        if len != (body.len() - n - m) as u64 {
+            return Err(malformed("payload length does not match the frame"));
+        }
+        body.drain(..n + m);
+        return Ok(if variant == u64::from(INIT) { ControlMessage::Init(body) } else { ControlMessage::Payload(body) });
+    }
+    postcard::from_bytes(&body).map_err(|e| ControlError::Protocol(e.to_string()))
 }
 
 fn mid_frame(e: std::io::Error) -> ControlError {
@@ -227,5 +340,73 @@ mod tests {
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
         let mut b = ControlChannel::new(b);
         assert!(matches!(b.recv(None), Err(ControlError::Protocol(_))));
+    }
+
+    /// Each message's frame, read raw off the socket.
+    fn frame_of(message: &ControlMessage) -> Vec<u8> {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let mut a = ControlChannel::new(a);
+        let sent = message.clone();
+        let t = std::thread::spawn(move || a.send(&sent).unwrap());
+        let mut len = [0u8; 4];
+        b.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+        b.read_exact(&mut body).unwrap();
+        t.join().unwrap();
+        body
+    }
+
+    #[test]
+    fn byte_variants_are_framed_as_postcard_encodes_them() {
+        // Lengths around each varint width (1, 2, 3 bytes), and both variants holding bytes.
+        for n in [0usize, 1, 127, 128, 16_383, 16_384, 300_000] {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+            for m in [ControlMessage::Init(bytes.clone()), ControlMessage::Payload(bytes.clone())] {
+                let body = frame_of(&m);
+                assert_eq!(body, postcard::to_allocvec(&m).unwrap(), "{n} bytes");
+                assert_eq!(decode(body).unwrap(), m);
+            }
+        }
+    }
+
+    #[test]
+    fn send_init_frames_what_send_of_init_does() {
+        let bytes: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut a, mut b) = (ControlChannel::new(a), ControlChannel::new(b));
+        let sent = bytes.clone();
+        let t = std::thread::spawn(move || a.send_init(&sent).unwrap());
+        assert_eq!(b.recv(Some(Duration::from_secs(5))).unwrap(), ControlMessage::Init(bytes));
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_byte_variant_whose_length_disagrees_with_its_frame_is_a_protocol_error() {
+        let mut body = postcard::to_allocvec(&ControlMessage::Payload(vec![1, 2, 3])).unwrap();
+        body.push(0); // one byte more than the payload's length says
+        assert!(matches!(decode(body), Err(ControlError::Protocol(_))));
+        let body = postcard::to_allocvec(&ControlMessage::Init(vec![9; 200])).unwrap();
+        assert!(matches!(decode(body[..body.len() - 1].to_vec()), Err(ControlError::Protocol(_))));
+        assert!(matches!(decode(vec![0x80; 11]), Err(ControlError::Protocol(_))));
+        // an unterminated varint
+    }
+
+    #[test]
+    fn varints_round_trip_at_every_width() {
+        let mut out = [0u8; MAX_VARINT];
+        for value in [0u64, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
+            let n = varint(value, &mut out);
+            assert_eq!(read_varint(&out[..n]), Some((value, n)));
+            assert_eq!(&out[..n], postcard::to_allocvec(&value).unwrap().as_slice(), "{value}");
+        }
+        assert_eq!(read_varint(&[0xff; 9]), None);
+        assert_eq!(read_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]), None);
+        // past 64 bits
+    }
+
+    #[test]
+    fn a_frame_buffer_that_cannot_be_allocated_is_an_error_not_an_abort() {
+        assert!(matches!(buffer(usize::MAX / 2), Err(ControlError::OutOfMemory { bytes }) if bytes == usize::MAX / 2));
+        assert_eq!(buffer(16).unwrap().capacity(), 16);
     }
 }

@@ -172,7 +172,9 @@ impl std::fmt::Display for PoolError {
         match self {
             PoolError::Layout(e) => write!(f, "invalid pool layout: {e}"),
             PoolError::Segment(e) => write!(f, "cannot set up the shared memory segment: {e}"),
-            PoolError::Spawn { worker, source } => write!(f, "cannot start worker {worker}: {source}"),
+            PoolError::Spawn { worker, source } => {
+                write!(f, "cannot start worker {worker}: {source}{}", limit_hint(source))
+            }
             PoolError::Startup { worker, env_ids, error } => {
                 write!(f, "worker {worker} (envs {env_ids:?}) failed to start: {error}")
             }
@@ -243,6 +245,31 @@ impl PoolError {
     }
 }
 
+/// What limit a failed worker start most likely hit, named for the user (empty when the error is
+/// not one a limit causes): `EMFILE` is the open-file limit (`ulimit -n`; each worker takes a
+/// few descriptors in this process), `EAGAIN` from `fork`/`clone` the per-user process limit
+/// (`ulimit -u`) or memory (fork(2), ERRORS).
+fn limit_hint(source: &std::io::Error) -> String {
+    use rustix::process::{getrlimit, Resource};
+    let limit = |resource| match getrlimit(resource).current {
+        Some(n) => n.to_string(),
+        None => "unlimited".to_string(),
+    };
+    match source.raw_os_error() {
+        Some(code) if code == rustix::io::Errno::MFILE.raw_os_error() => {
+            format!(
+                " (this process's open-file limit, `ulimit -n`, is {}; each worker needs a few descriptors)",
+                limit(Resource::Nofile)
+            )
+        }
+        Some(code) if code == rustix::io::Errno::AGAIN.raw_os_error() => format!(
+            " (the per-user process limit, `ulimit -u`, is {}; or the machine is out of memory or processes)",
+            limit(Resource::Nproc)
+        ),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +284,19 @@ mod tests {
             next = cause.source();
         }
         links
+    }
+
+    #[test]
+    fn a_worker_start_that_hit_a_limit_names_the_limit_and_its_value() {
+        let spawn = |code| PoolError::Spawn { worker: 3, source: std::io::Error::from_raw_os_error(code) };
+        let files = spawn(rustix::io::Errno::MFILE.raw_os_error()).to_string();
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        assert!(files.starts_with("cannot start worker 3: "), "{files}");
+        assert!(files.contains("`ulimit -n`, is "), "{files}");
+        assert!(files.contains(&limit.map_or("unlimited".into(), |n| n.to_string())), "{files}");
+        assert!(spawn(rustix::io::Errno::AGAIN.raw_os_error()).to_string().contains("`ulimit -u`"));
+        let other = spawn(rustix::io::Errno::NOENT.raw_os_error()).to_string();
+        assert!(!other.contains("ulimit"), "{other}");
     }
 
     #[test]

@@ -105,8 +105,8 @@ impl PoolConfig {
         }
     }
 
-    fn init_of(&self, worker: usize) -> Vec<u8> {
-        self.init.get(worker).unwrap_or(&self.init[0]).clone()
+    fn init_of(&self, worker: usize) -> &[u8] {
+        self.init.get(worker).unwrap_or(&self.init[0])
     }
 }
 
@@ -308,8 +308,7 @@ impl Pool {
     }
 
     fn send_init(&mut self, w: usize) -> Result<(), PoolError> {
-        let init = self.config.init_of(w);
-        match self.workers[w].control.send(&ControlMessage::Init(init)) {
+        match self.workers[w].control.send_init(self.config.init_of(w)) {
             Ok(()) => Ok(()),
             Err(ControlError::Closed) => Err(PoolError::WorkerDied(self.failure_of(w, &Cause::Died))),
             Err(error) => Err(PoolError::Control { worker: w, error }),
@@ -364,6 +363,12 @@ impl Pool {
     pub fn control_message_counts(&self, worker: usize) -> (u64, u64) {
         assert!(worker < self.flights.len(), "no worker {worker}");
         self.workers.get(worker).map_or((0, 0), |w| w.control.message_counts())
+    }
+
+    /// Worker `w`'s init payload ([`PoolConfig::init`]: its own, or the one for all), for a
+    /// caller that builds the inline worker's envs itself.
+    pub fn init_payload(&self, w: usize) -> &[u8] {
+        self.config.init_of(w)
     }
 
     /// The index of the inline worker (the layout's last), or `None` when every worker is a

@@ -87,3 +87,38 @@ def test_an_empty_entry_of_the_main_sys_path_becomes_the_directory_it_started_in
     assert boot.startswith("import sys; sys.path[:] = ")
     paths = eval(boot.split("sys.path[:] = ", 1)[1].split("; from ringenv", 1)[0])
     assert paths[0] == multiprocessing.process.ORIGINAL_DIR and paths[1:] == sys.path[1:]
+
+
+REMOVED_CWD = textwrap.dedent(r'''
+    import os, sys, tempfile
+    gone = tempfile.mkdtemp()
+    os.chdir(gone)
+    os.rmdir(gone)  # the working directory is removed before ringenv (or multiprocessing) is imported
+    sys.path.insert(0, "")  # as an interactive session or `python -c` has it
+    import gymnasium as gym
+    import numpy as np
+    import ringenv
+
+    results = {}
+    for name, make in [
+        ("default", lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)),
+        ("in-process", lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=0)),
+        ("rust", lambda: ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 2})),
+    ]:
+        envs = make()
+        obs, _ = envs.reset(seed=0)
+        obs, *_ = envs.step(np.ones(2, np.int64))
+        results[name] = obs.shape
+        envs.close()
+    print(results)
+''')
+
+
+def test_pools_start_where_the_working_directory_was_removed():
+    """A ``with TemporaryDirectory() as d: os.chdir(d)`` block that ends before the pool is made
+    leaves the working directory removed: ``os.getcwd()`` raises. Gymnasium's ``AsyncVectorEnv``
+    starts its workers there; so must every layout here (the ``""`` path entry is dropped)."""
+    done = subprocess.run([sys.executable, "-c", REMOVED_CWD], capture_output=True, text=True, timeout=120,
+                          cwd=HERE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "{'default': (2, 4), 'in-process': (2, 4), 'rust': (2, 4)}\n", done.stderr

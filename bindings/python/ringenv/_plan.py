@@ -8,17 +8,22 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
+from ringenv import _native
 from ringenv._batches import default_async_workers
 
 __all__ = ["usable_cores", "default_num_workers", "plan_workers"]
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
+    """The cores this process may use, at least 1: its CPU affinity, capped by its cgroup's CPU
+    quota (a container's ``--cpus``, a Kubernetes CPU limit; rounded down), which is what a
+    process gets of the machine however many cores it may be scheduled on
+    (``_native.available_cores``: Rust's ``std::thread::available_parallelism``)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        affinity = os.cpu_count() or 1
+    return max(1, min(affinity, _native.available_cores()))
 
 
 def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optional[int],

@@ -36,12 +36,25 @@ def worker_argv(mode: str) -> List[str]:
     """The command line of a worker hosting Python (``mode="--python"``) or built-in Rust
     (``"--rust"``) envs; the pool appends its own arguments. The worker's ``sys.path`` is this
     process's, with ``""`` (the working directory of an interactive session or ``-c``) made
-    absolute as ``multiprocessing`` does (the directory this process started in)."""
+    absolute as ``multiprocessing`` does (the directory this process started in). Where that
+    directory is gone (removed while the program ran, before ``multiprocessing`` noted it), ``""``
+    is left out: it names no directory any more."""
+    paths = [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
+    if "" in paths:
+        start_dir = _start_dir()
+        paths = [start_dir if p == "" else p for p in paths if p != "" or start_dir is not None]
+    return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
+
+
+def _start_dir() -> Optional[str]:
+    """The directory this process started in (``multiprocessing``'s ``ORIGINAL_DIR``), else the
+    working directory; ``None`` when neither is known because the working directory was removed."""
     import multiprocessing.process
 
-    start_dir = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
-    paths = [start_dir if p == "" else os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
-    return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
+    try:
+        return getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
+    except OSError:  # FileNotFoundError: the working directory was removed
+        return None
 
 
 #: What workers get by default: one thread each (the workers are the parallelism) and no GPU.

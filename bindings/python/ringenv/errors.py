@@ -231,6 +231,8 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return ClosedEnvironmentError(message)
     if kind == "value":
         return ValueError(message)
+    if kind == "memory":  # a control message's buffer could not be allocated
+        return MemoryError(message)
     if kind == "cuda_unavailable":
         return CudaUnavailableError(message, **fields)
     if kind == "cuda":
