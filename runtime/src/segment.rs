@@ -120,6 +120,7 @@ impl Segment {
     pub fn create_with(layout: Layout, spin_settings: SpinSettings) -> Result<Segment, SegmentError> {
         let fd = rustix::fs::memfd_create("ringenv", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
             .map_err(os("memfd_create"))?;
+        let fd = crate::supervisor::above_stdio(fd).map_err(|e| SegmentError::Os("fcntl(F_DUPFD_CLOEXEC)", e))?;
         rustix::fs::ftruncate(&fd, layout.total_size() as u64).map_err(os("ftruncate"))?;
         rustix::fs::fcntl_add_seals(&fd, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL)
             .map_err(os("fcntl(F_ADD_SEALS)"))?;

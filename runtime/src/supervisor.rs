@@ -99,6 +99,21 @@ fn cloexec_from_3() {
     let _ = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
 }
 
+/// `fd`, moved to a descriptor number of 3 or more (close-on-exec) when it is 0, 1 or 2: a
+/// process started with its standard input (or output) closed gets those numbers back from
+/// `memfd_create` and `socketpair`, and then a worker's `/dev/null` standard input would replace
+/// its segment or control socket (fd 0), and this process's own writes to standard output or
+/// error would land in them.
+///
+/// # Errors
+/// The `io::Error` of `fcntl(F_DUPFD_CLOEXEC)`.
+pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?) // `fd` closes when dropped here
+}
+
 impl WorkerProcess {
     /// Starts worker `index` for `env_ids`, handing it `segment`.
     ///
@@ -111,6 +126,8 @@ impl WorkerProcess {
         env_ids: Range<usize>,
     ) -> std::io::Result<WorkerProcess> {
         let (ours, theirs) = UnixStream::pair()?;
+        let ours = UnixStream::from(above_stdio(OwnedFd::from(ours))?);
+        let theirs = UnixStream::from(above_stdio(OwnedFd::from(theirs))?);
         let parent = std::process::id();
         let (segment_fd, control_fd) = (segment.as_raw_fd(), theirs.as_raw_fd());
         let mut cmd = std::process::Command::new(&command.program);
@@ -136,7 +153,7 @@ impl WorkerProcess {
         let child = cmd.spawn()?;
         drop(theirs);
         let pid = Pid::from_raw(child.id() as i32).expect("a child pid is positive");
-        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
+        let pidfd = above_stdio(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)?;
         Ok(WorkerProcess { env_ids, control: ControlChannel::new(ours), child, pidfd, status: None })
     }
 

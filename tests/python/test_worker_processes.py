@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 
 import gymnasium as gym
+import pytest
 import numpy as np
 from gymnasium import spaces
 
@@ -144,3 +145,43 @@ def test_the_main_process_dying_ends_the_helpers_too(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+_STDIO_CLOSED = textwrap.dedent(r'''
+    import os, sys
+    import gymnasium as gym, numpy as np, ringenv
+
+    results = {}
+    for name, make in [
+        ("default", lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)),
+        ("workers-only", lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, inline=False)),
+        ("rust", lambda: ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 2})),
+    ]:
+        envs = make()
+        envs.reset(seed=0)
+        obs, *_ = envs.step(np.ones(2, np.int64))
+        results[name] = obs.shape
+        envs.close()
+    os.write(int(sys.argv[1]), repr(results).encode())  # the test's pipe: standard output may be closed
+''')
+
+
+@pytest.mark.parametrize("closed", [[0], [0, 1], [0, 1, 2]])
+def test_a_process_started_with_standard_descriptors_closed_starts_its_workers(closed):
+    """A process started with ``<&-`` (some daemons, supervisors and CI runners) gets descriptor 0
+    (and 1, 2) back from ``memfd_create`` and ``socketpair``; the worker's ``/dev/null`` standard
+    input then replaced its segment ("segment is 0 bytes"). Gymnasium's ``AsyncVectorEnv`` starts
+    there, and so must every layout here."""
+    read, write = os.pipe()
+
+    def close_them() -> None:
+        for fd in closed:
+            os.close(fd)
+
+    done = subprocess.run([sys.executable, "-c", _STDIO_CLOSED, str(write)], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120, preexec_fn=close_them, pass_fds=(write,))
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reported = pipe.read()
+    assert done.returncode == 0, done.stderr
+    assert reported == "{'default': (2, 4), 'workers-only': (2, 4), 'rust': (2, 4)}", done.stderr
