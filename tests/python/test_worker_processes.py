@@ -185,3 +185,48 @@ def test_a_process_started_with_standard_descriptors_closed_starts_its_workers(c
         reported = pipe.read()
     assert done.returncode == 0, done.stderr
     assert reported == "{'default': (2, 4), 'workers-only': (2, 4), 'rust': (2, 4)}", done.stderr
+
+
+_DEBUG_ENV = textwrap.dedent(r'''
+    import gymnasium as gym, numpy as np, sys
+
+    class DebugEnv(gym.Env):
+        observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1), {}
+
+        def step(self, action):
+            return np.full(1, 1.0 if __debug__ else 2.0), float(sys.flags.optimize), False, False, {}
+''')
+
+_FLAGS_MAIN = textwrap.dedent(r'''
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np, ringenv
+    from debug_env import DebugEnv  # importable: compiled in each worker by the worker's own interpreter
+
+    seen = {}
+    for name, kwargs in [("default", {}), ("workers-only", {"inline": False}), ("in-process", {"num_workers": 0})]:
+        envs = ringenv.AsyncVectorEnv([DebugEnv] * 4, **kwargs)
+        envs.reset(seed=0)
+        obs, rewards, *_ = envs.step(np.zeros(4, np.int64))
+        seen[name] = (obs[:, 0].tolist(), rewards.tolist())
+        envs.close()
+    print(seen)
+''')
+
+
+def test_workers_run_with_the_interpreter_options_of_the_main_process(tmp_path):
+    """``python -O`` strips asserts and sets ``__debug__`` to False in every module the main
+    process compiles; a worker started without ``-O`` compiled the env's module with them, so one
+    batch mixed the two behaviours. Workers get the main process's options, as ``multiprocessing``'s
+    spawn passes them."""
+    (tmp_path / "debug_env.py").write_text(_DEBUG_ENV)
+    done = subprocess.run([sys.executable, "-O", "-c", _FLAGS_MAIN, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    optimized = ([2.0] * 4, [1.0] * 4)  # __debug__ False, sys.flags.optimize 1 in every env
+    assert done.stdout == repr({"default": optimized, "workers-only": optimized, "in-process": optimized}) + "\n", \
+        done.stderr

@@ -82,8 +82,10 @@ def test_an_empty_entry_of_the_main_sys_path_becomes_the_directory_it_started_in
 
     monkeypatch.setattr(sys, "path", ["", *sys.path])
     argv = worker_argv("--python")
-    assert argv[0] == sys.executable and argv[1] == "-c" and argv[-1] == "--python"
-    boot = argv[2]
+    c = argv.index("-c")
+    assert argv[0] == sys.executable and argv[1:c] == subprocess._args_from_interpreter_flags()
+    assert argv[-1] == "--python"
+    boot = argv[c + 1]
     assert boot.startswith("import sys; sys.path[:] = ")
     paths = eval(boot.split("sys.path[:] = ", 1)[1].split("; from ringenv", 1)[0])
     assert paths[0] == multiprocessing.process.ORIGINAL_DIR and paths[1:] == sys.path[1:]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import sys
 import traceback
 from typing import Any, List, Mapping, Optional, Tuple
@@ -34,7 +35,9 @@ _BOOT = "import sys; sys.path[:] = {paths!r}; from ringenv._worker import main; 
 
 def worker_argv(mode: str) -> List[str]:
     """The command line of a worker hosting Python (``mode="--python"``) or built-in Rust
-    (``"--rust"``) envs; the pool appends its own arguments. The worker's ``sys.path`` is this
+    (``"--rust"``) envs; the pool appends its own arguments. The worker runs with this
+    interpreter's options (``-O``, ``-W``, ``-X``, ``-E``, ... as ``multiprocessing``'s spawn
+    passes them: ``subprocess._args_from_interpreter_flags``). Its ``sys.path`` is this
     process's, with ``""`` (the working directory of an interactive session or ``-c``) made
     absolute as ``multiprocessing`` does (the directory this process started in). Where that
     directory is gone (removed while the program ran, before ``multiprocessing`` noted it), ``""``
@@ -43,7 +46,10 @@ def worker_argv(mode: str) -> List[str]:
     if "" in paths:
         start_dir = _start_dir()
         paths = [start_dir if p == "" else p for p in paths if p != "" or start_dir is not None]
-    return [sys.executable, "-c", _BOOT.format(paths=paths), mode]
+    # The interpreter's options (-O, -W, -X, -E, ...), as multiprocessing's spawn passes them: an
+    # env's module compiled without -O in a worker would still run its asserts.
+    flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    return [sys.executable, *flags, "-c", _BOOT.format(paths=paths), mode]
 
 
 def _start_dir() -> Optional[str]:
