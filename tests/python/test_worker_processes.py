@@ -230,3 +230,34 @@ def test_workers_run_with_the_interpreter_options_of_the_main_process(tmp_path):
     optimized = ([2.0] * 4, [1.0] * 4)  # __debug__ False, sys.flags.optimize 1 in every env
     assert done.stdout == repr({"default": optimized, "workers-only": optimized, "in-process": optimized}) + "\n", \
         done.stderr
+
+
+_POOL_AT_IMPORT = textwrap.dedent(r'''
+    import gymnasium as gym, numpy as np, ringenv
+
+    class MyEnv(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    envs = ringenv.AsyncVectorEnv([MyEnv] * 2, inline=False)  # at the module's top level, unguarded
+    envs.reset(seed=0)
+''')
+
+
+def test_a_module_that_makes_a_vector_env_when_imported_gets_a_clear_error_not_a_process_storm(tmp_path):
+    """The workers import the module that defines the env class (pickled by reference), which made
+    a vector env again in each of them, whose workers did the same: a 60 s start-up timeout with
+    no explanation and hundreds of processes. Now the first worker refuses, naming the module and
+    the fix, as ``multiprocessing``'s spawn does."""
+    (tmp_path / "pool_at_import.py").write_text(_POOL_AT_IMPORT)
+    done = subprocess.run([sys.executable, "-c", "import pool_at_import"], capture_output=True, text=True,
+                          timeout=45, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "ringenv.errors.WorkerStartupError: worker 0 (envs 0..1) failed to start: RuntimeError" in done.stderr
+    assert "importing module 'pool_at_import'" in done.stderr and 'if __name__ == "__main__"' in done.stderr

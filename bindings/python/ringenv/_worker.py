@@ -127,6 +127,37 @@ class _Float64Scalars:
         return np.float64(self.view[k])
 
 
+#: Whether this worker process is loading its env factories (and so importing the modules that
+#: define them): see :func:`refuse_during_factory_loading`.
+_loading_factories = False
+
+
+def refuse_during_factory_loading() -> None:
+    """Raises ``RuntimeError`` where a vector env is being made while this worker loads its env
+    factories: a module that defines them makes a vector env at its top level, which every worker
+    importing it would do again, without end (each waiting for its own workers). ``multiprocessing``'s
+    spawn refuses the same with its "bootstrapping phase" error. Made elsewhere in a worker (in an
+    env's ``__init__`` or ``step``), a nested vector env is fine.
+
+    Raises:
+        RuntimeError: naming the module being imported and the fix.
+    """
+    if not _loading_factories:
+        return
+    frame, module = sys._getframe(1), None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            module = frame.f_globals.get("__name__")
+            break
+        frame = frame.f_back
+    where = f"module {module!r}" if module else "a module"
+    raise RuntimeError(
+        f"a vector env was created while a ringenv worker process was importing {where}, which defines its env "
+        f"factories: that module creates a vector env when it is imported, so every worker would create one "
+        f"again. Create vector envs inside a function or under `if __name__ == \"__main__\":`, not at a "
+        f"module's top level (multiprocessing's spawn asks the same).")
+
+
 def _build(init: bytes, info: dict):
     """Builds this worker's envs and the targets of their observations and sources of actions.
 
@@ -147,7 +178,12 @@ def _build(init: bytes, info: dict):
     if "local" in outer:  # the inline share: the caller's own factories (local_init)
         cfg = take_local_init(outer["local"])
     else:
-        cfg = cloudpickle.loads(outer["payload"])
+        global _loading_factories
+        _loading_factories = True  # importing the factories' modules must not make a vector env
+        try:
+            cfg = cloudpickle.loads(outer["payload"])
+        finally:
+            _loading_factories = False
         publish_main_names(cfg["env_fns"])
     obs_space, act_space = cfg["observation_space"], cfg["action_space"]
     start, stop = info["env_ids"]

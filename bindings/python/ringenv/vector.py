@@ -36,7 +36,7 @@ from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, request
-from ringenv._worker import worker_environ
+from ringenv._worker import refuse_during_factory_loading, worker_environ
 from ringenv.errors import WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
@@ -228,6 +228,7 @@ class AsyncVectorEnv(PoolVectorEnv):
     ):
         # _rust_envs (private; ringenv.make_vec's): a Rust env's workers, in place of env_fns.
         self.closed = True  # until the pool exists, close() has nothing to do
+        refuse_during_factory_loading()
         if _rust_envs is None:
             if callable(env_fns) and not isinstance(env_fns, SequenceABC):
                 raise TypeError(f"env_fns must be a sequence of env factories, got one callable {env_fns!r}: pass "
