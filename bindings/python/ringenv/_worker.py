@@ -18,6 +18,7 @@ import pickle
 import subprocess
 import sys
 import traceback
+import types
 from typing import Any, List, Mapping, Optional, Tuple
 
 import cloudpickle
@@ -45,7 +46,7 @@ def worker_argv(mode: str) -> List[str]:
     paths = [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
     if "" in paths:
         start_dir = _start_dir()
-        paths = [start_dir if p == "" else p for p in paths if p != "" or start_dir is not None]
+        paths = [p for p in paths if p != ""] if start_dir is None else [start_dir if p == "" else p for p in paths]
     # The interpreter's options (-O, -W, -X, -E, ...), as multiprocessing's spawn passes them: an
     # env's module compiled without -O in a worker would still run its asserts.
     flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
@@ -144,7 +145,8 @@ def refuse_during_factory_loading() -> None:
     """
     if not _loading_factories:
         return
-    frame, module = sys._getframe(1), None
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    module = None
     while frame is not None:
         if frame.f_code.co_name == "<module>":
             module = frame.f_globals.get("__name__")
