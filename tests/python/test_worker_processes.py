@@ -178,8 +178,8 @@ def test_a_process_started_with_standard_descriptors_closed_starts_its_workers(c
         for fd in closed:
             os.close(fd)
 
-    os.write(int(sys.argv[1]), repr(results).encode())  # the test's pipe: stdout may be closed
-                          text=True, timeout=120, preexec_fn=close_them, pass_fds=(write,))
+    done = subprocess.run([sys.executable, "-c", _STDIO_CLOSED, str(write)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, preexec_fn=close_them, pass_fds=(write,))
     os.close(write)
     with os.fdopen(read) as pipe:
         reported = pipe.read()
