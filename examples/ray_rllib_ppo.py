@@ -64,7 +64,8 @@ if __name__ == "__main__":
     if not args.smoke:
         main()
     else:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        # address="local": a new local Ray even where a killed run left its cluster file behind.
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             ret = main(iterations=1, num_env_runners=1, envs_per_runner=4, fragment=32, num_epochs=1)
         finally:

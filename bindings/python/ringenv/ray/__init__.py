@@ -10,7 +10,7 @@ results are bit-identical to a local :class:`ringenv.AsyncVectorEnv` of the same
 finish first, with two calls in flight per actor. See docs/RAY.md for the cost model and faults.
 
 >>> import ray, ringenv.ray
->>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # or address="auto"
+>>> _ = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # or address="auto"
 >>> envs = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)
 >>> obs, infos = envs.reset(seed=0)
 >>> obs.shape, [info["env_ids"] for info in envs.actor_info]
