@@ -226,7 +226,8 @@ impl ControlChannel {
         let mut body = Vec::new();
         while body.len() < len {
             let chunk = (len - body.len()).min(RECV_CHUNK);
-            body.try_reserve(chunk).map_err(|_| ControlError::OutOfMemory { bytes: len })?; // grows geometrically: O(len) copying in all
+            // `try_reserve` grows geometrically: O(len) copying in all.
+            body.try_reserve(chunk).map_err(|_| ControlError::OutOfMemory { bytes: len })?;
             let got = (&mut self.stream).take(chunk as u64).read_to_end(&mut body).map_err(mid_frame)?;
             if got == 0 {
                 return Err(ControlError::Closed);
