@@ -20,6 +20,7 @@ module keeps away from users:
 from __future__ import annotations
 
 import collections
+import copy
 import functools
 import io
 import itertools
@@ -89,6 +90,21 @@ def request_of(data: bytes) -> Any:
     process, else loaded (a worker process)."""
     obj = _REQUESTS.get(data, _REQUESTS)
     return cloudpickle.loads(data) if obj is _REQUESTS else obj
+
+
+def request_copy(data: bytes) -> Any:
+    """A fresh copy of the request ``data`` holds, one per env that receives it (reset
+    ``options``: an env may change its own, as each of Gymnasium's ``AsyncVectorEnv`` processes
+    unpickles its own): where :func:`request` made it in this process, ``copy.deepcopy`` of the
+    object (the caller's own classes, not copies of them), else, or where it cannot be deep-copied,
+    loaded with cloudpickle."""
+    obj = _REQUESTS.get(data, _REQUESTS)
+    if obj is not _REQUESTS:
+        try:
+            return copy.deepcopy(obj)
+        except Exception:
+            pass
+    return cloudpickle.loads(data)
 
 
 def pickle_main_by_value() -> None:

@@ -27,7 +27,7 @@ from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
-from ringenv._pickling import dumps, publish_main_names, request_of, take_local_init
+from ringenv._pickling import dumps, publish_main_names, request_copy, request_of, take_local_init
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
 #: (which still starts with the working directory) before it is replaced.
@@ -254,9 +254,10 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
 
 
 def _unpack(payload: bytes) -> Any:
-    """Reset ``options`` the main process sent (:func:`ringenv._pickling.request`): in its inline
-    share the object itself, in a worker process loaded with cloudpickle."""
-    return request_of(payload)
+    """Reset ``options`` the main process sent (:func:`ringenv._pickling.request`), a copy for each
+    env: in its inline share deep-copied from the object itself, in a worker process loaded with
+    cloudpickle."""
+    return request_copy(payload)
 
 
 def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:
