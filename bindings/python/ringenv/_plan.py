@@ -5,7 +5,6 @@ steps a share of the envs itself (the *inline* share; see ``ringenv.AsyncVectorE
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Tuple
 
 from ringenv import _native
@@ -18,12 +17,9 @@ def usable_cores() -> int:
     """The cores this process may use, at least 1: its CPU affinity, capped by its cgroup's CPU
     quota (a container's ``--cpus``, a Kubernetes CPU limit; rounded down), which is what a
     process gets of the machine however many cores it may be scheduled on
-    (``_native.available_cores``: Rust's ``std::thread::available_parallelism``)."""
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        affinity = os.cpu_count() or 1
-    return max(1, min(affinity, _native.available_cores()))
+    (``_native.available_cores``: Rust's ``std::thread::available_parallelism``, which reads
+    both)."""
+    return _native.available_cores()
 
 
 def default_num_workers(num_envs: int, batch_size: int, max_concurrency: Optional[int],
