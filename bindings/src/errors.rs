@@ -75,7 +75,12 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
         PoolError::Closed => "closed",
         PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
         PoolError::Control { error: ControlError::OutOfMemory { .. }, .. } => "memory",
-        PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => "runtime",
+        PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => {
+            if let Some(code) = os_error(e) {
+                fields.set_item("errno", code)?;
+            }
+            "runtime"
+        }
         PoolError::ForkedChild { creator_pid, pid } => {
             fields.set_item("creator_pid", creator_pid)?;
             fields.set_item("pid", pid)?;
@@ -85,6 +90,18 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
     let module = py.import("ringenv.errors")?;
     let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
     Ok(PyErr::from_value(exc))
+}
+
+/// The OS error number of the first `io::Error` in `e`'s chain of sources, if any.
+fn os_error(e: &PoolError) -> Option<i32> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(code) = s.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error) {
+            return Some(code);
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// Runs `f`, returning the text (and location, which the panic hook printed) of a panic instead

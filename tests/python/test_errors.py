@@ -254,3 +254,33 @@ def test_step_wait_timeout_keeps_the_step_pending(closing):
     assert_identical(obs, np.array([[0, 1], [1, 1]], dtype=np.float32))
     assert_identical(rewards, np.ones(2))
     assert not terminated.any() and not truncated.any() and infos == {}
+
+
+# -- failures of the operating system --------------------------------------------------------------
+
+_OPEN_FILE_LIMIT = r"""
+import errno, resource
+import gymnasium as gym, ringenv
+resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 64, num_workers=32).close()
+    print("started")
+except ringenv.errors.RingenvError as e:
+    print(type(e).__name__, errno.errorcode.get(e.errno), "ulimit -n" in str(e))
+"""
+
+
+def test_an_os_failure_carries_its_errno_and_names_the_limit():
+    # 32 workers need more than 40 descriptors: starting one fails with EMFILE, which the error
+    # carries as `errno` (as an OSError would) and explains with the limit that caused it.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OPEN_FILE_LIMIT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["RingenvError", "EMFILE", "True"], done.stdout
+
+
+def test_a_runtime_error_that_is_not_the_systems_has_no_errno():
+    assert ringenv.errors.RingenvError("a protocol error").errno is None
+    assert ringenv.errors._from_native("runtime", "no OS call failed", {}).errno is None

@@ -44,7 +44,15 @@ __all__ = [
 
 
 class RingenvError(RuntimeError):
-    """A failure of the ringenv runtime (segment, processes, control protocol)."""
+    """A failure of the ringenv runtime (segment, processes, control protocol).
+
+    Attributes:
+        errno (int | None): the operating system's error number (``errno.EMFILE``, ``errno.ENOMEM``,
+            ...) where an OS call failed (creating the segment, starting a worker, the control
+            socket), as on ``OSError``; ``None`` for any other failure.
+    """
+
+    errno: Optional[int] = None
 
 
 class WorkerDiedError(RingenvError):
@@ -239,7 +247,9 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return CudaError(message, **fields)
     if kind == "forked":  # fields: creator_pid, pid
         return ForkedProcessError(message, **fields)
-    return RingenvError(message)
+    err = RingenvError(message)
+    err.errno = fields.get("errno")
+    return err
 
 
 
