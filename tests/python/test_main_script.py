@@ -13,6 +13,9 @@ script run as ``__main__`` (this module is importable, so its own classes travel
   by name in the worker's ``__main__``, so an env can pickle its own state by reference (and
   hand a script function to a fork-context ``multiprocessing.Pool``), as under
   ``SyncVectorEnv`` and Gymnasium's fork-started ``AsyncVectorEnv``.
+
+The same script run by ``runpy.run_path`` (module ``<run_path>``, which no worker can import
+either) behaves the same.
 """
 
 from __future__ import annotations
@@ -78,5 +81,18 @@ def test_envs_of_the_callers_main_script_see_its_names_in_every_layout(layout, c
     which are the ones that count in the script's own ``COUNT``, as under ``SyncVectorEnv`` (all)
     and a worker process (none)."""
     done = subprocess.run([sys.executable, "-c", _SCRIPT, layout], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"[[7, 7], [8, 8]] {count} True\n", done.stderr
+
+
+@pytest.mark.parametrize("layout, count", [("default", 2), ("workers-only", 0), ("in-process", 4)])
+def test_a_script_run_by_runpy_run_path_works_as_one_run_as_main(tmp_path, layout, count):
+    """``runpy.run_path(path)`` runs the script as module ``<run_path>`` (its default
+    ``run_name``), which has no import spec: a worker cannot import it, so its code travels by
+    value as ``__main__``'s does, and its names are found in the worker under that module."""
+    script = tmp_path / "script.py"
+    script.write_text(_SCRIPT)
+    runner = f"import runpy, sys; sys.argv = ['script.py', {layout!r}]; runpy.run_path({str(script)!r})"
+    done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"[[7, 7], [8, 8]] {count} True\n", done.stderr

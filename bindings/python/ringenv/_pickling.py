@@ -60,9 +60,10 @@ class _ByNamePickler(cloudpickle.Pickler):
 
 
 def _named_in_main(cls: type) -> bool:
-    """Whether ``cls`` is a top-level class of the main script's module, found under its name."""
+    """Whether ``cls`` is a top-level class of the main script's module (or of a module
+    :func:`pickle_main_by_value` registered), found under its name."""
     module = getattr(cls, "__module__", None)
-    if module not in _MAIN_MODULES:
+    if module not in _MAIN_MODULES and module not in _BY_VALUE_MODULES:
         return False
     return getattr(sys.modules.get(module), cls.__qualname__, None) is cls
 
@@ -107,18 +108,46 @@ def request_copy(data: bytes) -> Any:
     return cloudpickle.loads(data)
 
 
-def pickle_main_by_value() -> None:
-    """Makes cloudpickle send the code of a multiprocessing-spawned child's main script by value.
+def pickle_main_by_value(env_fns: List[Any]) -> None:
+    """Makes cloudpickle send by value the code of modules a worker cannot import, before the
+    factories ``env_fns`` are pickled for it.
 
-    cloudpickle sends what ``__main__`` defines by value, since no other process can import it.
-    In a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
-    runs again as module ``__mp_main__``: its functions and classes would be pickled by
-    reference to ``__mp_main__``, which a worker (a fresh interpreter) cannot import. Registering
-    the module with ``cloudpickle.register_pickle_by_value`` treats it as ``__main__`` is
-    treated. Called before env factories are pickled; does nothing outside such a child."""
+    cloudpickle sends what ``__main__`` defines by value, since no other process can import it;
+    what any other module defines it sends by reference (its name). Two more modules cannot be
+    imported by a worker, a fresh interpreter, and are registered with
+    ``cloudpickle.register_pickle_by_value``, which treats them as ``__main__`` is treated:
+
+    - in a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
+      runs again as module ``__mp_main__``;
+    - a module with no import spec (``__spec__`` is ``None``) that defines a factory: a script run
+      by ``runpy.run_path(path)`` (module ``<run_path>``, its default ``run_name``), or a module
+      made with ``types.ModuleType`` and put in ``sys.modules``."""
     main = sys.modules.get("__mp_main__")
     if main is not None and getattr(main, "__name__", None) == "__mp_main__":
         cloudpickle.register_pickle_by_value(main)
+    for name in _factory_modules(env_fns):
+        module = sys.modules.get(name)
+        if name not in _MAIN_MODULES and module is not None and getattr(module, "__spec__", False) is None:
+            cloudpickle.register_pickle_by_value(module)
+            _BY_VALUE_MODULES.add(name)
+
+
+#: The modules without an import spec that :func:`pickle_main_by_value` registered.
+_BY_VALUE_MODULES: set = set()
+
+
+def _factory_modules(env_fns: List[Any]) -> set:
+    """The names of the modules that define the factories (through ``functools.partial``, and
+    the class of a callable instance)."""
+    names, stack = set(), list(env_fns)
+    while stack:
+        fn = stack.pop()
+        if isinstance(fn, functools.partial):
+            stack.append(fn.func)
+            continue
+        owner = fn if isinstance(fn, (types.FunctionType, type)) else type(fn)
+        names.add(getattr(owner, "__module__", None))
+    return names
 
 
 #: The inline share's configurations, kept in this process by key (:func:`local_init`) until
@@ -156,7 +185,7 @@ def discard_local_inits(inits: List[bytes]) -> None:
             _LOCAL_INITS.pop(outer["local"], None)
 
 
-#: The modules of the caller's main script, whose code travels by value (:func:`pickle_main_by_value`).
+#: The modules of the caller's main script, whose code travels by value.
 _MAIN_MODULES = ("__main__", "__mp_main__")
 
 
@@ -171,8 +200,12 @@ def publish_main_names(roots: List[Any]) -> None:
 
     Walks the factories (``functools.partial`` included), the globals and closures of the
     script's functions and the attributes of its classes; a top-level name is set only where
-    the worker's module has none (its own names are kept)."""
-    seen, stack = set(), list(roots)
+    the worker's module has none (its own names are kept).
+
+    The same holds for a module this worker does not have, whose code therefore came by value
+    (see :func:`pickle_main_by_value`): a script run by ``runpy.run_path``, module ``<run_path>``,
+    is made here as an empty module holding those names."""
+    published, seen, stack = set(_MAIN_MODULES), set(), list(roots)
     while stack:
         obj = stack.pop()
         if id(obj) in seen:
@@ -185,8 +218,10 @@ def publish_main_names(roots: List[Any]) -> None:
             stack.append(obj.__func__)
             continue
         module = getattr(obj, "__module__", None) if isinstance(obj, (types.FunctionType, type)) else None
-        if module not in _MAIN_MODULES:
-            continue
+        if module not in published:
+            if not isinstance(module, str) or module in sys.modules:  # importable: found by name already
+                continue
+            published.add(module)
         if isinstance(obj, types.FunctionType):
             stack += list(obj.__globals__.values())
             stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]

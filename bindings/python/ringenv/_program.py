@@ -116,7 +116,7 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
     def make_init(start: int, stop: int, inline: bool = False) -> bytes:
         if inline:  # made in this process by the factories themselves, as SyncVectorEnv makes them
             return local_init({**cfg, "env_fns": list(env_fns[start:stop])})
-        pickle_main_by_value()  # factories defined in a spawned child's main script (__mp_main__)
+        pickle_main_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
         for i in range(start, stop):
             try:
                 cloudpickle.dumps(env_fns[i])
