@@ -52,14 +52,41 @@ def test_a_large_batch_gets_a_third_slot_and_small_or_copy_false_batches_do_not(
     big = ringenv.AsyncVectorEnv(fns(), num_workers=2)
     small = ringenv.AsyncVectorEnv([functools.partial(CounterEnv, i) for i in range(N)], num_workers=2)
     views = ringenv.AsyncVectorEnv(fns(), num_workers=2, copy=False)
+    disabled = ringenv.AsyncVectorEnv(fns(), num_workers=2, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
     try:
         assert big._pool.depth == LENDING_DEPTH and big._slots.leases is not None
         assert small._pool.depth == 2 and small._slots.leases is None
         assert views._pool.depth == 2 and views._slots.leases is None
+        assert disabled._pool.depth == 2 and disabled._slots.leases is None  # reset by masked resets
         obs, _ = small.reset(seed=0)
         assert not in_segment(small, obs)  # a small batch is a copy, as before
+        obs, _ = disabled.reset(seed=0)
+        assert not in_segment(disabled, obs)
     finally:
-        big.close(), small.close(), views.close()
+        big.close(), small.close(), views.close(), disabled.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_masked_reset_after_the_caller_edited_its_batch_in_place_keeps_the_envs_observations(num_workers):
+    """Autoreset DISABLED: the caller normalises the step's batch in place, then resets some envs;
+    the other envs' rows are their own last observations, as ``SyncVectorEnv`` returns them,
+    not what the caller wrote."""
+    disabled = gym.vector.AutoresetMode.DISABLED
+    envs = ringenv.AsyncVectorEnv(fns(length=1000), num_workers=num_workers, autoreset_mode=disabled)
+    ref = gym.vector.SyncVectorEnv(fns(length=1000), autoreset_mode=disabled)
+    try:
+        envs.reset(seed=1), ref.reset(seed=1)
+        for obs in (envs.step(actions(0))[0], ref.step(actions(0))[0]):
+            for leaf in (obs.values() if isinstance(obs, dict) else [obs]):
+                leaf[...] = 0  # the caller's own edit, in place
+        mask = np.array([i % 3 == 0 for i in range(N)])
+        obs, _ = envs.reset(seed=9, options={"reset_mask": mask})
+        want, _ = ref.reset(seed=9, options={"reset_mask": mask})
+        assert equal(obs, want)
+        assert any(np.any(leaf != 0) for leaf in (want.values() if isinstance(want, dict) else [want]))
+    finally:
+        envs.close()
+        ref.close()
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
@@ -277,7 +304,7 @@ def test_asynchronous_batches_are_lent_and_what_is_held_never_changes(keep):
 def test_other_autoreset_modes_equal_sync_with_lent_batches_held(num_workers, mode):
     """SAME_STEP (``final_obs`` in the infos) and DISABLED with masked resets of the envs that
     ended, envs of three episode lengths: every batch equals ``SyncVectorEnv``'s and the last two
-    batches held never change."""
+    batches held never change (lent in SAME_STEP; copied in DISABLED, which never lends)."""
     from gymnasium.vector import AutoresetMode
 
     autoreset = AutoresetMode.SAME_STEP if mode == "same_step" else AutoresetMode.DISABLED

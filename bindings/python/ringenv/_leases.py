@@ -36,8 +36,13 @@ What a caller can tell: a lent array does not own its memory (``flags.owndata`` 
 stays until it lets go of the slot.
 
 A masked reset (``options["reset_mask"]``) keeps the other envs' last observations by copying their
-rows from the slot that held them: from a lent slot, that is what the caller's array holds then,
-including anything the caller wrote into it in place.
+rows from the slot that held them: from a lent slot, that would be what the caller's array holds
+then, including anything the caller wrote into it in place (a normalisation in place), where
+Gymnasium returns the envs' own observations. A pool in ``autoreset_mode=DISABLED``, whose envs
+are reset by masked resets only, therefore never lends (:func:`lends`). In the autoreset modes a
+masked reset is rare (the SB3 adapter's reset with per-env seeds resets in groups, from slots it
+does not edit); there, one that follows a lent batch the caller edited in place keeps the edited
+rows.
 """
 
 from __future__ import annotations
@@ -66,12 +71,15 @@ LENDING_DEPTH = 3
 _LIVE: "weakref.WeakSet[Leases]" = weakref.WeakSet()
 
 
-def lends(copy: bool, obs_bytes: int, views: bool, device: Any) -> bool:
+def lends(copy: bool, obs_bytes: int, views: bool, device: Any, masked_resets: bool) -> bool:
     """Whether a pool lends its observations: ``copy=True``, an observation batch of
     ``obs_bytes`` bytes (in shared memory) of at least :data:`LEASE_MIN_BYTES`, observations read
     as views of arrays (``views``: a Box, Discrete, MultiDiscrete or MultiBinary space, or a Dict or
-    Tuple of them), and no GPU ``device`` (whose results are tensors on the GPU)."""
-    return bool(copy) and views and device is None and obs_bytes >= LEASE_MIN_BYTES
+    Tuple of them), no GPU ``device`` (whose results are tensors on the GPU), and no
+    ``masked_resets`` expected: a pool in ``autoreset_mode=DISABLED`` copies, since its envs are
+    reset by masked resets, which keep the other envs' observations from the previous slot, and a
+    lent slot holds what the caller wrote into it."""
+    return bool(copy) and views and device is None and obs_bytes >= LEASE_MIN_BYTES and not masked_resets
 
 
 class _SlotMemory:

@@ -290,7 +290,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         # batch_space allocates arrays of num_envs rows and before the segment is created.
         # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
         lend = obs_layout is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_layout.leaves),
-                                                array_tree(obs_layout.space), torch_device)
+                                                array_tree(obs_layout.space), torch_device,
+                                                self.autoreset_mode == AutoresetMode.DISABLED)
         depth = LENDING_DEPTH if lend else 2
         try:
             size = _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype,
