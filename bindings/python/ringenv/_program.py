@@ -19,6 +19,7 @@ from gymnasium.vector.utils import batch_differing_spaces
 
 from ringenv import _layout
 from ringenv._pickling import local_init, pickle_main_by_value
+from ringenv._registry import carried
 from ringenv._worker import worker_argv
 
 __all__ = ["WorkerProgram", "RustEnvs", "python_program", "PYTHON_ONLY_OPTIONS"]
@@ -113,9 +114,14 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
         "autoreset_mode": autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
     }
 
+    registrations: Optional[Dict[str, bytes]] = None
+
     def make_init(start: int, stop: int, inline: bool = False) -> bytes:
+        nonlocal registrations
         if inline:  # made in this process by the factories themselves, as SyncVectorEnv makes them
             return local_init({**cfg, "env_fns": list(env_fns[start:stop])})
+        if registrations is None:  # the ids the caller registered, which a worker has not (ringenv/_registry.py)
+            registrations = carried()
         pickle_main_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
         for i in range(start, stop):
             try:
@@ -123,7 +129,8 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
             except Exception as e:
                 raise ValueError(f"env_fns[{i}] cannot be pickled to send it to a worker process "
                                  f"({type(e).__name__}: {e})") from e
-        return pickle.dumps({"payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop]})})
+        return pickle.dumps({"payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop],
+                                                           "registry": registrations})})
 
     return WorkerProgram(single_observation_space, single_action_space, observation_space, metadata, render_mode,
                          worker_argv("--python"), make_init, "float64", "python")

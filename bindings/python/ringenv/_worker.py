@@ -28,6 +28,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
 from ringenv._pickling import dumps, publish_main_names, request_copy, request_of, take_local_init
+from ringenv._registry import install
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
 #: (which still starts with the working directory) before it is replaced.
@@ -184,6 +185,7 @@ def _build(init: bytes, info: dict):
         _loading_factories = True  # importing the factories' modules must not make a vector env
         try:
             cfg = cloudpickle.loads(outer["payload"])
+            install(cfg.get("registry") or {})  # the ids the caller registered (ringenv/_registry.py)
         finally:
             _loading_factories = False
         publish_main_names(cfg["env_fns"])
