@@ -128,3 +128,17 @@ def test_module_docstring_examples_run():
     finally:
         gym.registry.pop("demo/Pendulum-v1", None)
     assert result.attempted >= 8 and result.failed == 0
+
+
+def test_make_vec_of_a_builtin_records_its_registered_spec_and_takes_its_registered_id(closing):
+    """``ringenv.make_vec("CartPole-v1")`` (the Rust built-in) has the spec of the id it is
+    registered under, as ``gymnasium.make_vec`` gives every vector env one; the registered id
+    ``"ringenv/CartPole-v1"`` is accepted by ``ringenv.make_vec`` too and gives the same env."""
+    builtin = closing(ringenv.make_vec("CartPole-v1", 3))
+    namespaced = closing(ringenv.make_vec("ringenv/CartPole-v1", 3))
+    blocks = closing(ringenv.make_vec("ringenv/BlocksWorld-v0", 2, num_blocks=4))
+    assert builtin.spec is not None and builtin.spec.id == "ringenv/CartPole-v1"
+    assert namespaced.spec.id == "ringenv/CartPole-v1"
+    assert blocks.spec.id == "ringenv/BlocksWorld-v0" and blocks.spec.kwargs == {"num_blocks": 4}
+    assert gym.spec("ringenv/BlocksWorld-v0").kwargs == {}  # the registry's own spec is left as it was
+    _assert_runs_identical(namespaced, builtin, steps=30)

@@ -222,9 +222,10 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
       (``"my_envs:Sokoban-v0"``); ``kwargs`` are JSON-encoded and reach the env's typed
       constructor (a ``ValueError`` names an argument that does not fit). The spaces come from
       the binary's ``describe`` command before any worker starts.
-    - ``id`` a built-in Rust env (see :func:`builtin_env_ids`) and ``prefer_builtin`` true: its
-      Rust implementation runs in the workers (``kwargs`` go to its constructor; for
-      ``BlocksWorld-v0``: ``num_blocks``).
+    - ``id`` a built-in Rust env (see :func:`builtin_env_ids`) and ``prefer_builtin`` true, or
+      the built-in's registered id (``"ringenv/CartPole-v1"``): its Rust implementation runs in
+      the workers (``kwargs`` go to its constructor; for ``BlocksWorld-v0``: ``num_blocks``), and
+      the vector env's ``spec`` is that registered id's.
     - Otherwise each sub-env is ``gymnasium.make(id, **kwargs)`` with ``wrappers`` applied, as
       ``gymnasium.make_vec`` does, Gymnasium's ``"module:Id"`` form included
       (``"minigrid:MiniGrid-DoorKey-8x8-v0"`` imports ``minigrid``, which registers the id, here
@@ -283,7 +284,10 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         kwargs = json_kwargs(kwargs)
         spaces_json = describe_worker(worker, id, kwargs)
         return _rust_vector_env(RustEnvs([_worker_path(worker)], id, num_envs, kwargs, spaces_json), vector_kwargs)
-    if prefer_builtin and id in builtin_env_ids():
+    namespaced = id.startswith(f"{NAMESPACE}/") and id[len(NAMESPACE) + 1:] in builtin_env_ids()
+    if namespaced:  # "ringenv/CartPole-v1": the built-in's registered id, which has no Python env
+        id = id[len(NAMESPACE) + 1:]
+    if (prefer_builtin or namespaced) and id in builtin_env_ids():
         if wrappers:
             raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
                              "(pass prefer_builtin=False to use the Gymnasium env)")
@@ -324,7 +328,15 @@ def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVect
         if name in vector_kwargs:
             raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
                             "and that option applies to Python envs only")
-    return AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
+    vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
+    # The spec the id is registered with: "ringenv/CartPole-v1" for the built-in CartPole-v1 (as
+    # gymnasium.make_vec records one), else the SDK binary's id where ringenv.register made it.
+    registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.argv == worker_argv("--rust") else None
+    registered = registered or gym.registry.get(envs.id)
+    if registered is not None:
+        vec.spec = copy.deepcopy(registered)
+        vec.spec.kwargs = {**vec.spec.kwargs, **envs.kwargs}
+    return vec
 
 
 class _Repeated(Sequence):
