@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -60,6 +61,9 @@ class ScriptEnv(gym.Env):
         self.x += 0.5 + int(action)
         return np.array([self.x, 1], np.float32), self.x, False, False, {}
 
+    def regpkg_imported(self):
+        return "regpkg" in sys.modules
+
 gym.register("Script-v0", entry_point=ScriptEnv, max_episode_steps=4)  # an entry point of the script
 
 layout = {"default": {}, "workers-only": {"inline": False}, "two-workers": {"num_workers": 2}}[sys.argv[1]]
@@ -76,6 +80,10 @@ for env_id in ("RegPkg/Counter-v0", "Script-v0"):
         runs.append(run)
     assert runs[0] == runs[1] == runs[2], (env_id, runs)
     assert any(any(step[2]) for step in runs[1][1:]), "the runs cover a truncation"
+# A worker imports no package for the ids it was sent: only what its own envs load.
+envs = ringenv.AsyncVectorEnv([lambda: gym.make("Script-v0")] * 2, inline=False)
+assert envs.call("regpkg_imported") == (False, False)
+envs.close()
 print("equal")
 """
 
@@ -90,8 +98,7 @@ def test_ids_registered_by_the_script_and_by_an_imported_package_work_in_the_wor
                           timeout=180)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip() == "equal", done.stderr[-4000:]
-    # The worker registered the package's id by importing the package, as the caller did, so
-    # nothing registered it twice.
+    # Importing the package in the worker registered its id again, over the added spec, silently.
     assert "Overriding environment" not in done.stderr, done.stderr[-4000:]
 
 
@@ -102,13 +109,22 @@ def test_only_the_callers_own_registrations_are_carried():
 
     specs = carried()
     assert "CartPole-v1" not in specs  # Gymnasium registers its own in every process
+    cartpole = gym.spec("CartPole-v1")
     gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv")
     try:
         specs = carried()
         assert "CarriedOnly-v0" in specs
         del gym.registry["CarriedOnly-v0"]
-        install({"CarriedOnly-v0": specs["CarriedOnly-v0"], "Broken-v0": b"not a pickle"})
-        assert gym.registry["CarriedOnly-v0"].entry_point == "helper_envs:CounterEnv"
-        assert "Broken-v0" not in gym.registry  # a spec that cannot be loaded is skipped
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # then install's own filter, which comes first
+            install({"CarriedOnly-v0": specs["CarriedOnly-v0"], "Broken-v0": b"not a pickle"})
+            assert gym.registry["CarriedOnly-v0"].entry_point == "helper_envs:CounterEnv"
+            assert "Broken-v0" not in gym.registry  # a spec that cannot be loaded is skipped
+            gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv")  # as its package would
+            gym.register("CartPole-v1", entry_point=cartpole.entry_point, max_episode_steps=500,
+                         vector_entry_point=cartpole.vector_entry_point, reward_threshold=475.0)  # not added
+        assert [str(w.message) for w in caught if "CarriedOnly-v0" in str(w.message)] == []
+        assert any("Overriding environment CartPole-v1" in str(w.message) for w in caught)
     finally:
         gym.registry.pop("CarriedOnly-v0", None)
+        gym.registry["CartPole-v1"] = cartpole

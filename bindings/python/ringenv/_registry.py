@@ -9,17 +9,20 @@ calls ``gym.make(id)`` then failed in the worker with ``NameNotFound``, where Gy
 worker import the registering package (a class of it in the pickled spaces).
 
 So the main process sends the specs of its registry that a fresh ``import gymnasium`` does not
-make (:func:`carried`), and the worker, before it calls the factories, recreates them as the
-caller did (:func:`install`): it first imports the modules their entry points name, which
-registers them as in the caller (``minigrid.envs`` imports ``minigrid``, which registers its
-ids; no "Overriding environment" warning follows later), then adds the specs still missing
-(those the script registered itself, or whose module registers nothing) to the registry as they
-are. A spec that cannot be pickled or loaded is left out, as before.
+make (:func:`carried`), and the worker, before it calls the factories, adds the ones its own
+registry lacks (:func:`install`). It imports nothing for them: ``gym.make`` of such an id
+imports the entry point's module when it loads it, as in the caller, and a worker does not
+import every package its caller happened to register (importing ``minigrid`` imports
+``pygame``, whose handlers turn a worker's segmentation fault into an abort). When that import
+registers the package's ids again, over the added specs (identical copies), Gymnasium warns
+"Overriding environment ... already in registry"; the worker ignores that warning for the ids
+it added, and for no other. A spec that cannot be pickled or loaded is left out.
 """
 
 from __future__ import annotations
 
-import importlib
+import re
+import warnings
 from typing import Dict, Tuple
 
 import cloudpickle
@@ -55,36 +58,22 @@ def carried() -> Dict[str, bytes]:
     return out
 
 
-def _entry_module(point: object) -> str:
-    """The module of an entry point ``"package.module:Name"``; ``""`` for a callable."""
-    return point.split(":", 1)[0] if isinstance(point, str) and ":" in point else ""
-
-
 def install(specs: Dict[str, bytes]) -> None:
-    """Registers here the specs of ``specs`` (:func:`carried` in the main process) that this
-    process's registry lacks: imports the modules their entry points name (each registers what
-    it registered in the caller), then adds the ones still missing as they are. A module that
-    fails to import, or a spec that fails to load, is skipped: ``gym.make`` of its id then fails
-    as it would have without this."""
-    missing = {env_id: data for env_id, data in specs.items() if env_id not in registry}
-    if not missing:
-        return
-    loaded: Dict[str, EnvSpec] = {}
-    for env_id, data in missing.items():
+    """Adds to this process's registry the specs of ``specs`` (:func:`carried` in the main
+    process) that it lacks, as they are, importing nothing, and ignores Gymnasium's "Overriding
+    environment" warning for exactly those ids (see the module's docstring). A spec that fails
+    to load is skipped: ``gym.make`` of its id then fails as it would have without this."""
+    added = []
+    for env_id, data in specs.items():
+        if env_id in registry:
+            continue
         try:
             spec = cloudpickle.loads(data)
         except Exception:
             continue
-        if isinstance(spec, EnvSpec):
-            loaded[env_id] = spec
-    modules = sorted({m for spec in loaded.values()
-                      for m in (_entry_module(spec.entry_point), _entry_module(spec.vector_entry_point)) if m})
-    for module in modules:
-        if any(env_id not in registry for env_id in loaded):
-            try:
-                importlib.import_module(module)
-            except Exception:
-                pass
-    for env_id, spec in loaded.items():
-        if env_id not in registry:
+        if isinstance(spec, EnvSpec) and spec.id == env_id:
             registry[env_id] = spec
+            added.append(env_id)
+    if added:
+        ids = "|".join(re.escape(env_id) for env_id in sorted(added))
+        warnings.filterwarnings("ignore", message=rf".*Overriding environment ({ids}) already in registry")
