@@ -27,7 +27,7 @@ import itertools
 import pickle
 import sys
 import types
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Set
 
 import cloudpickle
 
@@ -63,7 +63,7 @@ def _named_in_main(cls: type) -> bool:
     """Whether ``cls`` is a top-level class of the main script's module (or of a module
     :func:`pickle_main_by_value` registered), found under its name."""
     module = getattr(cls, "__module__", None)
-    if module not in _MAIN_MODULES and module not in _BY_VALUE_MODULES:
+    if not isinstance(module, str) or (module not in _MAIN_MODULES and module not in _BY_VALUE_MODULES):
         return False
     return getattr(sys.modules.get(module), cls.__qualname__, None) is cls
 
@@ -108,7 +108,7 @@ def request_copy(data: bytes) -> Any:
     return cloudpickle.loads(data)
 
 
-def pickle_main_by_value(env_fns: List[Any]) -> None:
+def pickle_main_by_value(env_fns: Sequence[Any]) -> None:
     """Makes cloudpickle send by value the code of modules a worker cannot import, before the
     factories ``env_fns`` are pickled for it.
 
@@ -133,20 +133,23 @@ def pickle_main_by_value(env_fns: List[Any]) -> None:
 
 
 #: The modules without an import spec that :func:`pickle_main_by_value` registered.
-_BY_VALUE_MODULES: set = set()
+_BY_VALUE_MODULES: Set[str] = set()
 
 
-def _factory_modules(env_fns: List[Any]) -> set:
+def _factory_modules(env_fns: Sequence[Any]) -> Set[str]:
     """The names of the modules that define the factories (through ``functools.partial``, and
     the class of a callable instance)."""
-    names, stack = set(), list(env_fns)
+    names: Set[str] = set()
+    stack = list(env_fns)
     while stack:
         fn = stack.pop()
         if isinstance(fn, functools.partial):
             stack.append(fn.func)
             continue
         owner = fn if isinstance(fn, (types.FunctionType, type)) else type(fn)
-        names.add(getattr(owner, "__module__", None))
+        name = getattr(owner, "__module__", None)
+        if isinstance(name, str):
+            names.add(name)
     return names
 
 

@@ -247,9 +247,9 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return CudaError(message, **fields)
     if kind == "forked":  # fields: creator_pid, pid
         return ForkedProcessError(message, **fields)
-    err = RingenvError(message)
-    err.errno = fields.get("errno")
-    return err
+    failure = RingenvError(message)
+    failure.errno = fields.get("errno")
+    return failure
 
 
 
