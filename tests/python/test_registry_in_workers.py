@@ -3,7 +3,8 @@
 A worker never runs the caller's script, so an id registered there (``gym.register`` in the
 script, or a package that registers its ids when imported, as ``minigrid`` and ``ale_py`` do)
 was unknown in the worker: ``gym.make(id)`` in a factory failed with ``NameNotFound``, where
-Gymnasium's ``AsyncVectorEnv`` and SB3's ``SubprocVecEnv`` work. Each scenario runs as a script
+Gymnasium's ``AsyncVectorEnv`` and SB3's ``SubprocVecEnv`` work; an id the script registered
+again (a built-in's, or a package's) made the stock env there. Each scenario runs as a script
 (``__main__``, as users run them), in every layout with a worker process, and compares the
 steps with ``SyncVectorEnv``'s.
 """
@@ -65,21 +66,27 @@ class ScriptEnv(gym.Env):
         return "regpkg" in sys.modules
 
 gym.register("Script-v0", entry_point=ScriptEnv, max_episode_steps=4)  # an entry point of the script
+gym.register("ScriptByName-v0", entry_point="__main__:ScriptEnv", max_episode_steps=3)  # named by a string
+gym.register("RegPkg/Counter-v0", entry_point="regpkg.envs:CounterEnv", max_episode_steps=2)  # the package's id, again
+gym.register("CartPole-v1", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+             max_episode_steps=5)  # a built-in id, again, with another limit
+gym.register("FrozenLake-NoSlip-v0", entry_point="gymnasium.envs.toy_text.frozen_lake:FrozenLakeEnv",
+             kwargs={"is_slippery": False}, max_episode_steps=4)  # a new id of a built-in entry point
 
 layout = {"default": {}, "workers-only": {"inline": False}, "two-workers": {"num_workers": 2}}[sys.argv[1]]
-for env_id in ("RegPkg/Counter-v0", "Script-v0"):
+for env_id in ("RegPkg/Counter-v0", "Script-v0", "ScriptByName-v0", "CartPole-v1", "FrozenLake-NoSlip-v0"):
     fns = [lambda: gym.make(env_id)] * 4
     runs = []
     for envs in (ringenv.AsyncVectorEnv(fns, **layout), gym.vector.SyncVectorEnv(fns),
-                 ringenv.make_vec(env_id, 4, vector_kwargs=layout)):
+                 ringenv.make_vec(env_id, 4, vector_kwargs=layout, prefer_builtin=False)):
         run = [envs.reset(seed=5)[0].tolist()]
         for t in range(6):
             obs, reward, terminated, truncated, _ = envs.step(np.array([t % 2, 1, 0, 1]))
-            run.append([obs.tolist(), reward.tolist(), truncated.tolist()])
+            run.append([obs.tolist(), reward.tolist(), terminated.tolist(), truncated.tolist()])
         envs.close()
         runs.append(run)
     assert runs[0] == runs[1] == runs[2], (env_id, runs)
-    assert any(any(step[2]) for step in runs[1][1:]), "the runs cover a truncation"
+    assert any(any(step[3]) for step in runs[1][1:]), f"the runs of {env_id} cover a truncation"
 # A worker imports no package for the ids it was sent: only what its own envs load.
 envs = ringenv.AsyncVectorEnv([lambda: gym.make("Script-v0")] * 2, inline=False)
 assert envs.call("regpkg_imported") == (False, False)
@@ -98,33 +105,45 @@ def test_ids_registered_by_the_script_and_by_an_imported_package_work_in_the_wor
                           timeout=180)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip() == "equal", done.stderr[-4000:]
-    # Importing the package in the worker registered its id again, over the added spec, silently.
-    assert "Overriding environment" not in done.stderr, done.stderr[-4000:]
+    # The script's own two registrations again warn in the caller, as under Gymnasium; a worker's
+    # import of the package, registering its id over the caller's spec, warns nowhere.
+    assert done.stderr.count("WARN: Overriding environment") == 2, done.stderr[-4000:]
 
 
-def test_only_the_callers_own_registrations_are_carried():
+def test_a_worker_makes_each_env_against_the_callers_registry():
+    """In-process: what a worker's ``CallerRegistry`` does with the caller's registry. Each
+    ``apply`` sets the caller's spec of every id, including after an import registered its
+    package's own spec again (silently, for the carried ids only); a spec that fails to load is
+    skipped."""
+    import pickle
+
     import gymnasium as gym
 
-    from ringenv._registry import carried, install
+    from ringenv._registry import CallerRegistry, carried
 
-    specs = carried()
-    assert "CartPole-v1" not in specs  # Gymnasium registers its own in every process
     cartpole = gym.spec("CartPole-v1")
-    gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv")
+    gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv", max_episode_steps=7)
     try:
-        specs = carried()
-        assert "CarriedOnly-v0" in specs
+        data = carried()
+        caller = pickle.loads(data)
+        assert {"CartPole-v1", "CarriedOnly-v0"} <= caller["specs"].keys()
+        caller["specs"]["Broken-v0"] = b"not a pickle"
         del gym.registry["CarriedOnly-v0"]
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")  # then install's own filter, which comes first
-            install({"CarriedOnly-v0": specs["CarriedOnly-v0"], "Broken-v0": b"not a pickle"})
-            assert gym.registry["CarriedOnly-v0"].entry_point == "helper_envs:CounterEnv"
-            assert "Broken-v0" not in gym.registry  # a spec that cannot be loaded is skipped
-            gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv")  # as its package would
-            gym.register("CartPole-v1", entry_point=cartpole.entry_point, max_episode_steps=500,
-                         vector_entry_point=cartpole.vector_entry_point, reward_threshold=475.0)  # not added
+            warnings.simplefilter("always")  # then the worker's own filter, which comes first
+            registry = CallerRegistry(pickle.dumps(caller))
+            registry.apply()
+            assert gym.spec("CarriedOnly-v0").max_episode_steps == 7
+            assert "Broken-v0" not in gym.registry
+            gym.register("CarriedOnly-v0", entry_point="helper_envs:CounterEnv", max_episode_steps=99)  # its package
+            assert gym.spec("CarriedOnly-v0").max_episode_steps == 99
+            registry.apply()
+            assert gym.spec("CarriedOnly-v0").max_episode_steps == 7  # the next factory gets the caller's again
+            gym.register("Other-v0", entry_point="helper_envs:CounterEnv")
+            gym.register("Other-v0", entry_point="helper_envs:CounterEnv")  # not carried: warned
         assert [str(w.message) for w in caught if "CarriedOnly-v0" in str(w.message)] == []
-        assert any("Overriding environment CartPole-v1" in str(w.message) for w in caught)
+        assert any("Overriding environment Other-v0" in str(w.message) for w in caught)
     finally:
-        gym.registry.pop("CarriedOnly-v0", None)
+        for env_id in ("CarriedOnly-v0", "Other-v0"):
+            gym.registry.pop(env_id, None)
         gym.registry["CartPole-v1"] = cartpole

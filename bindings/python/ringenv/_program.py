@@ -114,13 +114,13 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
         "autoreset_mode": autoreset_mode.name.lower(),  # "next_step", "same_step", "disabled"
     }
 
-    registrations: Optional[Dict[str, bytes]] = None
+    registrations: Optional[bytes] = None
 
     def make_init(start: int, stop: int, inline: bool = False) -> bytes:
         nonlocal registrations
         if inline:  # made in this process by the factories themselves, as SyncVectorEnv makes them
             return local_init({**cfg, "env_fns": list(env_fns[start:stop])})
-        if registrations is None:  # the ids the caller registered, which a worker has not (ringenv/_registry.py)
+        if registrations is None:  # the caller's registry, which a worker's lacks (ringenv/_registry.py)
             registrations = carried()
         pickle_main_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
         for i in range(start, stop):

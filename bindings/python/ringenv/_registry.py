@@ -1,79 +1,122 @@
-"""The caller's Gymnasium registrations, carried to its worker processes.
+"""The caller's Gymnasium registry, carried to its worker processes.
 
 A worker is a fresh interpreter that never runs the caller's script, so what the script
 registered does not exist there: ids registered by ``import minigrid`` or
-``gym.register_envs(ale_py)``, or by ``gym.register(...)`` in the script itself. A factory that
-calls ``gym.make(id)`` then failed in the worker with ``NameNotFound``, where Gymnasium's
-``AsyncVectorEnv`` (whose forked processes inherit the registry) and SB3's ``SubprocVecEnv``
-(whose forkserver runs the script again) work. It only worked where something else made the
-worker import the registering package (a class of it in the pickled spaces).
+``gym.register_envs(ale_py)``, by ``gym.register(...)`` in the script itself, or a built-in id
+the script registered again with other arguments. A factory that calls ``gym.make(id)`` then
+failed in the worker with ``NameNotFound``, or silently made the env of the stock spec, where
+Gymnasium's ``AsyncVectorEnv`` (whose forked processes inherit the registry) and SB3's
+``SubprocVecEnv`` (whose forkserver runs the script again) make the caller's.
 
-So the main process sends the specs of its registry that a fresh ``import gymnasium`` does not
-make (:func:`carried`), and the worker, before it calls the factories, adds the ones its own
-registry lacks (:func:`install`). It imports nothing for them: ``gym.make`` of such an id
-imports the entry point's module when it loads it, as in the caller, and a worker does not
-import every package its caller happened to register (importing ``minigrid`` imports
-``pygame``, whose handlers turn a worker's segmentation fault into an abort). When that import
-registers the package's ids again, over the added specs (identical copies), Gymnasium warns
-"Overriding environment ... already in registry"; the worker ignores that warning for the ids
-it added, and for no other. A spec that cannot be pickled or loaded is left out.
+So the main process sends its whole registry (:func:`carried`: each spec pickled once), and a
+worker makes each of its envs against it (:class:`CallerRegistry`): before each factory runs,
+every carried id whose spec differs from the worker's is set to the caller's. Nothing is
+imported for that: ``gym.make`` imports an entry point's module when it loads it, as in the
+caller, and a worker does not import every package its caller happened to register (importing
+``minigrid`` imports ``pygame``, whose handlers turn a worker's segmentation fault into an
+abort). When that import registers its package's ids again, it replaces the caller's specs
+(Gymnasium warns "Overriding environment ... already in registry"; the worker ignores that
+warning for the carried ids, and for no other), so the next factory gets the caller's again.
+
+An entry point named by a string in the caller's main script (``"__main__:Maze"``) names a
+class a worker's ``__main__`` lacks: the class travels by value with the specs and is set there
+under its name. A spec that cannot be pickled or loaded is left out: its id behaves in the worker
+as it did without this.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+import types
 import warnings
-from typing import Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import cloudpickle
 from gymnasium.envs.registration import EnvSpec, registry
 
-__all__ = ["carried", "install"]
+__all__ = ["carried", "CallerRegistry"]
 
 #: Each spec pickled by :func:`carried`, by id, with the spec it was pickled from.
 _PICKLED: Dict[str, Tuple[EnvSpec, bytes]] = {}
 
-
-def _built_in(spec: EnvSpec) -> bool:
-    """Whether ``import gymnasium`` registers ``spec`` itself (its entry points are Gymnasium's)."""
-    points = [p for p in (spec.entry_point, spec.vector_entry_point) if p is not None]
-    return bool(points) and all(isinstance(p, str) and p.startswith("gymnasium.") for p in points)
+#: The modules of the caller's main script, whose names a worker's ``__main__`` lacks.
+_MAIN_MODULES = ("__main__", "__mp_main__")
 
 
-def carried() -> Dict[str, bytes]:
-    """The specs of this process's registry that are not Gymnasium's own, each pickled with
-    cloudpickle (an entry point defined in the main script travels by value), by id. A spec
-    that cannot be pickled is left out. Pickled once per spec object (a cache by id)."""
-    out: Dict[str, bytes] = {}
+def _main_names(spec: EnvSpec) -> List[Tuple[str, str]]:
+    """``(module, name)`` of each entry point of ``spec`` that a string names in the main script."""
+    out = []
+    for point in (spec.entry_point, spec.vector_entry_point):
+        if isinstance(point, str) and ":" in point:
+            module, name = point.split(":", 1)
+            if module in _MAIN_MODULES:
+                out.append((module, name))
+    return out
+
+
+def carried() -> bytes:
+    """This process's registry for a worker: ``{"specs": {id: bytes}, "main": {(module, name):
+    object}}`` pickled with cloudpickle, each spec pickled once per spec object (an entry point
+    defined in the main script travels by value); ``"main"`` holds the main script's objects that
+    entry points name by string. A spec (or named object) that cannot be pickled is left out."""
+    specs: Dict[str, bytes] = {}
+    main: Dict[Tuple[str, str], Any] = {}
     for env_id, spec in list(registry.items()):
-        if _built_in(spec):
-            continue
         kept = _PICKLED.get(env_id)
         if kept is None or kept[0] is not spec:
             try:
                 kept = _PICKLED[env_id] = (spec, cloudpickle.dumps(spec))
             except Exception:
                 continue
-        out[env_id] = kept[1]
-    return out
+        specs[env_id] = kept[1]
+        for module, name in _main_names(spec):
+            obj = getattr(sys.modules.get(module), name, None)
+            if obj is not None:
+                main[(module, name)] = obj
+    try:
+        return cloudpickle.dumps({"specs": specs, "main": main})
+    except Exception:
+        return cloudpickle.dumps({"specs": specs, "main": {}})
 
 
-def install(specs: Dict[str, bytes]) -> None:
-    """Adds to this process's registry the specs of ``specs`` (:func:`carried` in the main
-    process) that it lacks, as they are, importing nothing, and ignores Gymnasium's "Overriding
-    environment" warning for exactly those ids (see the module's docstring). A spec that fails
-    to load is skipped: ``gym.make`` of its id then fails as it would have without this."""
-    added = []
-    for env_id, data in specs.items():
-        if env_id in registry:
-            continue
+class CallerRegistry:
+    """The caller's registry in a worker, from :func:`carried`'s bytes: :meth:`apply` sets it
+    before each factory runs. Specs and objects that fail to load are skipped."""
+
+    def __init__(self, data: bytes):
+        self.specs: Dict[str, EnvSpec] = {}
         try:
-            spec = cloudpickle.loads(data)
+            outer = cloudpickle.loads(data) if data else {}
         except Exception:
-            continue
-        if isinstance(spec, EnvSpec) and spec.id == env_id:
-            registry[env_id] = spec
-            added.append(env_id)
-    if added:
-        ids = "|".join(re.escape(env_id) for env_id in sorted(added))
-        warnings.filterwarnings("ignore", message=rf".*Overriding environment ({ids}) already in registry")
+            outer = {}
+        for (module, name), obj in outer.get("main", {}).items():
+            target = sys.modules.setdefault(module, types.ModuleType(module))
+            if not hasattr(target, name):
+                setattr(target, name, obj)
+        for env_id, spec_bytes in outer.get("specs", {}).items():
+            try:
+                spec = cloudpickle.loads(spec_bytes)
+            except Exception:
+                continue
+            if isinstance(spec, EnvSpec) and spec.id == env_id:
+                self.specs[env_id] = spec
+        if self.specs:
+            ids = "|".join(re.escape(env_id) for env_id in sorted(self.specs))
+            warnings.filterwarnings("ignore", message=rf".*Overriding environment ({ids}) already in registry")
+
+    def apply(self) -> None:
+        """Sets each carried id whose spec in this process's registry differs from the
+        caller's (or is missing) to the caller's spec."""
+        for env_id, spec in self.specs.items():
+            mine = registry.get(env_id)
+            if mine is not spec and not _equal(mine, spec):
+                registry[env_id] = spec
+
+
+def _equal(mine: Any, spec: EnvSpec) -> bool:
+    """``mine == spec``, False where the comparison itself fails (kwargs holding arrays)."""
+    try:
+        return bool(mine == spec)
+    except Exception:
+        return False

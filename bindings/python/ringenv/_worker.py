@@ -28,7 +28,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
 from ringenv._pickling import dumps, publish_main_names, request_copy, request_of, take_local_init
-from ringenv._registry import install
+from ringenv._registry import CallerRegistry
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
 #: (which still starts with the working directory) before it is replaced.
@@ -176,6 +176,7 @@ def _build(init: bytes, info: dict):
     pickled.
     """
     outer = pickle.loads(init)
+    caller_registry: Optional[CallerRegistry] = None  # the inline share's factories run against the caller's own
     # The import path is the main process's already (worker_argv), so factories pickled by
     # reference (functions in the caller's modules) resolve here too.
     if "local" in outer:  # the inline share: the caller's own factories (local_init)
@@ -185,7 +186,7 @@ def _build(init: bytes, info: dict):
         _loading_factories = True  # importing the factories' modules must not make a vector env
         try:
             cfg = cloudpickle.loads(outer["payload"])
-            install(cfg.get("registry") or {})  # the ids the caller registered (ringenv/_registry.py)
+            caller_registry = CallerRegistry(cfg.get("registry") or b"")  # ringenv/_registry.py
         finally:
             _loading_factories = False
         publish_main_names(cfg["env_fns"])
@@ -194,6 +195,8 @@ def _build(init: bytes, info: dict):
     n, seg = info["num_envs"], info["segment"]
     envs = []
     for k, fn in enumerate(cfg["env_fns"]):
+        if caller_registry is not None:
+            caller_registry.apply()  # gym.make(id) in the factory finds the caller's spec of id
         env = fn()
         envs.append(env)
         _check_spaces(start + k, env, obs_space, act_space, cfg["observation_mode"])
