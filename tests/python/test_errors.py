@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -273,9 +275,6 @@ except ringenv.errors.RingenvError as e:
 def test_an_os_failure_carries_its_errno_and_names_the_limit():
     # 32 workers need more than 40 descriptors: starting one fails with EMFILE, which the error
     # carries as `errno` (as an OSError would) and explains with the limit that caused it.
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", _OPEN_FILE_LIMIT], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["RingenvError", "EMFILE", "True"], done.stdout

@@ -61,7 +61,7 @@ class _ByNamePickler(cloudpickle.Pickler):
 
 def _named_in_main(cls: type) -> bool:
     """Whether ``cls`` is a top-level class of the main script's module (or of a module
-    :func:`pickle_main_by_value` registered), found under its name."""
+    :func:`pickle_unimportable_by_value` registered), found under its name."""
     module = getattr(cls, "__module__", None)
     if not isinstance(module, str) or (module not in _MAIN_MODULES and module not in _BY_VALUE_MODULES):
         return False
@@ -108,7 +108,7 @@ def request_copy(data: bytes) -> Any:
     return cloudpickle.loads(data)
 
 
-def pickle_main_by_value(env_fns: Sequence[Any]) -> None:
+def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:
     """Makes cloudpickle send by value the code of modules a worker cannot import, before the
     factories ``env_fns`` are pickled for it.
 
@@ -132,7 +132,7 @@ def pickle_main_by_value(env_fns: Sequence[Any]) -> None:
             _BY_VALUE_MODULES.add(name)
 
 
-#: The modules without an import spec that :func:`pickle_main_by_value` registered.
+#: The modules without an import spec that :func:`pickle_unimportable_by_value` registered.
 _BY_VALUE_MODULES: Set[str] = set()
 
 
@@ -206,7 +206,7 @@ def publish_main_names(roots: List[Any]) -> None:
     the worker's module has none (its own names are kept).
 
     The same holds for a module this worker does not have, whose code therefore came by value
-    (see :func:`pickle_main_by_value`): a script run by ``runpy.run_path``, module ``<run_path>``,
+    (see :func:`pickle_unimportable_by_value`): a script run by ``runpy.run_path``, module ``<run_path>``,
     is made here as an empty module holding those names."""
     published, seen, stack = set(_MAIN_MODULES), set(), list(roots)
     while stack:

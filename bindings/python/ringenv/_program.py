@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
 from ringenv import _layout
-from ringenv._pickling import local_init, pickle_main_by_value
+from ringenv._pickling import local_init, pickle_unimportable_by_value
 from ringenv._registry import carried
 from ringenv._worker import worker_argv
 
@@ -122,7 +122,7 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
             return local_init({**cfg, "env_fns": list(env_fns[start:stop])})
         if registrations is None:  # the caller's registry, which a worker's lacks (ringenv/_registry.py)
             registrations = carried()
-        pickle_main_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
+        pickle_unimportable_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
         for i in range(start, stop):
             try:
                 cloudpickle.dumps(env_fns[i])

@@ -26,6 +26,7 @@ as it did without this.
 
 from __future__ import annotations
 
+import pickle
 import re
 import sys
 import types
@@ -35,13 +36,12 @@ from typing import Any, Dict, List, Tuple
 import cloudpickle
 from gymnasium.envs.registration import EnvSpec, registry
 
+from ringenv._pickling import _MAIN_MODULES
+
 __all__ = ["carried", "CallerRegistry"]
 
 #: Each spec pickled by :func:`carried`, by id, with the spec it was pickled from.
 _PICKLED: Dict[str, Tuple[EnvSpec, bytes]] = {}
-
-#: The modules of the caller's main script, whose names a worker's ``__main__`` lacks.
-_MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def _main_names(spec: EnvSpec) -> List[Tuple[str, str]]:
@@ -56,12 +56,12 @@ def _main_names(spec: EnvSpec) -> List[Tuple[str, str]]:
 
 
 def carried() -> bytes:
-    """This process's registry for a worker: ``{"specs": {id: bytes}, "main": {(module, name):
-    object}}`` pickled with cloudpickle, each spec pickled once per spec object (an entry point
-    defined in the main script travels by value); ``"main"`` holds the main script's objects that
-    entry points name by string. A spec (or named object) that cannot be pickled is left out."""
+    """This process's registry for a worker, pickled: ``{"specs": {id: bytes}, "main":
+    {(module, name): bytes}}``, each spec pickled with cloudpickle once per spec object (an entry
+    point defined in the main script travels by value), and ``"main"`` the main script's objects
+    that entry points name by string. One that cannot be pickled is left out."""
     specs: Dict[str, bytes] = {}
-    main: Dict[Tuple[str, str], Any] = {}
+    main: Dict[Tuple[str, str], bytes] = {}
     for env_id, spec in list(registry.items()):
         kept = _PICKLED.get(env_id)
         if kept is None or kept[0] is not spec:
@@ -72,12 +72,12 @@ def carried() -> bytes:
         specs[env_id] = kept[1]
         for module, name in _main_names(spec):
             obj = getattr(sys.modules.get(module), name, None)
-            if obj is not None:
-                main[(module, name)] = obj
-    try:
-        return cloudpickle.dumps({"specs": specs, "main": main})
-    except Exception:
-        return cloudpickle.dumps({"specs": specs, "main": {}})
+            try:
+                if obj is not None:
+                    main[(module, name)] = cloudpickle.dumps(obj)
+            except Exception:
+                pass
+    return pickle.dumps({"specs": specs, "main": main})
 
 
 class CallerRegistry:
@@ -86,19 +86,15 @@ class CallerRegistry:
 
     def __init__(self, data: bytes):
         self.specs: Dict[str, EnvSpec] = {}
-        try:
-            outer = cloudpickle.loads(data) if data else {}
-        except Exception:
-            outer = {}
-        for (module, name), obj in outer.get("main", {}).items():
+        outer = pickle.loads(data) if data else {}
+        for (module, name), obj_bytes in outer.get("main", {}).items():
             target = sys.modules.setdefault(module, types.ModuleType(module))
             if not hasattr(target, name):
-                setattr(target, name, obj)
+                obj = _load(obj_bytes)
+                if obj is not None:
+                    setattr(target, name, obj)
         for env_id, spec_bytes in outer.get("specs", {}).items():
-            try:
-                spec = cloudpickle.loads(spec_bytes)
-            except Exception:
-                continue
+            spec = _load(spec_bytes)
             if isinstance(spec, EnvSpec) and spec.id == env_id:
                 self.specs[env_id] = spec
         if self.specs:
@@ -112,6 +108,14 @@ class CallerRegistry:
             mine = registry.get(env_id)
             if mine is not spec and not _equal(mine, spec):
                 registry[env_id] = spec
+
+
+def _load(data: bytes) -> Any:
+    """``data`` loaded with cloudpickle; ``None`` where that fails."""
+    try:
+        return cloudpickle.loads(data)
+    except Exception:
+        return None
 
 
 def _equal(mine: Any, spec: EnvSpec) -> bool:
