@@ -96,3 +96,79 @@ def test_a_script_run_by_runpy_run_path_works_as_one_run_as_main(tmp_path, layou
     done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"[[7, 7], [8, 8]] {count} True\n", done.stderr
+
+
+_RAISING_ENV = '''
+import gymnasium as gym, numpy as np
+
+class RaisingEnv(gym.Env):
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return 0, {}
+
+    def step(self, action):
+        raise ValueError("raised by the caller's env")
+'''
+
+_STEP_AND_PRINT_CAUSE = '''
+import numpy as np, ringenv
+envs = ringenv.AsyncVectorEnv([RaisingEnv] * 2, inline=False)
+envs.reset(seed=0)
+try:
+    envs.step(np.zeros(2, np.int64))
+except ValueError as e:
+    print(e.__cause__)
+envs.close()
+'''
+
+
+def test_a_workers_traceback_names_the_scripts_file_line_and_source(tmp_path):
+    """The env class of a script travels by value; its code keeps the script's file name
+    (cloudpickle alone writes ``<dynamic-code>``), so the traceback from the worker points at
+    the script's line and shows its source, as one from ``SyncVectorEnv`` does."""
+    script = tmp_path / "train.py"
+    script.write_text(_RAISING_ENV + _STEP_AND_PRINT_CAUSE)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    line = _RAISING_ENV.splitlines().index('        raise ValueError("raised by the caller\'s env")') + 1
+    assert f'File "{script}", line {line}, in step\n    raise ValueError(' in done.stdout, done.stdout
+    assert "<dynamic-code>" not in done.stdout
+
+
+def test_a_workers_traceback_shows_the_source_of_a_notebook_cell():
+    """Code of a Jupyter or IPython cell has a file name that is not on disk; its source is in the
+    kernel's ``linecache``, and travels with the code, so the worker's traceback shows it."""
+    cell = "/nonexistent/ipykernel_1/cell_1.py"
+    runner = (f"import linecache; source = {_RAISING_ENV!r}; "
+              f"linecache.cache[{cell!r}] = (len(source), None, source.splitlines(True), {cell!r}); "
+              f"exec(compile(source, {cell!r}, 'exec')); exec({_STEP_AND_PRINT_CAUSE!r})")
+    done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    line = _RAISING_ENV.splitlines().index('        raise ValueError("raised by the caller\'s env")') + 1
+    assert f'File "{cell}", line {line}, in step\n    raise ValueError(' in done.stdout, done.stdout
+
+
+def test_a_module_that_lost_its_import_spec_is_sent_by_value_not_imported_again(tmp_path):
+    """IPython's ``%run -n script.py`` after a ``%run script.py`` runs the script as module
+    ``script`` in a module it emptied, ``__spec__`` included. Sent by reference, each worker would
+    import ``script.py`` and run its top level again; by value, only the caller runs it."""
+    marks = tmp_path / "marks"
+    (tmp_path / "runscript.py").write_text(
+        f"import os\nopen({str(marks)!r}, 'a').write(f'{{os.getpid()}}\\n')\n" + _RAISING_ENV)
+    runner = f"""
+import os, sys, types
+sys.path.insert(0, {str(tmp_path)!r})
+module = types.ModuleType("runscript")
+del module.__spec__
+sys.modules["runscript"] = module
+path = {str(tmp_path / "runscript.py")!r}
+exec(compile(open(path).read(), path, "exec"), module.__dict__)
+RaisingEnv = module.RaisingEnv
+{_STEP_AND_PRINT_CAUSE}
+print(open({str(marks)!r}).read().split() == [str(os.getpid())])
+"""
+    done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("True\n"), done.stdout + done.stderr

@@ -24,10 +24,12 @@ import copy
 import functools
 import io
 import itertools
+import linecache
+import os
 import pickle
 import sys
 import types
-from typing import Any, Dict, List, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 import cloudpickle
 
@@ -68,6 +70,43 @@ def _named_in_main(cls: type) -> bool:
     return getattr(sys.modules.get(module), cls.__qualname__, None) is cls
 
 
+def for_worker(obj: Any) -> bytes:
+    """``obj`` pickled with cloudpickle for a worker process, the code it sends by value (the
+    main script's functions and classes) keeping its file name, so that a worker's traceback
+    names the caller's file and line (``File "train.py", line 12, in step``, the source line read
+    from that file) where cloudpickle alone writes ``File "<dynamic-code>"``. Code whose file is
+    not on disk but is in this process's ``linecache`` (a Jupyter or IPython cell) carries its
+    source lines, which the loading process adds to its own ``linecache``. Read with
+    ``cloudpickle.loads`` (or ``pickle.loads``)."""
+    buffer = io.BytesIO()
+    _WorkerPickler(buffer, protocol=5).dump(obj)
+    return buffer.getvalue()
+
+
+def _reduce_code(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of ``code``, with its file name and (for a file not on disk) the
+    source lines this process's ``linecache`` holds for it; :func:`code_with_file` undoes it."""
+    constructor, args = cloudpickle.Pickler.dispatch_table[types.CodeType](code)
+    filename = code.co_filename
+    entry = linecache.cache.get(filename)  # (size, mtime, lines, name), or (function,) for a lazy one
+    lines = entry[2] if entry is not None and len(entry) == 4 and not os.path.exists(filename) else None
+    return code_with_file, (constructor, args, filename, lines)
+
+
+def code_with_file(constructor: Any, args: tuple, filename: str, lines: Optional[List[str]]) -> types.CodeType:
+    """The code object :func:`_reduce_code` reduced: cloudpickle's, with ``filename`` set back;
+    ``lines`` (a cell's source) go into this process's ``linecache`` unless it has ``filename``."""
+    if lines is not None and filename not in linecache.cache:
+        linecache.cache[filename] = (sum(map(len, lines)), None, list(lines), filename)  # no mtime: never checked
+    return constructor(*args).replace(co_filename=filename)
+
+
+class _WorkerPickler(cloudpickle.Pickler):
+    """cloudpickle with :func:`_reduce_code` for code objects (:func:`for_worker`)."""
+
+    dispatch_table = collections.ChainMap({types.CodeType: _reduce_code}, cloudpickle.Pickler.dispatch_table)
+
+
 #: The requests :func:`request` made lately, by their bytes, for this process's inline share.
 _REQUESTS: "collections.OrderedDict[bytes, Any]" = collections.OrderedDict()
 #: How many it keeps (a pool without a share never takes its requests back).
@@ -78,7 +117,7 @@ def request(obj: Any) -> bytes:
     """``obj`` (a ``call``, ``set_attr`` or ``apply`` request) pickled for the workers with
     cloudpickle, and kept so that this process's inline share gets ``obj`` itself
     (:func:`request_of`), not a copy loaded by cloudpickle."""
-    data = cloudpickle.dumps(obj)
+    data = for_worker(obj)
     _REQUESTS[data] = obj
     _REQUESTS.move_to_end(data)
     while len(_REQUESTS) > _REQUESTS_KEPT:
@@ -119,15 +158,18 @@ def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:
 
     - in a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
       runs again as module ``__mp_main__``;
-    - a module with no import spec (``__spec__`` is ``None``) that defines a factory: a script run
-      by ``runpy.run_path(path)`` (module ``<run_path>``, its default ``run_name``), or a module
-      made with ``types.ModuleType`` and put in ``sys.modules``."""
+    - a module with no import spec (``__spec__`` is ``None`` or missing) that defines a factory: a
+      script run by ``runpy.run_path(path)`` (module ``<run_path>``, its default ``run_name``), a
+      module made with ``types.ModuleType`` and put in ``sys.modules``, or a script IPython's
+      ``%run -n`` ran under its own name after a ``%run`` of it (IPython empties the module it
+      keeps, ``__spec__`` included): by reference, each worker would import the file and run its
+      top level again."""
     main = sys.modules.get("__mp_main__")
     if main is not None and getattr(main, "__name__", None) == "__mp_main__":
         cloudpickle.register_pickle_by_value(main)
     for name in _factory_modules(env_fns):
         module = sys.modules.get(name)
-        if name not in _MAIN_MODULES and module is not None and getattr(module, "__spec__", False) is None:
+        if name not in _MAIN_MODULES and module is not None and getattr(module, "__spec__", None) is None:
             cloudpickle.register_pickle_by_value(module)
             _BY_VALUE_MODULES.add(name)
 

@@ -11,14 +11,13 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import cloudpickle
 import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
 from ringenv import _layout
-from ringenv._pickling import local_init, pickle_unimportable_by_value
+from ringenv._pickling import for_worker, local_init, pickle_unimportable_by_value
 from ringenv._registry import carried
 from ringenv._worker import worker_argv
 
@@ -125,12 +124,12 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
         pickle_unimportable_by_value(env_fns)  # factories of modules a worker cannot import (__mp_main__, run_path)
         for i in range(start, stop):
             try:
-                cloudpickle.dumps(env_fns[i])
+                for_worker(env_fns[i])
             except Exception as e:
                 raise ValueError(f"env_fns[{i}] cannot be pickled to send it to a worker process "
                                  f"({type(e).__name__}: {e})") from e
-        return pickle.dumps({"payload": cloudpickle.dumps({**cfg, "env_fns": env_fns[start:stop],
-                                                           "registry": registrations})})
+        return pickle.dumps({"payload": for_worker({**cfg, "env_fns": env_fns[start:stop],
+                                                    "registry": registrations})})
 
     return WorkerProgram(single_observation_space, single_action_space, observation_space, metadata, render_mode,
                          worker_argv("--python"), make_init, "float64", "python")

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Tuple
 import cloudpickle
 from gymnasium.envs.registration import EnvSpec, registry
 
-from ringenv._pickling import _MAIN_MODULES
+from ringenv._pickling import _MAIN_MODULES, for_worker
 
 __all__ = ["carried", "CallerRegistry"]
 
@@ -66,7 +66,7 @@ def carried() -> bytes:
         kept = _PICKLED.get(env_id)
         if kept is None or kept[0] is not spec:
             try:
-                kept = _PICKLED[env_id] = (spec, cloudpickle.dumps(spec))
+                kept = _PICKLED[env_id] = (spec, for_worker(spec))
             except Exception:
                 continue
         specs[env_id] = kept[1]
@@ -74,7 +74,7 @@ def carried() -> bytes:
             obj = getattr(sys.modules.get(module), name, None)
             try:
                 if obj is not None:
-                    main[(module, name)] = cloudpickle.dumps(obj)
+                    main[(module, name)] = for_worker(obj)
             except Exception:
                 pass
     return pickle.dumps({"specs": specs, "main": main})

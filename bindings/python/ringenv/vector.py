@@ -117,7 +117,11 @@ class AsyncVectorEnv(PoolVectorEnv):
             when ``num_workers`` is not given (the processes are then the usable cores less one;
             none on a single usable core, where the share is every env) and the envs are Python
             or built-in Rust envs. ``False``: every env in a worker
-            process (full crash isolation). Same results either way; see docs/INLINE.md.
+            process (full crash isolation). Same results either way, unless the env's code or
+            the globals it reads change after creation (a notebook cell reassigning a global,
+            a module reloaded or edited on disk): the share's envs then see the change, as
+            ``SyncVectorEnv``'s do, and the workers' do not, as ``AsyncVectorEnv``'s do not;
+            see docs/INLINE.md.
         startup_timeout: seconds to wait for the worker processes to build their envs
             (``multiprocessing.TimeoutError`` after it, the started workers stopped). Envs this
             process builds itself (the probe that reads the spaces, the inline share's) are built
