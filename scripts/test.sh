@@ -21,7 +21,7 @@ if cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 echo "== soak (short; scripts/soak.py --steps 10000000 for the full run)"
 "${RINGENV_VENV:-.venv}/bin/python" scripts/soak.py --steps 200000
-echo "== one wheel: the abi3 wheel that setup built, installed and smoke-tested under CPython 3.10 to 3.13"
+echo "== one wheel: the abi3 wheel that setup built, installed and smoke-tested under CPython 3.10 to 3.13 (3.10 with the oldest dependencies pyproject.toml allows, and their tests)"
 scripts/wheel_smoke.sh
 echo "== RLlib: one PPO iteration on ringenv pools (vector_entry_point), under RLlib's own Gymnasium in a throwaway venv"
 scripts/rllib_smoke.sh

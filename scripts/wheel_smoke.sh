@@ -11,10 +11,19 @@
 #   A missing one fails the step ("python3.X not found"), since the machines this project runs on
 #   have all four; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead ("python3.X not found: skipped").
 # - RINGENV_SMOKE_PYTHONS picks the versions (default "3.10 3.11 3.12 3.13").
+# - The oldest, 3.10 (RINGENV_SMOKE_FLOORS picks another), gets the oldest versions of ringenv's
+#   dependencies that pyproject.toml allows, exactly (each `name>=X` installed as `name==X`,
+#   target/floors.txt), and runs, beside the smoke script, the test files those versions matter
+#   to ($FLOOR_TESTS: envs of a script's own classes, Tuple and longdouble observations, errors);
+#   the others get the newest. The suite's other files compare with Gymnasium's own behaviour of
+#   the version scripts/setup.sh installs, which changed between 1.1 and 1.4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VERSIONS="${RINGENV_SMOKE_PYTHONS:-3.10 3.11 3.12 3.13}"
+FLOORS="${RINGENV_SMOKE_FLOORS:-3.10}"
+FLOOR_TESTS=(test_main_script.py test_spawn_main.py test_faults.py test_errors.py test_inline.py
+             test_worker_death.py test_gymnasium_equivalence.py test_scalar_observations.py)
 
 shopt -s nullglob
 wheels=(target/wheels/ringenv-*-abi3-*.whl)
@@ -52,6 +61,16 @@ find_python() {  # prints a working CPython $1 (3.X), or nothing
     done
 }
 
+# Each lower bound of pyproject.toml's dependencies, pinned (`numpy>=1.21.6` -> `numpy==1.21.6`).
+python3 - "$ROOT/pyproject.toml" > "$ROOT/target/floors.txt" <<'PY'
+import re, sys, tomllib
+for requirement in tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]:
+    floor = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9][0-9.]*)(,<[0-9.]+)?", requirement)
+    if floor is None:
+        sys.exit(f"pyproject.toml: dependency {requirement!r} has no `>=X` lower bound to test")
+    print(f"{floor[1]}=={floor[2]}")
+PY
+
 start_all=$(date +%s)
 failed=()
 for v in $VERSIONS; do
@@ -70,8 +89,13 @@ for v in $VERSIONS; do
     start=$(date +%s)
     rm -rf "$venv"
     "$py" -m venv "$venv"
+    install=("$WHEEL")
+    if [ "$v" = "$FLOORS" ]; then
+        install+=(--constraint "$ROOT/target/floors.txt" pytest)
+        echo "   the oldest dependencies pyproject.toml allows: $(tr '\n' ' ' < "$ROOT/target/floors.txt")"
+    fi
     if ! PATH="$NO_RUST_PATH" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        --only-binary=:all: "$WHEEL"; then
+        --only-binary=:all: "${install[@]}"; then
         echo "python$v: pip install of the wheel failed" >&2
         failed+=("$v")
         continue
@@ -82,6 +106,17 @@ for v in $VERSIONS; do
         echo "-- python$v: install $((installed - start)) s, smoke $(($(date +%s) - installed)) s"
     else
         failed+=("$v")
+        continue
+    fi
+    if [ "$v" = "$FLOORS" ]; then
+        tested=$(date +%s)
+        if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+                --rootdir "$ROOT" "${FLOOR_TESTS[@]/#/$ROOT/tests/python/}"); then
+            echo "-- python$v with the oldest dependencies: tests $(($(date +%s) - tested)) s"
+        else
+            echo "python$v: tests with the oldest dependencies FAILED" >&2
+            failed+=("$v (oldest dependencies)")
+        fi
     fi
 done
 echo "wheel smoke step: $(($(date +%s) - start_all)) s in all"

@@ -63,6 +63,17 @@ def _typecode_dtype(typecode: Any) -> np.dtype:
     return np.dtype(typecode)
 
 
+def _leaf(typecode: Any, size: Any) -> _Leaf:
+    """The leaf Gymnasium asks for as ``Array(typecode, size)``; numbers of more than 8 bytes
+    (``np.longdouble``, ``np.clongdouble``), which the segment's arrays do not hold, as their
+    bytes (``uint8``): Gymnasium 1.4 asks for them so, before 1.4 as their own typecode, and
+    every version reads and writes them through ``np.frombuffer(..., dtype=space.dtype)``."""
+    dtype = _typecode_dtype(typecode)
+    if dtype.itemsize > 8:
+        return _Leaf(np.dtype(np.uint8), int(size) * dtype.itemsize)
+    return _Leaf(dtype, int(size))
+
+
 class _PlanContext:
     """A multiprocessing-like context that records the leaves Gymnasium asks for."""
 
@@ -70,7 +81,7 @@ class _PlanContext:
         self.leaves: List[_Leaf] = []
 
     def Array(self, typecode, size):  # noqa: N802 - the multiprocessing name
-        leaf = _Leaf(_typecode_dtype(typecode), int(size))
+        leaf = _leaf(typecode, size)
         self.leaves.append(leaf)
         return leaf
 
@@ -82,7 +93,7 @@ class _BindContext:
         self._buffers = iter(buffers)
 
     def Array(self, typecode, size):  # noqa: N802
-        leaf = _Leaf(_typecode_dtype(typecode), int(size))
+        leaf = _leaf(typecode, size)
         leaf.buffer = next(self._buffers)
         return leaf
 

@@ -69,12 +69,13 @@ def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
         def write_tuple(values: Any) -> None:
             if type(values) is not tuple or len(values) != len(items):
                 try:
-                    write_to_shared_memory(space, index, values, memory)  # Gymnasium's result
-                except Exception as e:
-                    if hasattr(values, "__len__") and len(values) != len(items):
-                        raise ValueError(f"env {index} returned a Tuple observation of {len(values)} items; its "
-                                         f"observation space has {len(items)}: {space}") from e
-                    raise
+                    count = len(values)
+                except TypeError:  # no length: Gymnasium's error below
+                    count = len(items)
+                if count != len(items):  # Gymnasium before 1.4 zips the items without a check
+                    raise ValueError(f"env {index} returned a Tuple observation of {count} items; its "
+                                     f"observation space has {len(items)}: {space}")
+                write_to_shared_memory(space, index, values, memory)  # Gymnasium's result
                 return
             for write, value in zip(items, values):
                 write(value)

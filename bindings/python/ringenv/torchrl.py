@@ -37,7 +37,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from tensordict import TensorDict, TensorDictBase
 from torchrl._utils import seed_generator
-from torchrl.data import Composite
+from torchrl.data import Composite, MultiOneHot
 from torchrl.envs import EnvBase
 from torchrl.envs.libs.gym import GymWrapper
 
@@ -405,7 +405,11 @@ class ParallelEnv(EnvBase):
         if partial is not None and not bool(partial.all()):
             raise NotImplementedError("ringenv.torchrl.ParallelEnv steps every sub-env at once; a partial '_step' "
                                       "mask is not supported")
-        action = self._action_spec_cpu.to_numpy(tensordict.get("action"), safe=False)
+        spec, action = self._action_spec_cpu, tensordict.get("action")
+        if isinstance(spec, MultiOneHot):  # TorchRL before 0.12: its to_numpy takes one argmax of the whole row
+            action = spec.to_categorical(action, safe=False).cpu().numpy()
+        else:
+            action = spec.to_numpy(action, safe=False)
         action_shape = vec.action_space.shape or ()
         if action.shape != action_shape and action.size == int(np.prod(action_shape)):
             action = action.reshape(action_shape)  # a scalar Box: TorchRL's spec shape is (1,)
