@@ -172,3 +172,29 @@ print(open({str(marks)!r}).read().split() == [str(os.getpid())])
     done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("True\n"), done.stdout + done.stderr
+
+
+def test_a_factory_whose_closure_has_an_empty_cell_starts(tmp_path):
+    """A factory of the script that names a variable its enclosing function never assigned has
+    an empty closure cell (reading it raises ``ValueError: Cell is empty``); the worker publishes
+    the script's names around it, and the env starts as under ``SyncVectorEnv``."""
+    script = tmp_path / "empty_cell.py"
+    script.write_text(_RAISING_ENV + '''
+import ringenv
+
+def make_factory():
+    def factory():
+        if False:
+            return unused  # noqa: F821 - never assigned: its cell stays empty
+        return RaisingEnv()
+    return factory
+    unused = None  # noqa: F841 - unreachable
+
+fns = [make_factory()] * 2
+envs = ringenv.AsyncVectorEnv(fns, inline=False)
+print(envs.reset(seed=0)[0].tolist(), gym.vector.SyncVectorEnv(fns).reset(seed=0)[0].tolist())
+envs.close()
+''')
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[0, 0] [0, 0]\n", done.stderr

@@ -269,7 +269,7 @@ def publish_main_names(roots: List[Any]) -> None:
             published.add(module)
         if isinstance(obj, types.FunctionType):
             stack += list(obj.__globals__.values())
-            stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]
+            stack += [_cell_contents(c) for c in obj.__closure__ or ()]
         else:
             stack += list(vars(obj).values())
         name = obj.__qualname__
@@ -280,3 +280,12 @@ def publish_main_names(roots: List[Any]) -> None:
             target = sys.modules[module] = types.ModuleType(module)
         if not hasattr(target, name):
             setattr(target, name, obj)
+
+
+def _cell_contents(cell: Any) -> Any:
+    """What a closure's cell holds; ``None`` for an empty one (a variable of the enclosing
+    function not assigned yet), whose ``cell_contents`` raises ``ValueError``."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
