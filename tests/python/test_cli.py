@@ -113,6 +113,14 @@ def test_bad_arguments_in_subprocess(argv, names, detail):
     _check_usage_error(p.returncode, p.stdout, p.stderr, argv, names, detail)
 
 
+@pytest.mark.parametrize("module", ["ringenv", "ringenv.cli"])
+def test_python_dash_m_runs_the_command_line(module):
+    """``python -m ringenv`` and ``python -m ringenv.cli`` are the ``ringenv`` command."""
+    done = subprocess.run([sys.executable, "-m", module, "tune", "--help"], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ringenv tune ") and "--num-envs" in done.stdout
+
+
 def test_help_lists_the_options(capsys):
     assert ringenv.cli.main(["tune", "--help"]) == 0
     out = capsys.readouterr().out

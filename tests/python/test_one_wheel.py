@@ -47,3 +47,20 @@ def test_host_buffers_that_are_not_writable_contiguous_memory_are_refused_before
         _native.CudaStaging(0, b"read-only bytes")
     with pytest.raises(ValueError, match="segment must be a non-empty, writable"):
         _native.CudaStaging(0, bytearray())
+
+
+def test_importing_a_source_tree_without_its_build_says_so(tmp_path):
+    """The package's Python files without ``_native.abi3.so`` (``import ringenv`` run inside
+    ``bindings/python`` of an unbuilt clone) raise an ``ImportError`` that names the missing
+    extension, not Python's "partially initialized module ... circular import"."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(os.path.dirname(ringenv.__file__), tmp_path / "ringenv",
+                    ignore=shutil.ignore_patterns("_native*.so", "__pycache__"))
+    done = subprocess.run([sys.executable, "-c", "import ringenv"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert "ImportError: ringenv's compiled extension (ringenv._native, _native.abi3.so) cannot be imported" in done.stderr
+    assert "circular import" not in done.stderr.splitlines()[-1]

@@ -20,6 +20,14 @@ RLlib, with ``gym_env_vectorize_mode="vector_entry_point"``) builds the same vec
 >>> envs.close()
 """
 
+try:
+    from ringenv import _native  # noqa: F401 - the compiled extension, first, for a clear error
+except ImportError as e:
+    raise ImportError(
+        f"ringenv's compiled extension (ringenv._native, _native.abi3.so) cannot be imported from "
+        f"{__path__[0]}: a source tree without its build, or a broken install. Install the wheel, or build "
+        f"it into the tree with `pip install -e .` at the repository's root") from e
+
 from ringenv import errors
 from ringenv.registration import VectorEntryPoint, builtin_env_ids, make_vec, register, register_builtins
 from ringenv.vector import AsyncVectorEnv
