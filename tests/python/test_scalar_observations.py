@@ -93,26 +93,9 @@ def test_a_discretes_int_skips_the_shape_check_and_a_list_does_not(closing, monk
     assert calls and all(c[0] == [1] for c in calls)  # only the lists were checked
 
 
-class LongDoubleDictEnv(gym.Env):
-    """A Dict of a ``np.longdouble`` scalar, whose numbers are wider than the segment's arrays
-    hold (laid out as their bytes), beside a Discrete; ``x`` is ``(shift + t) / 4`` at step t."""
-
-    observation_space = spaces.Dict({"x": spaces.Box(-4.0, 4.0, (), np.longdouble), "n": spaces.Discrete(3)})
-    action_space = spaces.Discrete(2)
-
-    def __init__(self, shift):
-        self.shift, self.t = shift, 0
-
-    def _obs(self):
-        return {"x": np.longdouble((self.shift + self.t) / 4), "n": np.int64(self.t % 3)}
-
-    def reset(self, *, seed=None, options=None):
-        self.t = 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        return self._obs(), 0.0, False, False, {}
+#: A Dict of a ``np.longdouble`` scalar, whose numbers are wider than the segment's arrays hold
+#: (laid out as their bytes), beside a Discrete.
+LONGDOUBLE_DICT = spaces.Dict({"x": spaces.Box(-4.0, 4.0, (), np.longdouble), "n": spaces.Discrete(3)})
 
 
 @pytest.mark.parametrize("num_workers", [None, 1], ids=["default", "one-worker"])
@@ -120,7 +103,8 @@ def test_a_dict_of_a_longdouble_scalar_batches_as_sync_vector_envs(closing, num_
     """Gymnasium before 1.4 asks for such a leaf by its own typecode (1.4 as bytes); either way
     the vector env is made and its values are ``SyncVectorEnv``'s (compared as values: NumPy
     leaves the padding bytes of a longdouble undefined)."""
-    fns = [functools.partial(LongDoubleDictEnv, shift) for shift in range(NUM_ENVS)]
+    values = [{"x": np.longdouble(k / 4), "n": np.int64(k % 3)} for k in range(5)]
+    fns = [functools.partial(ScalarEnv, LONGDOUBLE_DICT, values, shift) for shift in range(NUM_ENVS)]
     ours = closing(ringenv.AsyncVectorEnv(fns, num_workers=num_workers))
     ref = closing(gym.vector.SyncVectorEnv(fns))
     for got, want in [(ours.reset(seed=0)[0], ref.reset(seed=0)[0])] + [
