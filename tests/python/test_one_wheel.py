@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -53,10 +56,6 @@ def test_importing_a_source_tree_without_its_build_says_so(tmp_path):
     """The package's Python files without ``_native.abi3.so`` (``import ringenv`` run inside
     ``bindings/python`` of an unbuilt clone) raise an ``ImportError`` that names the missing
     extension, not Python's "partially initialized module ... circular import"."""
-    import shutil
-    import subprocess
-    import sys
-
     shutil.copytree(os.path.dirname(ringenv.__file__), tmp_path / "ringenv",
                     ignore=shutil.ignore_patterns("_native*.so", "__pycache__"))
     done = subprocess.run([sys.executable, "-c", "import ringenv"], cwd=tmp_path, capture_output=True, text=True,
