@@ -4,6 +4,8 @@
 # smoke run (scripts/rllib_smoke.sh), and the Python tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build from a clean tree gains nothing from Cargo's incremental caches (1.9 GB in target/debug).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/setup.sh
 echo "== cargo test"
 cargo test --workspace --locked
