@@ -12,6 +12,10 @@ VENV="${RINGENV_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if [ ! -x "$VENV/bin/python" ]; then
+    # From nothing the disk peaked 9.0 GiB above where it started, during the install (the
+    # virtualenv is 5.9 GiB, torch's CUDA libraries most of it, and pip's downloads sit in TMPDIR
+    # meanwhile); the Rust builds and tests after it stay below that peak.
+    scripts/disk_check.sh 8 "A set-up from nothing (a virtualenv with torch, and the Rust builds)"
     echo "== creating virtualenv $VENV"
     "$PYTHON" -m venv "$VENV"
 fi

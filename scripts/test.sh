@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 # One build from a clean tree gains nothing from Cargo's incremental caches (1.9 GB in target/debug).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/setup.sh
+scripts/disk_check.sh 1 "The tests' builds and throwaway virtualenvs (target/)"
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the runtime without its cuda feature has no CUDA symbol (the workspace build turns it on)"
