@@ -10,6 +10,15 @@
 //! (processes), then `pool.rs` (main side) and `endpoint.rs` (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+// The segment is a memfd (`memfd_create`, sealed) and the wake-ups are futexes on words in it:
+// Linux system calls, with no fallback here for other kernels. Without this, a build elsewhere
+// fails deep in the system-call wrappers with errors that do not say why.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "ringenv runs on Linux only: its shared memory is a sealed memfd and its wake-ups are futexes, \
+     which this target's kernel does not have (README, \"Installing it in your own project\")"
+);
+
 mod action_bounds;
 mod advert;
 mod async_batch;
