@@ -21,7 +21,9 @@ __all__ = ["main", "build_parser"]
 _DESCRIPTION = """\
 ringenv's command line: 'ringenv tune ENV' measures ENV through ringenv with each worker count and
 recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed;
-'ringenv top' shows the pools running on this machine, live. See docs/CLI.md. Exit status: 0 done, 1 a measurement failed, 2 bad arguments, 130 interrupted."""
+'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
+command's options (docs/CLI.md in ringenv's repository has examples). Exit status: 0 done, 1 a
+measurement failed, 2 bad arguments, 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
