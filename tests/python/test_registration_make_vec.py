@@ -139,6 +139,59 @@ def test_make_vec_of_a_builtin_records_its_registered_spec_and_takes_its_registe
     blocks = closing(ringenv.make_vec("ringenv/BlocksWorld-v0", 2, num_blocks=4))
     assert builtin.spec is not None and builtin.spec.id == "ringenv/CartPole-v1"
     assert namespaced.spec.id == "ringenv/CartPole-v1"
-    assert blocks.spec.id == "ringenv/BlocksWorld-v0" and blocks.spec.kwargs == {"num_blocks": 4}
+    assert blocks.spec.id == "ringenv/BlocksWorld-v0"
+    # Recorded as gymnasium.make_vec records the same call of the registered id.
+    assert blocks.spec.kwargs == {"num_blocks": 4, "num_envs": 2, "vectorization_mode": "vector_entry_point"}
+    assert blocks.spec.kwargs == closing(gym.make_vec("ringenv/BlocksWorld-v0", 2, num_blocks=4)).spec.kwargs
     assert gym.spec("ringenv/BlocksWorld-v0").kwargs == {}  # the registry's own spec is left as it was
     _assert_runs_identical(namespaced, builtin, steps=30)
+
+
+def test_a_python_envs_spec_records_the_call_as_gymnasium_does_and_makes_the_same_vector_env_again(closing):
+    """``ringenv.make_vec`` records ``num_envs``, ``vectorization_mode``, ``vector_kwargs`` and
+    ``wrappers`` in ``spec.kwargs`` as ``gymnasium.make_vec`` does, so the spec makes the vector
+    env again, through either ``make_vec``."""
+    wrappers = [gym.wrappers.RecordEpisodeStatistics]
+    theirs = closing(gym.make_vec("CartPole-v1", 3, vectorization_mode="async", wrappers=wrappers))
+    ours = closing(ringenv.make_vec("CartPole-v1", 3, wrappers=wrappers, prefer_builtin=False))
+    assert ours.spec.kwargs == theirs.spec.kwargs == {"num_envs": 3, "vectorization_mode": "async", "wrappers": wrappers}
+    assert repr(ours) == "ringenv.AsyncVectorEnv(CartPole-v1, num_envs=3)"
+    again = closing(ringenv.make_vec(ours.spec))
+    assert isinstance(again, AsyncVectorEnv) and again._rust_id is None and again.spec.kwargs == ours.spec.kwargs
+    _, infos = again.reset(seed=0)
+    for _ in range(30):  # the wrapper came back: episode statistics appear when an episode ends
+        _, _, terminated, truncated, infos = again.step(np.zeros(3, dtype=np.int64))
+        if "episode" in infos:
+            break
+    assert "episode" in infos
+    gyms = closing(gym.make_vec(ours.spec))  # Gymnasium's own AsyncVectorEnv of the same envs
+    assert type(gyms) is gym.vector.AsyncVectorEnv and gyms.num_envs == 3
+    _assert_runs_identical(again, gyms, steps=20, seed=3)
+
+    tuned = closing(ringenv.make_vec("CartPole-v1", 2, prefer_builtin=False, vector_kwargs={"num_workers": 1}))
+    assert tuned.spec.kwargs["vector_kwargs"] == {"num_workers": 1}
+    assert closing(ringenv.make_vec(tuned.spec)).num_workers == tuned.num_workers
+
+
+def test_a_rust_envs_spec_is_what_gymnasium_records_and_gymnasium_make_vec_makes_ringenvs_again(closing):
+    ours = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 1}))
+    theirs = closing(gym.make_vec("ringenv/CartPole-v1", 4, num_workers=1))
+    assert ours.spec.kwargs == theirs.spec.kwargs == {"num_workers": 1, "num_envs": 4,
+                                                      "vectorization_mode": "vector_entry_point"}
+    for again in (closing(gym.make_vec(ours.spec)), closing(ringenv.make_vec(ours.spec))):
+        assert isinstance(again, AsyncVectorEnv) and again._rust_id == "CartPole-v1"
+        assert again.num_envs == 4 and again.num_workers == ours.num_workers
+        _assert_runs_identical(again, ours, steps=40, seed=5)
+
+
+def test_make_vec_takes_an_env_spec_and_a_vectorize_mode_as_gymnasium_make_vec_does(closing):
+    """An ``EnvSpec`` names its env: Gymnasium's Python CartPole here, not the built-in Rust
+    one a plain ``"CartPole-v1"`` gives."""
+    spec = gym.spec("CartPole-v1")
+    from_spec = closing(ringenv.make_vec(spec, 2, vectorization_mode=gym.VectorizeMode.ASYNC))
+    assert from_spec._rust_id is None and from_spec.spec.id == "CartPole-v1"
+    assert from_spec.get_attr("spec")[0].id == "CartPole-v1"
+    _assert_runs_identical(from_spec, closing(gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")), steps=20)
+    assert closing(ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.ASYNC))._rust_id == "CartPole-v1"
+    with pytest.raises(ValueError, match="vectorization_mode must be None or 'async', got 'sync'"):
+        ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.SYNC)

@@ -153,6 +153,11 @@ class RustEnvs:
     def __len__(self) -> int:
         return self.num_envs
 
+    @property
+    def builtin(self) -> bool:
+        """Whether these are one of ringenv's built-in Rust envs (not a worker binary's)."""
+        return list(self.argv) == worker_argv("--rust")
+
     def program(self, on_worker_failure: str) -> WorkerProgram:
         """The program of these envs. Under ``on_worker_failure="restart"`` a panicking env makes
         its worker process exit, so that it is restarted like a crashed one; otherwise (and always
@@ -165,7 +170,7 @@ class RustEnvs:
         init = json.dumps({"id": self.id, "kwargs": self.kwargs, "on_panic": on_panic}).encode()
         # A panic of an env stepped inline is always reported: exiting would end the main process.
         inline_init = json.dumps({"id": self.id, "kwargs": self.kwargs, "on_panic": "report"}).encode()
-        builtin = list(self.argv) == worker_argv("--rust")
+        builtin = self.builtin
         obs_d, act_d = self.spaces_json
         single_obs, single_act = _layout.from_dict(obs_d), _layout.from_dict(act_d)
         if not _layout.is_flat(single_act):

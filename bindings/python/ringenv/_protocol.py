@@ -93,6 +93,23 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     #: Held while a call is sent (:meth:`_send`); made with the pool.
     _send_lock: Optional[threading.Lock] = None
 
+    #: The id of the Rust env the workers host (a built-in, or one a worker binary serves);
+    #: ``None`` for Python envs. A Rust env has no Python attributes or methods to call.
+    _rust_id: Optional[str] = None
+    #: Whether that Rust env is one of ringenv's built-ins (which have a Gymnasium namesake).
+    _rust_builtin: bool = False
+
+    def _refuse_calls_of_rust_envs(self, name: str) -> None:
+        """Raises ``NotImplementedError`` for call ``name`` when the sub-envs are Rust envs, before
+        anything is sent (their workers answer no call, get_attr or set_attr request)."""
+        if self._rust_id is None:
+            return
+        hint = (f" (ringenv.make_vec({self._rust_id!r}, ..., prefer_builtin=False) makes Gymnasium's Python env "
+                "of that id, which has them)" if self._rust_builtin else "")
+        raise NotImplementedError(
+            f"`{name}` needs the sub-envs' Python attributes or methods, but {self._rust_id} is a Rust env, which "
+            f"has none: call, get_attr, set_attr, render, np_random and np_random_seed apply to Python envs{hint}")
+
     def _assert_open(self, name: str):
         creator = self._creator_pid
         if creator is not None and creator != _native.current_pid():  # cached: no system call
@@ -173,9 +190,11 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         attribute, if it is not callable), through ``env.get_wrapper_attr``.
 
         Raises:
+            NotImplementedError: the sub-envs are Rust envs (no Python attributes or methods).
             AlreadyPendingCallError, ClosedEnvironmentError.
         """
         self._assert_default("call_async")  # (again in _send) before anything is pickled
+        self._refuse_calls_of_rust_envs(f"call({name!r})")
         payload = request(("call", name, args, kwargs))
         self._send("call_async", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
 
@@ -197,7 +216,14 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
     def get_attr(self, name: str) -> Tuple[Any, ...]:
         """The attribute ``name`` of every sub-env (a method is called with no arguments, as
-        Gymnasium's ``AsyncVectorEnv.get_attr`` does)."""
+        Gymnasium's ``AsyncVectorEnv.get_attr`` does).
+
+        Raises:
+            NotImplementedError: the sub-envs are Rust envs (no Python attributes).
+            AlreadyPendingCallError, ClosedEnvironmentError, AttributeError (from a sub-env).
+        """
+        self._assert_open("get_attr")
+        self._refuse_calls_of_rust_envs(f"get_attr({name!r})")
         return self.call(name)
 
     def set_attr(self, name: str, values: Union[List[Any], Tuple[Any, ...], Any]) -> None:
@@ -206,9 +232,11 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
         Raises:
             ValueError: a list or tuple whose length is not ``num_envs``.
+            NotImplementedError: the sub-envs are Rust envs (no Python attributes).
             AlreadyPendingCallError, ClosedEnvironmentError.
         """
         self._assert_open("set_attr")
+        self._refuse_calls_of_rust_envs("set_attr")
         if not isinstance(values, (list, tuple)):
             values = [values for _ in range(self.num_envs)]
         if len(values) != self.num_envs:
@@ -225,6 +253,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
         Raises:
             ValueError: an env id outside ``[0, num_envs)``.
+            NotImplementedError: the sub-envs are Rust envs.
             AlreadyPendingCallError, ClosedEnvironmentError, the exception ``fn`` raised.
         """
         ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in env_ids]
@@ -232,6 +261,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         if bad:
             raise ValueError(f"env id {bad[0]} is outside [0, {self.num_envs})")
         self._assert_default("_apply")  # (again in _send) before anything is pickled
+        self._refuse_calls_of_rust_envs("a function on the sub-envs")
         wanted = sorted(set(ids))
         payload = request(("apply", fn, wanted, {}))
         self._send("_apply", AsyncState.WAITING_CALL, lambda: self._pool.submit("call", payload))
@@ -249,7 +279,13 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         return self.get_attr("np_random")
 
     def render(self) -> Optional[Tuple[Any, ...]]:
-        """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames."""
+        """The frames of every sub-env (``call("render")``), a tuple of ``num_envs`` frames.
+
+        Raises:
+            NotImplementedError: the sub-envs are Rust envs (they do not render).
+        """
+        self._assert_open("render")
+        self._refuse_calls_of_rust_envs("render")
         return self.call("render")
 
     def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:

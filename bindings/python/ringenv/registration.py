@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Un
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.envs.registration import EnvSpec
+from gymnasium.envs.registration import EnvSpec, VectorizeMode
 
 from ringenv import _native
 from ringenv._checks import check_count
@@ -211,7 +211,7 @@ def json_kwargs(kwargs: Optional[dict]) -> dict:
                         f"NumPy numbers): {e}") from None
 
 
-def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = None,
+def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Union[str, VectorizeMode, None] = None,
              vector_kwargs: Optional[dict] = None, wrappers=None, *, prefer_builtin: bool = True,
              worker: Optional[Union[str, "os.PathLike[str]"]] = None, **kwargs: Any) -> AsyncVectorEnv:
     """Creates a vector env of ``num_envs`` copies of env ``id``.
@@ -231,6 +231,20 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
       (``"minigrid:MiniGrid-DoorKey-8x8-v0"`` imports ``minigrid``, which registers the id, here
       and in every worker).
 
+    ``id`` may also be a ``gymnasium.envs.registration.EnvSpec``, as ``gymnasium.make_vec``
+    takes one: its ``num_envs``, ``vectorization_mode``, ``vector_kwargs`` and ``wrappers``
+    kwargs, where present, replace the arguments (a ``"vector_entry_point"`` spec's vector options
+    sit among its kwargs), the rest are the env's, and its env is made from the spec itself (a
+    Python env even where a built-in has its id; a ringenv-registered Rust env's spec gives that
+    Rust env). The vector env's ``spec`` records the call as ``gymnasium.make_vec`` records its
+    own: the env's kwargs with ``num_envs`` (when not 1), ``vectorization_mode`` (``"async"`` for
+    Python envs, ``"vector_entry_point"`` for Rust envs, with the vector options among the kwargs
+    as ``gymnasium.make_vec("ringenv/ID", ...)`` records them), ``vector_kwargs`` and
+    ``wrappers``. So ``ringenv.make_vec(envs.spec)`` makes the same vector env again, and
+    ``gymnasium.make_vec(envs.spec)`` makes ringenv's again for a Rust env and Gymnasium's
+    ``AsyncVectorEnv`` of the same envs for a Python one (which refuses ringenv's own
+    ``vector_kwargs``, such as ``num_workers``, by name).
+
     A Rust env's vector env is the same Gymnasium-compatible :class:`ringenv.AsyncVectorEnv`
     (next-step autoreset, ``float64`` rewards, infos vectorised); a panic in the env raises
     ``ringenv.errors.RemoteEnvError`` (``remote_type == "panic"``) with the panic message and its
@@ -238,9 +252,10 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
     its worker like any worker failure.
 
     Args:
-        id: the env id.
+        id: the env id, or its ``EnvSpec``.
         num_envs: number of sub-envs.
-        vectorization_mode: ``None`` or ``"async"`` (ringenv always uses worker processes).
+        vectorization_mode: ``None`` or ``"async"`` (or ``gymnasium.VectorizeMode.ASYNC``;
+            ringenv always uses its worker processes).
         vector_kwargs: keyword arguments of :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``copy``, ...).
         wrappers: a sequence of ``gymnasium.Wrapper`` classes applied to each Python sub-env
@@ -248,7 +263,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         worker: path of a worker binary serving ``id`` (a ``str`` or ``os.PathLike``).
 
     Raises:
-        TypeError: ``id`` is not a str; ``num_envs`` is not an integer (a ``bool`` is not one);
+        TypeError: ``id`` is neither a str nor an ``EnvSpec``; ``num_envs`` is not an integer (a
+            ``bool`` is not one);
             a Rust env's ``kwargs`` that are not JSON data (NumPy numbers are converted).
         TypeError: an option of the vector env (``num_workers``, ``inline``, ... see
             :data:`RUNTIME_OPTIONS`) among ``kwargs``, naming ``vector_kwargs``.
@@ -262,10 +278,21 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         ModuleNotFoundError: the module of a ``"module:Id"`` that cannot be imported (as
             ``gymnasium.make`` raises it).
     """
+    given_spec: Optional[EnvSpec] = None
+    if isinstance(id, EnvSpec):
+        given_spec, num_envs, vectorization_mode, vector_kwargs, wrappers, kwargs = _unpack_spec(
+            id, num_envs, vectorization_mode, vector_kwargs, wrappers, kwargs)
+        entry = given_spec.vector_entry_point
+        if isinstance(entry, VectorEntryPoint) and entry.rust_id is not None:  # a Rust env ringenv registered
+            id, worker, prefer_builtin, given_spec = entry.rust_id, entry.worker, True, None
+        else:
+            id = given_spec.id
     if not isinstance(id, str):
-        raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary), got "
-                        f"{type(id).__name__} {id!r}")
+        raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary) or an EnvSpec, "
+                        f"got {type(id).__name__} {id!r}")
     num_envs = check_count("num_envs", num_envs)
+    if isinstance(vectorization_mode, VectorizeMode):
+        vectorization_mode = vectorization_mode.value
     stray = sorted(RUNTIME_OPTIONS & kwargs.keys())
     if stray:
         raise TypeError(f"make_vec() got {', '.join(map(repr, stray))}, an option of the vector env, among the env's "
@@ -284,6 +311,8 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         kwargs = json_kwargs(kwargs)
         spaces_json = describe_worker(worker, id, kwargs)
         return _rust_vector_env(RustEnvs([_worker_path(worker)], id, num_envs, kwargs, spaces_json), vector_kwargs)
+    if given_spec is not None:  # a Python env's spec: the env is made from it, registered or not
+        return _python_vector_env(given_spec, given_spec, num_envs, vector_kwargs, wrappers, kwargs)
     namespaced = id.startswith(f"{NAMESPACE}/") and id[len(NAMESPACE) + 1:] in builtin_env_ids()
     if namespaced:  # "ringenv/CartPole-v1": the built-in's registered id, which has no Python env
         id = id[len(NAMESPACE) + 1:]
@@ -294,11 +323,50 @@ def make_vec(id: str, num_envs: int = 1, vectorization_mode: Optional[str] = Non
         kwargs = json_kwargs(kwargs)
         spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
         return _rust_vector_env(RustEnvs(worker_argv("--rust"), id, num_envs, kwargs, spaces_json), vector_kwargs)
-    env_spec = copy.deepcopy(_spec(id))  # gymnasium's own error for an unknown id, before any process starts
-    env_spec.kwargs = {**env_spec.kwargs, **kwargs}
-    env_fn = functools.partial(_make_one, id, tuple(wrappers or ()), kwargs)
+    env_spec = _spec(id)  # gymnasium's own error for an unknown id, before any process starts
+    return _python_vector_env(id, env_spec, num_envs, vector_kwargs, wrappers, kwargs)
+
+
+def _unpack_spec(spec: EnvSpec, num_envs: int, vectorization_mode: Any, vector_kwargs: Optional[dict],
+                 wrappers: Any, kwargs: Dict[str, Any]) -> Tuple[EnvSpec, int, Any, Optional[dict], Any, Dict[str, Any]]:
+    """What ``make_vec(spec, ...)`` makes, as ``gymnasium.make_vec`` reads an ``EnvSpec``: a copy
+    of ``spec`` without kwargs, and the arguments with the spec's ``num_envs``,
+    ``vectorization_mode``, ``vector_kwargs`` and ``wrappers`` in place of the caller's, and its
+    other kwargs under the caller's ``kwargs``. A ``"vector_entry_point"`` spec (what
+    ``gymnasium.make_vec`` records for an id with a vector entry point, as ringenv's Rust envs
+    have) holds the vector options among its kwargs; they move to ``vector_kwargs`` and the mode
+    is dropped (ringenv's vector env is the one either way)."""
+    spec = copy.deepcopy(spec)
+    spec_kwargs, spec.kwargs = dict(spec.kwargs), {}
+    num_envs = spec_kwargs.pop("num_envs", num_envs)
+    vectorization_mode = spec_kwargs.pop("vectorization_mode", vectorization_mode)
+    vector_kwargs = spec_kwargs.pop("vector_kwargs", vector_kwargs)
+    wrappers = spec_kwargs.pop("wrappers", wrappers)
+    if getattr(vectorization_mode, "value", vectorization_mode) == VectorizeMode.VECTOR_ENTRY_POINT.value:
+        vector_kwargs = {**{k: spec_kwargs.pop(k) for k in sorted(VECTOR_OPTIONS & spec_kwargs.keys())},
+                         **(vector_kwargs or {})}
+        vectorization_mode = None
+    return spec, num_envs, vectorization_mode, vector_kwargs, wrappers, {**spec_kwargs, **kwargs}
+
+
+def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs: int,
+                       vector_kwargs: Dict[str, Any], wrappers: Any, kwargs: Dict[str, Any]) -> AsyncVectorEnv:
+    """``num_envs`` sub-envs ``gymnasium.make(make_id, **kwargs)`` with ``wrappers``, in
+    ringenv's vector env, whose ``spec`` is ``env_spec`` recording the call as
+    ``gymnasium.make_vec(..., vectorization_mode="async")`` records its own."""
+    wrappers = tuple(wrappers or ())
+    env_fn = functools.partial(_make_one, make_id, wrappers, kwargs)
     envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
-    envs.spec = env_spec  # as gymnasium.make_vec records the spec of its sub-envs
+    spec = copy.deepcopy(env_spec)
+    spec.kwargs = {**spec.kwargs, **kwargs}
+    if num_envs != 1:
+        spec.kwargs["num_envs"] = num_envs
+    spec.kwargs["vectorization_mode"] = VectorizeMode.ASYNC.value
+    if vector_kwargs:
+        spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
+    if wrappers:
+        spec.kwargs["wrappers"] = list(wrappers)
+    envs.spec = spec
     return envs
 
 
@@ -333,9 +401,12 @@ def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVect
     # gymnasium.make_vec records one), else the SDK binary's id where ringenv.register made it.
     registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.argv == worker_argv("--rust") else None
     registered = registered or gym.registry.get(envs.id)
-    if registered is not None:
+    if registered is not None:  # recorded as gymnasium.make_vec records a vector entry point's call
         vec.spec = copy.deepcopy(registered)
-        vec.spec.kwargs = {**vec.spec.kwargs, **envs.kwargs}
+        vec.spec.kwargs = {**vec.spec.kwargs, **envs.kwargs, **vector_kwargs}
+        if envs.num_envs != 1:
+            vec.spec.kwargs["num_envs"] = envs.num_envs
+        vec.spec.kwargs["vectorization_mode"] = VectorizeMode.VECTOR_ENTRY_POINT.value
     return vec
 
 

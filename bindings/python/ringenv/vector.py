@@ -254,6 +254,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         program = (python_program(env_fns, observation_mode, self.autoreset_mode) if _rust_envs is None
                    else _rust_envs.program(on_worker_failure))
         self.metadata, self.render_mode = program.metadata, program.render_mode
+        self.observation_mode = observation_mode  # as given, as Gymnasium's vector envs keep it
+        if _rust_envs is not None:
+            self._rust_id, self._rust_builtin = _rust_envs.id, _rust_envs.builtin
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
                     startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
@@ -610,4 +613,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         return [raw.get(i, {}) for i in range(self.num_envs)]
 
     def __repr__(self) -> str:
-        return f"ringenv.AsyncVectorEnv(num_envs={getattr(self, 'num_envs', '?')})"
+        """``ringenv.AsyncVectorEnv(ID, num_envs=N)``, without ``ID`` when there is no spec (as
+        Gymnasium's ``VectorEnv.__repr__``)."""
+        spec = getattr(self, "spec", None)
+        named = f"{spec.id}, " if spec is not None else ""
+        return f"ringenv.AsyncVectorEnv({named}num_envs={getattr(self, 'num_envs', '?')})"
