@@ -172,3 +172,15 @@ def test_each_env_gets_its_own_copy_of_the_reset_options_whatever_the_layout(clo
     _, infos = envs.reset(seed=0, options=options)
     assert infos["level"].tolist() == [3, 3, 3, 3]
     assert options == {"level": 3}
+
+
+@pytest.mark.parametrize("mode", ["same", "different"])
+def test_observation_mode_and_repr_are_kept_as_gymnasium_keeps_them(closing, mode):
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    theirs = gym.vector.AsyncVectorEnv(fns, observation_mode=mode)
+    try:
+        ours = closing(ringenv.AsyncVectorEnv(fns, observation_mode=mode))
+        assert ours.observation_mode == theirs.observation_mode == mode
+        assert repr(ours) == "ringenv." + repr(theirs) == "ringenv.AsyncVectorEnv(num_envs=2)"
+    finally:
+        theirs.close()
