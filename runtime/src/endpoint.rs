@@ -253,8 +253,16 @@ impl WorkerEndpoint {
             }
             let ring = self.commands.ring();
             let wakeup = self.segment.command_wakeup(self.worker).expect("connect checked the worker index");
+            // Here again: the last wait timed out with no command (it returns only when one is
+            // ready), so the pool is idle and this wait sleeps at once, without spin or probe.
+            let idle = waited;
             waited = true;
-            if !self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK) && !self.parent_alive() {
+            let ready = if idle {
+                self.spinner.wait_idle(wakeup, || ring.has_ready(), PARENT_CHECK)
+            } else {
+                self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK)
+            };
+            if !ready && !self.parent_alive() {
                 end_worker();
             }
         }

@@ -742,6 +742,31 @@ impl Spinner {
         self.wait_with::<DefaultFutex>(wakeup, &mut ready, timeout)
     }
 
+    /// Waits as [`Spinner::wait`] does, for a waiter whose previous wait timed out with nothing
+    /// ready: no peer is at work for it (an idle pool: the main process is not stepping), so it
+    /// sleeps at once, with no spin phase and no synchronized probe, and learns nothing from the
+    /// wait; the stretch of work that follows counts from its end. Without it, a worker idle for
+    /// minutes spun three synchronized probes of up to 5 ms every ~2.1 s, about 0.6% of a core
+    /// each, for as long as its pool stayed open (an outside audit, 2026-11-28; docs/WAKEUP.md).
+    pub fn wait_idle(&mut self, wakeup: &Wakeup, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
+        self.wait_idle_with::<DefaultFutex>(wakeup, &mut ready, timeout)
+    }
+
+    /// [`Spinner::wait_idle`] over any [`Futex`] implementation.
+    pub fn wait_idle_with<F: Futex>(
+        &mut self,
+        wakeup: &Wakeup,
+        ready: &mut dyn FnMut() -> bool,
+        timeout: Duration,
+    ) -> bool {
+        let start = Instant::now();
+        wakeup.take_ready_stamp(); // a late producer's stamp of an earlier wait
+        let woke = wakeup.sleep_with::<F>(ready, start + timeout);
+        wakeup.take_ready_stamp();
+        self.mark_end(Instant::now());
+        woke
+    }
+
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
@@ -1414,6 +1439,36 @@ mod tests {
             assert_eq!(Probe::from_code(p.code()), Some(p));
         }
         assert_eq!(Probe::from_code(7), None);
+    }
+
+    #[test]
+    fn an_idle_wait_neither_spins_nor_probes_where_a_wait_would_probe() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let timeout = Duration::from_millis(1);
+        // A sleeping AUTO waiter whose last probe period is long past: its next wait probes...
+        let w = Wakeup::default();
+        let mut probing = sleeping_auto(0);
+        assert!(!probing.wait(&w, || false, timeout), "nothing ready: timed out");
+        assert_eq!(w.spins(), 1, "a plain wait past a period boundary spins a probe");
+        // ... and an idle one does not, however many periods pass.
+        let w = Wakeup::default();
+        let mut idle = sleeping_auto(0);
+        for _ in 0..3 {
+            assert!(!idle.wait_idle(&w, || false, timeout), "nothing ready: timed out");
+        }
+        assert_eq!(w.spins(), 0, "an idle wait has no spin phase");
+        assert_eq!((idle.probe_left, idle.probe_period_ns), (0, 0), "no probe started");
+        // It returns as soon as a publish makes it ready, and the next stretch counts from there.
+        let published = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(2));
+                published.store(true, Ordering::Release);
+                w.notify();
+            });
+            assert!(idle.wait_idle(&w, || published.load(Ordering::Acquire), Duration::from_secs(30)));
+        });
+        assert!(idle.last_end.is_some(), "the next stretch of work counts from the end of the idle wait");
     }
 
     #[test]
