@@ -11,7 +11,9 @@
 # own step inside each runtime, issue 12's "why is it slower in a worker"; ~1 min), then
 # benches/wakeup_policy.py (issue 12's wake-up target: the default against fixed spin bounds, quiet
 # and with a busy neighbour; ~11 min), then benches/async_share.py (asynchronous batches with and
-# without the inline share; a few minutes); the last seven replace their own sections of the file.
+# without the inline share; a few minutes), then benches/idle_cpu.py (what an idle pool costs, with
+# the default wait policy and with spin_us=0; ~4 min); the last eight replace their own sections of
+# the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
 #        scripts/bench.sh --ray [benches/ray_scaling.py options] the Ray benchmark only
@@ -35,4 +37,5 @@ fi
 "$PY" benches/text_obs.py
 "$PY" benches/own_step.py
 "$PY" benches/wakeup_policy.py
-exec "$PY" benches/async_share.py
+"$PY" benches/async_share.py
+exec "$PY" benches/idle_cpu.py

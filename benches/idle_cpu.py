@@ -1,0 +1,160 @@
+"""What an idle pool costs: CPU seconds of the main process and of each worker process while
+nothing is called, for ringenv's default wait policy (``spin_us=None``) and for ``spin_us=0``
+(every wait sleeps at once). Writes its section of ``benches/RESULTS.md``.
+
+Each row makes a vector env with default settings (plus ``spin_us`` where named), resets it and
+steps it ``--steps`` times (so the wait policy has learned from real commands), then leaves it
+idle: ``--settle`` seconds first, then a window of ``--seconds`` seconds over which it reads each
+process's CPU time (psutil: user + system) and the workers' spin phases (the pool's own counters,
+as ``ringenv top`` reads them). Envs: the built-in Rust ``CartPole-v1`` (``ringenv.make_vec``)
+and Gymnasium's ``CartPole-v1`` (``gymnasium.make`` in ``ringenv.AsyncVectorEnv``), 8 envs each.
+Rows run ``--rounds`` times in turn; figures are medians with the spread in brackets. Run it on a
+quiet machine: on a crowded one the wait policy sleeps at once anyway (docs/WAKEUP.md).
+
+Usage: ``python benches/idle_cpu.py [--seconds 20] [--settle 5] [--rounds 2] [--output RESULTS.md|-]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import gymnasium as gym
+import numpy as np
+import psutil
+
+import results_sections
+
+NUM_ENVS = 8
+
+
+def _rust(spin_us: Optional[float]) -> Any:
+    import ringenv
+
+    return ringenv.make_vec("CartPole-v1", NUM_ENVS, vector_kwargs={"spin_us": spin_us})
+
+
+def _python(spin_us: Optional[float]) -> Any:
+    import ringenv
+
+    return ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * NUM_ENVS, spin_us=spin_us)
+
+
+#: (row name, how the vector env is made).
+ROWS: List[Tuple[str, Callable[[], Any]]] = [
+    ("Rust CartPole, default", lambda: _rust(None)),
+    ("Rust CartPole, `spin_us=0`", lambda: _rust(0)),
+    ("Python CartPole, default", lambda: _python(None)),
+    ("Python CartPole, `spin_us=0`", lambda: _python(0)),
+]
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    t = process.cpu_times()
+    return t.user + t.system
+
+
+def _spins() -> int:
+    """The spin phases of this process's pools' workers, summed (the pools' own counters)."""
+    from ringenv import _native
+
+    total = 0
+    for pool in _native.list_pools():
+        if pool["pid"] == os.getpid():
+            snapshot = _native.pool_snapshot(pool["pid"], pool["fd"], name=pool["name"], timeout=5)
+            total += sum(w["spins"] for w in snapshot["workers"])
+    return total
+
+
+def one_row(make: Callable[[], Any], steps: int, settle: float, seconds: float) -> Dict[str, float]:
+    envs = make()
+    try:
+        envs.reset(seed=0)
+        actions = np.zeros(NUM_ENVS, dtype=np.int64)
+        for _ in range(steps):
+            envs.step(actions)
+        time.sleep(settle)
+        me = psutil.Process()
+        workers = me.children()
+        main0, workers0, spins0 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+        time.sleep(seconds)
+        main1, workers1, spins1 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+    finally:
+        envs.close()
+    per_worker = [(b - a) / seconds * 100 for a, b in zip(workers0, workers1)]
+    return {"main_pct": (main1 - main0) / seconds * 100, "worker_pct": float(np.mean(per_worker)),
+            "workers": len(workers), "spins_per_s": (spins1 - spins0) / seconds}
+
+
+def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
+    results: Dict[str, List[Dict[str, float]]] = {name: [] for name, _ in ROWS}
+    for r in range(a.rounds):
+        for name, make in ROWS:
+            row = one_row(make, a.steps, a.settle, a.seconds)
+            results[name].append(row)
+            print(f"round {r + 1}: {name}: main {row['main_pct']:.3f}% of a core, each worker "
+                  f"{row['worker_pct']:.3f}%, spin phases {row['spins_per_s']:.2f}/s", file=sys.stderr)
+    return results
+
+
+def section(report: Dict[str, Any]) -> List[str]:
+    m, a = report["machine"], report["args"]
+    begin, end = results_sections.markers("idle_cpu")
+
+    def med(rows: List[Dict[str, float]], key: str, fmt: str) -> str:
+        return results_sections.median_spread([r[key] for r in rows], fmt)
+
+    lines = [
+        begin,
+        "## What an idle pool costs (`benches/idle_cpu.py`)",
+        "",
+        "Written by `benches/idle_cpu.py`; edit the script, not this section. "
+        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
+        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
+        f"{report['started']}, load {report['load']:.2f} at start.",
+        f"{NUM_ENVS} envs, default settings but `spin_us`; each pool reset and stepped {a.steps} times, idle "
+        f"{a.settle:g} s, then CPU over {a.seconds:g} s idle (psutil, user + system) in % of one core; spin "
+        f"phases are the workers' waits that spun (the pool's counters). {a.rounds} rounds in turn; the "
+        "median, the spread in brackets.",
+        "",
+        "| pool | workers | main process, % of a core | each worker, % of a core | workers' spin phases per s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, _ in ROWS:
+        rows = report["results"][name]
+        lines.append(f"| {name} | {rows[0]['workers']} | {med(rows, 'main_pct', '.3f')} | "
+                     f"{med(rows, 'worker_pct', '.3f')} | {med(rows, 'spins_per_s', '.2f')} |")
+    return lines + [end]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=20.0, help="idle seconds measured per row")
+    p.add_argument("--settle", type=float, default=5.0, help="idle seconds before the window")
+    p.add_argument("--steps", type=int, default=2000, help="steps before the pool is left idle")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                   help="the results file to write this run's section into; - for none")
+    a = p.parse_args(argv)
+    if a.seconds <= 0 or a.settle < 0 or a.steps < 0 or a.rounds < 1:
+        p.error("--seconds must be positive, --settle and --steps not negative, --rounds at least 1")
+    from ringenv.cli._common import machine_info
+
+    t0 = time.perf_counter()
+    report: Dict[str, Any] = {
+        "machine": machine_info(), "args": a, "load": os.getloadavg()[0],
+        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    report["results"] = run(a)
+    results_sections.publish("idle_cpu", section(report), a.output)
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
