@@ -17,11 +17,9 @@ Usage: ``python benches/idle_cpu.py [--seconds 20] [--settle 5] [--rounds 2] [--
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
@@ -138,18 +136,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--settle", type=float, default=5.0, help="idle seconds before the window")
     p.add_argument("--steps", type=int, default=2000, help="steps before the pool is left idle")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                   help="the results file to write this run's section into; - for none")
+    results_sections.add_output_argument(p)
     a = p.parse_args(argv)
     if a.seconds <= 0 or a.settle < 0 or a.steps < 0 or a.rounds < 1:
         p.error("--seconds must be positive, --settle and --steps not negative, --rounds at least 1")
-    from ringenv.cli._common import machine_info
-
     t0 = time.perf_counter()
-    report: Dict[str, Any] = {
-        "machine": machine_info(), "args": a, "load": os.getloadavg()[0],
-        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }
+    report = {**results_sections.report_head(a), "load": os.getloadavg()[0]}
     report["results"] = run(a)
     results_sections.publish("idle_cpu", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)

@@ -20,12 +20,10 @@ Usage: ``python benches/own_step.py [--seconds 1] [--rounds 3] [--output RESULTS
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import importlib.util
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import gymnasium as gym
@@ -163,19 +161,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per row")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                   help="the results file to write this run's section into; - for none")
+    results_sections.add_output_argument(p)
     a = p.parse_args(argv)
     if a.seconds <= 0 or a.rounds < 1:
         p.error("--seconds must be positive and --rounds at least 1")
-    from ringenv.cli._common import machine_info
-
     t0 = time.perf_counter()
-    report: Dict[str, Any] = {
-        "machine": machine_info(), "args": a,
-        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "results": run(a.seconds, a.rounds),
-    }
+    report: Dict[str, Any] = {**results_sections.report_head(a), "results": run(a.seconds, a.rounds)}
     results_sections.publish("own_step", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0

@@ -5,8 +5,10 @@ the rest of the file and keeps them all, :func:`keep`)."""
 
 from __future__ import annotations
 
+import argparse
+import datetime
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -66,6 +68,22 @@ def write(path: Path, name: str, lines: List[str]) -> None:
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     begin, end = markers(name)
     path.write_text(replace(text, lines, begin, end, OWNED[name]))
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """Adds a section script's ``--output`` option: the results file its section goes into
+    (default: ``benches/RESULTS.md``), ``-`` for none."""
+    parser.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                        help="the results file to write this run's section into; - for none")
+
+
+def report_head(args: argparse.Namespace) -> Dict[str, Any]:
+    """The start of a section script's report: the machine (``ringenv.cli._common.machine_info``),
+    the parsed ``args`` and the UTC time the run started."""
+    from ringenv.cli._common import machine_info
+
+    return {"machine": machine_info(), "args": args,
+            "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def publish(name: str, lines: List[str], output: str) -> None:

@@ -21,13 +21,11 @@ Function timings use ``timeit`` (best of 5). Usage:
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import string
 import sys
 import time
 import timeit
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import gymnasium as gym
@@ -159,17 +157,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--cost-us", type=float, default=40.0, help="µs of busy work per env step")
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per end-to-end row")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                   help="the results file to write this run's section into; - for none")
+    results_sections.add_output_argument(p)
     a = p.parse_args(argv)
     if not 4 <= a.chars <= MAX_LENGTH:
         p.error(f"--chars must be between 4 and {MAX_LENGTH}, got {a.chars}")
-    from ringenv.cli._common import machine_info
-
     t0 = time.perf_counter()
     report: Dict[str, Any] = {
-        "machine": machine_info(), "args": a,
-        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **results_sections.report_head(a),
         "codec": codec_timings(a.chars, a.envs),
         "end_to_end": end_to_end(a.chars, a.envs, a.cost_us, a.seconds, a.rounds),
     }
