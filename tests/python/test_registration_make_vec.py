@@ -157,7 +157,7 @@ def test_a_python_envs_spec_records_the_call_as_gymnasium_does_and_makes_the_sam
     assert ours.spec.kwargs == theirs.spec.kwargs == {"num_envs": 3, "vectorization_mode": "async", "wrappers": wrappers}
     assert repr(ours) == "ringenv.AsyncVectorEnv(CartPole-v1, num_envs=3)"
     again = closing(ringenv.make_vec(ours.spec))
-    assert isinstance(again, AsyncVectorEnv) and again._rust_id is None and again.spec.kwargs == ours.spec.kwargs
+    assert isinstance(again, AsyncVectorEnv) and again._rust_envs is None and again.spec.kwargs == ours.spec.kwargs
     _, infos = again.reset(seed=0)
     for _ in range(30):  # the wrapper came back: episode statistics appear when an episode ends
         _, _, terminated, truncated, infos = again.step(np.zeros(3, dtype=np.int64))
@@ -179,7 +179,7 @@ def test_a_rust_envs_spec_is_what_gymnasium_records_and_gymnasium_make_vec_makes
     assert ours.spec.kwargs == theirs.spec.kwargs == {"num_workers": 1, "num_envs": 4,
                                                       "vectorization_mode": "vector_entry_point"}
     for again in (closing(gym.make_vec(ours.spec)), closing(ringenv.make_vec(ours.spec))):
-        assert isinstance(again, AsyncVectorEnv) and again._rust_id == "CartPole-v1"
+        assert isinstance(again, AsyncVectorEnv) and again._rust_envs.id == "CartPole-v1"
         assert again.num_envs == 4 and again.num_workers == ours.num_workers
         _assert_runs_identical(again, ours, steps=40, seed=5)
 
@@ -189,9 +189,10 @@ def test_make_vec_takes_an_env_spec_and_a_vectorize_mode_as_gymnasium_make_vec_d
     one a plain ``"CartPole-v1"`` gives."""
     spec = gym.spec("CartPole-v1")
     from_spec = closing(ringenv.make_vec(spec, 2, vectorization_mode=gym.VectorizeMode.ASYNC))
-    assert from_spec._rust_id is None and from_spec.spec.id == "CartPole-v1"
+    assert from_spec._rust_envs is None and from_spec.spec.id == "CartPole-v1"
     assert from_spec.get_attr("spec")[0].id == "CartPole-v1"
     _assert_runs_identical(from_spec, closing(gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")), steps=20)
-    assert closing(ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.ASYNC))._rust_id == "CartPole-v1"
+    builtin = closing(ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.ASYNC))
+    assert builtin._rust_envs.id == "CartPole-v1"
     with pytest.raises(ValueError, match="vectorization_mode must be None or 'async', got 'sync'"):
         ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.SYNC)

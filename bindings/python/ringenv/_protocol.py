@@ -26,6 +26,7 @@ from gymnasium.vector import VectorEnv
 from ringenv import _native
 from ringenv._not_copyable import NotCopyable
 from ringenv._pickling import request
+from ringenv._program import RustEnvs
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
 
@@ -93,21 +94,20 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     #: Held while a call is sent (:meth:`_send`); made with the pool.
     _send_lock: Optional[threading.Lock] = None
 
-    #: The id of the Rust env the workers host (a built-in, or one a worker binary serves);
-    #: ``None`` for Python envs. A Rust env has no Python attributes or methods to call.
-    _rust_id: Optional[str] = None
-    #: Whether that Rust env is one of ringenv's built-ins (which have a Gymnasium namesake).
-    _rust_builtin: bool = False
+    #: The Rust envs the workers host (a built-in, or one a worker binary serves); ``None`` for
+    #: Python envs. A Rust env has no Python attributes or methods to call.
+    _rust_envs: Optional[RustEnvs] = None
 
     def _refuse_calls_of_rust_envs(self, name: str) -> None:
         """Raises ``NotImplementedError`` for call ``name`` when the sub-envs are Rust envs, before
         anything is sent (their workers answer no call, get_attr or set_attr request)."""
-        if self._rust_id is None:
+        rust = self._rust_envs
+        if rust is None:
             return
-        hint = (f" (ringenv.make_vec({self._rust_id!r}, ..., prefer_builtin=False) makes Gymnasium's Python env "
-                "of that id, which has them)" if self._rust_builtin else "")
+        hint = (f" (ringenv.make_vec({rust.id!r}, ..., prefer_builtin=False) makes Gymnasium's Python env "
+                "of that id, which has them)" if rust.builtin else "")
         raise NotImplementedError(
-            f"`{name}` needs the sub-envs' Python attributes or methods, but {self._rust_id} is a Rust env, which "
+            f"`{name}` needs the sub-envs' Python attributes or methods, but {rust.id} is a Rust env, which "
             f"has none: call, get_attr, set_attr, render, np_random and np_random_seed apply to Python envs{hint}")
 
     def _assert_open(self, name: str):

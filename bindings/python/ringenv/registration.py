@@ -399,7 +399,7 @@ def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVect
     vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
     # The spec the id is registered with: "ringenv/CartPole-v1" for the built-in CartPole-v1 (as
     # gymnasium.make_vec records one), else the SDK binary's id where ringenv.register made it.
-    registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.argv == worker_argv("--rust") else None
+    registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.builtin else None
     registered = registered or gym.registry.get(envs.id)
     if registered is not None:  # recorded as gymnasium.make_vec records a vector entry point's call
         vec.spec = copy.deepcopy(registered)

@@ -255,8 +255,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                    else _rust_envs.program(on_worker_failure))
         self.metadata, self.render_mode = program.metadata, program.render_mode
         self.observation_mode = observation_mode  # as given, as Gymnasium's vector envs keep it
-        if _rust_envs is not None:
-            self._rust_id, self._rust_builtin = _rust_envs.id, _rust_envs.builtin
+        self._rust_envs = _rust_envs
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
                     startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
