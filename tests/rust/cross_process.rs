@@ -6,7 +6,7 @@ mod echo;
 
 use echo::*;
 use ringenv_runtime::SpinPolicy;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const CHILD: [&str; 4] = ["--ignored", "--exact", "echo_child_entry", "--nocapture"];
 
@@ -37,11 +37,20 @@ fn futex_wakes_a_sleeping_process() {
     let completions = segment.completion_ring(0).acquire_consumer().unwrap();
     // The child never spins: it always sleeps on the futex.
     let child = spawn_echo(&segment, &CHILD, Duration::ZERO);
+    let wakeup = segment.command_wakeup(0).unwrap();
+    let mut slept = 0; // the child's sleeps, counted when it was last seen asleep
     for seq in 1..=20u64 {
-        // Give the child time to fall asleep, so each push must wake it through the futex.
-        std::thread::sleep(Duration::from_millis(5));
+        // Until the child has gone to sleep again (it announces itself, then counts the sleep,
+        // then waits on the futex), however long a busy machine keeps it from getting there: the
+        // push must then wake it through the futex. No fixed pause, which a loaded machine outlasts.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while wakeup.sleeps() == slept {
+            assert!(Instant::now() < deadline, "the echo child did not go to sleep in 60 s");
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        slept = wakeup.sleeps();
         commands.push(ringenv_runtime::Command::new(ringenv_runtime::CommandKind::Step, 0, seq, false)).unwrap();
-        assert!(segment.command_wakeup(0).unwrap().notify(), "the child announced its sleep, so notify must wake it");
+        assert!(wakeup.notify(), "the child announced its sleep, so notify must wake it");
         let ring = completions.ring();
         let zero = SpinPolicy { spin: Duration::ZERO };
         assert!(segment.completion_wakeup().wait(|| ring.has_ready(), zero, Duration::from_secs(10)));

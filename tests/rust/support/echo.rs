@@ -56,7 +56,9 @@ pub fn run_echo_child() -> bool {
     let completions = segment.completion_ring(0);
     loop {
         let ring = commands.ring();
-        segment.command_wakeup(0).unwrap().wait(|| ring.has_ready(), policy, Duration::from_secs(5));
+        // A long timeout: a wait that times out re-announces its sleep, and a test that watched it
+        // go to sleep (cross_process.rs) must not meet it between the two.
+        segment.command_wakeup(0).unwrap().wait(|| ring.has_ready(), policy, Duration::from_secs(60));
         let Some(c) = commands.pop() else { continue };
         if c.kind() == Ok(CommandKind::Close) {
             return true;
