@@ -10,8 +10,9 @@
 //! process, checks that it is still this process's parent (so the pidfd names the right
 //! process, not a recycled pid), and starts a watcher thread that blocks in `poll` on it; when
 //! the main process ends, the watcher sends `SIGKILL` to the worker's process group (the worker
-//! and any helper its envs started), whatever the worker is doing. As a fallback (no thread could
-//! be started), a worker asleep waiting for a command also checks its parent every 100 ms.
+//! and any helper its envs started), whatever the worker is doing. As a fallback (no pidfd, or no
+//! thread could be started), a worker asleep waiting for a command also checks its parent every
+//! 100 ms; with the watcher running, an idle worker wakes once a second instead (`IDLE_RECHECK`).
 //!
 //! ```no_run
 //! use ringenv_runtime::{CommandKind, EndpointArgs, WorkerEndpoint};
@@ -37,10 +38,20 @@ use rustix::process::{Pid, PidfdFlags, Signal};
 use std::ops::Range;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often a sleeping worker checks that its parent is alive.
+/// How long a worker waits for a command before it counts its pool as idle; and, where no watcher
+/// thread watches the main process, how often a sleeping worker checks that its parent is alive.
 const PARENT_CHECK: Duration = Duration::from_millis(100);
+
+/// How long an idle worker sleeps between looks at its command ring while the watcher thread
+/// watches the main process. Only a safety net: a command wakes the worker at once (futex), and
+/// the watcher ends it when the main process ends. Ten wake-ups a second cost an idle worker
+/// ~0.075% of a core on the 2-core VM (`benches/idle_cpu.py`) and keep its CPU out of deep idle
+/// states for nothing.
+const IDLE_RECHECK: Duration = Duration::from_secs(1);
 
 /// What the supervisor appends to a worker's command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +118,8 @@ pub struct WorkerEndpoint {
     completions: Ring<Completion>,
     control: ControlChannel,
     parent_pid: u32,
+    /// Whether the watcher thread still watches the main process (else the 100 ms check runs).
+    watched: Arc<AtomicBool>,
     /// The learned spin state of the command waits.
     spinner: Spinner,
     /// When the worker started waiting for its current command.
@@ -146,7 +159,7 @@ impl WorkerEndpoint {
     pub unsafe fn connect(args: &EndpointArgs) -> Result<WorkerEndpoint, ConnectError> {
         let control_fd = owned("control", args.control_fd)?;
         let segment_fd = owned("segment", args.segment_fd)?;
-        watch_parent(args.parent_pid)?;
+        let watched = watch_parent(args.parent_pid)?;
         let mut control = ControlChannel::new(UnixStream::from(control_fd));
         let report = |control: &mut ControlChannel, e: ConnectError| {
             let kind = "SegmentError".to_string();
@@ -178,6 +191,7 @@ impl WorkerEndpoint {
             completions,
             control,
             parent_pid: args.parent_pid,
+            watched,
             spinner,
             wait_started: Instant::now(),
             received: None,
@@ -258,7 +272,8 @@ impl WorkerEndpoint {
             let idle = waited;
             waited = true;
             let ready = if idle {
-                self.spinner.wait_idle(wakeup, || ring.has_ready(), PARENT_CHECK)
+                let timeout = if self.watched.load(Ordering::Relaxed) { IDLE_RECHECK } else { PARENT_CHECK };
+                self.spinner.wait_idle(wakeup, || ring.has_ready(), timeout)
             } else {
                 self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK)
             };
@@ -330,12 +345,14 @@ impl WorkerEndpoint {
 }
 
 /// Opens a pidfd of the main process `parent`, checks that it is this process's parent, and
-/// starts a thread that ends this worker when the main process ends.
+/// starts a thread that ends this worker when the main process ends. Returns a flag that holds
+/// while that thread watches (false at once where no pidfd or no thread could be had, and false
+/// if the thread stops polling), so that `next_command` knows whether to check the parent itself.
 ///
 /// The check after `pidfd_open` closes the race with a dead main process whose pid was reused:
 /// an orphan's parent changes (to init or a subreaper) and never changes back, so if `getppid`
 /// still names `parent` after the pidfd was opened, the pidfd is the main process's.
-fn watch_parent(parent: u32) -> Result<(), ConnectError> {
+fn watch_parent(parent: u32) -> Result<Arc<AtomicBool>, ConnectError> {
     let gone = || ConnectError::ParentGone(parent);
     let pid = i32::try_from(parent).ok().and_then(Pid::from_raw).ok_or_else(gone)?;
     let pidfd = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
@@ -347,7 +364,9 @@ fn watch_parent(parent: u32) -> Result<(), ConnectError> {
     if rustix::process::getppid() != Some(pid) {
         return Err(gone());
     }
+    let watched = Arc::new(AtomicBool::new(false));
     if let Some(pidfd) = pidfd {
+        let flag = Arc::clone(&watched);
         let watcher = move || {
             let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
             loop {
@@ -355,15 +374,23 @@ fn watch_parent(parent: u32) -> Result<(), ConnectError> {
                     Ok(n) if n > 0 => break,
                     Ok(_) | Err(Errno::INTR) => continue,
                     // The pidfd cannot be polled: leave it to the fallback check.
-                    Err(_) => return,
+                    Err(_) => {
+                        flag.store(false, Ordering::Relaxed);
+                        return;
+                    }
                 }
             }
             end_worker();
         };
-        // A failure to start the thread leaves the fallback check.
-        let _ = std::thread::Builder::new().name("ringenv-parent-watch".into()).stack_size(64 * 1024).spawn(watcher);
+        // Set before the thread starts, so that a poll failure's `false` cannot be overwritten.
+        watched.store(true, Ordering::Relaxed);
+        let thread = std::thread::Builder::new().name("ringenv-parent-watch".into()).stack_size(64 * 1024);
+        if thread.spawn(watcher).is_err() {
+            // No thread: the fallback check.
+            watched.store(false, Ordering::Relaxed);
+        }
     }
-    Ok(())
+    Ok(watched)
 }
 
 /// Ends this worker because the main process is gone: `SIGKILL` to its process group when it

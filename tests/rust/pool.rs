@@ -195,3 +195,22 @@ fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
         .count();
     assert_eq!(sevens, 0, "a closed pool leaves no entry behind");
 }
+
+#[test]
+fn an_idle_worker_watched_by_its_watcher_thread_looks_at_its_ring_once_a_second() {
+    // Once its pool is idle (no command for 100 ms), a worker whose watcher thread watches the
+    // main process sleeps a second at a time (endpoint.rs, IDLE_RECHECK), not 100 ms: over 3 s,
+    // at most 3 sleeps and the ends of the window, where the 100 ms check made about 30. A busy
+    // machine only delays wake-ups, so it can only lower the count.
+    let mut pool = pool("CartPole-v1", 3, 1).unwrap();
+    pool.reset(&[Some(1); 3]).unwrap();
+    let wakeup = pool.segment().command_wakeup(0).unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // past the 100 ms that make the pool idle
+    let before = wakeup.sleeps();
+    std::thread::sleep(Duration::from_secs(3));
+    let slept = wakeup.sleeps().wrapping_sub(before);
+    assert!(slept <= 5, "the idle worker slept {slept} times in 3 s (at most 5 expected)");
+    // It still answers at once: the command's futex wake-up ends the long sleep.
+    pool.step(bytemuck::cast_slice(&[0i64; 3])).unwrap();
+    pool.close(Duration::from_secs(5));
+}
