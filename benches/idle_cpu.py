@@ -5,8 +5,10 @@ nothing is called, for ringenv's default wait policy (``spin_us=None``) and for 
 Each row makes a vector env with default settings (plus ``spin_us`` where named), resets it and
 steps it ``--steps`` times (so the wait policy has learned from real commands), then leaves it
 idle: ``--settle`` seconds first, then a window of ``--seconds`` seconds over which it reads each
-process's CPU time (psutil: user + system) and the workers' spin phases (the pool's own counters,
-as ``ringenv top`` reads them). Envs: the built-in Rust ``CartPole-v1`` (``ringenv.make_vec``)
+process's CPU time (psutil: user + system; counted in 10 ms ticks, so a row of 20 s resolves
+0.05% of a core), the workers' wake-ups (their main threads' voluntary context switches, psutil:
+each sleep on the futex ends in one, and an idle worker's other thread sleeps in ``poll`` for good)
+and the workers' spin phases (the pool's own counters, as ``ringenv top`` reads them). Envs: the built-in Rust ``CartPole-v1`` (``ringenv.make_vec``)
 and Gymnasium's ``CartPole-v1`` (``gymnasium.make`` in ``ringenv.AsyncVectorEnv``), 8 envs each.
 Rows run ``--rounds`` times in turn; figures are medians with the spread in brackets. Run it on a
 quiet machine: on a crowded one the wait policy sleeps at once anyway (docs/WAKEUP.md).
@@ -57,6 +59,10 @@ def _cpu_s(process: psutil.Process) -> float:
     return t.user + t.system
 
 
+def _wakeups(process: psutil.Process) -> int:
+    return process.num_ctx_switches().voluntary
+
+
 def _spins() -> int:
     """The spin phases of this process's pools' workers, summed (the pools' own counters)."""
     from ringenv import _native
@@ -80,13 +86,16 @@ def one_row(make: Callable[[], Any], steps: int, settle: float, seconds: float) 
         me = psutil.Process()
         workers = me.children()
         main0, workers0, spins0 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+        wakeups0 = [_wakeups(w) for w in workers]
         time.sleep(seconds)
         main1, workers1, spins1 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+        wakeups1 = [_wakeups(w) for w in workers]
     finally:
         envs.close()
     per_worker = [(b - a) / seconds * 100 for a, b in zip(workers0, workers1)]
     return {"main_pct": (main1 - main0) / seconds * 100, "worker_pct": float(np.mean(per_worker)),
-            "workers": len(workers), "spins_per_s": (spins1 - spins0) / seconds}
+            "workers": len(workers), "spins_per_s": (spins1 - spins0) / seconds,
+            "wakeups_per_s": float(np.mean([(b - a) / seconds for a, b in zip(wakeups0, wakeups1)]))}
 
 
 def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
@@ -96,7 +105,8 @@ def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
             row = one_row(make, a.steps, a.settle, a.seconds)
             results[name].append(row)
             print(f"round {r + 1}: {name}: main {row['main_pct']:.3f}% of a core, each worker "
-                  f"{row['worker_pct']:.3f}%, spin phases {row['spins_per_s']:.2f}/s", file=sys.stderr)
+                  f"{row['worker_pct']:.3f}%, wake-ups {row['wakeups_per_s']:.2f}/s, spin phases "
+                  f"{row['spins_per_s']:.2f}/s", file=sys.stderr)
     return results
 
 
@@ -116,17 +126,20 @@ def section(report: Dict[str, Any]) -> List[str]:
         f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
         f"{report['started']}, load {report['load']:.2f} at start.",
         f"{NUM_ENVS} envs, default settings but `spin_us`; each pool reset and stepped {a.steps} times, idle "
-        f"{a.settle:g} s, then CPU over {a.seconds:g} s idle (psutil, user + system) in % of one core; spin "
+        f"{a.settle:g} s, then CPU over {a.seconds:g} s idle (psutil, user + system, 10 ms ticks) in % of one "
+        "core; wake-ups are each worker's main thread's voluntary context switches (one per futex sleep); spin "
         f"phases are the workers' waits that spun (the pool's counters). {a.rounds} rounds in turn; the "
         "median, the spread in brackets.",
         "",
-        "| pool | workers | main process, % of a core | each worker, % of a core | workers' spin phases per s |",
-        "|---|---:|---:|---:|---:|",
+        "| pool | workers | main process, % of a core | each worker, % of a core | each worker's wake-ups per s "
+        "| workers' spin phases per s |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name, _ in ROWS:
         rows = report["results"][name]
         lines.append(f"| {name} | {rows[0]['workers']} | {med(rows, 'main_pct', '.3f')} | "
-                     f"{med(rows, 'worker_pct', '.3f')} | {med(rows, 'spins_per_s', '.2f')} |")
+                     f"{med(rows, 'worker_pct', '.3f')} | {med(rows, 'wakeups_per_s', '.2f')} | "
+                     f"{med(rows, 'spins_per_s', '.2f')} |")
     return lines + [end]
 
 
