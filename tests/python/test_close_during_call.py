@@ -122,6 +122,40 @@ def test_a_call_from_a_second_thread_during_a_call_is_refused_by_name(tmp_path):
     envs.close()
 
 
+def test_send_and_recv_from_a_second_thread_while_one_waits_in_recv_are_refused_by_name(tmp_path):
+    """Thread A waits in ``recv`` for worker 0's block (its env blocks); the main thread's ``send``
+    to worker 1's block, its ``recv`` and its ``async_reset`` raise ``AlreadyPendingCallError``
+    saying another thread is inside a call (``send`` used to write its actions, then fail with
+    PyO3's bare "Already mutably borrowed"), and leave nothing sent. A's ``recv`` then returns
+    worker 0's step, and the main thread's ``send``/``recv`` of worker 1's block work."""
+    envs = _envs(tmp_path, num_workers=2, inline=False, batch_size=2, deterministic=True)
+    envs.async_reset(seed=0)
+    first, second = envs.recv()[4]["env_id"], envs.recv()[4]["env_id"]
+    assert first.tolist() == [0, 1] and second.tolist() == [2, 3]
+    envs.send(np.zeros(2, np.int64), first)
+    thread, outcome = _waiting_in_a_thread(envs, tmp_path, lambda: envs.recv())
+    try:
+        with pytest.raises(AlreadyPendingCallError, match="`send` was called while another thread is inside"):
+            envs.send(np.ones(2, np.int64), second)
+        with pytest.raises(AlreadyPendingCallError, match="`recv` was called while another thread is inside"):
+            envs.recv()
+        with pytest.raises(AlreadyPendingCallError, match="`async_reset` was called while another thread"):
+            envs.async_reset(seed=1)
+        assert envs._batches._sent == ["step", None]  # the refused send sent nothing
+    finally:
+        open(tmp_path / "release", "w").close()
+        thread.join(GUARD_S)
+    assert not thread.is_alive()
+    assert "error" not in outcome, outcome
+    assert outcome["value"][4]["env_id"].tolist() == [0, 1]
+    np.testing.assert_array_equal(outcome["value"][0], np.ones((2, 1), np.float32))
+    envs.send(np.ones(2, np.int64), second)
+    obs, *_, infos = envs.recv()
+    assert infos["env_id"].tolist() == [2, 3]
+    np.testing.assert_array_equal(obs, np.ones((2, 1), np.float32))
+    envs.close()
+
+
 def test_a_signal_handler_that_closes_the_env_ends_the_step_it_interrupted(tmp_path):
     """A handler (SIGUSR1 here; a SIGTERM shutdown handler in practice) runs inside the call
     (raised by an env the main process steps, so it runs there and then, while the worker

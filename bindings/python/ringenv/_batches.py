@@ -12,6 +12,7 @@ actions for that batch, the other workers keep stepping.
 from __future__ import annotations
 
 import operator
+import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -125,6 +126,17 @@ class AsyncBatches:
         self._taken = True
         #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
         self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
+        #: Held by ``send``, ``async_reset`` and ``recv`` (:meth:`enter`) from their first check to
+        #: their return: one of them at a time, whatever the thread.
+        self.lock = threading.Lock()
+
+    def enter(self, name: str) -> None:
+        """Takes :attr:`lock` for call ``name`` (the caller releases it), or raises
+        ``AlreadyPendingCallError`` naming ``name`` when another thread holds it: a ``send`` while
+        another thread waits in ``recv`` is refused before any action is written (it used to
+        write its actions, then fail with PyO3's bare "Already mutably borrowed")."""
+        if not self.lock.acquire(False):
+            raise busy_error(name)
 
     def _id_run(self, start: int, stop: int) -> np.ndarray:
         """The kept ``int32`` array of the env ids ``start..stop`` (callers copy it: a copy is

@@ -354,13 +354,19 @@ class AsyncVectorEnv(PoolVectorEnv):
         ``seed + i`` (an int) or ``seed[i]``.
 
         Raises:
-            AlreadyPendingCallError: a synchronous call is pending, or batches are still in flight
-                (``recv`` them first).
+            AlreadyPendingCallError: a synchronous call is pending, batches are still in flight
+                (``recv`` them first), or another thread is inside ``send``, ``recv`` or
+                ``async_reset`` of this env.
             ValueError: bad seeds; ClosedEnvironmentError.
         """
         seeds = seeds_of(seed, self.num_envs)
         self._assert_default("async_reset")
-        self._batches.reset(seeds, options)
+        batches = self._batches
+        batches.enter("async_reset")
+        try:
+            batches.reset(seeds, options)
+        finally:
+            batches.lock.release()
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
         """Sends ``actions`` to the envs ``env_ids`` and returns at once (EnvPool's ``send``).
@@ -378,13 +384,20 @@ class AsyncVectorEnv(PoolVectorEnv):
             ValueError: an env id out of range or repeated, env ids that do not make up whole
                 workers, envs whose last results were not received yet, actions of the wrong
                 shape or dtype, or with ``check_actions=True`` out of range (nothing is sent).
-            AlreadyPendingCallError: a synchronous call is pending; ClosedEnvironmentError.
+            AlreadyPendingCallError: a synchronous call is pending, or another thread is inside
+                ``send``, ``recv`` or ``async_reset`` of this env (nothing is written then: send
+                and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
         """
         self._assert_open("send")
         if self._state != AsyncState.DEFAULT:
             raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete", str(self._state.value))
-        self._batches.send(actions, env_ids)
+        batches = self._batches
+        batches.enter("send")
+        try:
+            batches.send(actions, env_ids)
+        finally:
+            batches.lock.release()
 
     def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
         """Waits for the next ``batch_size`` envs (EnvPool's ``recv``): the first workers to
@@ -402,23 +415,30 @@ class AsyncVectorEnv(PoolVectorEnv):
 
         Raises:
             ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
+            AlreadyPendingCallError: another thread is inside ``send``, ``recv`` or
+                ``async_reset`` of this env, or in a synchronous call.
             multiprocessing.TimeoutError: ``timeout`` seconds passed (the batch stays in flight).
             KeyboardInterrupt: Ctrl-C while it waited or read the batch; the batch is kept, and
                 the next ``recv`` returns it (docs/RELIABILITY.md).
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
         self._assert_open("recv")
+        batches = self._batches
+        batches.enter("recv")
         try:
-            batch = self._batches.wait(timeout)
-        except WorkerDiedError:
-            self._release(0.0)  # closed: every descriptor goes now
-            raise
-        try:
-            return self._batches.take(batch, self.copy, self._absorb)
-        except Exception as e:
-            if not self.closed:
+            try:
+                batch = batches.wait(timeout)
+            except WorkerDiedError:
+                self._release(0.0)  # closed: every descriptor goes now
                 raise
-            raise closed_meanwhile_error("recv", e) from e
+            try:
+                return batches.take(batch, self.copy, self._absorb)
+            except Exception as e:
+                if not self.closed:
+                    raise
+                raise closed_meanwhile_error("recv", e) from e
+        finally:
+            batches.lock.release()
 
     # -- Gymnasium's protocol ------------------------------------------------------------------
 
