@@ -27,6 +27,14 @@
 //! nobody looks. Dropping the [`Advert`] stops and joins it; in a process forked from the pool's,
 //! where that thread does not exist, dropping only closes the child's copies of the descriptors.
 //!
+//! A name lives as long as any process holds its listening socket open, and a `fork` child gets
+//! copies of every descriptor. So that a child (a DataLoader worker, a `multiprocessing` fork)
+//! that keeps its inherited copy of a pool does not keep the parent's name alive after the parent
+//! closed the pool (`ringenv top` then listed an advertisement nobody served, for the child's
+//! whole life), a `pthread_atfork` child handler points each live advert's listener descriptor in
+//! the child at its stop eventfd (`dup3`: async-signal-safe, needs no free descriptor), so that
+//! the parent's close removes the name at once. A raw `clone` that bypasses libc runs no handler.
+//!
 //! ```
 //! use ringenv_runtime::{connect_to_pool, list_pools, Advert, ArraySpec, DType, Layout, Segment};
 //! use std::os::fd::AsRawFd;
@@ -52,6 +60,8 @@ use rustix::net::{
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 /// The largest segment a monitor accepts, in bytes (1 TiB): far above any real pool, and a bound
@@ -66,6 +76,44 @@ const HELLO: &[u8] = b"ringenv segment\n";
 const SUFFIX_TRIES: usize = 8;
 /// Pending connections the listener queues (each is served at once).
 const BACKLOG: i32 = 16;
+
+/// How many live adverts' listeners a fork child detaches (one per pool; a process with more
+/// pools leaves the others' names to the child's exit, as before).
+const FORK_SLOTS: usize = 64;
+/// An empty entry of [`LISTENERS`].
+const NO_LISTENER: u64 = u64::MAX;
+/// The live adverts of this process, each `listener << 32 | stop` (their descriptor numbers), for
+/// the fork child handler; an advert registers after it is served and unregisters before its
+/// descriptors close.
+static LISTENERS: [AtomicU64; FORK_SLOTS] = [const { AtomicU64::new(NO_LISTENER) }; FORK_SLOTS];
+static DETACH_IN_CHILD: Once = Once::new();
+
+/// The `pthread_atfork` child handler: each registered listener number now refers to its
+/// advert's stop eventfd instead of the socket, so the child holds no reference to the socket,
+/// and its advert's `Drop` closes the number as before. Async-signal-safe: atomics and `dup3`.
+extern "C" fn detach_listeners_in_child() {
+    for slot in &LISTENERS {
+        let packed = slot.swap(NO_LISTENER, Ordering::SeqCst);
+        if packed != NO_LISTENER {
+            let (listener, stop) = ((packed >> 32) as i32, packed as u32 as i32);
+            // SAFETY: both numbers were open at the fork (registered ones close only after they
+            // are unregistered); dup3 replaces `listener`'s reference atomically.
+            unsafe { libc::dup3(stop, listener, libc::O_CLOEXEC) };
+        }
+    }
+}
+
+/// Registers `listener` and `stop` for [`detach_listeners_in_child`]: the slot taken, if any free.
+fn register_for_fork(listener: RawFd, stop: RawFd) -> Option<usize> {
+    // SAFETY: the handler is async-signal-safe (see above); registering has no precondition.
+    DETACH_IN_CHILD.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(detach_listeners_in_child));
+    });
+    let packed = (listener as u32 as u64) << 32 | stop as u32 as u64;
+    LISTENERS
+        .iter()
+        .position(|slot| slot.compare_exchange(NO_LISTENER, packed, Ordering::SeqCst, Ordering::SeqCst).is_ok())
+}
 
 fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -85,6 +133,8 @@ pub struct Advert {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The process that started the serving thread (a forked child has another id).
     owner: u32,
+    /// Its entry in [`LISTENERS`] (`None`: every slot was taken).
+    fork_slot: Option<usize>,
 }
 
 /// What the serving thread borrows: kept open here until it is joined.
@@ -130,8 +180,9 @@ impl Advert {
                 };
                 serve_loop(l, s, st, uid);
             })?;
+        let fork_slot = register_for_fork(raw.0, raw.2);
         let fds = Some(ServedFds { listener, segment, stop });
-        Ok(Advert { name, fds, thread: Some(thread), owner: std::process::id() })
+        Ok(Advert { name, fds, thread: Some(thread), owner: std::process::id(), fork_slot })
     }
 
     /// The abstract socket name (without the leading NUL byte).
@@ -148,6 +199,9 @@ impl Drop for Advert {
             // shared with it. Signal nothing; the fields' drop closes this process's copies.
             std::mem::forget(thread);
             return;
+        }
+        if let Some(slot) = self.fork_slot.take() {
+            LISTENERS[slot].store(NO_LISTENER, Ordering::SeqCst);
         }
         let stopped = self.fds.as_ref().is_some_and(|f| rustix::io::write(&f.stop, &1u64.to_ne_bytes()).is_ok());
         if stopped {
@@ -722,5 +776,41 @@ Num       RefCount Protocol Flags    Type St Inode Path
             }
         }
         assert!(connect(&e, LONG).is_ok(), "the parent still serves after the child dropped its copy");
+    }
+
+    #[test]
+    fn a_forked_child_holding_its_copy_does_not_keep_the_name_after_the_parent_drops_it() {
+        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
+        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
+        let name = ad.name().to_string();
+        let mut pipe = [0i32; 2];
+        // SAFETY: `pipe` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        // SAFETY: the child keeps `ad` (never dropped), blocks in read until the parent closes the
+        // pipe's write end, then _exits: async-signal-safe calls only.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let mut byte = 0u8;
+            // SAFETY: closes the child's write end, reads into a live local byte, exits.
+            unsafe {
+                libc::close(pipe[1]);
+                libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: the parent's read end is not used.
+        unsafe { libc::close(pipe[0]) };
+        assert!(list().iter().any(|e| e.name == name), "listed while the parent serves");
+        drop(ad);
+        let listed = list().iter().any(|e| e.name == name);
+        // SAFETY: closing the write end lets the child's read return; waits for our own child.
+        let mut status = -1;
+        unsafe {
+            libc::close(pipe[1]);
+            assert_eq!(libc::waitpid(child, &mut status, 0), child);
+        }
+        assert_eq!(status, 0);
+        assert!(!listed, "{name} stayed listed while a forked child held its copy of the advert");
     }
 }

@@ -79,6 +79,32 @@ def test_a_closed_pool_leaves_no_entry_and_top_notices_it_ending(closing):
     assert _my_pools() == [], "a closed pool leaves no advertisement"
 
 
+def test_a_forked_child_keeping_its_copy_does_not_keep_the_advertisement_of_a_closed_pool(closing):
+    """A fork child (a DataLoader worker) keeps its inherited copy of the env; the parent closes
+    the env: the advertisement is gone at once (the child's copy of the listening socket used to
+    keep the name, which ``top`` then listed as "ignored advertisement ... no segment descriptor"
+    for the child's whole life)."""
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1}))
+    envs.reset(seed=0)
+    [entry] = _my_pools()
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # keeps `envs` until the parent closes the pipe, then exits
+        try:
+            os.close(write_end)
+            os.read(read_end, 1)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    try:
+        envs.close()
+        still = [p for p in _native.list_pools() if p["name"] == entry["name"]]
+    finally:
+        os.close(write_end)
+        os.waitpid(child, 0)
+    assert still == [], f"{entry['name']} stayed advertised while a fork child held its copy"
+
+
 def test_a_killed_main_process_leaves_no_advertisement_and_no_worker(tmp_path):
     script = tmp_path / "pool_owner.py"
     script.write_text(textwrap.dedent("""
