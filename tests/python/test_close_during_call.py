@@ -124,8 +124,8 @@ def test_a_call_from_a_second_thread_during_a_call_is_refused_by_name(tmp_path):
 
 def test_send_and_recv_from_a_second_thread_while_one_waits_in_recv_are_refused_by_name(tmp_path):
     """Thread A waits in ``recv`` for worker 0's block (its env blocks); the main thread's ``send``
-    to worker 1's block, its ``recv`` and its ``async_reset`` raise ``AlreadyPendingCallError``
-    saying another thread is inside a call (``send`` used to write its actions, then fail with
+    to worker 1's block, its ``recv``, its ``async_reset`` and a synchronous ``step`` raise
+    ``AlreadyPendingCallError`` saying another thread is inside a call (``send`` used to write its actions, then fail with
     PyO3's bare "Already mutably borrowed"), and leave nothing sent. A's ``recv`` then returns
     worker 0's step, and the main thread's ``send``/``recv`` of worker 1's block work."""
     envs = _envs(tmp_path, num_workers=2, inline=False, batch_size=2, deterministic=True)
@@ -141,6 +141,8 @@ def test_send_and_recv_from_a_second_thread_while_one_waits_in_recv_are_refused_
             envs.recv()
         with pytest.raises(AlreadyPendingCallError, match="`async_reset` was called while another thread"):
             envs.async_reset(seed=1)
+        with pytest.raises(AlreadyPendingCallError, match="another thread is sending a call .* `recv`"):
+            envs.step(np.ones(4, np.int64))
         assert envs._batches._sent == ["step", None]  # the refused send sent nothing
     finally:
         open(tmp_path / "release", "w").close()

@@ -102,13 +102,14 @@ class AsyncBatches:
         pool: the vector env's ``ringenv._native.Pool``.
         slots: its :class:`ringenv._slots.Slots` (actions written, results read).
         num_envs, num_workers, batch_size, deterministic: as the vector env's.
+        lock: the vector env's lock for sending a call (:attr:`lock`).
 
     Attributes:
         ranges: each worker's env ids ``(start, stop)``.
     """
 
     def __init__(self, pool: Any, slots: Slots, num_envs: int, num_workers: int, batch_size: int,
-                 deterministic: bool):
+                 deterministic: bool, lock: threading.Lock):
         self._pool, self._slots = pool, slots
         self.num_envs, self.batch_size, self.deterministic = num_envs, batch_size, deterministic
         self.ranges = list(worker_ranges(num_envs, num_workers))
@@ -127,8 +128,9 @@ class AsyncBatches:
         #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
         self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
         #: Held by ``send``, ``async_reset`` and ``recv`` (:meth:`enter`) from their first check to
-        #: their return: one of them at a time, whatever the thread.
-        self.lock = threading.Lock()
+        #: their return; the vector env's lock for sending its synchronous calls, so that one of
+        #: all these runs at a time, whatever the thread.
+        self.lock = lock
 
     def enter(self, name: str) -> None:
         """Takes :attr:`lock` for call ``name`` (the caller releases it), or raises

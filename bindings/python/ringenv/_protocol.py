@@ -172,11 +172,12 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             lock.release()
 
     def _sending_elsewhere(self, name: str) -> Exception:
-        """The error for call ``name`` made while another thread is inside :meth:`_send`
+        """The error for call ``name`` made while another thread is inside :meth:`_send` (or the
+        asynchronous batches' ``send``, ``recv`` or ``async_reset``, which hold the same lock)
         (``ClosedEnvironmentError`` or ``ForkedProcessError`` first, where they apply)."""
         self._assert_open(name)
-        return AlreadyPendingCallError(f"Calling `{name}` while another thread is sending a call to this env",
-                                       str(self._state.value))
+        return AlreadyPendingCallError(f"Calling `{name}` while another thread is sending a call to this env "
+                                       "(or is inside `send`, `recv` or `async_reset`)", str(self._state.value))
 
     def _pool_pending(self) -> bool:
         """Whether the pool holds a submitted command (``False`` when it cannot say: closed)."""

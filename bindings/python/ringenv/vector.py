@@ -335,7 +335,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
                             obs_layout, act_leaves, program.reward_dtype, check_actions, lend)
-        self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic)
+        self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic,
+                                     self._send_lock)
         self._reset_mask: Optional[np.ndarray] = None
         if torch_device is not None:
             try:
