@@ -4,6 +4,7 @@
 //! of `ringenv.errors`, and hosts Python envs in a worker.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod call_guard;
 mod close_request;
 mod errors;
 mod exit_guard;
@@ -44,6 +45,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit_guard::exit_guard_after_fork, m)?)?;
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<close_request::PyPoolCloser>()?;
+    m.add_class::<call_guard::PyCallGuard>()?;
+    m.add("CallGuardBusy", m.py().get_type::<call_guard::CallGuardBusy>())?;
     m.add_class::<py_segment::PySegment>()?;
     m.add_class::<py_staging::PyCudaStaging>()?;
     m.add_function(wrap_pyfunction!(py_staging::cuda_device_count, m)?)?;

@@ -86,7 +86,8 @@ impl Info {
     ///
     /// # Panics
     /// When `key` is new and the info already holds [`Info::CAPACITY`] keys (the message names
-    /// the key).
+    /// the key, and the panic's location is the caller's line: `#[track_caller]`).
+    #[track_caller]
     pub fn set(&mut self, key: &'static str, value: impl Into<InfoValue>) {
         let value = value.into();
         if let Some(e) = self.entries[..self.len].iter_mut().find(|(k, _)| *k == key) {

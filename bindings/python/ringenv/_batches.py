@@ -12,7 +12,6 @@ actions for that batch, the other workers keep stepping.
 from __future__ import annotations
 
 import operator
-import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -102,14 +101,14 @@ class AsyncBatches:
         pool: the vector env's ``ringenv._native.Pool``.
         slots: its :class:`ringenv._slots.Slots` (actions written, results read).
         num_envs, num_workers, batch_size, deterministic: as the vector env's.
-        lock: the vector env's lock for sending a call (:attr:`lock`).
+        guard: the vector env's ``ringenv._native.CallGuard`` (:attr:`guard`).
 
     Attributes:
         ranges: each worker's env ids ``(start, stop)``.
     """
 
     def __init__(self, pool: Any, slots: Slots, num_envs: int, num_workers: int, batch_size: int,
-                 deterministic: bool, lock: threading.Lock):
+                 deterministic: bool, guard: Any):
         self._pool, self._slots = pool, slots
         self.num_envs, self.batch_size, self.deterministic = num_envs, batch_size, deterministic
         self.ranges = list(worker_ranges(num_envs, num_workers))
@@ -122,23 +121,26 @@ class AsyncBatches:
         #: The env ids array the last recv returned and its workers, ascending (their blocks one
         #: after the other in the ids): send's fast path.
         self._recv_ids: Tuple[Optional[np.ndarray], bytes, List[int]] = (None, b"", [])
-        #: Whether :meth:`take` read the last batch to the end: if not (a Ctrl-C came first), the
-        #: next :meth:`wait` asks the pool for that batch again.
-        self._taken = True
+        #: Whether the last batch reached the caller: set by the vector env's ``recv`` with a plain
+        #: store as its last step, after :meth:`take` and the call guard's exit (no signal handler
+        #: can run between it and the caller's assignment), or by :meth:`take` raising an env's
+        #: error. If not (a Ctrl-C came first), the next :meth:`wait` asks the pool for that batch
+        #: again; what :meth:`take` did is the same a second time (the reset rows are the
+        #: workers' zeros already).
+        self.taken = True
         #: ``int32`` arrays of the env ids ``start..stop`` by ``(start, stop)``, copied for each recv.
         self._id_runs: Dict[Tuple[int, int], np.ndarray] = {}
-        #: Held by ``send``, ``async_reset`` and ``recv`` (:meth:`enter`) from their first check to
-        #: their return; the vector env's lock for sending its synchronous calls, so that one of
-        #: all these runs at a time, whatever the thread.
-        self.lock = lock
-
-    def enter(self, name: str) -> None:
-        """Takes :attr:`lock` for call ``name`` (the caller releases it), or raises
-        ``AlreadyPendingCallError`` naming ``name`` when another thread holds it: a ``send`` while
-        another thread waits in ``recv`` is refused before any action is written (it used to
-        write its actions, then fail with PyO3's bare "Already mutably borrowed")."""
-        if not self.lock.acquire(False):
-            raise busy_error(name)
+        #: ``(actions, env_ids, workers)`` of the last ``send`` since the last ``recv`` or reset:
+        #: the same ``send`` made again while those workers are still in flight returns at once.
+        #: So the one recovery from a Ctrl-C during a ``send``, or right after it (where the
+        #: program cannot tell whether it went out), is to make it again.
+        self._last_send: Optional[Tuple[Any, Any, List[int]]] = None
+        #: Entered (``with``) by the vector env's ``send``, ``async_reset`` and ``recv`` from their
+        #: first check to their return: the guard of its synchronous calls, so that one of all
+        #: these runs at a time, whatever the thread. A ``send`` while another thread waits in
+        #: ``recv`` is refused before any action is written (it used to write its actions, then
+        #: fail with PyO3's bare "Already mutably borrowed").
+        self.guard = guard
 
     def _id_run(self, start: int, stop: int) -> np.ndarray:
         """The kept ``int32`` array of the env ids ``start..stop`` (callers copy it: a copy is
@@ -158,8 +160,9 @@ class AsyncBatches:
         if options is not None and "reset_mask" in options:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         workers = list(range(self._pool.num_workers))
+        self._last_send = None
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
-        self._taken = True
+        self.taken = True
         slots = [self._slots.next_slot(w) for w in workers]
         self._pool.write_seeds(seeds, None)
         self._slots.before_reuse(slots)
@@ -167,7 +170,10 @@ class AsyncBatches:
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step
-        (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised)."""
+        (:meth:`ringenv.AsyncVectorEnv.send`, which lists the errors raised); returns at once when
+        it repeats the last ``send`` (equal actions and env ids) whose workers are still in flight."""
+        if self._last_send is not None and self._repeats_last_send(actions, env_ids):
+            return
         last_ids, last_bytes, last_workers = self._recv_ids
         if last_ids is not None and env_ids is last_ids and last_ids.tobytes() == last_bytes:
             # what recv returned, unchanged (the caller may have written into it): whole workers, in their order
@@ -178,6 +184,7 @@ class AsyncBatches:
                 slot = self._slots.next_slot(worker)
                 payload = self._slots.write_actions(actions, ids, None, [(slot, *self.ranges[worker])])
                 self._slots.before_reuse((slot,))
+                self._last_send = (actions, env_ids, workers)
                 self._send(workers, "step", payload)
                 return
         else:
@@ -198,7 +205,24 @@ class AsyncBatches:
             slot_of = np.array([by_worker[int(w)] for w in self._worker_of[ids]])
             payload = self._slots.write_actions(actions, ids, slot_of)
         self._slots.before_reuse(slots)
+        self._last_send = (actions, env_ids, workers)
         self._send(workers, "step", payload)
+
+    def _repeats_last_send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> bool:
+        """Whether ``send(actions, env_ids)`` repeats the last ``send`` and its workers are still
+        in flight with it (then it went out: a Ctrl-C came during or right after it)."""
+        assert self._last_send is not None
+        last_actions, last_ids, workers = self._last_send
+        if any(self._sent[w] != "step" for w in workers):
+            return False
+        same_ids = last_ids is env_ids or (
+            last_ids is not None and env_ids is not None and np.array_equal(np.asarray(last_ids), np.asarray(env_ids)))
+        if not same_ids:
+            return False
+        try:
+            return last_actions is actions or bool(np.array_equal(np.asarray(last_actions), np.asarray(actions)))
+        except Exception:  # actions NumPy cannot compare (a batch of another space): not a repeat
+            return False
 
     def _send(self, workers: List[int], kind: str, payload: Optional[bytes]) -> None:
         """The pool's ``send`` of ``kind`` to ``workers``, then each marked as sent; an exception
@@ -246,7 +270,8 @@ class AsyncBatches:
             ValueError: fewer than ``batch_size`` envs are in flight.
             multiprocessing.TimeoutError, ringenv.errors.WorkerDiedError.
         """
-        again, self._taken = not self._taken, False
+        again, self.taken = not self.taken, False
+        self._last_send = None
         try:
             return self._pool.recv(self._per_recv, self.deterministic, timeout, again)
         except RuntimeError as e:
@@ -266,7 +291,6 @@ class AsyncBatches:
         infos["env_id"] = ids
         self._recv_ids = (ids, ids.tobytes(), [worker])
         obs, rewards, terminated, truncated = self._slots.rows([(slot, start, stop)], ids, copy)
-        self._taken = True  # as in take: a Ctrl-C before here leaves the batch with the pool
         return obs, rewards, terminated, truncated, infos
 
     def take(self, batch: list, copy: bool,
@@ -306,7 +330,7 @@ class AsyncBatches:
             if error is None:
                 error = err
         if error is not None:
-            self._taken = True
+            self.taken = True
             raise _remote_exception(error)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
         runs = _runs(pieces)
@@ -321,8 +345,5 @@ class AsyncBatches:
         for a, b in reset_pieces:  # a reset's rows: no reward, no episode end
             at = int(np.searchsorted(ids, a))
             rewards[at:at + b - a], terminated[at:at + b - a], truncated[at:at + b - a] = 0.0, False, False
-        # Taken: until here a Ctrl-C raised in this process (in the pool's recv, or anywhere above)
-        # leaves the batch with the pool, which the next recv asks for again; what ran above is
-        # the same a second time (the reset rows are the workers' zeros already).
-        self._taken = True
+        # Not marked taken here: the vector env's recv does that (:attr:`taken`) as its last step.
         return obs, rewards, terminated, truncated, infos

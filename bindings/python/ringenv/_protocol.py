@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 import time
 from enum import Enum
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -91,8 +90,10 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     #: The process that created the pool (``None`` until it exists): only it may use the workers.
     _creator_pid: Optional[int] = None
 
-    #: Held while a call is sent (:meth:`_send`); made with the pool.
-    _send_lock: Optional[threading.Lock] = None
+    #: Held while a call is sent (:meth:`_send`), and by the asynchronous batches' ``send``,
+    #: ``recv`` and ``async_reset``; made with the pool. Entered only with ``with``: see
+    #: ``bindings/src/call_guard.rs`` for why not a ``threading.Lock``.
+    _call_guard: Optional[_native.CallGuard] = None
 
     #: The Rust envs the workers host (a built-in, or one a worker binary serves); ``None`` for
     #: Python envs. A Rust env has no Python attributes or methods to call.
@@ -157,19 +158,20 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             AlreadyPendingCallError, ClosedEnvironmentError, ForkedProcessError, and what
             ``send`` raises (nothing sent then).
         """
-        lock = self._send_lock
-        if lock is None or not lock.acquire(False):
+        guard = self._call_guard
+        if guard is None:  # no pool was made
             raise self._sending_elsewhere(name)
         try:
-            self._assert_default(name)
-            try:
-                send()
-                self._state = state
-            except BaseException:
-                self._state = state if self._pool_pending() else AsyncState.DEFAULT
-                raise
-        finally:
-            lock.release()
+            with guard:  # no gap for a Ctrl-C between taking it and the block (call_guard.rs)
+                self._assert_default(name)
+                try:
+                    send()
+                    self._state = state
+                except BaseException:
+                    self._state = state if self._pool_pending() else AsyncState.DEFAULT
+                    raise
+        except _native.CallGuardBusy:
+            raise self._sending_elsewhere(name) from None
 
     def _sending_elsewhere(self, name: str) -> Exception:
         """The error for call ``name`` made while another thread is inside :meth:`_send` (or the
@@ -208,7 +210,13 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             methods).
         """
         _, messages, _ = self._wait("call", AsyncState.WAITING_CALL, timeout)
-        return tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
+        try:  # pending until the results are read (a Ctrl-C meanwhile: the next call_wait reads them)
+            results = tuple(r for _, payload in sorted(messages, key=lambda m: m[0]) for r in cloudpickle.loads(payload))
+        except Exception:
+            self._state = AsyncState.DEFAULT
+            raise
+        self._state = AsyncState.DEFAULT
+        return results
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Tuple[Any, ...]:
         """``call_async`` then ``call_wait``: a tuple of one result per sub-env."""
@@ -292,7 +300,11 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
         """Waits for the pending ``state`` call: ``(slot, messages, restarted)``, the slot of
         its results (a reset or step's), the workers' messages and the workers restarted
-        meanwhile (each warned about).
+        meanwhile (each warned about). The call stays pending: the caller marks it done
+        (``self._state = AsyncState.DEFAULT``) once it has built its results, so that an
+        exception a signal handler raises before then (Ctrl-C) leaves them to the next
+        ``*_wait``, which gets them again from the pool (``retained`` in ``py_pool.rs``). An
+        env's error ends the call here.
 
         Raises:
             NoAsyncCallError: no ``state`` call is pending.
@@ -312,11 +324,12 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             if not borrowed(e):
                 raise
             raise busy_error(f"{call}_wait") from None
-        self._state = AsyncState.DEFAULT
         for r in restarted:
             warn_restarted(r)
         if errors:
-            raise _remote_exception(errors[0][1])
+            error = _remote_exception(errors[0][1])
+            self._state = AsyncState.DEFAULT
+            raise error
         if state != AsyncState.WAITING_CALL:
             self._slots.latest = [slot] * len(self._slots.latest)  # every worker, the inline share too
         return slot, messages, restarted
@@ -350,6 +363,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             if not terminate:
                 try:
                     self._wait(self._state.value, self._state, timeout)
+                    self._state = AsyncState.DEFAULT
                 except multiprocessing.TimeoutError:
                     terminate = True
                 except Exception:  # the pending call failed; the envs close all the same

@@ -12,7 +12,6 @@ import atexit
 import operator
 import os
 import pickle
-import threading
 from collections.abc import Sequence as SequenceABC
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -32,7 +31,7 @@ from ringenv._checks import (check_count, check_factories, check_options, check_
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, python_program
-from ringenv._protocol import AsyncState, PoolVectorEnv, closed_meanwhile_error
+from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, request
@@ -330,14 +329,14 @@ class AsyncVectorEnv(PoolVectorEnv):
         finally:
             discard_local_inits(inits)  # the share's factories, if the pool never took them
         self._closer = self._pool.closer()
-        self._send_lock = threading.Lock()
+        self._call_guard = _native.CallGuard()
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
                             obs_layout, act_leaves, program.reward_dtype, check_actions, lend)
         self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic,
-                                     self._send_lock)
-        self._reset_mask: Optional[np.ndarray] = None
+                                     self._call_guard)
+        self._reset_mask: Optional[Tuple[np.ndarray, List[int]]] = None  # (mask, the slots before)
         if torch_device is not None:
             try:
                 self._slots.to_device(torch_device, self._pool.segment())
@@ -363,11 +362,11 @@ class AsyncVectorEnv(PoolVectorEnv):
         seeds = seeds_of(seed, self.num_envs)
         self._assert_default("async_reset")
         batches = self._batches
-        batches.enter("async_reset")
         try:
-            batches.reset(seeds, options)
-        finally:
-            batches.lock.release()
+            with batches.guard:
+                batches.reset(seeds, options)
+        except _native.CallGuardBusy:
+            raise busy_error("async_reset") from None
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
         """Sends ``actions`` to the envs ``env_ids`` and returns at once (EnvPool's ``send``).
@@ -383,8 +382,13 @@ class AsyncVectorEnv(PoolVectorEnv):
         Raises:
             TypeError: a scalar instead of a batch of actions.
             ValueError: an env id out of range or repeated, env ids that do not make up whole
-                workers, envs whose last results were not received yet, actions of the wrong
-                shape or dtype, or with ``check_actions=True`` out of range (nothing is sent).
+                workers, envs whose last results were not received yet (except for a repeat of
+                the last ``send``, below), actions of the wrong shape or dtype, or with
+                ``check_actions=True`` out of range (nothing is sent).
+            KeyboardInterrupt: Ctrl-C during the call, before or after the actions went out:
+                make the same ``send`` again. A ``send`` repeating the last one (equal actions
+                and env ids, no ``recv`` between) whose envs are still in flight returns at once,
+                so the envs step once either way (docs/RELIABILITY.md).
             AlreadyPendingCallError: a synchronous call is pending, or another thread is inside
                 ``send``, ``recv`` or ``async_reset`` of this env (nothing is written then: send
                 and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
@@ -394,11 +398,11 @@ class AsyncVectorEnv(PoolVectorEnv):
             raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete", str(self._state.value))
         batches = self._batches
-        batches.enter("send")
         try:
-            batches.send(actions, env_ids)
-        finally:
-            batches.lock.release()
+            with batches.guard:
+                batches.send(actions, env_ids)
+        except _native.CallGuardBusy:
+            raise busy_error("send") from None
 
     def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
         """Waits for the next ``batch_size`` envs (EnvPool's ``recv``): the first workers to
@@ -425,21 +429,25 @@ class AsyncVectorEnv(PoolVectorEnv):
         """
         self._assert_open("recv")
         batches = self._batches
-        batches.enter("recv")
         try:
-            try:
-                batch = batches.wait(timeout)
-            except WorkerDiedError:
-                self._release(0.0)  # closed: every descriptor goes now
-                raise
-            try:
-                return batches.take(batch, self.copy, self._absorb)
-            except Exception as e:
-                if not self.closed:
+            with batches.guard:
+                try:
+                    batch = batches.wait(timeout)
+                except WorkerDiedError:
+                    self._release(0.0)  # closed: every descriptor goes now
                     raise
-                raise closed_meanwhile_error("recv", e) from e
-        finally:
-            batches.lock.release()
+                try:
+                    result = batches.take(batch, self.copy, self._absorb)
+                except Exception as e:
+                    if not self.closed:
+                        raise
+                    raise closed_meanwhile_error("recv", e) from e
+        except _native.CallGuardBusy:
+            raise busy_error("recv") from None
+        # A plain store, then the return: a Ctrl-C raised before here (the guard's exit is a call,
+        # where CPython runs signal handlers) leaves the batch to the next recv.
+        batches.taken = True
+        return result
 
     # -- Gymnasium's protocol ------------------------------------------------------------------
 
@@ -464,7 +472,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             slot = self._slots.next_slot()
             self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
-            self._reset_mask = mask
+            # The envs not reset keep their last observations, from the slots they are in now.
+            self._reset_mask = None if mask is None else (mask, list(self._slots.latest))
             self._pool.submit("reset", None if options is None else request(options))
 
         self._send("reset_async", AsyncState.WAITING_RESET, send)
@@ -482,18 +491,22 @@ class AsyncVectorEnv(PoolVectorEnv):
             NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
             ringenv.errors.WorkerDiedError, or the exception an env raised.
         """
-        previous = list(self._slots.latest)
         slot, messages, restarted = self._wait("reset", AsyncState.WAITING_RESET, timeout)
-        mask, self._reset_mask = self._reset_mask, None
-        if mask is not None:  # envs not reset keep their last observation
-            self._slots.keep_observations(slot, previous, ~mask, self._batches.ranges)
+        # The reset stays pending until its results are built: a Ctrl-C meanwhile leaves it to the
+        # next reset_wait, which reads the same results again (the pool retains them).
         try:
+            if self._reset_mask is not None:  # envs not reset keep their last observation
+                mask, previous = self._reset_mask
+                self._slots.keep_observations(slot, previous, ~mask, self._batches.ranges)
             infos = self._absorb(messages, restarted)
-            return self._slots.observations(slot, self.copy), infos
+            result = self._slots.observations(slot, self.copy), infos
         except Exception as e:
+            self._state, self._reset_mask = AsyncState.DEFAULT, None
             if not self.closed:
                 raise
             raise closed_meanwhile_error("reset_wait", e) from e
+        self._state, self._reset_mask = AsyncState.DEFAULT, None
+        return result
 
     def reset(self, *, seed=None, options=None):
         """Resets every sub-env; see :meth:`reset_async` and :meth:`reset_wait`."""
@@ -521,22 +534,23 @@ class AsyncVectorEnv(PoolVectorEnv):
         """
         # What PoolVectorEnv._send does, written out: this is the hot path, where its closure and
         # call cost 0.3-0.8 us a step (a 64-env Rust CartPole step is ~9 us).
-        lock = self._send_lock
-        if lock is None or not lock.acquire(False):
+        guard = self._call_guard
+        if guard is None:  # no pool was made
             raise self._sending_elsewhere("step_async")
         try:
-            self._assert_default("step_async")
-            try:
-                slot = self._slots.next_slot()
-                payload = self._slots.write_actions(actions, None, slot)
-                self._slots.before_reuse([slot])
-                self._pool.submit("step", payload)
-                self._state = AsyncState.WAITING_STEP
-            except BaseException:
-                self._state = AsyncState.WAITING_STEP if self._pool_pending() else AsyncState.DEFAULT
-                raise
-        finally:
-            lock.release()
+            with guard:
+                self._assert_default("step_async")
+                try:
+                    slot = self._slots.next_slot()
+                    payload = self._slots.write_actions(actions, None, slot)
+                    self._slots.before_reuse([slot])
+                    self._pool.submit("step", payload)
+                    self._state = AsyncState.WAITING_STEP
+                except BaseException:
+                    self._state = AsyncState.WAITING_STEP if self._pool_pending() else AsyncState.DEFAULT
+                    raise
+        except _native.CallGuardBusy:
+            raise self._sending_elsewhere("step_async") from None
 
     def step_wait(self, timeout: Optional[float] = None):
         """Waits for the pending step.
@@ -549,20 +563,27 @@ class AsyncVectorEnv(PoolVectorEnv):
 
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
-            KeyboardInterrupt (Ctrl-C while it waited: the step stays pending, and the next
-            ``step_wait`` returns it; one inside an env of this process's inline share loses
+            KeyboardInterrupt (Ctrl-C while it waited or read the results: the step stays
+            pending, and the next ``step_wait`` returns it; one inside an env of this process's inline share loses
             that step, which the next ``step_wait`` says with ``RemoteEnvError``),
             ringenv.errors.WorkerDiedError, or the exception an env raised (its remote
             traceback is the ``__cause__``).
         """
         slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
+        # The step stays pending until its results are built: a Ctrl-C meanwhile leaves it to the
+        # next step_wait, which reads the same results again (the pool retains them), instead
+        # of losing them (a step_wait called again said NoAsyncCallError, and a program that then
+        # stepped again applied two steps for one).
         try:
             infos = self._absorb(messages, restarted)
-            return (*self._slots.results(slot, self.copy), infos)
+            result = (*self._slots.results(slot, self.copy), infos)
         except Exception as e:
+            self._state = AsyncState.DEFAULT
             if not self.closed:
                 raise
             raise closed_meanwhile_error("step_wait", e) from e
+        self._state = AsyncState.DEFAULT
+        return result
 
     def step(self, actions):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""

@@ -1,0 +1,141 @@
+"""A Ctrl-C at any point of a call: ``KeyboardInterrupt`` raised on the return of each native
+(C or Rust) call the vector env makes inside ``step``, ``recv`` or ``send``, one position per
+call, for every position the call has. That is where CPython runs a signal handler (at the end of
+a call instruction), so these are the points where a real Ctrl-C lands, enumerated rather than
+hit by chance: the test depends on no timing.
+
+After each interrupt the program recovers as the docs say (``docs/RELIABILITY.md``, "Ctrl-C"):
+``step_wait()`` collects an interrupted step (``NoAsyncCallError``: it was not sent, step again);
+``recv()`` again after an interrupted ``recv``; the same ``send`` again after an interrupted
+``send``. Every step's results must then equal Gymnasium's ``SyncVectorEnv`` stepping the same
+actions: nothing lost, nothing applied twice, and no call refused for ever (a Ctrl-C between
+taking the call guard and the block that releases it used to leave it held: every later call
+was refused as made "while another thread is sending a call")."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.error import NoAsyncCallError
+from helper_envs import CounterEnv
+
+import ringenv
+
+#: Hang guard for waits (seconds): never a timing assertion.
+GUARD_S = 60.0
+#: More positions than any call here has (each call's count is found by running out of them).
+MAX_POSITIONS = 2000
+RINGENV_DIR = ringenv.__file__.rsplit("/", 1)[0]
+
+
+def _interrupted(position: int, call):
+    """Runs ``call()`` with a ``KeyboardInterrupt`` raised on the return of its ``position``-th
+    native call made from ringenv's own code (not the envs'): ``(True, None)`` when it was
+    raised (and ``call`` raised it), ``(False, value)`` when ``call`` returned first."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        if event == "c_return" and frame.f_code.co_filename.startswith(RINGENV_DIR):
+            count += 1
+            if count == position:
+                raise KeyboardInterrupt
+
+    sys.setprofile(profile)
+    try:
+        value = call()
+    except KeyboardInterrupt:
+        return True, None
+    finally:
+        sys.setprofile(None)
+    assert count < position, "the interrupt was swallowed"
+    return False, value
+
+
+def _assert_step_equal(ours, ref):
+    for got, want in zip(ours[:4], ref[:4]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("layout", [
+    {"num_workers": 2, "inline": False},
+    {"num_workers": 1, "inline": True},
+    {"num_workers": 0},
+], ids=["workers", "inline-share", "in-process"])
+def test_a_ctrl_c_at_any_point_of_step_loses_no_step_and_applies_none_twice(closing, layout):
+    fns = [functools.partial(CounterEnv, i) for i in range(4)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, **layout))
+    ref = gym.vector.SyncVectorEnv(fns)
+    envs.reset(seed=0), ref.reset(seed=0)
+    rng = np.random.default_rng(0)
+    interrupted = 0
+    for position in range(1, MAX_POSITIONS):
+        actions = rng.integers(0, 2, 4)
+        raised, result = _interrupted(position, lambda: envs.step(actions))
+        if raised:
+            interrupted += 1
+            try:
+                result = envs.step_wait(timeout=GUARD_S)
+            except NoAsyncCallError:  # the interrupt came before the step was sent
+                result = envs.step(actions)
+        _assert_step_equal(result, ref.step(actions))
+        if not raised:
+            break
+    else:
+        pytest.fail(f"step made {MAX_POSITIONS} native calls or more")
+    assert interrupted >= 5, interrupted  # the step has that many points at least
+    _assert_step_equal(envs.step(np.ones(4, np.int64)), ref.step(np.ones(4, np.int64)))
+    ref.close()
+
+
+@pytest.mark.parametrize("interrupt", ["recv", "send"])
+def test_a_ctrl_c_at_any_point_of_recv_or_send_loses_nothing(closing, interrupt):
+    fns = [functools.partial(CounterEnv, i) for i in range(4)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=2, batch_size=2, deterministic=True))
+    refs = [CounterEnv(i) for i in range(4)]
+    envs.async_reset(seed=0)
+    for r in refs:
+        r.reset(seed=0)
+    rng = np.random.default_rng(0)
+    interrupted = 0
+    for position in range(1, MAX_POSITIONS):
+        if interrupt == "recv":
+            raised, batch = _interrupted(position, lambda: envs.recv(timeout=GUARD_S))
+            if raised:
+                interrupted += 1
+                batch = envs.recv(timeout=GUARD_S)
+        else:
+            raised, batch = False, envs.recv(timeout=GUARD_S)
+        obs, rewards, terminated, truncated, infos = batch
+        ids = infos["env_id"]
+        for row, i in enumerate(ids):  # each env's observation is its own step count: none lost or repeated
+            np.testing.assert_array_equal(obs[row], refs[i]._obs())
+        actions = rng.integers(0, 2, len(ids))
+        if interrupt == "send":
+            raised, _ = _interrupted(position, lambda: envs.send(actions, ids))
+            if raised:
+                interrupted += 1
+                envs.send(actions, ids)  # the same send again: sent once either way
+        else:
+            envs.send(actions, ids)
+        for a, i in zip(actions, ids):
+            refs[i].step(int(a))
+        if not raised:
+            break
+    else:
+        pytest.fail(f"{interrupt} made {MAX_POSITIONS} native calls or more")
+    assert interrupted >= 5, interrupted
+    seen = set()
+    for _ in range(4):  # every env still comes back (none was dropped from the rotation), each with its own count
+        obs, *_, infos = envs.recv(timeout=GUARD_S)
+        for row, i in enumerate(infos["env_id"]):
+            np.testing.assert_array_equal(obs[row], refs[i]._obs())
+        seen.update(infos["env_id"].tolist())
+        envs.send(np.zeros(2, np.int64), infos["env_id"])
+        for i in infos["env_id"]:
+            refs[i].step(0)
+    assert seen == {0, 1, 2, 3}
