@@ -336,7 +336,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                             obs_layout, act_leaves, program.reward_dtype, check_actions, lend)
         self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic,
                                      self._call_guard)
-        self._reset_mask: Optional[Tuple[np.ndarray, List[int]]] = None  # (mask, the slots before)
+        self._reset_mask: Optional[Tuple[np.ndarray, List[Optional[int]]]] = None  # (mask, the slots before)
         if torch_device is not None:
             try:
                 self._slots.to_device(torch_device, self._pool.segment())
