@@ -139,3 +139,50 @@ def test_a_ctrl_c_at_any_point_of_recv_or_send_loses_nothing(closing, interrupt)
         for i in infos["env_id"]:
             refs[i].step(0)
     assert seen == {0, 1, 2, 3}
+
+
+def test_a_ctrl_c_at_any_point_of_async_reset_is_recovered_by_making_it_again(closing):
+    """The same ``async_reset`` again after an interrupt: sent once either way, so every env's
+    first ``recv`` is its reset observation and every env comes back."""
+    fns = [functools.partial(CounterEnv, i) for i in range(4)]
+    for position in range(1, MAX_POSITIONS):
+        envs = ringenv.AsyncVectorEnv(fns, num_workers=2, batch_size=2, deterministic=True)
+        try:
+            raised, _ = _interrupted(position, lambda: envs.async_reset(seed=0))
+            if raised:
+                envs.async_reset(seed=0)
+            seen = set()
+            for _ in range(2):
+                obs, rewards, *_, infos = envs.recv(timeout=GUARD_S)
+                assert (obs[:, 1] == 0).all() and (rewards == 0).all()  # reset observations, once
+                seen.update(infos["env_id"].tolist())
+            assert seen == {0, 1, 2, 3}
+        finally:
+            envs.close(terminate=True)
+        if not raised:
+            break
+    else:
+        pytest.fail(f"async_reset made {MAX_POSITIONS} native calls or more")
+    assert position > 5
+
+
+def test_a_ctrl_c_at_any_point_of_close_is_finished_by_closing_again():
+    """``close()`` again after an interrupted close stops the workers (an interrupt after the env
+    was marked closed, before its pool was, left them running: Gymnasium's ``close`` returned at
+    once from then on)."""
+    from vec_asserts import wait_pids_gone
+
+    for position in range(1, MAX_POSITIONS):
+        envs = ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1})
+        envs.reset(seed=0)
+        pids = envs._pool.worker_pids()
+        raised, _ = _interrupted(position, lambda: envs.close())
+        if raised:
+            envs.close()
+        assert envs.closed and envs._pool.closed, position
+        assert wait_pids_gone(pids, GUARD_S) == [], f"workers left after an interrupt at position {position}"
+        if not raised:
+            break
+    else:
+        pytest.fail(f"close made {MAX_POSITIONS} native calls or more")
+    assert position > 3

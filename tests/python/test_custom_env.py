@@ -161,6 +161,18 @@ def _make(closing, worker, num_envs=4, num_workers=2, id="custom_env:Sokoban-v0"
                                     **kwargs))
 
 
+def test_an_sdk_env_refuses_a_step_before_any_reset_with_reset_needed(closing, worker):
+    """A step before the first reset raises Gymnasium's ``ResetNeeded`` (it used to step the
+    env from its constructor's state, silently)."""
+    from gymnasium.error import ResetNeeded
+
+    envs = _make(closing, worker)
+    with pytest.raises(ResetNeeded):
+        envs.step(np.zeros(4, np.int64))
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, np.int64))
+
+
 def test_spaces_equal_the_rust_declaration(closing, worker):
     envs = _make(closing, worker, level=0)
     assert isinstance(envs, ringenv.AsyncVectorEnv)

@@ -42,3 +42,28 @@ def test_python_envs_of_the_same_id_still_answer_calls(closing):
     envs = closing(ringenv.make_vec("CartPole-v1", 2, prefer_builtin=False))
     envs.reset(seed=0)
     assert envs.get_attr("spec")[0].id == "CartPole-v1" and len(envs.np_random_seed) == 2
+
+
+def test_a_rust_env_refuses_a_step_before_any_reset_with_reset_needed(closing):
+    """As Gymnasium's envs do (``OrderEnforcing``): ``step`` and ``send`` before the first reset
+    raise ``gymnasium.error.ResetNeeded`` in the main process, before anything is sent (the
+    built-in's worker used to panic, an SDK env to step from its constructor's state); so does
+    a step after a reset refused for its seed; once reset, the env steps."""
+    from gymnasium.error import ResetNeeded
+
+    envs = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 1}))
+    with pytest.raises(ResetNeeded, match="Cannot call env.step\\(\\) before calling env.reset\\(\\)"):
+        envs.step(np.zeros(4, np.int64))
+    with pytest.raises(ValueError):
+        envs.reset(seed=-1)
+    with pytest.raises(ResetNeeded):
+        envs.step(np.zeros(4, np.int64))
+    obs, _ = envs.reset(seed=0)
+    assert envs.step(np.zeros(4, np.int64))[0].shape == (4, 4)
+    batches = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs={"num_workers": 2, "batch_size": 2}))
+    with pytest.raises(ResetNeeded):
+        batches.send(np.zeros(2, np.int64), [0, 1])
+    batches.async_reset(seed=0)
+    ids = batches.recv()[4]["env_id"]
+    batches.send(np.zeros(2, np.int64), ids)
+    assert batches.recv()[0].shape == (2, 4)

@@ -135,6 +135,10 @@ class AsyncBatches:
         #: So the one recovery from a Ctrl-C during a ``send``, or right after it (where the
         #: program cannot tell whether it went out), is to make it again.
         self._last_send: Optional[Tuple[Any, Any, List[int]]] = None
+        #: ``(seeds, options)`` of the last reset while no ``recv`` or ``send`` came since: the same
+        #: ``async_reset`` made again while every worker still runs it returns at once (the
+        #: recovery from a Ctrl-C during or right after it, as for ``send``).
+        self._last_reset: Optional[Tuple[List[Optional[int]], Optional[dict]]] = None
         #: Entered (``with``) by the vector env's ``send``, ``async_reset`` and ``recv`` from their
         #: first check to their return: the guard of its synchronous calls, so that one of all
         #: these runs at a time, whatever the thread. A ``send`` while another thread waits in
@@ -161,6 +165,7 @@ class AsyncBatches:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
         workers = list(range(self._pool.num_workers))
         self._last_send = None
+        self._last_reset = (seeds, options)
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
         self.taken = True
         slots = [self._slots.next_slot(w) for w in workers]
@@ -174,6 +179,7 @@ class AsyncBatches:
         it repeats the last ``send`` (equal actions and env ids) whose workers are still in flight."""
         if self._last_send is not None and self._repeats_last_send(actions, env_ids):
             return
+        self._last_reset = None
         last_ids, last_bytes, last_workers = self._recv_ids
         if last_ids is not None and env_ids is last_ids and last_ids.tobytes() == last_bytes:
             # what recv returned, unchanged (the caller may have written into it): whole workers, in their order
@@ -207,6 +213,17 @@ class AsyncBatches:
         self._slots.before_reuse(slots)
         self._last_send = (actions, env_ids, workers)
         self._send(workers, "step", payload)
+
+    def repeats_last_reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> bool:
+        """Whether ``async_reset`` with ``seeds`` and ``options`` repeats the last reset, which
+        every worker still runs (no ``recv`` or ``send`` since): then it went out."""
+        last = self._last_reset
+        if last is None or any(s != "reset" for s in self._sent):
+            return False
+        try:
+            return last[0] == seeds and bool(last[1] == options)
+        except Exception:  # options that do not compare (arrays inside): not a repeat
+            return False
 
     def _repeats_last_send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> bool:
         """Whether ``send(actions, env_ids)`` repeats the last ``send`` and its workers are still
@@ -271,7 +288,7 @@ class AsyncBatches:
             multiprocessing.TimeoutError, ringenv.errors.WorkerDiedError.
         """
         again, self.taken = not self.taken, False
-        self._last_send = None
+        self._last_send = self._last_reset = None
         try:
             return self._pool.recv(self._per_recv, self.deterministic, timeout, again)
         except RuntimeError as e:

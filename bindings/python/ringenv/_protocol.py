@@ -99,6 +99,11 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
     #: Python envs. A Rust env has no Python attributes or methods to call.
     _rust_envs: Optional[RustEnvs] = None
 
+    #: Whether ``step``/``send`` must be refused with Gymnasium's ``ResetNeeded`` (no reset was
+    #: sent yet). Only for Rust envs: a Python env made by ``gym.make`` refuses by itself (its
+    #: ``OrderEnforcing`` wrapper), a Rust env of the SDK would step from its constructor's state.
+    _reset_needed: bool = False
+
     def _refuse_calls_of_rust_envs(self, name: str) -> None:
         """Raises ``NotImplementedError`` for call ``name`` when the sub-envs are Rust envs, before
         anything is sent (their workers answer no call, get_attr or set_attr request)."""
@@ -430,6 +435,25 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                     "closed and that call closes the pool when it returns")
             time.sleep(CLOSE_POLL_S)
 
+    def _pool_open(self) -> bool:
+        """Whether this env's pool exists and is not closed yet (``False`` when it cannot say:
+        another thread's call holds it, which closes it when it returns)."""
+        pool = getattr(self, "_pool", None)
+        try:
+            return pool is not None and not pool.closed
+        except Exception:
+            return False
+
+    def close(self, **kwargs: Any) -> None:
+        """Gymnasium's ``close`` (see :meth:`close_extras`), which also finishes a close that an
+        exception (a Ctrl-C) interrupted after the env was marked closed and before its pool
+        was: Gymnasium's returns at once once ``closed`` is set, which left the workers running
+        until the env was freed."""
+        if self.closed and not self._pool_open():
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
+
     def __del__(self):
-        if not getattr(self, "closed", True):
+        if not getattr(self, "closed", True) or self._pool_open():
             self.close(terminate=True)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError
+from gymnasium.error import AlreadyPendingCallError, ResetNeeded
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -255,6 +255,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.metadata, self.render_mode = program.metadata, program.render_mode
         self.observation_mode = observation_mode  # as given, as Gymnasium's vector envs keep it
         self._rust_envs = _rust_envs
+        self._reset_needed = _rust_envs is not None
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
                     startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
@@ -357,16 +358,24 @@ class AsyncVectorEnv(PoolVectorEnv):
             AlreadyPendingCallError: a synchronous call is pending, batches are still in flight
                 (``recv`` them first), or another thread is inside ``send``, ``recv`` or
                 ``async_reset`` of this env.
+            KeyboardInterrupt: Ctrl-C during the call: make the same ``async_reset`` again. One
+                repeating the last reset (equal seeds and options) while every worker still
+                runs it (no ``recv`` or ``send`` since) returns at once.
             ValueError: bad seeds; ClosedEnvironmentError.
         """
         seeds = seeds_of(seed, self.num_envs)
-        self._assert_default("async_reset")
+        self._assert_open("async_reset")
         batches = self._batches
+        if self._state == AsyncState.DEFAULT and batches.repeats_last_reset(seeds, options):
+            self._reset_needed = False
+            return  # the same async_reset again, after a Ctrl-C: it went out
+        self._assert_default("async_reset")
         try:
             with batches.guard:
                 batches.reset(seeds, options)
         except _native.CallGuardBusy:
             raise busy_error("async_reset") from None
+        self._reset_needed = False
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]] = None) -> None:
         """Sends ``actions`` to the envs ``env_ids`` and returns at once (EnvPool's ``send``).
@@ -389,6 +398,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                 make the same ``send`` again. A ``send`` repeating the last one (equal actions
                 and env ids, no ``recv`` between) whose envs are still in flight returns at once,
                 so the envs step once either way (docs/RELIABILITY.md).
+            gymnasium.error.ResetNeeded: Rust envs and no ``async_reset`` (or ``reset``) yet.
             AlreadyPendingCallError: a synchronous call is pending, or another thread is inside
                 ``send``, ``recv`` or ``async_reset`` of this env (nothing is written then: send
                 and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
@@ -397,6 +407,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         if self._state != AsyncState.DEFAULT:
             raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
                                           f"`{self._state.value}` to complete", str(self._state.value))
+        if self._reset_needed:
+            raise ResetNeeded("Cannot call env.step() before calling env.reset()")
         batches = self._batches
         try:
             with batches.guard:
@@ -505,7 +517,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             if not self.closed:
                 raise
             raise closed_meanwhile_error("reset_wait", e) from e
-        self._state, self._reset_mask = AsyncState.DEFAULT, None
+        self._state, self._reset_mask, self._reset_needed = AsyncState.DEFAULT, None, False
         return result
 
     def reset(self, *, seed=None, options=None):
@@ -530,6 +542,8 @@ class AsyncVectorEnv(PoolVectorEnv):
                 a Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the
                 space's dtype, and with ``check_actions=True`` out-of-range or NaN values
                 (naming the env; checked before anything is sent).
+            gymnasium.error.ResetNeeded: Rust envs not reset yet (a Python env made by
+                ``gym.make`` raises it from the worker, as in Gymnasium).
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
         """
         # What PoolVectorEnv._send does, written out: this is the hot path, where its closure and
@@ -540,6 +554,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         try:
             with guard:
                 self._assert_default("step_async")
+                if self._reset_needed:
+                    raise ResetNeeded("Cannot call env.step() before calling env.reset()")
                 try:
                     slot = self._slots.next_slot()
                     payload = self._slots.write_actions(actions, None, slot)

@@ -43,7 +43,7 @@ INLINE_MODES = ("auto", "on", "off")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("env", metavar="ENV", help="built-in ringenv id, Gymnasium id, or module:callable")
+    p.add_argument("env", metavar="ENV", help="built-in ringenv id, Gymnasium id, module:callable, or BINARY:ID")
     p.add_argument("--num-envs", type=_common.positive_int, default=16, metavar="N",
                    help="envs in the vector env (default 16)")
     p.add_argument("--workers", type=_common.workers_list, default="auto", metavar="LIST",
