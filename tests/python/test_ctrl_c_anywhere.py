@@ -1,13 +1,15 @@
 """A Ctrl-C at any point of a call: ``KeyboardInterrupt`` raised on the return of each native
-(C or Rust) call the vector env makes inside ``step``, ``recv`` or ``send``, one position per
-call, for every position the call has. That is where CPython runs a signal handler (at the end of
-a call instruction), so these are the points where a real Ctrl-C lands, enumerated rather than
-hit by chance: the test depends on no timing.
+(C or Rust) call the vector env makes inside ``step``, ``recv``, ``send``, ``async_reset`` or
+``close``, and at the entry of each of its Python functions, one position per call, for every
+position the call has. That is where CPython runs a signal handler (at the end of a call
+instruction, at the start of a function; also at a loop's back edge, which ringenv's calls
+reach only inside those), so these are the points where a real Ctrl-C lands, enumerated rather
+than hit by chance: the test depends on no timing.
 
 After each interrupt the program recovers as the docs say (``docs/RELIABILITY.md``, "Ctrl-C"):
 ``step_wait()`` collects an interrupted step (``NoAsyncCallError``: it was not sent, step again);
-``recv()`` again after an interrupted ``recv``; the same ``send`` again after an interrupted
-``send``. Every step's results must then equal Gymnasium's ``SyncVectorEnv`` stepping the same
+``recv()`` again after an interrupted ``recv``; the same ``send`` or ``async_reset`` again;
+``close()`` again. Every step's results must then equal Gymnasium's ``SyncVectorEnv`` stepping the same
 actions: nothing lost, nothing applied twice, and no call refused for ever (a Ctrl-C between
 taking the call guard and the block that releases it used to leave it held: every later call
 was refused as made "while another thread is sending a call")."""
@@ -33,14 +35,15 @@ RINGENV_DIR = ringenv.__file__.rsplit("/", 1)[0]
 
 
 def _interrupted(position: int, call):
-    """Runs ``call()`` with a ``KeyboardInterrupt`` raised on the return of its ``position``-th
-    native call made from ringenv's own code (not the envs'): ``(True, None)`` when it was
-    raised (and ``call`` raised it), ``(False, value)`` when ``call`` returned first."""
+    """Runs ``call()`` with a ``KeyboardInterrupt`` raised at its ``position``-th point of
+    ringenv's own code (not the envs') where CPython runs signal handlers: the return of a
+    native call, or the entry of a Python function. ``(True, None)`` when it was raised (and
+    ``call`` raised it), ``(False, value)`` when ``call`` returned first."""
     count = 0
 
     def profile(frame, event, arg):
         nonlocal count
-        if event == "c_return" and frame.f_code.co_filename.startswith(RINGENV_DIR):
+        if event in ("c_return", "call") and frame.f_code.co_filename.startswith(RINGENV_DIR):
             count += 1
             if count == position:
                 raise KeyboardInterrupt
