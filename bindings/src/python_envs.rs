@@ -100,6 +100,24 @@ fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> R
     error
 }
 
+/// [`interrupted`] for a `call` (`call`, `get_attr`, `set_attr`), which runs over the envs in
+/// one Python helper: which env it stopped at is not known, so the message names the share.
+fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>) -> RemoteError {
+    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
+    let error = RemoteError {
+        env_id: Some(env_ids.start as u64),
+        message: format!(
+            "{kind} while envs {}..{} (in one process) ran the call: it may have run on some of them, and the \
+             results of this call are lost",
+            env_ids.start, env_ids.end
+        ),
+        kind,
+        ..Default::default()
+    };
+    INTERRUPT.with(|i| *i.borrow_mut() = Some(e));
+    error
+}
+
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
@@ -534,7 +552,14 @@ impl EnvHost for PyEnvs {
             self.helper(py, "_call", (envs, self.env_ids.start, PyBytes::new(py, request)))
                 .and_then(|b| b.extract::<Vec<u8>>())
                 .map(Some)
-                .map_err(|e| self.describe(py, e, None))
+                .map_err(|e| {
+                    if e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                        self.describe(py, e, None)
+                    } else {
+                        // Ctrl-C (or SystemExit) in the share: raised at once, as for a step
+                        interrupted_call(py, e, &self.env_ids)
+                    }
+                })
         })
     }
 

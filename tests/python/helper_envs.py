@@ -507,6 +507,11 @@ class BlockingEnv(gym.Env):
 
     def step(self, action):
         self.t += 1
+        self.work()
+        return np.full(1, self.t, np.float32), 0.0, False, False, {}
+
+    def work(self):
+        """What ``step`` does besides counting (also callable with ``call("work")``)."""
         if os.getpid() == self.main_pid:
             if self.mode == "interrupt":
                 raise KeyboardInterrupt
@@ -518,7 +523,7 @@ class BlockingEnv(gym.Env):
             while not os.path.exists(os.path.join(self.folder, "release")) and time.monotonic() < deadline:
                 time.sleep(0.01)
             open(os.path.join(self.folder, f"done-{os.getpid()}"), "w").close()
-        return np.full(1, self.t, np.float32), 0.0, False, False, {}
+        return self.t
 
 
 class StringRewardEnv(gym.Env):

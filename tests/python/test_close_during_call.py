@@ -205,6 +205,26 @@ def test_ctrl_c_in_the_main_process_share_is_raised_before_the_workers_finish(tm
     envs.close()
 
 
+def test_ctrl_c_in_the_main_process_share_during_a_call_is_raised_before_the_workers_finish(tmp_path, closing):
+    """As for a step: a ``KeyboardInterrupt`` while the main process's share runs its part of a
+    ``call`` is raised at once (it used to wait for the worker processes, for ever with a hung
+    one, and then come back as the call's error with the call marked not pending, so a program
+    that called again ran it twice in the workers' envs); the call stays pending, and
+    ``call_wait`` then raises ``RemoteEnvError`` saying the call's results are lost."""
+    envs = closing(_envs(tmp_path, mode="interrupt", num_workers=1, inline=True))
+    envs.reset(seed=0)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.call("work")
+        _wait_for(tmp_path, "started-")
+        assert not [n for n in os.listdir(tmp_path) if n.startswith("done-")], "the worker's call ended first"
+    finally:
+        open(tmp_path / "release", "w").close()
+    with pytest.raises(RemoteEnvError, match=r"KeyboardInterrupt while envs 2..4 \(in one process\) ran the call"):
+        envs.call_wait(timeout=GUARD_S)
+    envs.close()
+
+
 def test_a_close_between_the_wait_and_the_read_of_the_results_is_closed_environment_error(tmp_path, monkeypatch):
     """The race a waiting call cannot see: another thread closes the env after the call's wait
     returned and before it read the results (the slots' views are dropped then). Made
