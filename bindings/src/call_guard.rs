@@ -61,10 +61,4 @@ impl PyCallGuard {
         self.held.store(false, Ordering::Release);
         false
     }
-
-    /// Whether a call holds the guard now.
-    #[getter]
-    fn held(&self) -> bool {
-        self.held.load(Ordering::Acquire)
-    }
 }

@@ -85,35 +85,32 @@ pub fn take_interrupt() -> Option<PyErr> {
 /// error is a plain description (no pickled `KeyboardInterrupt` for a later `step_wait` or `close`
 /// to raise again).
 fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> RemoteError {
-    let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
-    let error = RemoteError {
-        env_id: Some(id as u64),
-        message: format!(
-            "{kind} in env {id} (of envs {}..{} in one process): the envs after it were not stepped, and the \
-             results of this call are lost",
-            env_ids.start, env_ids.end
-        ),
-        kind,
-        ..Default::default()
-    };
-    INTERRUPT.with(|i| *i.borrow_mut() = Some(e));
-    error
+    let (start, end) = (env_ids.start, env_ids.end);
+    keep_interrupt(py, e, id, |kind| {
+        format!(
+            "{kind} in env {id} (of envs {start}..{end} in one process): the envs after it were not stepped, and the \
+             results of this call are lost"
+        )
+    })
 }
 
 /// [`interrupted`] for a `call` (`call`, `get_attr`, `set_attr`), which runs over the envs in
 /// one Python helper: which env it stopped at is not known, so the message names the share.
 fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>) -> RemoteError {
+    let (start, end) = (env_ids.start, env_ids.end);
+    keep_interrupt(py, e, start, |kind| {
+        format!(
+            "{kind} while envs {start}..{end} (in one process) ran the call: it may have run on some of them, and \
+             the results of this call are lost"
+        )
+    })
+}
+
+/// Keeps the interrupt `e` for [`take_interrupt`] and returns the command's error: `message`
+/// of the exception's type name, naming env `id`.
+fn keep_interrupt(py: Python<'_>, e: PyErr, id: usize, message: impl FnOnce(&str) -> String) -> RemoteError {
     let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default();
-    let error = RemoteError {
-        env_id: Some(env_ids.start as u64),
-        message: format!(
-            "{kind} while envs {}..{} (in one process) ran the call: it may have run on some of them, and the \
-             results of this call are lost",
-            env_ids.start, env_ids.end
-        ),
-        kind,
-        ..Default::default()
-    };
+    let error = RemoteError { env_id: Some(id as u64), message: message(&kind), kind, ..Default::default() };
     INTERRUPT.with(|i| *i.borrow_mut() = Some(e));
     error
 }
