@@ -15,7 +15,7 @@ import numpy as np
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
 #: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
 #: ``benches/obs_copies.py``: ``obs_copies``, ``benches/text_obs.py``: ``text_obs``,
-#: ``benches/own_step.py``: ``own_step``, ``benches/idle_cpu.py``: ``idle_cpu``; ``device``: the runs of ``benches/device_rows.py`` and
+#: ``benches/own_step.py``: ``own_step``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``; ``device``: the runs of ``benches/device_rows.py`` and
 #: ``benches/python_envs.py`` on a lent 16-core GPU machine, transcribed from their output, since
 #: no such machine runs ``scripts/bench.sh``; ``builds``: two builds of the same code measured
 #: alternately, transcribed, since one run of ``scripts/bench.sh`` has one build; ``guards``,
@@ -26,7 +26,7 @@ OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs
          "own_step": False, "device": False, "builds": False, "guards": False,
          "audit": False, "audit3": False, "main_job_history": False, "audit4": False,
          "audit5": False, "audit6": False, "idle_cpu": False, "audit7": False, "audit8": False,
-         "audit9": False}
+         "audit9": False, "startup": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from gymnasium.error import NoAsyncCallError
 from helper_envs import CounterEnv
+from vec_asserts import child_pids, wait_pids_gone
 
 import ringenv
 
@@ -189,3 +190,43 @@ def test_a_ctrl_c_at_any_point_of_close_is_finished_by_closing_again():
     else:
         pytest.fail(f"close made {MAX_POSITIONS} native calls or more")
     assert position > 3
+
+
+def test_a_ctrl_c_at_any_point_of_init_after_the_pool_started_leaves_no_worker_running():
+    # The traceback of an exception out of __init__ holds the half-made env (a REPL keeps it in
+    # sys.last_traceback until the next error): its workers must stop when the exception is raised.
+    # A Rust env's worker starts in milliseconds; what follows the pool's start is the same code.
+    before = child_pids()
+    interrupted = 0
+    for position in range(1, MAX_POSITIONS):
+        count, armed = 0, False
+
+        def profile(frame, event, arg):
+            nonlocal count, armed
+            if event == "c_call" and getattr(arg, "__name__", "") == "closer":
+                armed = True  # the pool has started: its closer is the first call after it
+            if armed and event in ("c_return", "call") and frame.f_code.co_filename.startswith(RINGENV_DIR):
+                count += 1
+                if count == position:
+                    raise KeyboardInterrupt
+
+        held = None
+        sys.setprofile(profile)
+        try:
+            envs = ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1, "inline": False})
+        except KeyboardInterrupt as e:
+            held = e  # keeps the traceback, and with it the half-made env, alive
+        finally:
+            sys.setprofile(None)
+        assert armed
+        if held is None:
+            assert count < position, "the interrupt was swallowed"
+            envs.close()
+            break
+        interrupted += 1
+        left = wait_pids_gone(child_pids() - before, timeout=3)
+        assert left == [], (position, [open(f"/proc/{p}/cmdline").read()[:80] + open(f"/proc/{p}/stat").read()[:60] for p in left])
+        del held
+    else:
+        pytest.fail(f"__init__ made {MAX_POSITIONS} calls or more after the pool started")
+    assert interrupted >= 3, interrupted

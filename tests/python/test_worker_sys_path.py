@@ -129,3 +129,19 @@ def test_pools_start_where_the_working_directory_was_removed():
                           cwd=HERE)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "{'default': (2, 4), 'in-process': (2, 4), 'rust': (2, 4)}\n", done.stderr
+
+
+def test_a_built_in_rust_envs_worker_loads_the_extension_and_not_the_python_package(closing):
+    # Its loop is Rust: importing ringenv (numpy, Gymnasium, cloudpickle) was most of its start-up.
+    import numpy as np
+    import ringenv
+
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1, "inline": False}))
+    [pid] = envs._pool.worker_pids()
+    with open(f"/proc/{pid}/maps") as f:
+        maps = f.read()
+    assert ringenv._native.__file__ in maps
+    assert "numpy" not in maps, "the worker imported numpy"
+    envs.reset(seed=0)
+    obs, rewards, *_ = envs.step(np.ones(2, np.int64))
+    assert obs.shape == (2, 4) and rewards.tolist() == [1.0, 1.0]

@@ -34,6 +34,14 @@ from ringenv._registry import CallerRegistry
 #: (which still starts with the working directory) before it is replaced.
 _BOOT = "import sys; sys.path[:] = {paths!r}; from ringenv._worker import main; sys.exit(main(sys.argv[1:]))"
 
+#: A built-in Rust env's worker loads only the extension module, from this process's file of it:
+#: its loop is Rust and imports nothing, and the ``ringenv`` package (with numpy, Gymnasium and
+#: cloudpickle) took ~0.3 s of each such worker's start on a 2-core VM, ~90% of a Rust pool's
+#: start-up (``benches/RESULTS.md``, section ``startup``).
+_RUST_BOOT = ("import sys; sys.path[:] = {paths!r}; import importlib.util as u; "
+              "s = u.spec_from_file_location('ringenv._native', {native!r}); m = u.module_from_spec(s); "
+              "s.loader.exec_module(m); sys.exit(m.run_builtin_worker(sys.argv[2:]))")
+
 
 def worker_argv(mode: str) -> List[str]:
     """The command line of a worker hosting Python (``mode="--python"``) or built-in Rust
@@ -51,6 +59,10 @@ def worker_argv(mode: str) -> List[str]:
     # The interpreter's options (-O, -W, -X, -E, ...), as multiprocessing's spawn passes them: an
     # env's module compiled without -O in a worker would still run its asserts.
     flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    if mode == "--rust":
+        from ringenv import _native
+
+        return [sys.executable, *flags, "-c", _RUST_BOOT.format(paths=paths, native=_native.__file__), mode]
     return [sys.executable, *flags, "-c", _BOOT.format(paths=paths), mode]
 
 

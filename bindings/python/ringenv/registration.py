@@ -356,7 +356,8 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
     ``gymnasium.make_vec(..., vectorization_mode="async")`` records its own."""
     wrappers = tuple(wrappers or ())
     env_fn = functools.partial(_make_one, make_id, wrappers, kwargs)
-    envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
+    # The spec is made first: nothing runs between the env's start and its return (an error or a
+    # Ctrl-C there would keep its workers running for as long as the traceback holds it).
     spec = copy.deepcopy(env_spec)
     spec.kwargs = {**spec.kwargs, **kwargs}
     if num_envs != 1:
@@ -366,6 +367,7 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
         spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
     if wrappers:
         spec.kwargs["wrappers"] = list(wrappers)
+    envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = spec
     return envs
 
@@ -396,17 +398,21 @@ def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVect
         if name in vector_kwargs:
             raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
                             "and that option applies to Python envs only")
-    vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
     # The spec the id is registered with: "ringenv/CartPole-v1" for the built-in CartPole-v1 (as
     # gymnasium.make_vec records one), else the SDK binary's id where ringenv.register made it.
+    # Made first, as in _python_vector_env.
     registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.builtin else None
     registered = registered or gym.registry.get(envs.id)
+    spec = None
     if registered is not None:  # recorded as gymnasium.make_vec records a vector entry point's call
-        vec.spec = copy.deepcopy(registered)
-        vec.spec.kwargs = {**vec.spec.kwargs, **envs.kwargs, **vector_kwargs}
+        spec = copy.deepcopy(registered)
+        spec.kwargs = {**spec.kwargs, **envs.kwargs, **vector_kwargs}
         if envs.num_envs != 1:
-            vec.spec.kwargs["num_envs"] = envs.num_envs
-        vec.spec.kwargs["vectorization_mode"] = VectorizeMode.VECTOR_ENTRY_POINT.value
+            spec.kwargs["num_envs"] = envs.num_envs
+        spec.kwargs["vectorization_mode"] = VectorizeMode.VECTOR_ENTRY_POINT.value
+    vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
+    if spec is not None:
+        vec.spec = spec
     return vec
 
 

@@ -328,15 +328,19 @@ class ParallelEnv(EnvBase):
             vec_kwargs = {**vec_kwargs, "device": torch_device, "copy": True}
         vec = AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.DISABLED, num_workers=num_processes,
                              worker_env=worker_env, **vec_kwargs)
-        self._vec = vec
-        self.num_processes: int = vec.num_workers
-        # As torchrl.envs.ParallelEnv: the main process's torch threads leave a core to each worker
-        # process while they run (torch's spinning OpenMP threads would otherwise compete with them).
-        self._initial_num_threads = torch.get_num_threads()
-        self.num_threads = int(num_threads) if num_threads is not None else max(
-            1, self._initial_num_threads - self.num_processes)
-        if self.num_threads != self._initial_num_threads:
-            torch.set_num_threads(self.num_threads)
+        try:
+            self._vec = vec
+            self.num_processes: int = vec.num_workers
+            # As torchrl.envs.ParallelEnv: the main process's torch threads leave a core to each worker
+            # process while they run (torch's spinning OpenMP threads would otherwise compete with them).
+            self._initial_num_threads = torch.get_num_threads()
+            self.num_threads = int(num_threads) if num_threads is not None else max(
+                1, self._initial_num_threads - self.num_processes)
+            if self.num_threads != self._initial_num_threads:
+                torch.set_num_threads(self.num_threads)
+        except BaseException:  # a Ctrl-C here: the workers stop now, not when the traceback is freed
+            vec.close(terminate=True)
+            raise
         self._last_obs: Optional[Dict[str, Any]] = None
         self.is_closed = False
 

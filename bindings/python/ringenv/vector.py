@@ -257,12 +257,19 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._rust_envs = _rust_envs
         self._reset_needed = _rust_envs is not None
         self.metadata["autoreset_mode"] = self.autoreset_mode
-        self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
-                    startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
-                    max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
-                    check_actions=check_actions, batch_size=batch_size, deterministic=deterministic, device=device,
-                    spin_us=spin_us, vector_infos=vector_infos, inline=inline)
-        self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
+        try:
+            self._start(program, num_workers=num_workers, max_concurrency=max_concurrency,
+                        startup_timeout=startup_timeout, copy=copy, on_worker_failure=on_worker_failure,
+                        max_restarts=max_restarts, restart_window=restart_window, worker_env=worker_env,
+                        check_actions=check_actions, batch_size=batch_size, deterministic=deterministic,
+                        device=device, spin_us=spin_us, vector_infos=vector_infos, inline=inline)
+            self.env_fns = list(env_fns)  # after the size checks: env_fns may be a lazy sequence (make_vec's)
+        except BaseException:
+            # An error or a Ctrl-C once the pool started: its workers stop now, not when the
+            # exception's traceback (which holds this half-made env) is freed, which in a REPL or
+            # notebook (sys.last_traceback) is the next error.
+            self.close(terminate=True)
+            raise
 
     def _start(self, program: WorkerProgram, *, num_workers, max_concurrency, startup_timeout, copy,
                on_worker_failure, max_restarts, restart_window, worker_env, check_actions, batch_size, deterministic,
@@ -339,11 +346,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                                      self._call_guard)
         self._reset_mask: Optional[Tuple[np.ndarray, List[Optional[int]]]] = None  # (mask, the slots before)
         if torch_device is not None:
-            try:
-                self._slots.to_device(torch_device, self._pool.segment())
-            except BaseException:
-                self.close(terminate=True)
-                raise
+            self._slots.to_device(torch_device, self._pool.segment())  # on an error __init__ closes the pool
 
     # -- EnvPool's asynchronous batches (ringenv/_batches.py) ----------------------------------
 

@@ -1,0 +1,111 @@
+"""How long a vector env takes to start: seconds from the constructor's call to the first
+observations of ``reset(seed=0)``, and then to ``close()``'s return, for ringenv's default
+settings and for the peers in the same run. Writes its section of ``benches/RESULTS.md``.
+
+Rows (``--num-envs`` envs each): the built-in Rust ``CartPole-v1`` through ``ringenv.make_vec``
+(its workers load only the extension module, ``ringenv/_worker.py``), Gymnasium's ``CartPole-v1``
+in ``ringenv.AsyncVectorEnv`` (workers import the Python package and unpickle the factories), and
+as peers Gymnasium's ``AsyncVectorEnv`` and ``SyncVectorEnv`` of the same env and Gymnasium's
+vectorised CartPole (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``).
+Rows run ``--rounds`` times in turn (the first round's processes warm the page cache for the
+rest); figures are medians with the spread in brackets.
+
+Usage: ``python benches/startup.py [--num-envs 8] [--rounds 5] [--output RESULTS.md|-]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import gymnasium as gym
+
+import results_sections
+
+
+def _rows(n: int) -> List[Tuple[str, Callable[[], Any]]]:
+    import ringenv
+
+    return [
+        ("ringenv, Rust CartPole (`make_vec`)", lambda: ringenv.make_vec("CartPole-v1", n)),
+        ("ringenv, Python CartPole (`AsyncVectorEnv`)",
+         lambda: ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * n)),
+        ("Gymnasium `AsyncVectorEnv`", lambda: gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * n)),
+        ("Gymnasium `SyncVectorEnv`", lambda: gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * n)),
+        ("Gymnasium vectorised CartPole",
+         lambda: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")),
+    ]
+
+
+def one_row(make: Callable[[], Any]) -> Dict[str, float]:
+    """``{"start_s": constructor + first reset, "close_s": close}`` of one vector env, in seconds."""
+    t0 = time.perf_counter()
+    envs = make()
+    try:
+        envs.reset(seed=0)
+        t1 = time.perf_counter()
+    finally:
+        t2 = time.perf_counter()
+        envs.close()
+    return {"start_s": t1 - t0, "close_s": time.perf_counter() - t2}
+
+
+def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
+    rows = _rows(a.num_envs)
+    results: Dict[str, List[Dict[str, float]]] = {name: [] for name, _ in rows}
+    for r in range(a.rounds):
+        for name, make in rows:
+            row = one_row(make)
+            results[name].append(row)
+            print(f"round {r + 1}: {name}: start {row['start_s']:.3f} s, close {row['close_s']:.3f} s",
+                  file=sys.stderr)
+    return results
+
+
+def section(report: Dict[str, Any]) -> List[str]:
+    m, a = report["machine"], report["args"]
+    begin, end = results_sections.markers("startup")
+
+    def med(rows: List[Dict[str, float]], key: str) -> str:
+        return results_sections.median_spread([r[key] for r in rows], ".3f")
+
+    lines = [
+        begin,
+        "## How long a vector env takes to start (`benches/startup.py`)",
+        "",
+        "Written by `benches/startup.py`; edit the script, not this section. "
+        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
+        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
+        f"{report['started']}, load {report['load']:.2f} at start.",
+        f"{a.num_envs} envs, default settings; seconds from the constructor's call to the return of "
+        f"`reset(seed=0)`, then `close()`. {a.rounds} rounds in turn; the median, the spread in brackets.",
+        "",
+        "| vector env | start to first observations, s | close, s |",
+        "|---|---:|---:|",
+    ]
+    for name, rows in report["results"].items():
+        lines.append(f"| {name} | {med(rows, 'start_s')} | {med(rows, 'close_s')} |")
+    return lines + [end]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--num-envs", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=5)
+    results_sections.add_output_argument(p)
+    a = p.parse_args(argv)
+    if a.num_envs < 1 or a.rounds < 1:
+        p.error("--num-envs and --rounds must be at least 1")
+    t0 = time.perf_counter()
+    report = {**results_sections.report_head(a), "load": os.getloadavg()[0]}
+    report["results"] = run(a)
+    results_sections.publish("startup", section(report), a.output)
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
