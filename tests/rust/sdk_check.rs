@@ -27,6 +27,10 @@ enum Fault {
     NanReward,
     /// Returns a NaN reward at step 2, allocates at every step, panics at step 5.
     NanAllocatesThenPanics,
+    /// Panics in every reset.
+    PanicsInReset,
+    /// Never terminates nor truncates (no step limit).
+    NeverEnds,
 }
 
 static SHARED: AtomicU64 = AtomicU64::new(0);
@@ -51,6 +55,7 @@ impl Env for Faulty {
         Space::discrete(3)
     }
     fn reset(&mut self, obs: &mut [f32], ctx: &mut Ctx) {
+        assert!(self.fault != Fault::PanicsInReset, "fault in reset");
         if self.fault != Fault::LeakyReset {
             self.t = 0;
         }
@@ -84,7 +89,7 @@ impl Env for Faulty {
             }
             _ => {}
         }
-        Step { reward, terminated: false, truncated: self.t % 25 == 0 }
+        Step { reward, terminated: false, truncated: self.t % 25 == 0 && self.fault != Fault::NeverEnds }
     }
 }
 
@@ -177,7 +182,7 @@ fn the_steps_before_a_panic_are_still_checked_and_the_checks_that_did_not_run_sa
     assert_eq!(found, [ProblemKind::Panic, ProblemKind::AllocatesInStep, ProblemKind::NonFiniteReward], "{report}");
     assert_eq!(report.steps, 4);
     assert!(report.allocations.is_some_and(|n| n > 0), "{report}");
-    assert_eq!(report.not_run, [ProblemKind::NonDeterministic]);
+    assert_eq!(report.not_run, [ProblemKind::NonDeterministic, ProblemKind::NeverEnds]);
     let text = report.to_string();
     assert!(text.contains("n/a   same seed, same trajectory"), "{text}");
     assert!(text.contains("not run (a problem below ended the check first)"), "{text}");
@@ -209,7 +214,7 @@ fn two_envs_of_one_constructor_with_other_spaces_are_a_spaces_problem_not_a_traj
         }
         fn step(&mut self, _: &[i64], obs: &mut [f32], _: &mut Ctx) -> Step {
             obs.fill(0.5);
-            Step::default()
+            Step { truncated: true, ..Step::default() }
         }
     }
     let report = check_env(|| Growing(4 + BUILT.fetch_add(1, Ordering::Relaxed) as usize), &OPTIONS);
@@ -217,4 +222,52 @@ fn two_envs_of_one_constructor_with_other_spaces_are_a_spaces_problem_not_a_traj
     assert_eq!(problem.kind, ProblemKind::Spaces);
     assert!(problem.message.starts_with("the second env's spaces differ from the first's"), "{}", problem.message);
     assert!(!report.to_string().contains("0 vs 0"), "{report}");
+}
+
+#[test]
+fn a_panic_in_the_first_reset_passes_no_check() {
+    let report = check_env(|| faulty(Fault::PanicsInReset), &OPTIONS);
+    let [problem] = report.problems.as_slice() else { panic!("{report}") };
+    assert_eq!(problem.kind, ProblemKind::Panic);
+    assert!(problem.message.starts_with("run 1: reset(seed=3) panicked: fault in reset"), "{}", problem.message);
+    assert_eq!((report.steps, report.allocations), (0, None));
+    assert!(!report.is_ok());
+    let text = report.to_string();
+    // no observation, reward or step was seen: none of their checks says ok (the spaces were checked)
+    assert_eq!(text.matches("ok    ").count(), 1, "{text}");
+    assert!(text.contains("ok    spaces valid"), "{text}");
+    for line in [
+        "n/a   observations in the observation space",
+        "n/a   rewards finite",
+        "n/a   episodes end",
+        "n/a   no allocation in step: not run",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+}
+
+#[test]
+fn a_check_of_zero_steps_is_not_a_pass() {
+    let report = check_env(|| faulty(Fault::None), &CheckOptions { steps: 0, seed: 1 });
+    assert!(report.problems.is_empty() && !report.is_ok(), "{report}");
+    let text = report.to_string();
+    assert!(!text.contains("ok    rewards") && !text.contains("PASSED"), "{text}");
+    assert!(text.ends_with("NOTHING CHECKED (no step ran: steps is 0)"), "{text}");
+    assert!(text.contains("n/a   rewards finite: not run (no step ran: steps is 0)"), "{text}");
+}
+
+#[test]
+fn an_env_that_never_ends_an_episode_is_a_problem() {
+    let report = check_env(|| faulty(Fault::NeverEnds), &OPTIONS);
+    assert_eq!(report.problems.iter().map(|p| p.kind).collect::<Vec<_>>(), [ProblemKind::NeverEnds], "{report}");
+    assert_eq!(report.episodes, 0);
+    assert!(report.problems[0]
+        .message
+        .starts_with("no episode ended (terminated or truncated) in 200 steps from seed 3"));
+    assert!(report.to_string().contains("FAIL  episodes end (terminated or truncated) within the run"), "{report}");
+    // the same env ends its first episode at step 25 for the default one
+    let report = check_env(|| faulty(Fault::None), &CheckOptions { steps: 25, seed: 3 });
+    assert!(report.is_ok() && report.episodes == 1, "{report}");
+    let report = check_env(|| faulty(Fault::None), &CheckOptions { steps: 24, seed: 3 });
+    assert!(report.has(ProblemKind::NeverEnds), "{report}");
 }

@@ -13,9 +13,16 @@
 //!    `0xFF` bytes instead of zeros: the same trajectory again (a difference means that reset
 //!    keeps state from the previous episode, or that some observation elements are never written).
 //!
+//! Run 1 must also end an episode (terminated or truncated) at least once: an env that never ends
+//! is a [`ProblemKind::NeverEnds`] problem (most often a forgotten step limit; Gymnasium's envs
+//! end their episodes with a `TimeLimit`). An env whose episodes are longer than `steps` is
+//! checked with more steps.
+//!
 //! A panic in the constructor, `reset` or `step` ends the check with its message and location;
 //! the steps before it are still checked (observations, rewards, allocations), and the report
-//! names the checks that did not run ([`CheckReport::not_run`]) instead of passing them. Two envs
+//! names the checks that did not run ([`CheckReport::not_run`]) instead of passing them: a check
+//! that saw no step (a panic in the first reset, or `steps` 0) passes nothing, and its report is
+//! not ok ([`CheckReport::is_ok`]). Two envs
 //! whose spaces differ (a constructor that depends on more than its arguments) are a
 //! [`ProblemKind::Spaces`] problem, and run 2 is not compared.
 //!
@@ -74,6 +81,8 @@ pub enum ProblemKind {
     NonDeterministic,
     /// `step` allocated heap memory.
     AllocatesInStep,
+    /// No episode ended (terminated or truncated) in the whole of run 1.
+    NeverEnds,
 }
 
 /// One problem, with a message naming the run, the step and the values.
@@ -109,19 +118,22 @@ pub struct CheckReport {
     pub steps: usize,
     /// Episodes ended (terminated or truncated) in the first run.
     pub episodes: usize,
-    /// Allocations made inside `step` in the first run, or `None` when not measured.
+    /// Allocations made inside `step` in the first run, or `None` when not measured (or no step
+    /// ran).
     pub allocations: Option<u64>,
     /// The problems found, in the order found.
     pub problems: Vec<Problem>,
     /// The checks that did not run, because a problem ended the check first (a panic, spaces
-    /// that do not fit the types, or two envs with different spaces for run 2's comparison).
+    /// that do not fit the types, or two envs with different spaces for run 2's comparison), or
+    /// because no step ran (`steps` 0).
     pub not_run: Vec<ProblemKind>,
 }
 
 impl CheckReport {
-    /// Whether no problem was found.
+    /// Whether the env passed: no problem was found and at least one step ran (a check that
+    /// stepped nothing, `steps` 0, passed nothing).
     pub fn is_ok(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.steps > 0
     }
 
     /// Whether a problem of `kind` was found.
@@ -143,17 +155,22 @@ impl std::fmt::Display for CheckReport {
             (ProblemKind::Panic, "no panic"),
             (ProblemKind::ObservationOutsideSpace, "observations in the observation space"),
             (ProblemKind::NonFiniteReward, "rewards finite"),
+            (ProblemKind::NeverEnds, "episodes end (terminated or truncated) within the run"),
             (
                 ProblemKind::NonDeterministic,
                 "same seed, same trajectory (fresh env; re-seeded env, pre-filled buffers)",
             ),
         ];
-        const NOT_RUN: &str = ": not run (a problem below ended the check first)";
+        let not_run_text = if self.problems.is_empty() {
+            ": not run (no step ran: steps is 0)"
+        } else {
+            ": not run (a problem below ended the check first)"
+        };
         for (kind, what) in checks {
             let (verdict, not_run) = if self.has(kind) {
                 ("FAIL", "")
             } else if self.not_run.contains(&kind) {
-                ("n/a ", NOT_RUN)
+                ("n/a ", not_run_text)
             } else {
                 ("ok  ", "")
             };
@@ -161,7 +178,7 @@ impl std::fmt::Display for CheckReport {
         }
         match self.allocations {
             None if self.not_run.contains(&ProblemKind::AllocatesInStep) => {
-                writeln!(f, "  n/a   no allocation in step{NOT_RUN}")?
+                writeln!(f, "  n/a   no allocation in step{not_run_text}")?
             }
             None => {
                 writeln!(f, "  n/a   no allocation in step: not measured (CountingAlloc is not the global allocator)")?
@@ -177,6 +194,7 @@ impl std::fmt::Display for CheckReport {
             writeln!(f, "  - {:?}: {}", p.kind, p.message)?;
         }
         match self.problems.len() {
+            0 if self.steps == 0 => write!(f, "NOTHING CHECKED (no step ran: steps is 0)"),
             0 => write!(f, "PASSED"),
             n => write!(f, "FAILED ({n} problem{})", if n == 1 { "" } else { "s" }),
         }
@@ -325,7 +343,7 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
         problems: Vec::new(),
         not_run: Vec::new(),
     };
-    use ProblemKind::{AllocatesInStep, NonDeterministic, NonFiniteReward, ObservationOutsideSpace};
+    use ProblemKind::{AllocatesInStep, NeverEnds, NonDeterministic, NonFiniteReward, ObservationOutsideSpace};
     let mut build = |which: &str| -> Option<LocalEnv<E>> {
         let env = match panic::catch(&make) {
             Ok(env) => env,
@@ -344,7 +362,7 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
             }
         }
     };
-    let everything = [ObservationOutsideSpace, NonFiniteReward, NonDeterministic, AllocatesInStep];
+    let everything = [ObservationOutsideSpace, NonFiniteReward, NeverEnds, NonDeterministic, AllocatesInStep];
     let Some(mut first) = build("first") else {
         report.not_run.extend(everything);
         return report;
@@ -379,7 +397,17 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
         }
     };
     (report.steps, report.episodes) = (one.steps, one.episodes);
-    report.allocations = measuring.then_some(one.allocations);
+    // (a check that saw no observation or no step passes none of the checks of them)
+    if one.records.is_empty() {
+        report.not_run.push(ObservationOutsideSpace);
+    }
+    if one.steps == 0 {
+        report.not_run.extend([NonFiniteReward, AllocatesInStep]);
+        if !stopped {
+            report.not_run.push(NonDeterministic);
+        }
+    }
+    report.allocations = (measuring && one.steps > 0).then_some(one.allocations);
     if measuring && one.allocations > 0 {
         let message = format!(
             "{} heap allocations in {} calls of step (reuse buffers kept in the env instead)",
@@ -404,7 +432,17 @@ pub fn check_env<E: Env>(make: impl Fn() -> E, options: &CheckOptions) -> CheckR
         let message = format!("run 1, {}: reward {reward}", where_(i, &one.records));
         report.problems.push(Problem { kind: ProblemKind::NonFiniteReward, message });
     }
-    if stopped {
+    if stopped || one.steps == 0 {
+        report.not_run.push(NeverEnds);
+    } else if one.episodes == 0 {
+        let message = format!(
+            "no episode ended (terminated or truncated) in {} steps from seed {seed}: does step set \
+             truncated at a step limit? (an env whose episodes are longer needs a check with more steps)",
+            one.steps
+        );
+        report.problems.push(Problem { kind: NeverEnds, message });
+    }
+    if stopped || one.steps == 0 {
         return report;
     }
     // (run 2 steps the second env, comparable only when its spaces are the first's)
