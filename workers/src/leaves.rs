@@ -102,6 +102,9 @@ pub trait Leaves: 'static {
     /// # Panics
     /// As [`Leaves::view_mut`].
     fn view<'a, I: Iterator<Item = &'a [u8]>>(leaves: &mut I) -> Self::Ref<'a>;
+    /// The bytes of leaf `k` of the views `views` (native byte order; `None` for `k >= COUNT`):
+    /// the inverse of [`Leaves::view`].
+    fn leaf_bytes<'a>(views: &Self::Ref<'a>, k: usize) -> Option<&'a [u8]>;
 }
 
 fn next<T>(item: Option<T>) -> T {
@@ -123,6 +126,9 @@ impl<T: Scalar> Leaves for T {
     }
     fn view<'a, I: Iterator<Item = &'a [u8]>>(leaves: &mut I) -> &'a [T] {
         bytemuck::cast_slice(next(leaves.next()))
+    }
+    fn leaf_bytes<'a>(views: &Self::Ref<'a>, k: usize) -> Option<&'a [u8]> {
+        (k == 0).then(|| bytemuck::cast_slice(views))
     }
 }
 
@@ -146,6 +152,14 @@ macro_rules! tuple_leaves {
             }
             fn view<'a, I: Iterator<Item = &'a [u8]>>(leaves: &mut I) -> Self::Ref<'a> {
                 ($(bytemuck::cast_slice::<u8, $t>(next(leaves.next())),)+)
+            }
+            #[allow(non_snake_case)] // (each leaf's view is bound to its type's name)
+            fn leaf_bytes<'a>(views: &Self::Ref<'a>, k: usize) -> Option<&'a [u8]> {
+                let ($($t,)+) = *views;
+                match k {
+                    $($k => Some(bytemuck::cast_slice::<$t, u8>($t)),)+
+                    _ => None,
+                }
             }
         }
     };

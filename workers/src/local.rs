@@ -7,6 +7,12 @@
 //! So a `LocalEnv` reset with seed `s + i` sees what env `i` of a vector env reset with seed `s`
 //! sees. There is no autoreset: call [`LocalEnv::reset`] when an episode ends.
 //!
+//! Actions are checked as a pool checks Python's (`check_actions`, with the runtime's
+//! [`ActionBounds`]): one action of the action space's element count, a `Discrete`,
+//! `MultiDiscrete` or `MultiBinary` action within its bounds, and no NaN in a float `Box` action
+//! (a `Box`'s bounds are not enforced, as Gymnasium passes such actions on unchecked). A bad
+//! action panics, naming the action, the element, its value and the bounds, before the env sees it.
+//!
 //! ```
 //! use ringenv_worker::{envs::BlocksWorld, LocalEnv};
 //! let mut env = LocalEnv::new(BlocksWorld::new(3)).unwrap();
@@ -18,8 +24,10 @@
 
 use crate::env::{declared_spaces, SpaceError};
 use crate::leaves::LeafBuf;
+use crate::values::{is_integer, read_f64, read_int};
 use crate::{ActionRef, Ctx, Env, EnvRng, Info, Leaves, Space, Step};
 use rand::SeedableRng;
+use ringenv_runtime::ActionBounds;
 use serde_json::Value;
 
 /// One env with its buffers and generator (see the [module docs](self)).
@@ -41,6 +49,8 @@ pub struct LocalEnv<E: Env> {
     obs: Vec<LeafBuf>,
     /// The action of [`LocalEnv::step_bytes`], copied into aligned storage.
     action: LeafBuf,
+    /// What an action may hold (the pool's rules for the action space).
+    bounds: ActionBounds,
     rng: EnvRng,
     info: Info,
 }
@@ -56,7 +66,8 @@ impl<E: Env> LocalEnv<E> {
         let obs = observation_space.leaves().iter().map(|leaf| LeafBuf::new(leaf.bytes())).collect();
         let action = LeafBuf::new(action_space.array_spec().bytes());
         let (rng, info) = (EnvRng::from_os_rng(), Info::default());
-        Ok(LocalEnv { env, observation_space, action_space, obs, action, rng, info })
+        let bounds = action_bounds(&action_space);
+        Ok(LocalEnv { env, observation_space, action_space, obs, action, bounds, rng, info })
     }
 
     /// Resets the env: with `Some(seed)` the generator is re-seeded first.
@@ -75,7 +86,21 @@ impl<E: Env> LocalEnv<E> {
     }
 
     /// Steps the env with `action` (for example `&[1]` for a Discrete action).
+    ///
+    /// # Panics
+    /// Before the env sees it, when `action` is not one action of the action space: a number of
+    /// elements other than the space's, a `Discrete`, `MultiDiscrete` or `MultiBinary` element
+    /// outside its bounds, or a NaN in a float `Box` action (see the [module docs](self)).
+    ///
+    /// ```should_panic
+    /// use ringenv_worker::{envs::CartPole, LocalEnv};
+    /// let mut env = LocalEnv::new(CartPole::new()).unwrap();
+    /// env.reset(Some(0));
+    /// env.step(&[2]); // panics: "LocalEnv::step: action [2]: element 0 is 2, outside [0, 1] ..."
+    /// ```
     pub fn step(&mut self, action: ActionRef<'_, E>) -> Step {
+        let bytes = E::Action::leaf_bytes(&action, 0).expect("a flat action space has one leaf");
+        self.check_action("step", bytes);
         self.info.clear();
         let mut ctx = Ctx::new(&mut self.rng, None, &Value::Null, &mut self.info);
         self.env.step(action, E::Obs::view_mut(&mut self.obs.iter_mut().map(LeafBuf::bytes_mut)), &mut ctx)
@@ -85,13 +110,58 @@ impl<E: Env> LocalEnv<E> {
     /// nothing.
     ///
     /// # Panics
-    /// When `action` is not exactly one element of the action space.
+    /// As [`LocalEnv::step`]: when `action` is not exactly one action of the action space (its
+    /// byte length, or a value outside its bounds).
     pub fn step_bytes(&mut self, action: &[u8]) -> Step {
+        self.check_action("step_bytes", action);
         self.action.bytes_mut().copy_from_slice(action);
         self.info.clear();
         let mut ctx = Ctx::new(&mut self.rng, None, &Value::Null, &mut self.info);
         let obs = E::Obs::view_mut(&mut self.obs.iter_mut().map(LeafBuf::bytes_mut));
         self.env.step(E::Action::view(&mut std::iter::once(self.action.bytes())), obs, &mut ctx)
+    }
+
+    /// Panics, naming the action, the element and the bounds, when `action` (the bytes of the
+    /// action leaf) is not one action of the action space; allocates nothing otherwise.
+    fn check_action(&self, call: &str, action: &[u8]) {
+        let spec = self.action_space.array_spec();
+        let (dtype, size) = (spec.dtype, spec.dtype.size());
+        if action.len() != spec.bytes() {
+            let has = match action.len() % size {
+                0 => format!("{} elements", action.len() / size),
+                _ => format!("{} bytes", action.len()),
+            };
+            panic!(
+                "LocalEnv::{call}: the action has {has}, but one action of the action space {:?} is {} {dtype} \
+                 elements ({} bytes)",
+                self.action_space,
+                spec.elements(),
+                spec.bytes()
+            );
+        }
+        let Some(k) = self.bounds.first_outside(dtype, action) else { return };
+        let value = |e: usize| {
+            if is_integer(dtype) {
+                read_int(action, dtype, e).to_string()
+            } else {
+                read_f64(action, dtype, e).to_string()
+            }
+        };
+        let shown = spec.elements().min(16);
+        let more = if shown < spec.elements() { ", ..." } else { "" };
+        let values: Vec<String> = (0..shown).map(value).collect();
+        let bound = match &self.bounds {
+            ActionBounds::Integer { low, high } => {
+                format!("outside [{}, {}]", low[k % low.len()], high[k % high.len()])
+            }
+            _ => "which no Box contains".to_string(),
+        };
+        panic!(
+            "LocalEnv::{call}: action [{}{more}]: element {k} is {}, {bound} (the action space is {:?})",
+            values.join(", "),
+            value(k),
+            self.action_space
+        );
     }
 
     /// The last observation, typed (`&[f32]`, or a tuple of slices for several leaves).
@@ -139,6 +209,23 @@ impl<E: Env> LocalEnv<E> {
     pub fn rng(&mut self) -> &mut EnvRng {
         &mut self.rng
     }
+}
+
+/// The values an action of the flat space `space` may hold, by the rules a pool checks Python's
+/// actions with (`ringenv._checks.action_bounds`): integer bounds for `Discrete`, `MultiDiscrete`
+/// and `MultiBinary`, no NaN for a float `Box`, anything for an integer `Box`.
+fn action_bounds(space: &Space) -> ActionBounds {
+    let bounds = match space {
+        Space::Discrete { n, start } => ActionBounds::integer(vec![*start], vec![start + n - 1]),
+        Space::MultiDiscrete { nvec, start, .. } => {
+            ActionBounds::integer(start.clone(), start.iter().zip(nvec).map(|(s, n)| s + n - 1).collect())
+        }
+        Space::MultiBinary { .. } => ActionBounds::integer(vec![0], vec![1]),
+        Space::Box { dtype, .. } if !is_integer(*dtype) => Ok(ActionBounds::NotNan),
+        _ => Ok(ActionBounds::Unchecked),
+    };
+    // (a validated space has at least one element per MultiDiscrete: integer() accepts it)
+    bounds.unwrap_or(ActionBounds::Unchecked)
 }
 
 #[cfg(test)]
@@ -192,6 +279,82 @@ mod tests {
         assert_eq!(env.info().get("lit"), Some(InfoValue::Float(2.0)));
         assert_eq!(env.obs_bytes()[1], 2.0f64.to_ne_bytes());
         assert!(env.step_bytes(&[0, 1, 0]).terminated);
+    }
+
+    fn panic_message(f: impl FnOnce()) -> String {
+        let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("a panic");
+        payload.downcast_ref::<String>().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn actions_outside_the_action_space_are_refused_naming_element_value_and_bounds() {
+        let mut lights = LocalEnv::new(Lights { on: [0; 3] }).unwrap();
+        lights.reset(Some(0));
+        let message = panic_message(|| {
+            lights.step(&[0, 2, 1]);
+        });
+        assert!(
+            message.starts_with(
+                "LocalEnv::step: action [0, 2, 1]: element 1 is 2, outside [0, 1] (the action space is MultiBinary"
+            ),
+            "{message}"
+        );
+        let message = panic_message(|| {
+            lights.step(&[0, 1]);
+        });
+        assert!(
+            message.starts_with(
+                "LocalEnv::step: the action has 2 elements, but one action of the action space MultiBinary"
+            ),
+            "{message}"
+        );
+        assert!(message.ends_with("is 3 int8 elements (3 bytes)"), "{message}");
+        let message = panic_message(|| {
+            lights.step_bytes(&[0, 1, 0, 0]);
+        });
+        assert!(message.starts_with("LocalEnv::step_bytes: the action has 4 elements"), "{message}");
+        assert_eq!(lights.obs().0, &[0, 0, 0][..], "no refused action reached the env");
+
+        let mut blocks = LocalEnv::new(crate::envs::BlocksWorld::new(3)).unwrap();
+        blocks.reset(Some(0));
+        let message = panic_message(|| {
+            blocks.step(&[-1]);
+        });
+        assert!(message.starts_with("LocalEnv::step: action [-1]: element 0 is -1, outside [0, "), "{message}");
+        blocks.step(&[0]); // (a legal action still steps)
+    }
+
+    #[test]
+    fn a_nan_in_a_float_box_action_is_refused_and_its_bounds_are_not_enforced() {
+        struct Push;
+        impl Env for Push {
+            type Obs = f32;
+            type Action = f32;
+            fn observation_space(&self) -> Space {
+                Space::boxed(DType::F32, &[1], -1.0, 1.0)
+            }
+            fn action_space(&self) -> Space {
+                Space::boxed(DType::F32, &[2], -1.0, 1.0)
+            }
+            fn reset(&mut self, obs: &mut [f32], _: &mut Ctx) {
+                obs[0] = 0.0;
+            }
+            fn step(&mut self, action: &[f32], obs: &mut [f32], _: &mut Ctx) -> Step {
+                obs[0] = action[0];
+                Step::default()
+            }
+        }
+        let mut env = LocalEnv::new(Push).unwrap();
+        env.reset(None);
+        env.step(&[5.0, 0.0]); // outside the Box: passed on, as Gymnasium does
+        assert_eq!(env.obs(), &[5.0][..]);
+        let message = panic_message(|| {
+            env.step(&[0.5, f32::NAN]);
+        });
+        assert!(
+            message.starts_with("LocalEnv::step: action [0.5, NaN]: element 1 is NaN, which no Box contains"),
+            "{message}"
+        );
     }
 
     #[test]
