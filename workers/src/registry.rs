@@ -226,6 +226,15 @@ pub struct Registry {
     entries: Vec<(String, Box<dyn Erased>)>,
 }
 
+/// `id` without its Gymnasium version suffix (`Sokoban-v0` -> `Sokoban`; an id without one is
+/// itself).
+fn unversioned(id: &str) -> &str {
+    match id.rsplit_once("-v") {
+        Some((name, v)) if !name.is_empty() && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => id,
+    }
+}
+
 fn same_name(a: &str, b: &str) -> bool {
     a.replace('-', "_") == b.replace('-', "_")
 }
@@ -273,23 +282,36 @@ impl Registry {
         };
         match self.entries.iter().find(|(i, _)| i == bare) {
             Some((i, e)) => Ok((i.as_str(), e.as_ref())),
-            None => Err(RemoteError {
-                kind: "NameNotFound".into(),
-                message: format!(
-                    "no env {id:?} in {}; its ids are {:?} (also spelled {}:ID)",
-                    self.name,
-                    self.ids(),
-                    self.name
-                ),
-                ..Default::default()
-            }),
+            None => {
+                // Gymnasium's kinds: VersionNotFound when another version of the name is served.
+                let name = unversioned(bare);
+                let versions: Vec<&str> =
+                    self.ids().into_iter().filter(|i| unversioned(i) == name && name != bare).collect();
+                let (kind, other) = if versions.is_empty() {
+                    ("NameNotFound", String::new())
+                } else {
+                    ("VersionNotFound", format!(" ({name} is served as {})", versions.join(", ")))
+                };
+                Err(RemoteError {
+                    kind: kind.into(),
+                    message: format!(
+                        "no env {id:?} in {}{other}; its ids are {:?} (also spelled {}:ID)",
+                        self.name,
+                        self.ids(),
+                        self.name
+                    ),
+                    ..Default::default()
+                })
+            }
         }
     }
 
     /// The checked `(observation, action)` spaces of env `id` built with `kwargs`.
     ///
     /// # Errors
-    /// A [`RemoteError`]: `NameNotFound` (unknown id, listing the ids), `ValueError` (arguments
+    /// A [`RemoteError`]: `NameNotFound` (unknown id, listing the ids; `VersionNotFound` when
+    /// only the `-vN` version differs from a served id's, as Gymnasium tells them apart),
+    /// `ValueError` (arguments
     /// that do not fit, naming the argument, or refused by the constructor), `panic` (the
     /// constructor panicked, with the location), `InvalidSpace` (see [`crate::SpaceError`]).
     pub fn spaces(&self, id: &str, kwargs: &Value) -> Result<(Space, Space), RemoteError> {
@@ -407,6 +429,23 @@ mod tests {
             err.message
         );
         assert!(r.check("Panicky-v0", &Value::Null, &CheckOptions::default()).is_err());
+    }
+
+    #[test]
+    fn an_unknown_version_of_a_served_name_is_version_not_found() {
+        let r = registry();
+        let err = r.spaces("custom_env:CartPole-v0", &Value::Null).unwrap_err();
+        assert_eq!(err.kind, "VersionNotFound");
+        assert!(
+            err.message
+                .starts_with("no env \"custom_env:CartPole-v0\" in custom-env (CartPole is served as CartPole-v1);"),
+            "{}",
+            err.message
+        );
+        for unknown in ["CartPole", "Cart-v1", "Nope-v0", "-v1"] {
+            assert_eq!(r.spaces(unknown, &Value::Null).unwrap_err().kind, "NameNotFound", "{unknown}");
+        }
+        assert_eq!((unversioned("A-v12"), unversioned("A-vx"), unversioned("A")), ("A", "A-vx", "A"));
     }
 
     #[test]
