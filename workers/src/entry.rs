@@ -3,14 +3,18 @@
 //!
 //! The program understands:
 //!
-//! - `PROGRAM describe ID [--kwargs JSON]`: prints one line of JSON,
+//! - `PROGRAM describe ID [--env-kwargs JSON]`: prints one line of JSON,
 //!   `{"id", "observation_space", "action_space", "arguments"}` (see
 //!   [`Registry::describe`]), or `{"error": {"kind", "message"}}` with exit status 1.
 //!   `ringenv.make_vec(..., worker=PROGRAM)` runs this before starting any worker.
 //! - `PROGRAM list`: prints `{"name", "envs": [{"id", "arguments"}, ...]}`.
-//! - `PROGRAM check ID [--kwargs JSON] [--steps N] [--seed S]`: runs
+//! - `PROGRAM check ID [--env-kwargs JSON] [--steps N] [--seed S]`: runs
 //!   [`check_env`](crate::check_env) and prints its report; exit status 0 when it passed, 1
-//!   when it found problems.
+//!   when it found problems (or stepped nothing, `--steps 0`).
+//!
+//! `--env-kwargs` is the spelling of `ringenv tune` and `ringenv bench`; `--kwargs`, its older
+//! spelling, is the same option (and what Python passes, so that binaries built with an older SDK
+//! keep working).
 //! - `PROGRAM --segment-fd N --control-fd N --worker K --parent-pid P`: the arguments a pool's
 //!   supervisor appends ([`WorkerCli`]); the program serves as worker `K` until the pool closes
 //!   it, building its envs from the JSON init payload `{"id", "kwargs"}`.
@@ -41,8 +45,8 @@ enum Command {
     Describe {
         /// The env's registry id (optionally NAME:ID).
         id: String,
-        /// Keyword arguments of the env, a JSON object.
-        #[arg(long, default_value = "{}")]
+        /// Keyword arguments of the env, a JSON object (also spelled --kwargs).
+        #[arg(long = "env-kwargs", visible_alias = "kwargs", value_name = "JSON", default_value = "{}")]
         kwargs: String,
     },
     /// Print the env ids and their arguments as JSON.
@@ -51,8 +55,8 @@ enum Command {
     Check {
         /// The env's registry id (optionally NAME:ID).
         id: String,
-        /// Keyword arguments of the env, a JSON object.
-        #[arg(long, default_value = "{}")]
+        /// Keyword arguments of the env, a JSON object (also spelled --kwargs).
+        #[arg(long = "env-kwargs", visible_alias = "kwargs", value_name = "JSON", default_value = "{}")]
         kwargs: String,
         /// Steps per run.
         #[arg(long, default_value_t = 1000)]
@@ -66,7 +70,7 @@ enum Command {
 fn parse_kwargs(text: &str) -> Result<Value, RemoteError> {
     serde_json::from_str(text).map_err(|e| RemoteError {
         kind: "ValueError".into(),
-        message: format!("--kwargs is not JSON: {e}"),
+        message: format!("--env-kwargs is not JSON: {e}"),
         ..Default::default()
     })
 }
@@ -163,4 +167,46 @@ macro_rules! worker_main {
                 .main()
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envs::{BlocksWorld, CartPole};
+
+    fn registry() -> Registry {
+        Registry::new("demo").env("CartPole-v1", CartPole::new).env("Blocks-v0", |n: usize| BlocksWorld::try_new(n))
+    }
+
+    fn run(args: &[&str]) -> (i32, String) {
+        let mut out = Vec::new();
+        let args: Vec<String> = std::iter::once("demo").chain(args.iter().copied()).map(String::from).collect();
+        let status = run_cli(&registry(), &args, &mut out);
+        (status, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn env_kwargs_and_its_older_spelling_kwargs_are_one_option() {
+        for option in ["--env-kwargs", "--kwargs"] {
+            let (status, out) = run(&["describe", "Blocks-v0", option, "4"]);
+            let description: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!((status, &description["observation_space"]["shape"]), (0, &json!([44])), "{option}: {out}");
+            let (status, out) = run(&["check", "Blocks-v0", option, "3", "--steps", "300"]);
+            assert_eq!(status, 0, "{option}: {out}");
+            assert!(out.trim_end().ends_with("PASSED"), "{out}");
+        }
+        let (status, out) = run(&["describe", "Blocks-v0", "--env-kwargs", "{nope"]);
+        assert_eq!(status, 1);
+        assert!(out.contains("--env-kwargs is not JSON"), "{out}");
+    }
+
+    #[test]
+    fn check_of_an_unknown_id_lists_the_ids_and_a_check_of_no_step_fails() {
+        let (status, out) = run(&["check", "Nope-v0"]);
+        assert_eq!(status, 1);
+        assert!(out.contains(r#"no env "Nope-v0" in demo; its ids are ["CartPole-v1", "Blocks-v0"]"#), "{out}");
+        let (status, out) = run(&["check", "CartPole-v1", "--steps", "0"]);
+        assert_eq!(status, 1, "{out}");
+        assert!(out.contains("NOTHING CHECKED"), "{out}");
+    }
 }
