@@ -241,7 +241,7 @@ def test_arguments_are_typed_and_named(worker):
         ringenv.make_vec("custom_env:Sokoban-v0", 2, worker=worker, max_steps=-3)
     with pytest.raises(ValueError, match=r'Sokoban-Tiny-v0 takes no arguments, got "level"'):
         ringenv.make_vec("Sokoban-Tiny-v0", 2, worker=worker, level=1)
-    with pytest.raises(ValueError, match=r'NameNotFound: no env "other:Sokoban-v0" in custom_env; its ids are'):
+    with pytest.raises(gym.error.NameNotFound, match=r': no env "other:Sokoban-v0" in custom_env; its ids are'):
         ringenv.make_vec("other:Sokoban-v0", 2, worker=worker)
     with pytest.raises(TypeError, match="JSON data"):
         ringenv.make_vec("Sokoban-v0", 2, worker=worker, level=object())

@@ -29,7 +29,7 @@ import os
 import shutil
 import signal
 import subprocess
-from typing import Any, Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union, overload
 
 import gymnasium as gym
 import numpy as np
@@ -42,7 +42,8 @@ from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["make_vec", "register", "register_builtins", "VectorEntryPoint", "builtin_env_ids", "describe_worker",
-           "split_worker_id", "NAMESPACE", "VECTOR_OPTIONS"]
+           "split_worker_id", "worker_env_ids", "WorkerNameNotFound", "WorkerVersionNotFound", "WorkerIdMissing",
+           "NAMESPACE", "VECTOR_OPTIONS"]
 
 #: The Gymnasium namespace of ringenv's built-in envs: ``"ringenv/CartPole-v1"``.
 NAMESPACE = "ringenv"
@@ -60,8 +61,27 @@ RUNTIME_OPTIONS: FrozenSet[str] = frozenset({
     "num_workers", "startup_timeout", "on_worker_failure", "max_restarts", "restart_window", "worker_env",
     "check_actions", "spin_us", "vector_infos", "inline", "max_concurrency"}) & VECTOR_OPTIONS
 
-#: Seconds a worker binary may take to answer ``describe`` (it builds one env).
+#: Seconds a worker binary may take to answer ``describe`` (it builds one env) or ``list``.
 DESCRIBE_TIMEOUT_S = 60.0
+
+
+# The errors of an env id that a worker binary does not serve are Gymnasium's (what
+# ``gymnasium.make`` raises for an id it does not know), and also ``ValueError``s, what ringenv
+# raised for them before: code catching either keeps working.
+
+class WorkerNameNotFound(gym.error.NameNotFound, ValueError):
+    """A worker binary serves no env of this id (nor of its name, in another version): the
+    message names the binary and lists the ids it serves."""
+
+
+class WorkerVersionNotFound(gym.error.VersionNotFound, ValueError):
+    """A worker binary serves the id's name, but not in this ``-vN`` version: the message names
+    the binary and lists the ids it serves."""
+
+
+class WorkerIdMissing(gym.error.Error, ValueError):
+    """The path of a worker binary given as an env id, without the ``:ID`` of the env: the message
+    names the spelling ``PATH:ID`` and lists the ids the binary serves."""
 
 
 def builtin_env_ids() -> list:
@@ -100,6 +120,9 @@ def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
             text before its first ``:`` is a path (it contains ``/``, which no Python module name
             or Gymnasium ``module:Id`` module does) that is missing, a directory or not executable:
             the ``PATH`` of ``PATH:ID`` is named instead of being tried as a module.
+        WorkerIdMissing: ``text`` is the path (with a ``/``) of an executable file and no ``:ID``
+            (a ``gymnasium.error.Error`` and a ``ValueError``): the message names the spelling
+            ``PATH:ID`` and the ids the binary serves (``PATH list``).
     """
     for i, ch in enumerate(text):
         head = text[:i]
@@ -108,7 +131,21 @@ def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
     head, sep, _ = text.partition(":")
     if sep and os.sep in head:
         _worker_path(head)  # raises, naming what is wrong with the path
+    if not sep and os.sep in text and os.path.isfile(text) and os.access(text, os.X_OK):
+        raise _id_missing(text)
     return None
+
+
+def _id_missing(path: str) -> WorkerIdMissing:
+    """The error of the program ``path`` given where an env id was expected, listing the ids it
+    serves when it is a worker binary (``PATH list``)."""
+    try:
+        ids = worker_env_ids(path)
+    except ValueError as e:
+        return WorkerIdMissing(f"{path} is a program, not an env id: an env of a worker binary is named PATH:ID "
+                               f"(and {e})")
+    served = ", ".join(ids) if ids else "no env"
+    return WorkerIdMissing(f"{path} is a worker binary: name an env as {path}:ID; it serves {served}")
 
 
 def _printable(text: str) -> str:
@@ -119,14 +156,22 @@ def _printable(text: str) -> str:
 
 
 def _run_describe(path: str, worker: str, id: str, kwargs_json: str) -> Tuple[int, str, str]:
-    """``(status, stdout, stderr)`` of ``path describe ID --kwargs JSON``, run in a session (process
-    group) of its own, so that when it outlasts :data:`DESCRIBE_TIMEOUT_S` (or Ctrl-C ends the
-    wait) the whole group is killed, whatever it started, not only the program.
+    """``(status, stdout, stderr)`` of ``path describe ID --kwargs JSON`` (``--kwargs``, the older
+    spelling of ``--env-kwargs``, which binaries of every SDK version accept), as :func:`_run_worker`
+    runs it."""
+    return _run_worker(path, worker, ["describe", id, "--kwargs", kwargs_json], f"describe {id!r}")
+
+
+def _run_worker(path: str, worker: str, args: Sequence[str], what: str) -> Tuple[int, str, str]:
+    """``(status, stdout, stderr)`` of ``path ARGS...``, run in a session (process group) of its
+    own, so that when it outlasts :data:`DESCRIBE_TIMEOUT_S` (or Ctrl-C ends the wait) the whole
+    group is killed, whatever it started, not only the program.
 
     Raises:
-        ValueError: the program did not answer within :data:`DESCRIBE_TIMEOUT_S` seconds.
+        ValueError: the program did not answer within :data:`DESCRIBE_TIMEOUT_S` seconds (the
+            message says that it did not ``what``).
     """
-    proc = subprocess.Popen([path, "describe", id, "--kwargs", kwargs_json], stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([path, *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=DESCRIBE_TIMEOUT_S)
@@ -140,10 +185,31 @@ def _run_describe(path: str, worker: str, id: str, kwargs_json: str) -> Tuple[in
             if pipe is not None:
                 pipe.close()
         if isinstance(e, subprocess.TimeoutExpired):
-            raise ValueError(f"worker binary {worker!r} did not describe {id!r} within {DESCRIBE_TIMEOUT_S:g} s "
+            raise ValueError(f"worker binary {worker!r} did not {what} within {DESCRIBE_TIMEOUT_S:g} s "
                              "(it and every process it started were killed)") from None
         raise
     return proc.returncode, stdout, stderr
+
+
+def worker_env_ids(worker: Union[str, "os.PathLike[str]"]) -> List[str]:
+    """The env ids worker binary ``worker`` serves, in its registration order (it runs
+    ``worker list``).
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file.
+        ValueError: a program that is not a ringenv worker binary (its ``list`` printed no
+            ``{"envs": [{"id": ...}, ...]}``), or one that did not answer within
+            :data:`DESCRIBE_TIMEOUT_S` seconds.
+    """
+    path = _worker_path(worker)
+    status, stdout, stderr = _run_worker(path, os.fspath(worker), ["list"], "list its env ids")
+    try:
+        ids = [str(env["id"]) for env in json.loads(stdout)["envs"]]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        tail = _printable((stderr or stdout).strip()[-400:])
+        raise ValueError(f"{os.fspath(worker)!r} is not a ringenv worker binary: `list` exited with status {status} "
+                         f"and printed no env ids ({type(e).__name__}; {tail})") from None
+    return [_printable(i) for i in ids]
 
 
 def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
@@ -155,9 +221,12 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
     Raises:
         FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file.
         TypeError: ``kwargs`` that are not JSON data.
-        ValueError: an unknown id or arguments that do not fit (the binary's message, naming the
-            id or the argument), a panicking constructor (with the panic's location), invalid
-            spaces, or a program that is not a ringenv worker binary.
+        WorkerNameNotFound, WorkerVersionNotFound: an id the binary does not serve (Gymnasium's
+            ``NameNotFound`` / ``VersionNotFound``, and ``ValueError``s), naming the binary and
+            listing its ids.
+        ValueError: arguments that do not fit (the binary's message, naming the argument), a
+            panicking constructor (with the panic's location), invalid spaces, or a program that
+            is not a ringenv worker binary.
     """
     from ringenv._layout import from_dict
 
@@ -175,7 +244,11 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
     if "error" in answer:
         error = answer["error"]
         if isinstance(error, dict):
-            kind = error.get("kind", "Error")  # (no "ValueError: ValueError: ..." for the binary's own ValueError)
+            kind = error.get("kind", "Error")
+            not_found = {"NameNotFound": WorkerNameNotFound, "VersionNotFound": WorkerVersionNotFound}.get(kind)
+            if not_found is not None:
+                raise not_found(_printable(f"worker binary {os.fspath(worker)!r}: {error.get('message', '')}"))
+            # (no "ValueError: ValueError: ..." for the binary's own ValueError)
             raise ValueError(_printable(("" if kind == "ValueError" else f"{kind}: ") + str(error.get("message", ""))))
         raise ValueError(_printable(f"{not_worker} and printed an error that is not a worker binary's "
                                     f"({{'kind': ..., 'message': ...}}): {str(error)[:400]}"))
@@ -271,7 +344,12 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
         ValueError: ``num_envs`` below 1, or so large that the shared segment would not fit in
             the memory available (the message names ``num_envs`` and the bytes; checked before
             anything is allocated), an unsupported ``vectorization_mode``, wrappers with a Rust
-            env, bad Rust env arguments or an unknown Rust env id (named).
+            env, bad Rust env arguments (named).
+        WorkerNameNotFound, WorkerVersionNotFound: an id that the worker binary does not serve:
+            Gymnasium's ``NameNotFound`` / ``VersionNotFound`` (as ``gymnasium.make`` raises for
+            an unknown id), also ``ValueError``s; the message names the binary and its ids.
+        WorkerIdMissing: ``id`` is the path of a worker binary without ``:ID`` (a
+            ``gymnasium.error.Error`` and a ``ValueError``), listing the binary's ids.
         FileNotFoundError, IsADirectoryError, PermissionError: ``worker`` is not an executable file
             (nor the ``PATH`` of an ``id`` spelled ``PATH:ID``, a path with a ``/``).
         gymnasium.error.Error: what ``gymnasium.make`` raises for an unknown id.

@@ -272,19 +272,22 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
     first).
 
     Raises:
-        UsageError: naming the argument ``ENV``, when ``text`` names none of these, or a worker
-            binary that cannot describe the env (its message).
+        UsageError: naming the argument ``ENV``, when ``text`` names none of these, a worker
+            binary that cannot describe the env (its message: an unknown id lists the ids it
+            serves), or a worker binary's path without ``:ID`` (listing the ids it serves).
     """
     import gymnasium as gym
 
     import ringenv
-    from ringenv.registration import describe_worker, split_worker_id
+    from ringenv.registration import WorkerIdMissing, describe_worker, split_worker_id
 
     kwargs = dict(kwargs or {})
     try:
         split = split_worker_id(text)
     except OSError as e:  # a PATH:ID whose PATH is missing, a directory or not executable
         raise UsageError(f"argument ENV: {text!r}: {e}") from None
+    except WorkerIdMissing as e:  # a worker binary's path without :ID (its message lists the ids)
+        raise UsageError(f"argument ENV: {e}") from None
     if split is not None:
         worker, id = split
         try:
