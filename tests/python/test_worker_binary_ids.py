@@ -89,18 +89,44 @@ def test_a_binary_without_an_id_lists_its_ids(binary):
     assert registration.worker_env_ids(binary) == ["CartPole-v1", "BlocksWorld-v0"]
 
 
-def test_a_program_that_is_not_a_worker_binary_given_as_an_id_is_named(tmp_path):
+def test_a_program_that_is_not_a_worker_binary_given_as_an_id_is_named_and_not_run(tmp_path):
+    ran = tmp_path / "ran"
     script = tmp_path / "not_a_worker"
-    script.write_text("#!/bin/sh\necho hello\n")
+    script.write_text(f"#!/bin/sh\necho \"$@\" > {ran}\necho hello\n")
     script.chmod(0o755)
     with pytest.raises(WorkerIdMissing) as info:
         ringenv.make_vec(str(script), 2)
-    message = str(info.value)
-    assert message.startswith(f"{script} is a program, not an env id: an env of a worker binary is named PATH:ID "
-                              f"(and '{script}' is not a ringenv worker binary: `list` exited with status 0 and "
-                              "printed no env ids"), message
-    with pytest.raises(ValueError, match="is not a ringenv worker binary"):
+    assert str(info.value) == (f"{script} is a program, not an env id (and not a ringenv worker binary, whose env "
+                               "would be named PATH:ID)")
+    assert not ran.exists(), "a program that is not a worker binary is not run"
+    # asked for explicitly, its ids are asked for, and its answer is refused
+    with pytest.raises(ValueError, match=r"is not a ringenv worker binary: `list` exited with status 0 and printed "
+                                         r"no env ids \(JSONDecodeError; hello\)"):
         registration.worker_env_ids(script)
+    assert ran.read_text() == "list\n"
+
+
+def test_a_program_holding_the_worker_mark_that_answers_no_ids_is_named(tmp_path):
+    # (the mark is what the SDK's binaries hold; this script holds it in a comment)
+    script = tmp_path / "marked"
+    script.write_text(f"#!/bin/sh\n# {registration._WORKER_MARK.decode()}\necho nope\n")
+    script.chmod(0o755)
+    with pytest.raises(WorkerIdMissing) as info:
+        ringenv.make_vec(str(script), 2)
+    assert str(info.value).startswith(f"{script} is a program, not an env id: an env of a worker binary is named "
+                                      f"PATH:ID (and '{script}' is not a ringenv worker binary: `list` exited with "
+                                      "status 0 and printed no env ids"), str(info.value)
+
+
+def test_the_worker_mark_is_found_across_chunk_boundaries(tmp_path):
+    mark = registration._WORKER_MARK
+    for split in (0, 1, len(mark) // 2, len(mark) - 1):
+        path = tmp_path / f"f{split}"
+        path.write_bytes(b"x" * (64 - split) + mark + b"y" * 10)
+        assert registration._holds_worker_mark(str(path), chunk=64), split
+    path = tmp_path / "cut"
+    path.write_bytes(b"x" * 60 + mark[:-1] + b"y" * 10)
+    assert not registration._holds_worker_mark(str(path), chunk=64)
 
 
 def test_tune_of_a_binary_without_an_id_is_a_usage_error_listing_its_ids(binary, capsys):

@@ -36,7 +36,9 @@ use ringenv_runtime::RemoteError;
 use serde_json::{json, Value};
 use std::io::Write;
 
-/// The subcommands a worker binary understands besides the worker arguments.
+/// The subcommands a worker binary understands besides the worker arguments. (Python tells a
+/// worker binary from another program by the start of this description, "A ringenv worker
+/// binary: serves Rust envs", before running its `list`: keep it.)
 #[derive(Parser, Debug)]
 #[command(about = "A ringenv worker binary: serves Rust envs to ringenv pools (started by a pool with \
              --segment-fd, --control-fd, --worker and --parent-pid), and describes and checks them.")]

@@ -122,7 +122,8 @@ def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
             the ``PATH`` of ``PATH:ID`` is named instead of being tried as a module.
         WorkerIdMissing: ``text`` is the path (with a ``/``) of an executable file and no ``:ID``
             (a ``gymnasium.error.Error`` and a ``ValueError``): the message names the spelling
-            ``PATH:ID`` and the ids the binary serves (``PATH list``).
+            ``PATH:ID`` and, for a worker binary, the ids it serves (``PATH list``; a program
+            that is not one is not run).
     """
     for i, ch in enumerate(text):
         head = text[:i]
@@ -136,9 +137,36 @@ def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
     return None
 
 
+#: Text that every worker binary made with the SDK holds (its command line's description, in
+#: ``workers/src/entry.rs``): a program given without ``:ID`` is run (``PATH list``) only when it
+#: holds it, so that no other program is started with arguments it was not written for.
+_WORKER_MARK = b"A ringenv worker binary: serves Rust envs"
+
+
+def _holds_worker_mark(path: str, chunk: int = 1 << 20) -> bool:
+    """Whether the file ``path`` holds :data:`_WORKER_MARK` (read in chunks; ``False`` when it
+    cannot be read)."""
+    overlap = len(_WORKER_MARK) - 1
+    try:
+        with open(path, "rb") as f:
+            tail = b""
+            while True:
+                block = f.read(chunk)
+                if not block:
+                    return False
+                if _WORKER_MARK in tail + block:
+                    return True
+                tail = block[-overlap:]
+    except OSError:
+        return False
+
+
 def _id_missing(path: str) -> WorkerIdMissing:
     """The error of the program ``path`` given where an env id was expected, listing the ids it
-    serves when it is a worker binary (``PATH list``)."""
+    serves when it is a worker binary (``PATH list``; another program is not run)."""
+    if not _holds_worker_mark(path):
+        return WorkerIdMissing(f"{path} is a program, not an env id (and not a ringenv worker binary, whose env "
+                               "would be named PATH:ID)")
     try:
         ids = worker_env_ids(path)
     except ValueError as e:
