@@ -115,6 +115,49 @@ fn keep_interrupt(py: Python<'_>, e: PyErr, id: usize, message: impl FnOnce(&str
     error
 }
 
+/// How many times ringenv's own code after an env returned ([`completing`]) is run again after an
+/// interrupt, before the interrupt is treated as the env's.
+const COMPLETING_TRIES: usize = 3;
+
+/// Runs `f`, ringenv's own code that follows an env's `step` or `reset` (the same-step info, the
+/// observation's write), to completion: a `KeyboardInterrupt` or `SystemExit` raised in it (where
+/// its Python code checks for signals) is kept in `deferred` (the first one) and `f` runs again, so
+/// that the env's result, which cannot be had again, is not lost. The loop over the envs goes on,
+/// and the share's caller raises the kept interrupt once the command is complete
+/// ([`defer_interrupt`]). After [`COMPLETING_TRIES`] interrupts in a row the last one is returned.
+fn completing<'py, T>(
+    py: Python<'py>,
+    deferred: &mut Option<PyErr>,
+    mut f: impl FnMut() -> PyResult<T>,
+) -> PyResult<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) && tries < COMPLETING_TRIES => {
+                tries += 1;
+                if deferred.is_none() {
+                    *deferred = Some(e);
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Keeps `deferred`, an interrupt [`completing`] held back, for [`take_interrupt`] (unless the
+/// command already stopped on an env's own interrupt, which is kept instead): the waiting call
+/// raises it once the share's part of the command is complete, with no result lost.
+fn defer_interrupt(deferred: Option<PyErr>) {
+    if let Some(e) = deferred {
+        INTERRUPT.with(|i| {
+            let mut i = i.borrow_mut();
+            if i.is_none() {
+                *i = Some(e);
+            }
+        });
+    }
+}
+
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
 type StepResult<'py> = (f64, bool, bool, Bound<'py, PyDict>);
 
@@ -352,7 +395,26 @@ impl PyEnvs {
         }
     }
 
-    /// Steps env k (or autoresets it in next-step mode), writing its observation.
+    /// [`PyEnvs::put_obs`] run to completion ([`completing`]): an interrupt in it does not lose
+    /// the observation; what an interrupted attempt had added to `pickled` is taken back first.
+    fn put_obs_completing<'py>(
+        &self,
+        py: Python<'py>,
+        k: usize,
+        slot: usize,
+        obs: Bound<'py, PyAny>,
+        pickled: &mut Vec<Bound<'py, PyAny>>,
+        deferred: &mut Option<PyErr>,
+    ) -> PyResult<()> {
+        let before = pickled.len();
+        completing(py, deferred, || {
+            pickled.truncate(before);
+            self.put_obs(py, k, slot, obs.clone(), pickled)
+        })
+    }
+
+    /// Steps env k (or autoresets it in next-step mode), writing its observation. An interrupt
+    /// in ringenv's own code after the env returned goes to `deferred` ([`completing`]).
     fn step_env<'py>(
         &mut self,
         py: Python<'py>,
@@ -360,10 +422,11 @@ impl PyEnvs {
         slot: usize,
         actions: Option<&Bound<'py, PyAny>>,
         pickled: &mut Vec<Bound<'py, PyAny>>,
+        deferred: &mut Option<PyErr>,
     ) -> PyResult<StepResult<'py>> {
         if self.mode == Mode::NextStep && self.autoreset.take(k) {
             let (obs, info) = self.reset_env(py, k, None, &py.None().into_bound(py))?;
-            self.put_obs(py, k, slot, obs, pickled)?;
+            self.put_obs_completing(py, k, slot, obs, pickled, deferred)?;
             return Ok((0.0, false, false, info));
         }
         let out = self.envs[k].bind(py).call_method1("step", (self.action(py, k, slot, actions)?,))?;
@@ -389,10 +452,14 @@ impl PyEnvs {
         let mut info = out.get_item(4)?.cast_into::<PyDict>()?;
         if self.mode == Mode::SameStep && (terminated || truncated) {
             let (reset_obs, reset_info) = self.reset_env(py, k, None, &py.None().into_bound(py))?;
-            info = self.helper(py, "_same_step_info", (info, obs, reset_info))?.cast_into::<PyDict>()?;
+            info = completing(py, deferred, || {
+                self.helper(py, "_same_step_info", (&info, &obs, &reset_info))?
+                    .cast_into::<PyDict>()
+                    .map_err(PyErr::from)
+            })?;
             obs = reset_obs;
         }
-        self.put_obs(py, k, slot, obs, pickled)?;
+        self.put_obs_completing(py, k, slot, obs, pickled, deferred)?;
         self.autoreset.record(k, terminated, truncated);
         Ok((reward, terminated, truncated, info))
     }
@@ -456,7 +523,7 @@ impl PyEnvs {
         // the layout (unpickled once per env that resets; the first before any env runs, so a
         // payload that cannot be read fails the command before anything changed).
         let mut unpacked = Some(self.unpack(py, options)?);
-        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
+        let (mut pickled, mut infos, mut error, mut deferred) = (Vec::new(), Vec::new(), None, None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
             if view.seed_flags(id).skips_reset() {
@@ -470,7 +537,7 @@ impl PyEnvs {
                 None => self.unpack(py, options)?,
             };
             let result = self.reset_env(py, k, seed_of(view, id), &env_options).and_then(|(obs, info)| {
-                self.put_obs(py, k, slot, obs, &mut pickled)?;
+                self.put_obs_completing(py, k, slot, obs, &mut pickled, &mut deferred)?;
                 Ok(info)
             });
             match result {
@@ -487,6 +554,7 @@ impl PyEnvs {
             self.autoreset.record(k, false, false);
             write_step(view, id, 0.0, false, false);
         }
+        defer_interrupt(deferred);
         self.finish(py, pickled, infos, error)
     }
 
@@ -501,10 +569,10 @@ impl PyEnvs {
             Some(_) => Some(self.unpack(py, actions)?),
             None => None,
         };
-        let (mut pickled, mut infos, mut error) = (Vec::new(), Vec::new(), None);
+        let (mut pickled, mut infos, mut error, mut deferred) = (Vec::new(), Vec::new(), None, None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            match self.step_env(py, k, slot, actions.as_ref(), &mut pickled) {
+            match self.step_env(py, k, slot, actions.as_ref(), &mut pickled, &mut deferred) {
                 Ok((reward, terminated, truncated, info)) => {
                     write_step(view, id, reward, terminated, truncated);
                     if !info.is_empty() {
@@ -520,6 +588,7 @@ impl PyEnvs {
                 }
             }
         }
+        defer_interrupt(deferred);
         self.finish(py, pickled, infos, error)
     }
 }

@@ -17,6 +17,7 @@ was refused as made "while another thread is sending a call")."""
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 
 import gymnasium as gym
@@ -44,7 +45,10 @@ def _interrupted(position: int, call):
 
     def profile(frame, event, arg):
         nonlocal count
-        if event in ("c_return", "call") and frame.f_code.co_filename.startswith(RINGENV_DIR):
+        # Not in a generator's frame: it also runs when the generator is finalized (all() stopping
+        # early), where CPython ignores any exception, a real Ctrl-C's included.
+        if (event in ("c_return", "call") and frame.f_code.co_filename.startswith(RINGENV_DIR)
+                and not frame.f_code.co_flags & inspect.CO_GENERATOR):
             count += 1
             if count == position:
                 raise KeyboardInterrupt
@@ -93,6 +97,49 @@ def test_a_ctrl_c_at_any_point_of_step_loses_no_step_and_applies_none_twice(clos
         pytest.fail(f"step made {MAX_POSITIONS} native calls or more")
     assert interrupted >= 5, interrupted  # the step has that many points at least
     _assert_step_equal(envs.step(np.ones(4, np.int64)), ref.step(np.ones(4, np.int64)))
+    ref.close()
+
+
+class _EndingEnv(CounterEnv):
+    """A :class:`CounterEnv` whose every step ends its episode: with a same-step autoreset each
+    step then runs ringenv's own Python code (the final info's merge) after the env returned."""
+
+    def step(self, action):
+        obs, reward, _, truncated, info = super().step(action)
+        return obs, reward, True, truncated, {"t": self.t}
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 1, "inline": True}, {"num_workers": 0}],
+                         ids=["inline-share", "in-process"])
+def test_a_ctrl_c_after_an_env_of_the_share_returned_loses_none_of_its_results(closing, layout):
+    # An interrupt in ringenv's code that follows an env's step in this process (the same-step
+    # info, the observation's write) used to lose that env's step ("the results of this call are
+    # lost"): the env had stepped, and stepping again applied two steps for one action.
+    from gymnasium.vector import AutoresetMode
+
+    fns = [functools.partial(_EndingEnv, i) for i in range(4)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, **layout))
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    envs.reset(seed=0), ref.reset(seed=0)
+    rng = np.random.default_rng(1)
+    interrupted = 0
+    for position in range(1, MAX_POSITIONS):
+        actions = rng.integers(0, 2, 4)
+        raised, result = _interrupted(position, lambda: envs.step(actions))
+        if raised:
+            interrupted += 1
+            try:
+                result = envs.step_wait(timeout=GUARD_S)
+            except NoAsyncCallError:  # the interrupt came before the step was sent
+                result = envs.step(actions)
+        want = ref.step(actions)
+        _assert_step_equal(result, want)
+        np.testing.assert_array_equal(result[4]["final_obs"].tolist(), want[4]["final_obs"].tolist())
+        if not raised:
+            break
+    else:
+        pytest.fail(f"step made {MAX_POSITIONS} native calls or more")
+    assert interrupted >= 5, interrupted
     ref.close()
 
 

@@ -583,8 +583,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         Raises:
             NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
             KeyboardInterrupt (Ctrl-C while it waited or read the results: the step stays
-            pending, and the next ``step_wait`` returns it; one inside an env of this process's inline share loses
-            that step, which the next ``step_wait`` says with ``RemoteEnvError``),
+            pending, and the next ``step_wait`` returns it; one inside the own code of an env of this process's
+            inline share loses that step, which the next ``step_wait`` says with ``RemoteEnvError``),
             ringenv.errors.WorkerDiedError, or the exception an env raised (its remote
             traceback is the ``__cause__``).
         """
