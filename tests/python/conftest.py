@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import shutil
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +105,27 @@ def cuda():
 
     yield device
     torch.cuda.synchronize(device)
+
+
+#: The repository root.
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def worker_binary() -> str:
+    """ringenv's own worker binary, ``ringenv-worker`` (built with the SDK; it answers ``describe``
+    like any SDK binary), built once per session with cargo into the workspace's target directory
+    (offline first: ringenv's own build downloaded every crate it needs)."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed: no worker binary can be built")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    done = None
+    for offline in (["--offline"], []):
+        done = subprocess.run(["cargo", "build", *offline, "-p", "ringenv-worker", "--bin", "ringenv-worker",
+                               "--target-dir", str(target)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            break
+    assert done is not None and done.returncode == 0, done.stderr[-3000:]
+    path = target / "debug" / "ringenv-worker"
+    assert os.access(path, os.X_OK), path
+    return str(path)

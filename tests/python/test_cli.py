@@ -557,28 +557,6 @@ def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
 REPO = TESTS_DIR.parents[1]
 
 
-@pytest.fixture(scope="session")
-def worker_binary() -> str:
-    """ringenv's own worker binary, ``ringenv-worker`` (built with the SDK; it answers ``describe``
-    like any SDK binary), built once per session with cargo into the workspace's target directory
-    (offline first: ringenv's own build downloaded every crate it needs)."""
-    import shutil
-
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not installed: no worker binary can be built")
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
-    done = None
-    for offline in (["--offline"], []):
-        done = subprocess.run(["cargo", "build", *offline, "-p", "ringenv-worker", "--bin", "ringenv-worker",
-                               "--target-dir", str(target)], cwd=REPO, capture_output=True, text=True, timeout=900)
-        if done.returncode == 0:
-            break
-    assert done is not None and done.returncode == 0, done.stderr[-3000:]
-    path = target / "debug" / "ringenv-worker"
-    assert os.access(path, os.X_OK), path
-    return str(path)
-
-
 def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     # what the Rust `ringenv tune` did: a worker binary built on the SDK, tuned as BINARY:ID
     report = tmp_path / "tune.json"

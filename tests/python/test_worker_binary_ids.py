@@ -15,10 +15,7 @@ built-in envs), built once per session with cargo.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -28,26 +25,13 @@ import ringenv.cli
 from ringenv import registration
 from ringenv.registration import WorkerIdMissing, WorkerNameNotFound, WorkerVersionNotFound
 
-REPO = Path(__file__).resolve().parents[2]
 IDS = '["CartPole-v1", "BlocksWorld-v0"]'
 
 
-@pytest.fixture(scope="session")
-def binary() -> str:
-    """``ringenv-worker``, built into the workspace's target directory (offline first)."""
-    if shutil.which("cargo") is None:
-        pytest.skip("cargo is not installed: no worker binary can be built")
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
-    done = None
-    for offline in (["--offline"], []):
-        done = subprocess.run(["cargo", "build", *offline, "-p", "ringenv-worker", "--bin", "ringenv-worker",
-                               "--target-dir", str(target)], cwd=REPO, capture_output=True, text=True, timeout=900)
-        if done.returncode == 0:
-            break
-    assert done is not None and done.returncode == 0, done.stderr[-3000:]
-    path = target / "debug" / "ringenv-worker"
-    assert os.access(path, os.X_OK), path
-    return str(path)
+@pytest.fixture
+def binary(worker_binary: str) -> str:
+    """``ringenv-worker`` (conftest's ``worker_binary``)."""
+    return worker_binary
 
 
 def test_an_unknown_id_is_gymnasiums_name_not_found_and_a_value_error(binary):
