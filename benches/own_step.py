@@ -82,7 +82,7 @@ def main_process_envs(envs: Any, n: int) -> range:
     if pool is None:
         return range(n)
     inline = pool.inline_worker
-    return range(0) if inline is None else range(*pool.env_ids(inline))
+    return range(0) if inline is None else pool.env_ids(inline)
 
 
 def one_row(env_id: str, n: int, kwargs: Optional[Dict[str, Any]], seconds: float) -> Dict[str, float]:

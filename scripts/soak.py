@@ -221,7 +221,7 @@ def run_variant(name: str, make: Callable[[], ringenv.AsyncVectorEnv], steps: in
         commands = vector_steps + 1  # the steps and the one reset
         bad = [f"worker {i}: {w['commands']} commands, {w['env_steps']} env steps"
                for i, w in enumerate(counters)
-               if w["commands"] != commands or w["env_steps"] != commands * (w["env_ids"][1] - w["env_ids"][0])]
+               if w["commands"] != commands or w["env_steps"] != commands * len(w["env_ids"])]
         result.worker_accounting = "exact" if not bad else "; ".join(bad)
         if bad:
             result.failures.append(f"workers' counters disagree with the {commands} commands sent: {result.worker_accounting}")

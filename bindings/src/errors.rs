@@ -3,7 +3,7 @@
 //! attributes live in one place.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use ringenv_runtime::{ControlError, ExitStatus, PoolError, RemoteError};
 
 /// A `RemoteError` as a dict for Python.
@@ -25,11 +25,16 @@ pub fn to_pyerr(py: Python<'_>, e: PoolError) -> PyErr {
     }
 }
 
+/// A worker's env ids (a contiguous block) as the tuple of its env indices, as Python sees them.
+pub fn env_ids_tuple<'py>(py: Python<'py>, env_ids: &std::ops::Range<usize>) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, env_ids.clone())
+}
+
 /// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death).
 fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &ringenv_runtime::WorkerFailure) -> PyResult<()> {
     fields.set_item("worker", f.worker)?;
     fields.set_item("pid", f.pid)?;
-    fields.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+    fields.set_item("env_ids", env_ids_tuple(py, &f.env_ids)?)?;
     match f.status {
         ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
         ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
@@ -61,7 +66,7 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
         }
         PoolError::Startup { worker, env_ids, error } => {
             fields.set_item("worker", worker)?;
-            fields.set_item("env_ids", (env_ids.start, env_ids.end))?;
+            fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
             fields.set_item("remote", remote_to_dict(py, error)?)?;
             "startup"
         }

@@ -45,8 +45,10 @@ fn to_pyerr(failures: &[(PoolEntry, MonitorError)]) -> PyErr {
 /// The pool's listener must belong to this user and be process `pid`; it hands over its segment
 /// (waiting at most `timeout` seconds), which must be a sealed memfd of this user. Returns a dict
 /// with `name`, `pid`, `num_envs`, `main_pid`, `commands`, `wait_ns`, `created_unix_ns`,
-/// `main_sleeps`, `main_spins` and `workers`, a list of dicts (`pid`, `env_ids`, `commands`,
-/// `env_steps`, `busy_ns`, `wait_ns`, `sleeps`, `spins`, `restarts`, `last_error`). Times are in
+/// `main_sleeps`, `main_spins` and `workers`, a list of dicts (`pid`, `env_ids`: a `range` of
+/// the env indices it steps, `commands`, `env_steps`, `busy_ns`, `wait_ns`, `sleeps`, `spins`,
+/// `restarts`, `last_error`: the text of its last error, or of its last words before it died and
+/// was restarted, cut in its middle to 248 bytes). Times are in
 /// nanoseconds; the counters come from shared memory and are not trusted: `last_error` is raw
 /// text (print it without markup).
 ///
@@ -105,7 +107,10 @@ fn to_dict<'py>(py: Python<'py>, entry: &PoolEntry, view: &PoolView) -> PyResult
     for w in &view.workers {
         let wd = PyDict::new(py);
         wd.set_item("pid", w.metrics.pid)?;
-        wd.set_item("env_ids", w.env_ids)?;
+        // A `range` of env indices: constant size whatever the (untrusted) header declares.
+        let index = |v: usize| isize::try_from(v).unwrap_or(isize::MAX);
+        let (start, end) = (index(w.env_ids.start), index(w.env_ids.end));
+        wd.set_item("env_ids", pyo3::types::PyRange::new(py, start, end.max(start))?)?;
         wd.set_item("commands", w.metrics.commands)?;
         wd.set_item("env_steps", w.metrics.env_steps)?;
         wd.set_item("busy_ns", w.metrics.busy_ns)?;

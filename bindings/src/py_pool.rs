@@ -146,7 +146,7 @@ fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResul
     let d = PyDict::new(py);
     d.set_item("worker", w)?;
     d.set_item("pid", f.pid)?;
-    d.set_item("env_ids", (f.env_ids.start, f.env_ids.end))?;
+    d.set_item("env_ids", crate::errors::env_ids_tuple(py, &f.env_ids)?)?;
     d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
     d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
     d.set_item("status", f.status.to_string())?;
@@ -583,11 +583,11 @@ impl PyPool {
         self.pool.is_none()
     }
 
-    /// The env ids `(start, stop)` of worker `worker`.
-    fn env_ids(&self, worker: usize) -> PyResult<(usize, usize)> {
+    /// The env ids of worker `worker`: a tuple of env indices (a contiguous block, ascending).
+    /// Raises `ValueError` for a worker index out of range.
+    fn env_ids<'py>(&self, py: Python<'py>, worker: usize) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         self.check_worker(worker)?;
-        let r = self.layout.worker_envs(worker);
-        Ok((r.start, r.end))
+        crate::errors::env_ids_tuple(py, &self.layout.worker_envs(worker))
     }
 
     /// Messages `(sent, received)` on worker `worker`'s control socket, counted by this process

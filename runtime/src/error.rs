@@ -5,11 +5,38 @@
 //! use ringenv_runtime::{ExitStatus, WorkerFailure};
 //! let f = WorkerFailure { worker: 1, pid: 4242, env_ids: 4..8, status: ExitStatus::Signaled(9),
 //!                         last_error: None };
-//! assert_eq!(f.to_string(), "worker 1 (pid 4242, envs 4..8) died: killed by signal 9 (SIGKILL)");
+//! assert_eq!(f.to_string(), "worker 1 (pid 4242, envs [4, 5, 6, 7]) died: killed by signal 9 (SIGKILL)");
 //! ```
+//!
+//! Env ids are printed as the list of env indices ([`EnvIds`]), never as a range.
 
 use crate::{ControlError, LayoutError, RemoteError, SegmentError};
 use std::ops::Range;
+
+/// Displays a worker's env ids (a contiguous block) as the list of its env indices: `[2, 3]`;
+/// a long block as its first two and last ids, `[0, 1, ..., 99]`, with the count.
+///
+/// ```
+/// use ringenv_runtime::EnvIds;
+/// assert_eq!(EnvIds(&(2..4)).to_string(), "[2, 3]");
+/// assert_eq!(EnvIds(&(0..100)).to_string(), "[0, 1, ..., 99] (100 envs)");
+/// assert_eq!(EnvIds(&(5..5)).to_string(), "[]");
+/// ```
+pub struct EnvIds<'a>(pub &'a Range<usize>);
+
+impl std::fmt::Display for EnvIds<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// Longest block printed in full.
+        const FULL: usize = 8;
+        let r = self.0;
+        if r.len() <= FULL {
+            let ids: Vec<String> = r.clone().map(|i| i.to_string()).collect();
+            write!(f, "[{}]", ids.join(", "))
+        } else {
+            write!(f, "[{}, {}, ..., {}] ({} envs)", r.start, r.start + 1, r.end - 1, r.len())
+        }
+    }
+}
 
 /// How a worker process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +94,7 @@ pub struct WorkerFailure {
     pub worker: usize,
     /// Its process id.
     pub pid: u32,
-    /// The env ids it stepped.
+    /// The env ids (indices) it stepped, a contiguous block.
     pub env_ids: Range<usize>,
     /// How it ended.
     pub status: ExitStatus,
@@ -77,7 +104,7 @@ pub struct WorkerFailure {
 
 impl std::fmt::Display for WorkerFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "worker {} (pid {}, envs {:?}) died: {}", self.worker, self.pid, self.env_ids, self.status)?;
+        write!(f, "worker {} (pid {}, envs {}) died: {}", self.worker, self.pid, EnvIds(&self.env_ids), self.status)?;
         if let Some(e) = &self.last_error {
             write!(f, "; its last error: {e}")?;
         }
@@ -176,7 +203,7 @@ impl std::fmt::Display for PoolError {
                 write!(f, "cannot start worker {worker}: {source}{}", limit_hint(source))
             }
             PoolError::Startup { worker, env_ids, error } => {
-                write!(f, "worker {worker} (envs {env_ids:?}) failed to start: {error}")
+                write!(f, "worker {worker} (envs {}) failed to start: {error}", EnvIds(env_ids))
             }
             PoolError::WorkerDied(failure) => write!(f, "{failure}"),
             PoolError::CrashLoop { failures, window_s, last } => write!(
@@ -188,8 +215,10 @@ impl std::fmt::Display for PoolError {
             }
             PoolError::Corrupt { what, failure } => write!(
                 f,
-                "worker {} (pid {}, envs {:?}) corrupted the shared memory segment ({what}); it was killed",
-                failure.worker, failure.pid, failure.env_ids
+                "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
+                failure.worker,
+                failure.pid,
+                EnvIds(&failure.env_ids)
             ),
             PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
             PoolError::NoPendingCall => {

@@ -58,7 +58,7 @@ pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
 pub use dtype::{DType, Element};
 pub use endpoint::{ConnectError, EndpointArgs, WorkerEndpoint};
-pub use error::{ExitStatus, PoolError, WorkerFailure};
+pub use error::{EnvIds, ExitStatus, PoolError, WorkerFailure};
 pub use futex::{DefaultFutex, Futex, LocalFutex, SharedFutex};
 pub use header::{
     read as read_header, read_settings as read_header_settings, write as write_header, write_with as write_header_with,

@@ -76,8 +76,8 @@ impl std::error::Error for MonitorError {
 pub struct WorkerView {
     /// The worker's counters.
     pub metrics: WorkerSnapshot,
-    /// Env ids `[start, end)` it steps.
-    pub env_ids: (usize, usize),
+    /// The env ids (indices) it steps, a contiguous block.
+    pub env_ids: std::ops::Range<usize>,
     /// Times it slept on its futex waiting for a command.
     pub sleeps: u32,
     /// Waits for a command that had a spin phase (0 for ever under `SpinPolicy::NEVER`).
@@ -137,7 +137,7 @@ impl Monitor {
                 let r = l.worker_envs(w);
                 WorkerView {
                     metrics: self.segment.worker_metrics(w).unwrap_or_default(),
-                    env_ids: (r.start, r.end),
+                    env_ids: r,
                     sleeps: self.segment.command_sleeps(w).unwrap_or(0),
                     spins: self.segment.command_spins(w).unwrap_or(0),
                 }
@@ -297,6 +297,6 @@ mod tests {
         let view = Monitor::open_with_timeout(&e, LONG).unwrap().snapshot();
         assert_eq!(view.pool.main_pid, std::process::id());
         assert_eq!(view.workers[1].metrics.env_steps, 2);
-        assert_eq!(view.workers.iter().map(|w| w.env_ids).collect::<Vec<_>>(), vec![(0, 2), (2, 4)]);
+        assert_eq!(view.workers.iter().map(|w| w.env_ids.clone()).collect::<Vec<_>>(), vec![0..2, 2..4]);
     }
 }

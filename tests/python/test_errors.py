@@ -122,7 +122,7 @@ def test_factory_exception_raises_worker_startup_error():
     exc = info.value
     assert isinstance(exc.__cause__, ValueError)
     assert "factory of env 3 refuses to build" in str(exc.__cause__)
-    assert exc.worker == 1 and exc.env_ids == (2, 4)
+    assert exc.worker == 1 and exc.env_ids == (2, 3)
     assert exc.remote_type == "ValueError"
     assert not wait_new_children_gone(before, timeout=2.0), "workers left after a failed start"
 
@@ -156,7 +156,7 @@ def test_differing_observation_spaces_raise_worker_startup_error():
     exc = info.value
     assert isinstance(exc.__cause__, ValueError)
     assert "observation space" in str(exc)
-    assert exc.worker == 1 and exc.env_ids == (2, 4)
+    assert exc.worker == 1 and exc.env_ids == (2, 3)
     assert not wait_new_children_gone(before, timeout=2.0), "workers left after a failed start"
 
 

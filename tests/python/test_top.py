@@ -53,7 +53,7 @@ def test_top_shows_a_running_pool_with_its_workers_and_counts(closing):
     assert "26 commands" in out.stdout, out.stdout  # 1 reset + 25 steps
     for w, pid in enumerate(pids):
         assert str(pid) in out.stdout
-    assert "0..2" in out.stdout and "2..4" in out.stdout
+    assert "[0, 1]" in out.stdout and "[2, 3]" in out.stdout  # each worker's env indices
     assert "52" in out.stdout  # 26 commands x 2 envs per worker
 
 
@@ -312,7 +312,7 @@ def test_an_env_error_with_markup_is_printed_literally_by_top(closing):
 
 def test_the_view_never_interprets_markup_or_control_characters():
     snap = {"pid": 7, "fd": 3, "num_envs": 1, "commands": 1, "main_sleeps": 0, "created_unix_ns": 0,
-            "workers": [{"pid": 8, "env_ids": (0, 1), "env_steps": 1, "busy_ns": 0, "wait_ns": 0, "sleeps": 0,
+            "workers": [{"pid": 8, "env_ids": range(0, 1), "env_steps": 1, "busy_ns": 0, "wait_ns": 0, "sleeps": 0,
                          "restarts": 0, "last_error": "[bold red]x[/] [/data/x]\n\x1b]0;title\x07\u202e"}]}
     text = _render(top._view({"ringenv-0/pool-7-3": snap}, {}, 1.0, [], ["ringenv-0/pool-9-9: [/bad]"]))
     assert "[bold red]x[/] [/data/x]\\x0a\\x1b]0;title\\x07\\u202e" in text, text

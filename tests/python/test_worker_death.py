@@ -19,7 +19,7 @@ from ringenv.errors import WorkerDiedError
 from vec_asserts import pid_exists, wait_pids_gone
 
 N, WORKERS = 6, 2
-ENV_IDS = [(0, 3), (3, 6)]  # the contiguous groups of 6 envs over 2 workers
+ENV_IDS = [(0, 1, 2), (3, 4, 5)]  # the contiguous groups of 6 envs over 2 workers (env indices)
 
 
 def _cartpole(closing, builtin):
@@ -95,7 +95,7 @@ def test_sigkill_between_steps_is_reported_on_the_next_call(closing):
         for _ in range(100):  # the death is noticed by the first call that needs the worker
             envs.step(np.ones(N, dtype=np.int64))
     exc = info.value
-    assert (exc.worker, exc.pid, exc.env_ids, exc.signal) == (1, pids[1], (3, 6), 9)
+    assert (exc.worker, exc.pid, exc.env_ids, exc.signal) == (1, pids[1], (3, 4, 5), 9)
     _assert_dead_and_closed(envs, pids)
 
 
@@ -110,7 +110,7 @@ def test_worker_exiting_inside_step_reports_its_exit_code(closing):
     exc = info.value
     assert exc.worker == 1
     assert exc.pid == pids[1]
-    assert exc.env_ids == (3, 6)
+    assert exc.env_ids == (3, 4, 5)
     assert exc.exitcode == 3
     assert exc.signal is None
     _assert_dead_and_closed(envs, pids)
@@ -139,7 +139,7 @@ def test_a_worker_dying_in_asynchronous_batches_is_reported_while_the_others_kee
     envs.async_reset(seed=0)
     with pytest.raises(WorkerDiedError) as info:
         _recv_until(envs, lambda infos: False, "WorkerDiedError")
-    assert (info.value.worker, info.value.exitcode, info.value.env_ids) == (0, 3, (0, 2))
+    assert (info.value.worker, info.value.exitcode, info.value.env_ids) == (0, 3, (0, 1))
     _assert_dead_and_closed(envs, pids)
 
 

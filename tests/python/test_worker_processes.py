@@ -259,5 +259,5 @@ def test_a_module_that_makes_a_vector_env_when_imported_gets_a_clear_error_not_a
     done = subprocess.run([sys.executable, "-c", "import pool_at_import"], capture_output=True, text=True,
                           timeout=45, cwd=tmp_path)
     assert done.returncode == 1
-    assert "ringenv.errors.WorkerStartupError: worker 0 (envs 0..1) failed to start: RuntimeError" in done.stderr
+    assert "ringenv.errors.WorkerStartupError: worker 0 (envs [0]) failed to start: RuntimeError" in done.stderr
     assert "importing module 'pool_at_import'" in done.stderr and 'if __name__ == "__main__"' in done.stderr

@@ -27,9 +27,10 @@ from ringenv._not_copyable import NotCopyable
 from ringenv._pickling import request
 from ringenv._program import RustEnvs
 from ringenv._slots import Slots
-from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _remote_exception
+from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _env_ids_text, _remote_exception
 
-__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "closed_meanwhile_error", "warn_restarted"]
+__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "closed_meanwhile_error", "restart_message",
+           "warn_restarted"]
 
 #: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
 #: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
@@ -71,11 +72,22 @@ class AsyncState(Enum):
     WAITING_CALL = "call"
 
 
+def restart_message(restart: dict) -> str:
+    """What :func:`warn_restarted` says of a restart (``restart``: the pool's dict for it, naming the
+    worker, its pid, its env indices, how it ended and, when it said, why: ``last_error``)."""
+    last = restart.get("last_error")
+    why = ""
+    if last:
+        where = f" (env {last['env_id']})" if last.get("env_id") is not None else ""
+        why = f"; its last error: {last['kind']}: {last['message']}{where}"
+    envs = _env_ids_text(restart["env_ids"])
+    return (f"ringenv worker {restart['worker']} (pid {restart['pid']}, envs {envs}) {restart['status']}{why}; it "
+            f"was restarted and its envs were reset")
+
+
 def warn_restarted(restart: dict) -> None:
-    """Warns through Gymnasium's logger that a worker was restarted (``restart``: the pool's dict
-    for it, naming the worker, its pid, its envs and how it ended)."""
-    logger.warn(f"ringenv worker {restart['worker']} (pid {restart['pid']}, envs {restart['env_ids'][0]}.."
-                f"{restart['env_ids'][1]}) {restart['status']} and was restarted; its envs were reset")
+    """Warns through Gymnasium's logger that a worker was restarted (:func:`restart_message`)."""
+    logger.warn(restart_message(restart))
 
 
 class PoolVectorEnv(NotCopyable, VectorEnv):

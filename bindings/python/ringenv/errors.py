@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
-from typing import Optional, Tuple
+from typing import Optional, Sequence
 
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, Error, NoAsyncCallError
 
@@ -43,6 +43,14 @@ __all__ = [
 ]
 
 
+def _env_ids_text(env_ids: Sequence[int]) -> str:
+    """``[2, 3]``, or ``[0, 1, ..., 99] (100 envs)`` for a long block (as the runtime prints them)."""
+    n = len(env_ids)  # a tuple or a range: never materialised (a range may be huge)
+    if n <= 8:
+        return "[" + ", ".join(map(str, env_ids)) + "]"
+    return f"[{env_ids[0]}, {env_ids[1]}, ..., {env_ids[-1]}] ({n} envs)"
+
+
 class RingenvError(RuntimeError):
     """A failure of the ringenv runtime (segment, processes, control protocol).
 
@@ -61,13 +69,13 @@ class WorkerDiedError(RingenvError):
     Attributes:
         worker (int): index of the worker.
         pid (int): its process id.
-        env_ids (tuple[int, int]): the ``[start, stop)`` range of env ids it stepped.
+        env_ids (tuple[int, ...]): the env indices it stepped, e.g. ``(2, 3)``.
         exitcode (int | None): its exit code, when it exited.
         signal (int | None): the signal that killed it, when one did (9 for SIGKILL).
         last_error (dict | None): the last error it reported, if any.
     """
 
-    def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Tuple[int, int] = (0, 0),
+    def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Sequence[int] = (),
                  exitcode: Optional[int] = None, signal: Optional[int] = None,
                  last_error: Optional[dict] = None):
         super().__init__(message)
@@ -117,14 +125,14 @@ class WorkerStartupError(RingenvError):
 
     Attributes:
         worker (int): index of the worker.
-        env_ids (tuple[int, int]): the ``[start, stop)`` env ids it was to build.
+        env_ids (tuple[int, ...]): the env indices it was to build, e.g. ``(2, 3)``.
         remote_type (str): the type name of the remote exception.
         remote_traceback (str): the worker's formatted traceback.
 
     ``__cause__`` is the original exception when it could be unpickled.
     """
 
-    def __init__(self, message: str, worker: int = -1, env_ids: Tuple[int, int] = (0, 0),
+    def __init__(self, message: str, worker: int = -1, env_ids: Sequence[int] = (),
                  remote_type: str = "", remote_traceback: str = ""):
         super().__init__(message)
         self.worker, self.env_ids = worker, tuple(env_ids)
@@ -279,7 +287,7 @@ class ActorDiedError(WorkerDiedError):
     actors and is closed.
 
     Attributes: those of :class:`WorkerDiedError` (``worker``: the actor's index; ``pid``: its
-    process id; ``env_ids``: its ``[start, stop)`` env ids), plus
+    process id; ``env_ids``: the tuple of its env indices), plus
         actor_id (str): Ray's actor id (hex).
         node_id (str): the Ray node it ran on (hex).
         node_ip (str): that node's IP address.

@@ -646,7 +646,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             pairs += env_infos
         raw = dict(pairs)
         for r in restarted:
-            for env_id in range(*r["env_ids"]):
+            for env_id in r["env_ids"]:
                 raw[env_id] = {**raw.get(env_id, {}), "worker_restarted": True}
         self._env_infos = raw
         if not raw or not self._vector_infos:  # (messages of pickled observations alone: no info)

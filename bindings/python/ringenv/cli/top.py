@@ -28,6 +28,7 @@ from rich.text import Text
 
 from ringenv import _native
 from ringenv.cli._common import UsageError
+from ringenv.errors import _env_ids_text
 
 #: The longest ``--interval`` (seconds): a day.
 INTERVAL_MAX_S = 86_400.0
@@ -112,7 +113,7 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
             wait = _rate(ws["wait_ns"] / 1e9, ow and ow["wait_ns"] / 1e9, seconds)
             sleeps = _rate(ws["sleeps"], ow and ow["sleeps"], seconds)
             fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-            cells = [str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), str(ws["pid"]), f"{ws['env_ids'][0]}..{ws['env_ids'][1]}", f"{ws['env_steps']:,}",
+            cells = [str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), str(ws["pid"]), _env_ids_text(ws["env_ids"]), f"{ws['env_steps']:,}",
                      fmt(steps_s, ",.0f"), fmt(None if busy is None else 100 * busy, ".0f"),
                      fmt(None if wait is None else 100 * wait, ".0f"), fmt(sleeps, ",.0f"), str(ws["restarts"]),
                      _printable(ws["last_error"])]

@@ -14,7 +14,7 @@ finish first, with two calls in flight per actor. See docs/RAY.md for the cost m
 >>> envs = ringenv.ray.make_vec("CartPole-v1", 8, num_actors=2)
 >>> obs, infos = envs.reset(seed=0)
 >>> obs.shape, [info["env_ids"] for info in envs.actor_info]
-((8, 4), [(0, 4), (4, 8)])
+((8, 4), [(0, 1, 2, 3), (4, 5, 6, 7)])
 >>> envs.close(); ray.shutdown()
 """
 

@@ -24,6 +24,7 @@ import os
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ringenv.errors import _env_ids_text
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["PoolActor", "Block", "StartupFailure"]
@@ -43,12 +44,12 @@ class StartupFailure(Exception):
             unpickling's), its env ids made global.
         cause: what ``error`` was raised from (a local ``WorkerStartupError``'s factory exception;
             exceptions lose their ``__cause__`` on their way to the driver), or ``None``.
-        env_ids: the ``[start, stop)`` env ids of the block.
+        env_ids: the env indices of the block (a tuple).
         traceback: the actor's formatted traceback of ``error``.
         unpickling: whether the block's recipe (its env factories) could not be unpickled.
     """
 
-    def __init__(self, error: BaseException, cause: Optional[BaseException], env_ids: Tuple[int, int],
+    def __init__(self, error: BaseException, cause: Optional[BaseException], env_ids: Tuple[int, ...],
                  traceback: str, unpickling: bool):
         super().__init__(error, cause, env_ids, traceback, unpickling)
         self.error, self.cause, self.env_ids, self.traceback, self.unpickling = (error, cause, env_ids, traceback,
@@ -60,13 +61,21 @@ class StartupFailure(Exception):
 
 def _shift_env_ids(error: BaseException, start: int) -> BaseException:
     """Makes the env ids a local pool's error names global (a block's pool counts from 0), in its
-    attributes and in its message (``"worker 0 (pid 7, envs 0..2) died"``)."""
-    env_ids = getattr(error, "env_ids", None)
-    if isinstance(env_ids, tuple) and len(env_ids) == 2:
-        error.env_ids = (env_ids[0] + start, env_ids[1] + start)  # type: ignore[attr-defined]
+    attributes and in its message (``"worker 0 (pid 7, envs [0, 1]) died"``), the env of its last
+    error (``last_error["env_id"]``, ``"(env 1)"`` in the message) too."""
+    def rewrite(old: str, new: str) -> None:
         if start and len(error.args) == 1 and isinstance(error.args[0], str):
-            error.args = (error.args[0].replace(f"envs {env_ids[0]}..{env_ids[1]}",
-                                                f"envs {env_ids[0] + start}..{env_ids[1] + start}", 1),)
+            error.args = (error.args[0].replace(old, new, 1),)
+
+    env_ids = getattr(error, "env_ids", None)
+    if isinstance(env_ids, tuple) and all(isinstance(i, int) for i in env_ids):
+        shifted = tuple(i + start for i in env_ids)
+        error.env_ids = shifted  # type: ignore[attr-defined]
+        rewrite(f"envs {_env_ids_text(env_ids)}", f"envs {_env_ids_text(shifted)}")
+    last_error = getattr(error, "last_error", None)
+    if isinstance(last_error, dict) and isinstance(last_error.get("env_id"), int):
+        rewrite(f"(env {last_error['env_id']})", f"(env {last_error['env_id'] + start})")
+        error.last_error = {**last_error, "env_id": last_error["env_id"] + start}  # type: ignore[attr-defined]
     env_id = getattr(error, "env_id", None)
     if isinstance(env_id, int):
         error.env_id = env_id + start  # type: ignore[attr-defined]
@@ -106,7 +115,7 @@ class PoolActor:
             except Exception as e:
                 self.close()
                 cause = e.__cause__ if isinstance(e.__cause__, Exception) else None
-                self._startup_error = StartupFailure(_shift_env_ids(e, a), cause, (a, b),
+                self._startup_error = StartupFailure(_shift_env_ids(e, a), cause, tuple(range(a, b)),
                                                      "".join(traceback.format_exception(e)), unpickling)
                 break
 

@@ -26,7 +26,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._staging import host_actions
-from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError
+from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text
 from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, take
 from ringenv.ray._device import PinnedBatches, check_space
@@ -86,8 +86,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
     Attributes:
         num_envs, num_actors, blocks_per_actor, batch_size, deterministic: as made.
-        actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids``
-            (``[start, stop)``), ``num_workers`` (per block) and ``actor_id``.
+        actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids`` (the tuple
+            of its env indices), ``num_workers`` (per block) and ``actor_id``.
         device: ``None`` (NumPy results) or the ``torch.device`` results are staged to.
     """
 
@@ -175,7 +175,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
     def _describe(self, k: int, d: Dict[str, Any]) -> None:
         a = self._blocks[k * self.blocks_per_actor][0]
         b = self._blocks[(k + 1) * self.blocks_per_actor - 1][1]
-        info = {"pid": d["pid"], "node_id": d["node_id"], "node_ip": d["node_ip"], "env_ids": (a, b),
+        info = {"pid": d["pid"], "node_id": d["node_id"], "node_ip": d["node_ip"], "env_ids": tuple(range(a, b)),
                 "num_workers": d["num_workers"], "actor_id": d["actor_id"]}
         if k < len(self.actor_info):
             self.actor_info[k] = info
@@ -187,7 +187,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return ActorDiedError(
             f"ringenv.ray actor {k} (pid {info['pid']} on node {info['node_id'][:12]} at {info['node_ip']}, "
-            f"envs {info['env_ids'][0]}..{info['env_ids'][1] - 1}) {what}: {first}",
+            f"envs {_env_ids_text(info['env_ids'])}) {what}: {first}",
             worker=k, pid=info["pid"], env_ids=info["env_ids"], actor_id=info["actor_id"],
             node_id=info["node_id"], node_ip=info["node_ip"])
 
@@ -199,22 +199,23 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         the actor named in its message; anything else as itself (:func:`_unwrap`)."""
         failure = error.cause
         if isinstance(failure, StartupFailure):
-            inner, (a, b) = failure.error, failure.env_ids
+            inner, block_ids = failure.error, tuple(failure.env_ids)
             a0 = self._blocks[k * self.blocks_per_actor][0]
             b0 = self._blocks[(k + 1) * self.blocks_per_actor - 1][1]
-            block = "" if (a, b) == (a0, b0) else f"envs {a}..{b}: "
+            actor_ids = tuple(range(a0, b0))
+            block = "" if block_ids == actor_ids else f"envs {_env_ids_text(block_ids)}: "
             if isinstance(inner, WorkerStartupError):
                 what, env_ids, remote_type, tb = str(inner), inner.env_ids, inner.remote_type, inner.remote_traceback
             else:
-                what, env_ids, remote_type, tb = (f"{block}{type(inner).__name__}: {inner}", (a, b),
+                what, env_ids, remote_type, tb = (f"{block}{type(inner).__name__}: {inner}", block_ids,
                                                   type(inner).__name__, failure.traceback)
             if failure.unpickling:
                 what = (f"{block}the env factories could not be unpickled there: {type(inner).__name__}: {inner} "
                         "(the modules of env factories must be importable on every node of the Ray cluster: "
                         "install them there, or ship them with a runtime_env, e.g. "
                         "ray.init(runtime_env={'py_modules': [module]}))")
-            startup = WorkerStartupError(f"ringenv.ray actor {k} (envs {a0}..{b0}) failed to start: {what}", worker=k,
-                                         env_ids=(env_ids[0], env_ids[1]), remote_type=remote_type,
+            startup = WorkerStartupError(f"ringenv.ray actor {k} (envs {_env_ids_text(actor_ids)}) failed to start: "
+                                         f"{what}", worker=k, env_ids=tuple(env_ids), remote_type=remote_type,
                                          remote_traceback=tb)
             startup.__cause__ = failure.cause if failure.cause is not None else inner
             return startup
@@ -280,8 +281,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             _RestartPending: ``deadline`` (the caller's, ``time.monotonic()``) came first.
         """
         base = k * self.blocks_per_actor
-        logger.warn(f"ringenv.ray actor {k} (envs {self.actor_info[k]['env_ids'][0]}.."
-                    f"{self.actor_info[k]['env_ids'][1] - 1}) died and is restarted; its envs are reset")
+        logger.warn(f"ringenv.ray actor {k} (envs {_env_ids_text(self.actor_info[k]['env_ids'])}) died and is "
+                    "restarted; its envs are reset")
         if kind == "reset":
             seeds, options = args
         else:
@@ -673,8 +674,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
                              f"Got `{len(values)}` values for {self.num_envs} environments.")
         refs = []
         for k, a in enumerate(self._actors):
-            lo, hi = self.actor_info[k]["env_ids"]
-            refs.append(a.set_attr.remote(name, list(values[lo:hi])))
+            refs.append(a.set_attr.remote(name, [values[i] for i in self.actor_info[k]["env_ids"]]))
         for k, ref in enumerate(refs):
             self._get(ref, k, recover=False)
 
