@@ -5,8 +5,15 @@
 //! Every field is an atomic written by one process (its owner) with `Relaxed` stores and read
 //! with `Relaxed` loads: a monitor sees each counter's recent value, never a torn one. The last
 //! error text is guarded by a sequence counter (a seqlock: odd while the owner writes), so a
-//! reader either gets a consistent text or retries. Futex sleep counts live in the wake-up words
-//! ([`crate::Wakeup::sleeps`]).
+//! reader either gets a consistent text or retries. A text longer than [`LAST_ERROR_BYTES`] keeps
+//! its beginning and its end (where a panic's `(panicked at file:line:column)` is) with `…` in
+//! between. Futex sleep counts live in the wake-up words ([`crate::Wakeup::sleeps`]).
+//!
+//! **Last words.** A worker about to die (a Rust env that panicked under `on_panic: "exit"`, a
+//! panic that nothing caught) writes its error with [`WorkerMetrics::set_last_words`] before it
+//! exits; the pool takes it with [`WorkerMetrics::take_last_words`] when it reaps the worker, so
+//! the death's error ([`crate::WorkerFailure::last_error`]) says why it died, not only its exit
+//! status. The text stays as the worker's last error for `ringenv top`.
 //!
 //! ```
 //! use ringenv_runtime::WorkerMetrics;
@@ -20,7 +27,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Bytes of error text kept per worker (longer texts are cut at a character boundary).
+/// Bytes of error text kept per worker (a longer text keeps its beginning and end, cut at
+/// character boundaries, with `…` in between).
 pub const LAST_ERROR_BYTES: usize = 248;
 
 /// Counters of one worker, in shared memory. Written by the worker (and `restarts` by the main
@@ -46,6 +54,9 @@ pub struct WorkerMetrics {
     error_len: AtomicU32,
     /// The last error's text, UTF-8, packed little-endian into words.
     error: [AtomicU64; LAST_ERROR_BYTES / 8],
+    /// 1 when the last error is the worker's last words (it was about to exit), else 0. Last, so
+    /// the offsets of the fields above are those of earlier versions.
+    last_words: AtomicU32,
 }
 
 /// A copy of a worker's counters at one moment.
@@ -91,14 +102,14 @@ impl WorkerMetrics {
         add(&self.wait_ns, wait_ns);
     }
 
-    /// Replaces the last error text (cut to [`LAST_ERROR_BYTES`]).
+    /// Replaces the last error text (cut to [`LAST_ERROR_BYTES`] in its middle, see
+    /// [`cut_middle`]); it is no longer last words.
+    ///
+    /// Lock-free and allocation-free: a panic hook may call it.
     pub fn set_last_error(&self, text: &str) {
-        let mut end = text.len().min(LAST_ERROR_BYTES);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+        self.last_words.store(0, Ordering::Relaxed);
         let mut bytes = [0u8; LAST_ERROR_BYTES];
-        bytes[..end].copy_from_slice(&text.as_bytes()[..end]);
+        let end = cut_middle(text, &mut bytes);
         let seq = self.error_seq.load(Ordering::Relaxed);
         self.error_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // SYNC POINT: the odd sequence is visible before the new words (pairs with the Acquire
@@ -111,6 +122,28 @@ impl WorkerMetrics {
         // SYNC POINT: the words are visible before the even sequence (pairs with the Acquire
         // load in `snapshot`).
         self.error_seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// Records `text` as the worker's last words: its last error, marked as the reason it is
+    /// about to exit (for [`WorkerMetrics::take_last_words`]). Lock-free and allocation-free: a
+    /// panic hook may call it.
+    pub fn set_last_words(&self, text: &str) {
+        self.set_last_error(text);
+        // SYNC POINT: the text is visible before the mark (pairs with the Acquire swap in
+        // `take_last_words`).
+        self.last_words.store(1, Ordering::Release);
+    }
+
+    /// The worker's last words, if it wrote any since the last take (called by the pool once the
+    /// worker is dead; the mark is cleared, the text stays as its last error). Bounded whatever
+    /// the segment holds: the text is read as [`WorkerMetrics::snapshot`] reads it (length capped,
+    /// invalid UTF-8 replaced, retries bounded; an empty text is `None`).
+    pub fn take_last_words(&self) -> Option<String> {
+        // SYNC POINT: pairs with the Release store in `set_last_words`.
+        if self.last_words.swap(0, Ordering::Acquire) != 1 {
+            return None;
+        }
+        Some(self.snapshot().last_error).filter(|t| !t.is_empty())
     }
 
     /// A copy of the counters (retries the error text while its owner rewrites it).
@@ -146,6 +179,41 @@ impl WorkerMetrics {
             last_error,
         }
     }
+}
+
+/// Writes `text` into `out`, whole when it fits; otherwise its beginning, `…` and its end, each
+/// part cut at a character boundary, so that both what went wrong (first) and where (a panic's
+/// location, last) survive. Returns the bytes written. Allocation-free.
+///
+/// ```
+/// let mut out = [0u8; 16];
+/// let n = ringenv_runtime::cut_middle("panic: a long story (at x.rs:9)", &mut out);
+/// assert_eq!(std::str::from_utf8(&out[..n]).unwrap(), "panic:…x.rs:9)");
+/// ```
+pub fn cut_middle(text: &str, out: &mut [u8]) -> usize {
+    const ELLIPSIS: &str = "…";
+    if text.len() <= out.len() {
+        out[..text.len()].copy_from_slice(text.as_bytes());
+        return text.len();
+    }
+    if out.len() < ELLIPSIS.len() {
+        return 0;
+    }
+    let room = out.len() - ELLIPSIS.len();
+    let mut head = room / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (room - room / 2);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let mut at = 0;
+    for part in [&text.as_bytes()[..head], ELLIPSIS.as_bytes(), &text.as_bytes()[tail..]] {
+        out[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    at
 }
 
 /// Counters of the main process, in shared memory.
@@ -208,15 +276,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn long_and_multibyte_errors_are_cut_on_a_character_boundary() {
+    fn long_and_multibyte_errors_are_cut_in_the_middle_on_character_boundaries() {
         let m = WorkerMetrics::default();
-        let text = "é".repeat(200); // 400 bytes
+        let text = format!("{}{}", "é".repeat(200), " (panicked at src/lib.rs:12:5)"); // 430 bytes
         m.set_last_error(&text);
         let got = m.snapshot().last_error;
-        assert!(got.len() <= LAST_ERROR_BYTES && got.len() >= LAST_ERROR_BYTES - 1);
-        assert!(got.chars().all(|c| c == 'é'));
+        assert!(got.len() <= LAST_ERROR_BYTES && got.len() >= LAST_ERROR_BYTES - 2, "{}", got.len());
+        assert!(got.starts_with("éé") && got.ends_with(" (panicked at src/lib.rs:12:5)"), "{got}");
+        assert_eq!(got.matches('…').count(), 1, "{got}");
+        assert!(got.chars().all(|c| c == 'é' || c == '…' || " (panicked at src/lib.rs:12:5)".contains(c)));
         m.set_last_error("short");
         assert_eq!(m.snapshot().last_error, "short");
+        let mut tiny = [0u8; 2];
+        assert_eq!(cut_middle("abc", &mut tiny), 0, "no room for the ellipsis: nothing");
+    }
+
+    #[test]
+    fn last_words_are_taken_once_and_an_ordinary_error_is_none() {
+        let m = WorkerMetrics::default();
+        assert_eq!(m.take_last_words(), None);
+        m.set_last_error("ValueError: reported, not fatal");
+        assert_eq!(m.take_last_words(), None);
+        m.set_last_words("panic: boom (panicked at src/lib.rs:3:5)");
+        assert_eq!(m.take_last_words().as_deref(), Some("panic: boom (panicked at src/lib.rs:3:5)"));
+        assert_eq!(m.take_last_words(), None, "taken once");
+        assert_eq!(m.snapshot().last_error, "panic: boom (panicked at src/lib.rs:3:5)", "stays the last error");
+        m.set_last_words("panic: again");
+        m.set_last_error("KeyError: later");
+        assert_eq!(m.take_last_words(), None, "a later ordinary error is not last words");
     }
 
     #[test]

@@ -208,6 +208,25 @@ fn last_error_of(cause: &Cause) -> Option<RemoteError> {
     Some(RemoteError { kind: kind.into(), message, ..Default::default() })
 }
 
+/// The remote error of a dead worker's last words ([`crate::WorkerMetrics::set_last_words`]),
+/// written as `"<kind>: <message>"` with an optional `" (env <id>)"` at the end (the one-line form
+/// of [`RemoteError`]'s `Display`); a text without `": "` is all message, of kind `"error"`.
+fn remote_of_last_words(text: &str) -> RemoteError {
+    let (kind, rest) = match text.split_once(": ") {
+        Some((kind, rest)) if !kind.is_empty() && !kind.contains(char::is_whitespace) => (kind, rest),
+        _ => ("error", text),
+    };
+    let env = rest
+        .strip_suffix(')')
+        .and_then(|r| r.rsplit_once(" (env "))
+        .and_then(|(message, id)| Some((message, id.parse::<u64>().ok()?)));
+    let (message, env_id) = match env {
+        Some((message, id)) => (message, Some(id)),
+        None => (rest, None),
+    };
+    RemoteError { kind: kind.into(), message: message.into(), env_id, ..Default::default() }
+}
+
 /// Why a command could not be handed to a worker.
 enum SendFault {
     /// Its command ring is corrupt: what was found.
@@ -901,7 +920,6 @@ impl Pool {
     /// How worker `w` ended (waiting up to 100 ms for the status; a live worker that broke the
     /// protocol or corrupted the segment is killed first).
     fn failure_of(&mut self, w: usize, cause: &Cause) -> WorkerFailure {
-        let last_error = last_error_of(cause).map(Box::new);
         let worker = &mut self.workers[w];
         // A worker that corrupted the segment is alive and broken: do not wait for it to exit.
         let grace = if matches!(cause, Cause::Corrupt(_)) { Duration::ZERO } else { Duration::from_millis(100) };
@@ -910,7 +928,22 @@ impl Pool {
             None if !matches!(cause, Cause::Died) => worker.kill(),
             None => ExitStatus::Unknown,
         };
-        WorkerFailure { worker: w, pid: worker.pid(), env_ids: worker.env_ids.clone(), status, last_error }
+        // A death's reason is what the worker wrote before it exited (a panic's text and
+        // location), read only now that it is gone; taken in every case, so that a restarted
+        // worker never inherits it.
+        let last_words = self.segment.worker_metrics(w).take_last_words();
+        let last_error = match cause {
+            Cause::Died => last_words.map(|text| remote_of_last_words(&text)),
+            _ => last_error_of(cause),
+        };
+        let worker = &self.workers[w];
+        WorkerFailure {
+            worker: w,
+            pid: worker.pid(),
+            env_ids: worker.env_ids.clone(),
+            status,
+            last_error: last_error.map(Box::new),
+        }
     }
 
     /// Ends the pool with `error`: every worker is stopped and later calls return it again.
@@ -1044,5 +1077,26 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         self.close(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::remote_of_last_words;
+
+    #[test]
+    fn last_words_become_a_remote_error_with_kind_message_and_env() {
+        let e = remote_of_last_words("panic: bad action: 7 (panicked at src/lib.rs:3:5) (env 12)");
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str(), e.env_id),
+            ("panic", "bad action: 7 (panicked at src/lib.rs:3:5)", Some(12))
+        );
+        assert_eq!(e.to_string(), "panic: bad action: 7 (panicked at src/lib.rs:3:5) (env 12)");
+        let e = remote_of_last_words("panic: cut… (env 1");
+        assert_eq!((e.message.as_str(), e.env_id), ("cut… (env 1", None));
+        let e = remote_of_last_words("no kind here");
+        assert_eq!((e.kind.as_str(), e.message.as_str()), ("error", "no kind here"));
+        let e = remote_of_last_words("two words: x (env nine)");
+        assert_eq!((e.kind.as_str(), e.message.as_str(), e.env_id), ("error", "two words: x (env nine)", None));
     }
 }

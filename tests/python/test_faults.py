@@ -9,6 +9,7 @@ import functools
 import glob
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,9 +19,12 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+from rich.console import Console
 
 import ringenv
 from helper_envs import CounterEnv, FaultEnv, exiting_factory
+from ringenv import _native
+from ringenv.cli import top
 from ringenv.errors import CrashLoopError, WorkerDiedError
 from vec_asserts import child_pids, wait_pids_gone
 
@@ -264,3 +268,68 @@ def test_a_worker_dying_in_a_call(closing):
         restarting.call("crash")  # a call cannot be replayed: it fails, the pool goes on
     obs, *_ = restarting.step(ONES)
     assert obs.shape == (4, 1)
+
+
+# -- what a failure report says ------------------------------------------------------------------
+
+PANIC_AT = r"\(panicked at workers/src/envs/cartpole\.rs:\d+:\d+\)"
+PANIC = r"CartPole action 2 is out of range: valid actions are 0 and 1 " + PANIC_AT
+
+
+def _my_snapshot() -> dict:
+    [entry] = [p for p in _native.list_pools() if p["pid"] == os.getpid()]
+    return _native.pool_snapshot(entry["pid"], entry["fd"])
+
+
+def test_a_rust_env_panicking_under_restart_names_the_panic_and_its_location_everywhere(closing):
+    # Under "restart" a Rust env's panic ends its worker (status 101). Before it exits, the worker
+    # leaves the panic's text and location in shared memory: the restart warning, `ringenv top`'s
+    # last error and the crash loop's error all say what happened, not only "exit code 101".
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={
+        "num_workers": 1, "on_worker_failure": "restart", "max_restarts": 1, "check_actions": False}))
+    envs.reset(seed=0)
+    bad = np.array([0, 2])  # env 1's action is out of range: CartPole panics
+    with pytest.warns(UserWarning, match=r"ringenv worker 0 \(pid \d+, envs \[0, 1\]\) exited with code 101; its "
+                                         r"last error: panic: " + PANIC + r" \(env 1\); it was restarted") as caught:
+        _, _, _, truncated, infos = envs.step(bad)
+    assert len([w for w in caught if "was restarted" in str(w.message)]) == 1
+    assert truncated.tolist() == [True, True] and infos["worker_restarted"].tolist() == [True, True]
+    [worker] = _my_snapshot()["workers"]
+    assert worker["restarts"] == 1 and worker["env_ids"] == range(0, 2)
+    assert re.fullmatch(r"panic: " + PANIC + r" \(env 1\)", worker["last_error"]), worker["last_error"]
+    shown = _render_top()
+    assert re.search(r"panic: CartPole.*\u2026.*cartpole\.rs:\d+:\d+\) \(env 1\)", shown), shown  # location kept
+
+    with pytest.raises(CrashLoopError) as info:
+        envs.step(bad)  # the restarted worker's env 1 panics again: the second death is a crash loop
+    err = info.value
+    assert re.search(r"worker 0 \(pid \d+, envs \[0, 1\]\) died: exited with code 101; its last error: panic: "
+                     + PANIC + r" \(env 1\)", str(err)), str(err)
+    assert (err.worker, err.env_ids, err.exitcode, err.failures) == (0, (0, 1), 101, 2)
+    assert (err.last_error["kind"], err.last_error["env_id"]) == ("panic", 1)
+    assert re.fullmatch(PANIC, err.last_error["message"]), err.last_error
+
+
+def _render_top() -> str:
+    """``ringenv top``'s view of this process's pools, as text."""
+    console = Console(record=True, width=200, file=open(os.devnull, "w"))
+    console.print(top._view(top._snapshots(), {}, 1.0, []))
+    return console.export_text()
+
+
+def test_top_cuts_a_long_error_in_its_middle_keeping_the_location():
+    text = "panic: " + "x" * 200 + " (panicked at src/lib.rs:12:5) (env 3)"
+    shown = top._printable_middle(text)
+    assert len(shown) == top._MAX_LAST_ERROR_CHARS and shown.startswith("panic: xxx")
+    assert shown.endswith("xx (panicked at src/lib.rs:12:5) (env 3)") and shown.count("\u2026") == 1
+    assert top._printable_middle("short\n") == "short\\x0a"
+
+
+def test_a_raised_panic_keeps_its_location_in_tops_last_error(closing):
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1, "check_actions": False}))
+    envs.reset(seed=0)
+    with pytest.raises(ringenv.errors.RemoteEnvError, match=PANIC):
+        envs.step(np.array([2, 0]))
+    [worker] = _my_snapshot()["workers"]
+    assert re.fullmatch(r"panic: " + PANIC, worker["last_error"]), worker["last_error"]
+    assert re.search(r"cartpole\.rs:\d+:\d+\)", _render_top())

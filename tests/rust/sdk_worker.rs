@@ -265,7 +265,16 @@ fn on_panic_exit_makes_the_panic_a_worker_death() {
     let mut p = pool("Panicky-v0", json!({"id": "Panicky-v0", "on_panic": "exit"}), 2, 1).unwrap();
     p.reset(&[Some(0); 2]).unwrap();
     match p.step(bytemuck::cast_slice(&[1i64, 0])) {
-        Err(PoolError::WorkerDied(f)) => assert_eq!(f.status, ExitStatus::Exited(101)),
+        Err(PoolError::WorkerDied(f)) => {
+            assert_eq!(f.status, ExitStatus::Exited(101));
+            // The worker left the panic's text and location for the pool before it exited.
+            let e = f.last_error.as_deref().expect("the panic as the death's last error");
+            assert_eq!((e.kind.as_str(), e.env_id), ("panic", Some(0)));
+            assert!(e.message.starts_with("boom after 0 steps (panicked at "), "{}", e.message);
+            assert!(e.message.contains("sdk_worker.rs:"), "{}", e.message);
+            let text = f.to_string();
+            assert!(text.contains("died: exited with code 101; its last error: panic: boom after 0 steps"), "{text}");
+        }
         other => panic!("expected a dead worker, got {other:?}"),
     }
 }

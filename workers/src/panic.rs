@@ -8,6 +8,13 @@
 //! (by default, printed on stderr). A crate built with `panic = "abort"` cannot catch panics; its
 //! worker dies and the pool reports a dead worker.
 //!
+//! **Last words.** A worker process registers its metrics record of the segment
+//! ([`LastWords::register`], done by [`crate::worker_loop::run`]); from then on a panic outside
+//! any [`catch`] (a bug in a host, a `panic = "abort"` crate) and a caught panic the worker exits
+//! on ([`last_words`], under `on_panic: "exit"`) leave their text and location there before the
+//! process ends, and the pool reports them as the death's last error instead of a bare exit
+//! status.
+//!
 //! ```
 //! use ringenv_worker::panic::catch;
 //! assert_eq!(catch(|| 2 + 2).unwrap(), 4);
@@ -17,9 +24,11 @@
 //! assert!(caught.to_string().starts_with("bad action 7 (panicked at workers/src/panic.rs:"));
 //! ```
 
+use ringenv_runtime::WorkerMetrics;
 use std::backtrace::{Backtrace, BacktraceStatus};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
 
 /// A caught panic.
@@ -57,17 +66,63 @@ thread_local! {
 
 static HOOK: Once = Once::new();
 
+/// The metrics record of this worker process in its segment, once registered ([`LastWords`]);
+/// null otherwise (in a main process, in tests).
+static LAST_WORDS: AtomicPtr<WorkerMetrics> = AtomicPtr::new(std::ptr::null_mut());
+
+/// While alive, the worker's last words ([`last_words`], and panics no [`catch`] catches) go to
+/// one metrics record of the segment. Dropping it unregisters the record.
+#[must_use = "the record is unregistered when this guard drops"]
+pub struct LastWords(());
+
+impl LastWords {
+    /// Registers `metrics` (this worker's record in its segment) for the process's last words.
+    ///
+    /// # Safety
+    /// `metrics` must stay mapped and valid until the returned guard is dropped (declare the
+    /// guard after the endpoint owning the mapping, so that it drops first).
+    pub unsafe fn register(metrics: &WorkerMetrics) -> LastWords {
+        install_hook();
+        LAST_WORDS.store(std::ptr::from_ref(metrics).cast_mut(), Ordering::Release);
+        LastWords(())
+    }
+}
+
+impl Drop for LastWords {
+    fn drop(&mut self) {
+        LAST_WORDS.store(std::ptr::null_mut(), Ordering::Release);
+    }
+}
+
+/// Leaves `text` (`"<kind>: <message>"`, e.g. `"panic: boom (panicked at src/lib.rs:3:5) (env 1)"`)
+/// as this worker's last words, for the pool to report with its death; does nothing when no
+/// record is registered. Call it right before the process exits. Lock-free and allocation-free.
+pub fn last_words(text: &str) {
+    let metrics = LAST_WORDS.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer is a registered record, valid until its guard unregisters it
+    // (the contract of `LastWords::register`).
+    if let Some(metrics) = unsafe { metrics.as_ref() } {
+        metrics.set_last_words(text);
+    }
+}
+
 fn install_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
             if CATCHING.with(Cell::get) {
-                let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
                 let backtrace = Backtrace::capture();
                 let backtrace =
                     if backtrace.status() == BacktraceStatus::Captured { backtrace.to_string() } else { String::new() };
                 LAST.with(|last| *last.borrow_mut() = Some((location.unwrap_or_default(), backtrace)));
             } else {
+                // Nothing catches it: the thread unwinds out (the worker then exits) or the
+                // process aborts. Leave its text for the pool first.
+                if !LAST_WORDS.load(Ordering::Acquire).is_null() {
+                    let p = Panic { message: message_of(info.payload()), location, backtrace: String::new() };
+                    last_words(&format!("panic: {p}"));
+                }
                 previous(info);
             }
         }));

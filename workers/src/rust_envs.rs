@@ -8,8 +8,9 @@
 //! carrying the panic message, its location and the env id; that env's episode is then truncated
 //! (its next step resets it) and the other envs of the command are stepped as usual. With
 //! [`OnPanic::Exit`] (what Python asks for under `on_worker_failure="restart"`) the worker prints
-//! the panic on stderr and exits with status 101, like a crashed worker, so that the pool
-//! restarts it. Infos that envs fill are sent with the completion; reset options arrive pickled
+//! the panic on stderr, leaves it as its last words in the segment ([`panic::last_words`]: the
+//! pool reports message and location with the death) and exits with status 101, like a crashed
+//! worker, so that the pool restarts it. Infos that envs fill are sent with the completion; reset options arrive pickled
 //! and are decoded into JSON.
 //!
 //! ```
@@ -183,6 +184,8 @@ impl<E: Env> RustEnvs<E> {
     fn panicked(&self, id: usize, p: panic::Panic) -> RemoteError {
         let error = panic_error(id, p);
         if self.on_panic == OnPanic::Exit {
+            // The pool reports this text (with the location) as the death's last error.
+            panic::last_words(&format!("{}: {} (env {id})", error.kind, error.message));
             eprintln!("ringenv worker: {error}\nringenv worker: exiting with status {}", OnPanic::EXIT_STATUS);
             std::process::exit(OnPanic::EXIT_STATUS);
         }

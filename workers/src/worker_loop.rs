@@ -20,7 +20,8 @@ pub type HostBuilder<'a> = dyn FnOnce(&[u8], &WorkerEndpoint) -> Result<Box<dyn 
 
 /// Runs a worker to completion and returns its process exit code: 0 after a `Close` command,
 /// 2 when it could not join the pool, 3 when its envs could not be built, 4 when the control
-/// channel failed.
+/// channel failed. Once joined, a panic that ends the process leaves its text in the worker's
+/// metrics for the pool ([`crate::panic::LastWords`]).
 pub fn run<'a>(
     args: &EndpointArgs,
     build: impl FnOnce(&[u8], &WorkerEndpoint) -> Result<Box<dyn EnvHost + 'a>, RemoteError> + 'a,
@@ -33,6 +34,10 @@ pub fn run<'a>(
             return 2;
         }
     };
+    // SAFETY: the endpoint owns the segment's mapping and is declared first, so it outlives
+    // the guard (dropped first, in reverse order of declaration).
+    let _last_words =
+        unsafe { crate::panic::LastWords::register(endpoint.segment().worker_metrics(endpoint.worker())) };
     let init = match endpoint.recv_init() {
         Ok(i) => i,
         Err(e) => {

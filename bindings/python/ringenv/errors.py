@@ -72,7 +72,13 @@ class WorkerDiedError(RingenvError):
         env_ids (tuple[int, ...]): the env indices it stepped, e.g. ``(2, 3)``.
         exitcode (int | None): its exit code, when it exited.
         signal (int | None): the signal that killed it, when one did (9 for SIGKILL).
-        last_error (dict | None): the last error it reported, if any.
+        last_error (dict | None): why it died, when it said so: a dict with ``kind``, ``message``,
+            ``env_id`` (int or None), ``traceback`` and ``payload``. For a Rust env that panicked
+            (the worker exits on a panic under ``on_worker_failure="restart"``) or a panic
+            nothing caught, ``kind`` is ``"panic"`` and ``message`` the panic's text and location,
+            ``"... (panicked at src/lib.rs:12:5)"``, cut in its middle to 248 bytes; for a worker
+            killed for breaking the protocol or corrupting shared memory, what it did. ``None``
+            for a death without last words (a signal, ``os._exit``). The message ends with it too.
     """
 
     def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Sequence[int] = (),

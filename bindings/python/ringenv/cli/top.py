@@ -45,6 +45,8 @@ Ended = Tuple[int, int]  # (main pid, segment fd) of a pool that ended
 # Seconds a pool may take to hand over its segment (it answers at once unless stopped or hostile).
 _TIMEOUT = 1.0
 _MAX_ERROR_CHARS = 60
+#: Characters of the last error column (cut in the middle: ``_printable_middle``).
+_MAX_LAST_ERROR_CHARS = 80
 _MAX_REFUSED_LINES = 5
 
 
@@ -78,6 +80,16 @@ def _printable(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
     out = "".join(c if c.isprintable() else (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
                   for c in text[:limit + 1])
     return out if len(out) <= limit else out[:limit - 1] + "\u2026"
+
+
+def _printable_middle(text: str, limit: int = _MAX_LAST_ERROR_CHARS) -> str:
+    """:func:`_printable`, but a long text keeps its first third and its last two thirds (where a
+    panic's ``(panicked at file:line:column)`` and the env are), with ``…`` in between."""
+    out = _printable(text, len(text) * 10 + 1)  # every character escaped, nothing cut (<= 10 chars each)
+    if len(out) <= limit:
+        return out
+    head = (limit - 1) // 3
+    return out[:head] + "\u2026" + out[len(out) - (limit - 1 - head):]
 
 
 def _rate(now: float, before: Optional[float], seconds: float) -> Optional[float]:
@@ -116,7 +128,7 @@ def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, e
             cells = [str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), str(ws["pid"]), _env_ids_text(ws["env_ids"]), f"{ws['env_steps']:,}",
                      fmt(steps_s, ",.0f"), fmt(None if busy is None else 100 * busy, ".0f"),
                      fmt(None if wait is None else 100 * wait, ".0f"), fmt(sleeps, ",.0f"), str(ws["restarts"]),
-                     _printable(ws["last_error"])]
+                     _printable_middle(ws["last_error"])]
             t.add_row(*(Text(c) for c in cells))
         parts.append(t)
     for pid, fd in ended:
