@@ -75,6 +75,15 @@ fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
             fields.set_item("waiting_for", waiting_for.clone())?;
             "timeout"
         }
+        PoolError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
+            fields.set_item("seconds", seconds)?;
+            fields.set_item("worker", worker)?;
+            fields.set_item("pid", pid)?;
+            fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
+            fields.set_item("building", joined)?;
+            fields.set_item("program", program)?;
+            "startup_timeout"
+        }
         PoolError::NoPendingCall => "no_pending",
         PoolError::AlreadyPending => "already_pending",
         PoolError::Closed => "closed",

@@ -159,6 +159,24 @@ pub enum PoolError {
         /// Workers that had not completed.
         waiting_for: Vec<usize>,
     },
+    /// A worker did not report ready within the start-up timeout ([`crate::PoolConfig::startup_timeout`],
+    /// at [`crate::Pool::spawn`] or a restart); the pool's workers are stopped.
+    StartupTimeout {
+        /// The timeout in seconds.
+        seconds: f64,
+        /// The first worker found not ready.
+        worker: usize,
+        /// Its process id.
+        pid: u32,
+        /// Its env ids (indices).
+        env_ids: Range<usize>,
+        /// Whether it had joined the pool (connected to the segment: it was then building its
+        /// envs from its init payload) or was still starting its program (exec, loading).
+        joined: bool,
+        /// The program it runs (path and arguments, as [`crate::WorkerCommand`] gives them;
+        /// long arguments shortened).
+        program: String,
+    },
     /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
     /// stamps, a completion naming another worker or a command not in flight, ...): what was
     /// found. The worker was killed (its status is in `failure`) and, as for a death, restarted
@@ -213,6 +231,19 @@ impl std::fmt::Display for PoolError {
             PoolError::Timeout { seconds, waiting_for } => {
                 write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }
+            PoolError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
+                write!(f, "worker {worker} (pid {pid}, envs {}) did not start within {seconds} s: ", EnvIds(env_ids))?;
+                if *joined {
+                    write!(f, "it was building its envs (their constructors or factories had not returned)")?;
+                } else {
+                    write!(f, "its program had not joined the pool yet (still starting: exec, loading, imports)")?;
+                }
+                write!(
+                    f,
+                    "; it runs {program}. Give it a longer start-up timeout if building them is only slow; otherwise \
+                     something in it hangs (a constructor waiting for a lock, a pipe, a server)"
+                )
+            }
             PoolError::Corrupt { what, failure } => write!(
                 f,
                 "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
@@ -249,6 +280,7 @@ impl std::error::Error for PoolError {
             }
             PoolError::Control { error, .. } => Some(error),
             PoolError::Timeout { .. }
+            | PoolError::StartupTimeout { .. }
             | PoolError::ForkedChild { .. }
             | PoolError::NoPendingCall
             | PoolError::AlreadyPending
@@ -263,9 +295,10 @@ impl PoolError {
     /// protocol error).
     pub fn worker(&self) -> Option<usize> {
         match self {
-            PoolError::Spawn { worker, .. } | PoolError::Startup { worker, .. } | PoolError::Control { worker, .. } => {
-                Some(*worker)
-            }
+            PoolError::Spawn { worker, .. }
+            | PoolError::Startup { worker, .. }
+            | PoolError::StartupTimeout { worker, .. }
+            | PoolError::Control { worker, .. } => Some(*worker),
             PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
                 Some(f.worker)
             }

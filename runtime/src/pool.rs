@@ -227,6 +227,23 @@ fn remote_of_last_words(text: &str) -> RemoteError {
     RemoteError { kind: kind.into(), message: message.into(), env_id, ..Default::default() }
 }
 
+/// `program arg ...` of a worker command, for messages: each argument quoted when it holds a
+/// space, an argument longer than 60 characters cut (a Python worker's boot code lists its
+/// whole `sys.path`).
+fn describe_command(command: &WorkerCommand) -> String {
+    const LONGEST: usize = 60;
+    let mut words = vec![command.program.display().to_string()];
+    for arg in &command.args {
+        let arg = arg.to_string_lossy();
+        let mut word: String = arg.chars().take(LONGEST).collect();
+        if word.len() < arg.len() {
+            word.push('…');
+        }
+        words.push(if word.contains(' ') { format!("{word:?}") } else { word });
+    }
+    words.join(" ")
+}
+
 /// Why a command could not be handed to a worker.
 enum SendFault {
     /// Its command ring is corrupt: what was found.
@@ -253,7 +270,8 @@ impl Pool {
     /// # Errors
     /// [`PoolError::Segment`], [`PoolError::Spawn`], [`PoolError::Startup`] (a worker reported an
     /// error, with its traceback), [`PoolError::WorkerDied`] (a worker died before its handshake),
-    /// [`PoolError::Timeout`]. Every started worker is stopped before the error returns.
+    /// [`PoolError::StartupTimeout`] (naming the worker not ready), [`PoolError::Timeout`] (the
+    /// [`PoolConfig::cancel`] hook cancelled the start-up). Every started worker is stopped before the error returns.
     pub fn spawn(config: PoolConfig) -> Result<Pool, PoolError> {
         let n = config.layout.num_workers;
         if config.init.len() != 1 && config.init.len() != n {
@@ -339,8 +357,7 @@ impl Pool {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                let seconds = self.config.startup_timeout.as_secs_f64();
-                return Err(PoolError::Timeout { seconds, waiting_for: vec![w] });
+                return Err(self.startup_timeout(w));
             }
             match self.workers[w].control.recv(Some(left.min(Duration::from_millis(100)))) {
                 Ok(ControlMessage::Ready) => return Ok(()),
@@ -363,6 +380,21 @@ impl Pool {
                 }
                 Err(error) => return Err(PoolError::Control { worker: w, error }),
             }
+        }
+    }
+
+    /// The error of worker `w` not ready in time: who it is, how far it got (joined the pool:
+    /// its metrics hold its pid), what it runs.
+    fn startup_timeout(&self, w: usize) -> PoolError {
+        let worker = &self.workers[w];
+        let joined = self.segment.worker_metrics(w).snapshot().pid == worker.pid();
+        PoolError::StartupTimeout {
+            seconds: self.config.startup_timeout.as_secs_f64(),
+            worker: w,
+            pid: worker.pid(),
+            env_ids: worker.env_ids.clone(),
+            joined,
+            program: describe_command(&self.config.command),
         }
     }
 
@@ -1083,6 +1115,13 @@ impl Drop for Pool {
 #[cfg(test)]
 mod tests {
     use super::remote_of_last_words;
+
+    #[test]
+    fn a_command_is_described_with_long_arguments_cut() {
+        let command = crate::WorkerCommand::new("/bin/worker").arg("--rust").arg("x".repeat(100)).arg("a b");
+        let text = super::describe_command(&command);
+        assert_eq!(text, format!("/bin/worker --rust {}… \"a b\"", "x".repeat(60)));
+    }
 
     #[test]
     fn last_words_become_a_remote_error_with_kind_message_and_env() {

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import gymnasium as gym
@@ -25,7 +26,7 @@ import ringenv
 from helper_envs import CounterEnv, FaultEnv, exiting_factory
 from ringenv import _native
 from ringenv.cli import top
-from ringenv.errors import CrashLoopError, WorkerDiedError
+from ringenv.errors import CrashLoopError, StartupTimeoutError, WorkerDiedError
 from vec_asserts import child_pids, wait_pids_gone
 
 
@@ -333,3 +334,40 @@ def test_a_raised_panic_keeps_its_location_in_tops_last_error(closing):
     [worker] = _my_snapshot()["workers"]
     assert re.fullmatch(r"panic: " + PANIC, worker["last_error"]), worker["last_error"]
     assert re.search(r"cartpole\.rs:\d+:\d+\)", _render_top())
+
+
+def _never_returns():
+    """An env factory that blocks for ever on an event nobody sets (a constructor that hangs)."""
+    threading.Event().wait()
+
+
+def test_a_worker_whose_factory_never_returns_is_named_with_its_factory_and_the_fix():
+    before = child_pids()
+    # Worker 2's factory never returns. The message says it was building its envs once the
+    # worker joined the pool (its interpreter started) before the timeout: a loaded machine may
+    # need a longer timeout for that, never gives a different report.
+    for seconds in (2, 10, 60):
+        with pytest.raises(multiprocessing.TimeoutError) as info:
+            ringenv.AsyncVectorEnv([CounterEnv, CounterEnv, _never_returns], num_workers=3, startup_timeout=seconds)
+        err = info.value
+        if err.building:
+            break
+    assert isinstance(err, StartupTimeoutError) and err.building
+    assert (err.worker, err.env_ids, err.seconds) == (2, (2,), seconds) and err.pid > 0
+    text = str(err)
+    assert text.startswith(f"worker 2 (pid {err.pid}, envs [2]) did not start within {seconds} s (startup_timeout): "
+                           f"it was building its envs: their factories or constructors had not returned"), text
+    assert "it runs the env factories env_fns[2] = <function _never_returns at " in text, text
+    assert err.program.startswith("the env factories env_fns[2] = <function _never_returns")
+    assert "pass a larger startup_timeout=" in text and "something in it hangs" in text
+    assert wait_pids_gone(child_pids() - before, timeout=30.0) == []
+
+
+def test_a_worker_that_had_not_joined_is_reported_as_still_starting():
+    fields = {"worker": 1, "pid": 42, "env_ids": (4, 5, 6, 7, 8, 9, 10, 11, 12), "seconds": 0.5, "building": False,
+              "program": "/bin/worker"}
+    err = ringenv.errors._from_native("startup_timeout", "the runtime's text", fields)
+    assert isinstance(err, StartupTimeoutError) and isinstance(err, multiprocessing.TimeoutError)
+    assert str(err).startswith("worker 1 (pid 42, envs [4, 5, ..., 12] (9 envs)) did not start within 0.5 s "
+                               "(startup_timeout): its program had not joined the pool yet"), str(err)
+    assert "it runs /bin/worker." in str(err) and err.env_ids == fields["env_ids"]

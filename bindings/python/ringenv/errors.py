@@ -7,7 +7,11 @@ Protocol errors reuse Gymnasium's classes, so code written against
 - ``gymnasium.error.NoAsyncCallError``: ``step_wait``/``reset_wait`` with no call pending;
 - ``gymnasium.error.ClosedEnvironmentError``: any call after ``close()``;
 - ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` ran out of time
-  (the call stays pending; wait again or close).
+  (the call stays pending; wait again or close); a worker that did not start within
+  ``startup_timeout`` raises :class:`StartupTimeoutError`, a subclass naming it.
+
+Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indices, e.g.
+``(2, 3)`` for a worker stepping envs 2 and 3.
 
 An exception raised inside an env is re-raised in the caller with its own type (unpickled from
 the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
@@ -30,6 +34,7 @@ __all__ = [
     "SharedMemoryCorruptError",
     "InternalError",
     "WorkerStartupError",
+    "StartupTimeoutError",
     "RemoteEnvError",
     "RemoteTraceback",
     "CudaUnavailableError",
@@ -145,6 +150,47 @@ class WorkerStartupError(RingenvError):
         self.remote_type, self.remote_traceback = remote_type, remote_traceback
 
 
+class StartupTimeoutError(multiprocessing.TimeoutError):
+    """A worker did not finish starting within ``startup_timeout`` seconds; every worker was
+    stopped. A ``multiprocessing.TimeoutError`` (what code written for Gymnasium catches); the
+    message names the worker, its pid and env ids, how far it got, what it runs, and the fix.
+
+    Attributes:
+        worker (int): index of the worker (the first one found not ready).
+        pid (int): its process id.
+        env_ids (tuple[int, ...]): the env indices it was building, e.g. ``(2, 3)``.
+        seconds (float): the ``startup_timeout``, in seconds.
+        building (bool): ``True`` when it had joined the pool and was building its envs (the env
+            factories or constructors had not returned); ``False`` when its program was still
+            starting (interpreter start-up, imports).
+        program (str): what it runs: the env factories of those envs, or the Rust env's id and
+            the worker binary's path.
+    """
+
+    def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Sequence[int] = (),
+                 seconds: float = 0.0, building: bool = False, program: str = ""):
+        super().__init__(message)
+        self.worker, self.pid, self.env_ids = worker, pid, tuple(env_ids)
+        self.seconds, self.building, self.program = seconds, building, program
+
+    def with_program(self, program: str) -> "StartupTimeoutError":
+        """This error, its ``program`` (and message) saying what the worker runs in the caller's
+        terms (the env factories, the env id) instead of the command line."""
+        return StartupTimeoutError(_startup_timeout_message(self.worker, self.pid, self.env_ids, self.seconds,
+                                                            self.building, program),
+                                   self.worker, self.pid, self.env_ids, self.seconds, self.building, program)
+
+
+def _startup_timeout_message(worker: int, pid: int, env_ids: Sequence[int], seconds: float, building: bool,
+                             program: str) -> str:
+    doing = ("it was building its envs: their factories or constructors had not returned" if building else
+             "its program had not joined the pool yet: it was still starting (interpreter start-up, imports)")
+    return (f"worker {worker} (pid {pid}, envs {_env_ids_text(env_ids)}) did not start within {seconds:g} s "
+            f"(startup_timeout): {doing}; it runs {program}. If building them is only slow, pass a larger "
+            f"startup_timeout= (seconds); otherwise something in it hangs (a constructor waiting for a lock, a pipe "
+            f"or a server that never answers)")
+
+
 class RemoteEnvError(RingenvError):
     """An env raised an exception that could not be re-created in the caller (it did not
     pickle). Carries the remote type name, message and traceback as text.
@@ -245,6 +291,8 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return err
     if kind == "timeout":
         return multiprocessing.TimeoutError(message)
+    if kind == "startup_timeout":  # fields: worker, pid, env_ids, seconds, building, program
+        return StartupTimeoutError(_startup_timeout_message(**fields), **fields)
     if kind == "no_pending":
         return NoAsyncCallError(message, "wait")
     if kind == "already_pending":

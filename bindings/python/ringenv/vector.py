@@ -30,13 +30,13 @@ from ringenv._checks import (check_count, check_factories, check_options, check_
                              seeds_of)
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
-from ringenv._program import RustEnvs, WorkerProgram, python_program
+from ringenv._program import RustEnvs, WorkerProgram, _short, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, request
 from ringenv._worker import refuse_during_factory_loading, worker_environ
-from ringenv.errors import WorkerDiedError
+from ringenv.errors import StartupTimeoutError, WorkerDiedError
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
@@ -334,6 +334,8 @@ class AsyncVectorEnv(PoolVectorEnv):
                 max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
                 inline=program.host if use_inline else None,
             )
+        except StartupTimeoutError as e:  # say what the worker runs in the caller's terms
+            raise e.with_program(self._program_text(e.env_ids)) from None
         finally:
             discard_local_inits(inits)  # the share's factories, if the pool never took them
         self._closer = self._pool.closer()
@@ -608,6 +610,19 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
         self.step_async(actions)
         return self.step_wait()
+
+    def _program_text(self, env_ids: Sequence[int]) -> str:
+        """What builds the envs ``env_ids`` (indices), for an error naming a worker: their env
+        factories, or the Rust env's id and worker program."""
+        rust = self._rust_envs
+        if rust is None:
+            shown = [f"env_fns[{i}] = {_short(self.env_fns[i])}" for i in list(env_ids)[:2]]
+            more = f" and {len(env_ids) - 2} more" if len(env_ids) > 2 else ""
+            return f"the env factories {', '.join(shown)}{more} in a Python worker process"
+        kwargs = f" with kwargs {_short(rust.kwargs)}" if rust.kwargs else ""
+        if rust.builtin:
+            return f"ringenv's built-in Rust env {rust.id!r}{kwargs} (constructed in a worker process)"
+        return f"Rust env {rust.id!r}{kwargs} of the worker binary {rust.argv[0]}"
 
     def _absorb(self, messages: List[Tuple[int, Any]], restarted: List[dict],
                 env_ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
