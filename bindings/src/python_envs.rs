@@ -85,11 +85,11 @@ pub fn take_interrupt() -> Option<PyErr> {
 /// error is a plain description (no pickled `KeyboardInterrupt` for a later `step_wait` or `close`
 /// to raise again).
 fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> RemoteError {
-    let (start, end) = (env_ids.start, env_ids.end);
+    let envs = ringenv_runtime::EnvIds(env_ids);
     keep_interrupt(py, e, id, |kind| {
         format!(
-            "{kind} in env {id} (of envs {start}..{end} in one process): the envs after it were not stepped, and the \
-             results of this call are lost"
+            "{kind} in env {id} (of envs {envs} in one process): the envs after it were not stepped, and the results \
+             of this call are lost"
         )
     })
 }
@@ -97,11 +97,11 @@ fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> R
 /// [`interrupted`] for a `call` (`call`, `get_attr`, `set_attr`), which runs over the envs in
 /// one Python helper: which env it stopped at is not known, so the message names the share.
 fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>) -> RemoteError {
-    let (start, end) = (env_ids.start, env_ids.end);
-    keep_interrupt(py, e, start, |kind| {
+    let envs = ringenv_runtime::EnvIds(env_ids);
+    keep_interrupt(py, e, env_ids.start, |kind| {
         format!(
-            "{kind} while envs {start}..{end} (in one process) ran the call: it may have run on some of them, and \
-             the results of this call are lost"
+            "{kind} while envs {envs} (in one process) ran the call: it may have run on some of them, and the \
+             results of this call are lost"
         )
     })
 }
