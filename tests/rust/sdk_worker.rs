@@ -5,7 +5,8 @@
 //! executable: a Dict observation of every space kind laid out leaf by leaf and equal to an
 //! in-process reference, infos and reset options crossing as pickles, the reset mask, a panic
 //! reported with its location (and the env's next step resetting it), a panic ending the worker
-//! under `on_panic: exit`, and the `describe` command. (`harness = false`: libtest's `main` would
+//! under `on_panic: exit` with the panic as its last error, a panic nothing catches reported the
+//! same way, and the `describe` command. (`harness = false`: libtest's `main` would
 //! refuse the worker arguments.)
 
 use ringenv_runtime::{Array, CommandKind, ExitStatus, Layout, Outcome, Pool, PoolConfig, PoolError, WorkerCommand};
@@ -104,6 +105,29 @@ impl Env for Panicky {
     }
 }
 
+/// Panicky's spaces, but in a worker process started with `SDK_TEST_SPACE_PANIC` set its
+/// observation space panics: when the worker checks its envs' spaces, outside any catch.
+struct Unlucky;
+
+impl Env for Unlucky {
+    type Obs = f32;
+    type Action = i64;
+    fn observation_space(&self) -> Space {
+        assert!(std::env::var_os("SDK_TEST_SPACE_PANIC").is_none(), "no observation space today");
+        Panicky { n: 0.0 }.observation_space()
+    }
+    fn action_space(&self) -> Space {
+        Space::discrete(2)
+    }
+    fn reset(&mut self, obs: &mut [f32], _: &mut Ctx) {
+        obs[0] = 0.0;
+    }
+    fn step(&mut self, _: &[i64], obs: &mut [f32], _: &mut Ctx) -> Step {
+        obs[0] = 0.0;
+        Step { reward: 0.0, terminated: false, truncated: false }
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct ZooArgs {
@@ -114,6 +138,7 @@ fn registry() -> Registry {
     Registry::new("sdk-test")
         .env("Zoo-v0", |a: ZooArgs| Zoo { c: a.start.unwrap_or(0) })
         .env("Panicky-v0", || Panicky { n: 0.0 })
+        .env("Unlucky-v0", || Unlucky)
 }
 
 fn pool(id: &str, init: Value, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
@@ -279,6 +304,25 @@ fn on_panic_exit_makes_the_panic_a_worker_death() {
     }
 }
 
+fn a_panic_nothing_catches_is_the_deaths_last_error() {
+    let (obs, act) = registry().spaces("Unlucky-v0", &Value::Null).expect("spaces");
+    let layout = Layout::new(2, 1, 2, obs.leaves(), act.leaves(), DType::F32).expect("layout");
+    let command =
+        WorkerCommand::new(std::env::current_exe().expect("this test's path")).env("SDK_TEST_SPACE_PANIC", "1");
+    let init = serde_json::to_vec(&json!({"id": "Unlucky-v0"})).expect("json");
+    match Pool::spawn(PoolConfig::new(layout, command, init)) {
+        Err(PoolError::WorkerDied(f)) => {
+            assert_eq!(f.status, ExitStatus::Exited(101), "{f}");
+            let e = f.last_error.as_deref().expect("the panic as the death's last error");
+            assert_eq!((e.kind.as_str(), e.env_id), ("panic", None));
+            assert!(e.message.starts_with("no observation space today (panicked at "), "{}", e.message);
+            assert!(e.message.contains("sdk_worker.rs:"), "{}", e.message);
+        }
+        Err(other) => panic!("expected a dead worker, got {other}"),
+        Ok(_) => panic!("expected a dead worker, got a pool"),
+    }
+}
+
 fn describe_prints_the_spaces_and_names_bad_arguments() {
     let exe = std::env::current_exe().unwrap();
     let run = |args: &[&str]| {
@@ -294,6 +338,7 @@ fn describe_prints_the_spaces_and_names_bad_arguments() {
     assert!(d["error"]["message"].as_str().unwrap().contains("argument \"start\" = -1"), "{d}");
     let (_, d) = run(&["list"]);
     assert_eq!(d["envs"][1]["id"], "Panicky-v0");
+    assert_eq!(d["envs"][2]["id"], "Unlucky-v0");
 }
 
 fn main() {
@@ -303,7 +348,7 @@ fn main() {
     if serving {
         std::process::exit(entry::run_cli(&registry(), &args, &mut std::io::stdout().lock()));
     }
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
         (
             "zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options",
             zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options,
@@ -314,6 +359,7 @@ fn main() {
             a_panic_is_reported_with_its_location_and_the_env_resets,
         ),
         ("on_panic_exit_makes_the_panic_a_worker_death", on_panic_exit_makes_the_panic_a_worker_death),
+        ("a_panic_nothing_catches_is_the_deaths_last_error", a_panic_nothing_catches_is_the_deaths_last_error),
         ("describe_prints_the_spaces_and_names_bad_arguments", describe_prints_the_spaces_and_names_bad_arguments),
     ];
     harness::run_tests(&tests);
