@@ -367,10 +367,16 @@ def test_under_the_restart_policy_a_panic_is_a_worker_failure(closing, worker):
         "num_workers": 1, "on_worker_failure": "restart", "max_restarts": 1}))
     envs.reset(seed=0)
     # The reset is replayed on the restarted worker (same options): it dies again, which is a
-    # crash loop; the death is the panic's exit status.
+    # crash loop; the death is the panic's exit status, and its last error the panic itself.
     with pytest.raises(errors.WorkerDiedError) as info:
         envs.reset(options={"level": 99})
-    assert info.value.exitcode == 101
+    e = info.value
+    assert e.exitcode == 101
+    assert e.last_error["kind"] == "panic" and e.last_error["env_id"] in (0, 1)
+    assert re.search(r"Sokoban reset option level = 99 is out of range: there are 4 levels "
+                     r"\(panicked at src/lib\.rs:\d+:\d+\)", e.last_error["message"]), e.last_error
+    assert re.search(r"its last error: panic: Sokoban reset option level = 99 .* \(panicked at src/lib\.rs:\d+:\d+\) "
+                     r"\(env [01]\)", str(e)), str(e)
 
 
 # -- every space kind ------------------------------------------------------------------------------
