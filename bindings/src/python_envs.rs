@@ -222,7 +222,8 @@ fn build_with(
 ) -> PyResult<Box<dyn EnvHost>> {
     let layout = segment.layout();
     let info = PyDict::new(py);
-    info.set_item("env_ids", (env_ids.start, env_ids.end))?;
+    // The env indices this host builds, as a `range` (start and stop read from it).
+    info.set_item("env_ids", pyo3::types::PyRange::new(py, env_ids.start as isize, env_ids.end as isize)?)?;
     info.set_item("num_envs", layout.num_envs)?;
     info.set_item("segment", crate::py_segment::PySegment::array(py, segment.memory())?)?;
     info.set_item("obs_leaves", leaves(py, &layout.obs)?)?;

@@ -203,7 +203,7 @@ def _build(init: bytes, info: dict):
             _loading_factories = False
         publish_main_names(cfg["env_fns"])
     obs_space, act_space = cfg["observation_space"], cfg["action_space"]
-    start, stop = info["env_ids"]
+    start, stop = info["env_ids"].start, info["env_ids"].stop  # a range of env indices
     n, seg = info["num_envs"], info["segment"]
     envs = []
     for k, fn in enumerate(cfg["env_fns"]):
