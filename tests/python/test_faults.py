@@ -371,3 +371,12 @@ def test_a_worker_that_had_not_joined_is_reported_as_still_starting():
     assert str(err).startswith("worker 1 (pid 42, envs [4, 5, ..., 12] (9 envs)) did not start within 0.5 s "
                                "(startup_timeout): its program had not joined the pool yet"), str(err)
     assert "it runs /bin/worker." in str(err) and err.env_ids == fields["env_ids"]
+
+
+def test_a_start_up_timeout_names_a_rust_envs_id_as_what_the_worker_runs(closing):
+    envs = closing(ringenv.make_vec("CartPole-v1", 2, vector_kwargs={"num_workers": 1}))
+    assert envs._program_text((0, 1)) == "ringenv's built-in Rust env 'CartPole-v1' (constructed in a worker process)"
+    py = closing(ringenv.AsyncVectorEnv([CounterEnv] * 4, num_workers=2))
+    text = py._program_text((2, 3))
+    assert text.startswith("the env factories env_fns[2] = <class 'helper_envs.CounterEnv'>, env_fns[3] = "), text
+    assert text.endswith(" in a Python worker process"), text
