@@ -12,7 +12,8 @@
 # benches/wakeup_policy.py (issue 12's wake-up target: the default against fixed spin bounds, quiet
 # and with a busy neighbour; ~11 min), then benches/async_share.py (asynchronous batches with and
 # without the inline share; a few minutes), then benches/idle_cpu.py (what an idle pool costs, with
-# the default wait policy and with spin_us=0; ~4 min); the last eight replace their own sections of
+# the default wait policy and with spin_us=0; ~4 min), then benches/startup.py (how long a vector env
+# takes to start and close, beside the peers; ~20 s); the last nine replace their own sections of
 # the file.
 # Usage: scripts/bench.sh [scripts/bench.py options]      all three, bench.py with these options
 #        scripts/bench.sh --grid [benches/grid.py options] the grid only (e.g. --grid --quick)
@@ -38,4 +39,5 @@ fi
 "$PY" benches/own_step.py
 "$PY" benches/wakeup_policy.py
 "$PY" benches/async_share.py
-exec "$PY" benches/idle_cpu.py
+"$PY" benches/idle_cpu.py
+exec "$PY" benches/startup.py
