@@ -323,19 +323,19 @@ impl PyEnvs {
         py: Python<'py>,
         k: usize,
         slot: usize,
-        obs: Bound<'py, PyAny>,
+        obs: &Bound<'py, PyAny>,
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
             ObsTarget::Rows { rows, shape } => {
                 let row = &rows[slot][k];
-                if row.copy_from(&obs, self.ndarray.bind(py)) {
+                if row.copy_from(obs, self.ndarray.bind(py)) {
                     return Ok(());
                 }
                 let shape = shape.bind(py);
                 let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
                 let obs = if same {
-                    obs
+                    obs.clone()
                 } else {
                     let id = self.env_ids.start + k;
                     self.helper(py, "_checked_obs", (obs, shape, id))?
@@ -343,7 +343,7 @@ impl PyEnvs {
                 row.view(py).set_item(self.ellipsis.bind(py), obs)
             }
             ObsTarget::Tree { walk, leaves, pickled: keys } => {
-                leaves[slot][k].write(walk, &obs, self.ndarray.bind(py))?;
+                leaves[slot][k].write(walk, obs, self.ndarray.bind(py))?;
                 if let Some(keys) = keys {
                     let part = PyDict::new(py);
                     for key in keys {
@@ -354,7 +354,7 @@ impl PyEnvs {
                 Ok(())
             }
             ObsTarget::Pickled => {
-                pickled.push(obs);
+                pickled.push(obs.clone());
                 Ok(())
             }
         }
@@ -410,7 +410,7 @@ impl PyEnvs {
         let before = pickled.len();
         completing(py, deferred, || {
             pickled.truncate(before);
-            self.put_obs(py, k, slot, obs.clone(), pickled)
+            self.put_obs(py, k, slot, &obs, pickled)
         })
     }
 

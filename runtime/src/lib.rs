@@ -71,7 +71,7 @@ pub use layout::{
 };
 pub use machine_load::LoadTracker;
 pub use memory::{HeapMemory, Memory};
-pub use metrics::{cut_middle, PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
+pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
 pub use monitor::{
     Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
 };

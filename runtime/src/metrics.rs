@@ -102,8 +102,8 @@ impl WorkerMetrics {
         add(&self.wait_ns, wait_ns);
     }
 
-    /// Replaces the last error text (cut to [`LAST_ERROR_BYTES`] in its middle, see
-    /// [`cut_middle`]); it is no longer last words.
+    /// Replaces the last error text (a text longer than [`LAST_ERROR_BYTES`] keeps its beginning
+    /// and its end, with `…` in between); it is no longer last words.
     ///
     /// Lock-free and allocation-free: a panic hook may call it.
     pub fn set_last_error(&self, text: &str) {
@@ -184,13 +184,7 @@ impl WorkerMetrics {
 /// Writes `text` into `out`, whole when it fits; otherwise its beginning, `…` and its end, each
 /// part cut at a character boundary, so that both what went wrong (first) and where (a panic's
 /// location, last) survive. Returns the bytes written. Allocation-free.
-///
-/// ```
-/// let mut out = [0u8; 16];
-/// let n = ringenv_runtime::cut_middle("panic: a long story (at x.rs:9)", &mut out);
-/// assert_eq!(std::str::from_utf8(&out[..n]).unwrap(), "panic:…x.rs:9)");
-/// ```
-pub fn cut_middle(text: &str, out: &mut [u8]) -> usize {
+fn cut_middle(text: &str, out: &mut [u8]) -> usize {
     const ELLIPSIS: &str = "…";
     if text.len() <= out.len() {
         out[..text.len()].copy_from_slice(text.as_bytes());
@@ -287,6 +281,9 @@ mod tests {
         assert!(got.chars().all(|c| c == 'é' || c == '…' || " (panicked at src/lib.rs:12:5)".contains(c)));
         m.set_last_error("short");
         assert_eq!(m.snapshot().last_error, "short");
+        let mut out = [0u8; 16];
+        let n = cut_middle("panic: a long story (at x.rs:9)", &mut out);
+        assert_eq!(std::str::from_utf8(&out[..n]).unwrap(), "panic:…x.rs:9)");
         let mut tiny = [0u8; 2];
         assert_eq!(cut_middle("abc", &mut tiny), 0, "no room for the ellipsis: nothing");
     }
