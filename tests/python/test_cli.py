@@ -30,10 +30,11 @@ TINY = ["--seconds", "0.3", "--num-envs", "4"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def run_cli(*args, cwd=TESTS_DIR, launcher=None, timeout=50):
-    """Runs ``python -m ringenv.cli ARGS`` (or ``python LAUNCHER ARGS``) in a subprocess; the
-    test helper modules are importable through the working directory ``cwd``."""
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+def run_cli(*args, cwd=TESTS_DIR, launcher=None, timeout=50, extra_env=None):
+    """Runs ``python -m ringenv.cli ARGS`` (or ``python LAUNCHER ARGS``) in a subprocess, with the
+    variables ``extra_env`` added to its environment; the test helper modules are importable
+    through the working directory ``cwd``."""
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", **(extra_env or {}))
     cmd = [sys.executable, *([str(launcher)] if launcher else ["-m", "ringenv.cli"]), *map(str, args)]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, encoding="utf-8",
                           timeout=timeout)
@@ -477,6 +478,78 @@ def test_tune_reports_an_env_that_cannot_be_built(capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "ringenv tune: error: os:getcwd with 1 worker failed" in err
+
+
+def _processes_marked(mark: str):
+    """The pids of every live process whose environment holds ``TEST_MARK=mark``: a command run
+    with that variable and any worker it started (workers inherit the environment)."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TEST_MARK") == mark:
+                out.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+HANG_AFTER = ["--env-kwargs", '{"hang_at": 12}', "--num-envs", "4", "--seconds", "0.3", "--step-timeout", "5"]
+
+
+@pytest.mark.parametrize("config", [["--workers", "0"], ["--workers", "1", "--inline", "off"],
+                                    ["--workers", "1", "--inline", "on"]],
+                         ids=["in-process", "worker", "worker+inline"])
+def test_tune_ends_an_env_that_hangs_with_a_step_timeout_and_leaves_no_worker(config):
+    # FaultEnv sleeps for an hour in its 12th step, in the warm-up: in this process (in-process, the
+    # inline share) or in a worker process. Without the deadline, tune waited for that step.
+    mark = f"hang-{os.getpid()}-{'-'.join(config)}"
+    p = run_cli("tune", "helper_envs:FaultEnv", *HANG_AFTER, *config, timeout=55, extra_env={"TEST_MARK": mark})
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert ("failed: StepTimeoutError: a warm-up step of the env did not return within 5 s: an env hangs, or is "
+            "slower than that; the env was closed (any worker process killed); --step-timeout S allows more"
+            in " ".join(p.stderr.split())), p.stderr
+    assert _processes_marked(mark) == []
+
+
+def test_measure_ends_a_peer_that_hangs_with_a_step_timeout():
+    # The one measurement loop bounds the peers' steps too (ringenv bench, demo.sh): Gymnasium's
+    # SyncVectorEnv (the hang in this process) and AsyncVectorEnv (in its worker process).
+    code = (
+        "import functools, gymnasium as gym, helper_envs\n"
+        "from ringenv.cli._measure import measure\n"
+        "fns = [functools.partial(helper_envs.FaultEnv, hang_at=12)] * 2\n"
+        "for make in (lambda: gym.vector.SyncVectorEnv(fns), lambda: gym.vector.AsyncVectorEnv(fns)):\n"
+        "    try:\n"
+        "        measure(make, num_envs=2, seconds=0.3, seed=0, step_timeout_s=5)\n"
+        "    except BaseException as e:\n"
+        "        print(type(e).__name__, e.call, e.seconds)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
+    assert p.stdout.splitlines() == ["StepTimeoutError warm-up step 5"] * 2, (p.stdout, p.stderr)
+
+
+def test_measure_keeps_a_ctrl_c_a_keyboard_interrupt():
+    # An env of this process raising KeyboardInterrupt (what a Ctrl-C there raises) is not a timeout.
+    code = (
+        "import gymnasium as gym, helper_envs\n"
+        "from ringenv.cli._measure import measure\n"
+        "class CtrlC(helper_envs.CounterEnv):\n"
+        "    def step(self, action):\n"
+        "        if self.t == 5: raise KeyboardInterrupt\n"
+        "        return super().step(action)\n"
+        "try:\n"
+        "    measure(lambda: gym.vector.SyncVectorEnv([CtrlC] * 2), num_envs=2, seconds=0.1, seed=0, step_timeout_s=30)\n"
+        "except BaseException as e:\n"
+        "    print(type(e).__name__)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
+    assert p.stdout.strip() == "KeyboardInterrupt", (p.stdout, p.stderr)
+
+
+def test_step_timeout_must_be_a_number_of_seconds(capsys):
+    assert ringenv.cli.main(["tune", FACTORY, "--step-timeout", "-1"]) == 2
+    assert "argument --step-timeout: must be a finite number of seconds >= 0 (0: no limit), got '-1'" in \
+        capsys.readouterr().err
 
 
 def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_skipped(tmp_path, capsys):

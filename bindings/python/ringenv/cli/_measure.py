@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
@@ -27,6 +28,7 @@ import numpy as np
 import psutil
 
 from ringenv._allocator import settle_allocator
+from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S, Watchdog
 
 ACTION_BATCHES = 256  # distinct pre-generated action batches, used in turn
 
@@ -202,7 +204,8 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
             on_phase: Callable[[str], None] = lambda phase: None,
             on_progress: Callable[[float, int], None] = lambda elapsed, steps: None,
             progress_every_s: float = 0.1,
-            policy_s: float = 0.0) -> Measurement:
+            policy_s: float = 0.0,
+            step_timeout_s: Optional[float] = DEFAULT_STEP_TIMEOUT_S) -> Measurement:
     """Builds the vector env with ``make()``, resets it with ``seed``, warms up, then steps it for
     ``seconds`` seconds of wall time.
 
@@ -232,12 +235,22 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
             (:func:`busy_wait`) before each ``step``, or between ``recv`` and ``send``: a policy's
             forward pass, which asynchronous batches overlap with the other envs' steps.
             Default 0 (none).
+        step_timeout_s: seconds that the reset or any one vector step may take (default
+            :data:`~ringenv.cli._watchdog.DEFAULT_STEP_TIMEOUT_S`, 60; ``None`` or 0: no limit).
+            Past it the step is interrupted (:class:`~ringenv.cli._watchdog.Watchdog`: only when
+            this runs in the main thread under Python's own ``SIGINT`` handler), the env closed
+            with its workers killed, and :class:`~ringenv.cli._watchdog.StepTimeoutError` raised.
 
     Returns:
         A :class:`Measurement`. CPU times are read before the env is closed; the env is always
         closed, also when a step raises or a Ctrl-C interrupts it (then at once, its workers
         killed: :func:`close_now`). Every measurement starts from the same state of the C
         allocator (:func:`settle_allocator`).
+
+    Raises:
+        ringenv.cli._watchdog.StepTimeoutError: the reset or a vector step took longer than
+            ``step_timeout_s``.
+        KeyboardInterrupt, or whatever building or stepping the env raised.
     """
     before = set(descendants())  # processes that are not this env's workers
     settle_allocator()
@@ -246,7 +259,9 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     batch = num_envs if batch_size is None else batch_size
     envs = make()
     failed = False
+    watchdog = Watchdog(step_timeout_s)  # started after make(): a thread alive at a peer's fork would be copied
     try:
+        watchdog.start()
         if batch < num_envs:
             envs.async_reset(seed=seed)
         else:
@@ -260,8 +275,10 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         if warmup_s is None:
             warmup_s = min(WARMUP_MAX_S, seconds * WARMUP_FRACTION)
         warm, start = 0, time.perf_counter()
+        watchdog.beat("warm-up step")
         while warm < WARMUP_MIN_STEPS or time.perf_counter() - start < warmup_s:
             step(actions[warm % n_actions])
+            watchdog.beat("warm-up step")
             warm += 1
         main = psutil.Process()
         workers = processes(p for p in worker_pids(envs) if p not in before and p != main.pid)
@@ -273,9 +290,12 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         start = time.perf_counter()
         next_report = start + progress_every_s
         i, last = 0, start
+        watchdog.beat("step", start)
+        beat = watchdog.last
         while True:
             step(actions[i % n_actions])
             now = time.perf_counter()
+            beat[0] = now
             record(now - last)
             last = now
             i += 1
@@ -287,6 +307,9 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         if synchronize is not None:
             synchronize()
             last = time.perf_counter()
+        watchdog.stop()
+        if watchdog.fired:  # it fired as the last step returned
+            raise watchdog.error()
         main1 = cpu_seconds([main])[main.pid]
         cpu1 = cpu_seconds(workers)
         wall = last - start
@@ -295,10 +318,13 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         return Measurement(num_envs=num_envs, vector_steps=i, wall_s=wall, startup_s=startup_s, warmup_steps=warm,
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
                            worker_processes=len(workers), batch_size=batch)
-    except BaseException:
+    except BaseException as e:
         # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
         # would wait for that step, so the first Ctrl-C would not end the command.
         failed = True
+        watchdog.stop()
+        if watchdog.fired and isinstance(e, KeyboardInterrupt):
+            raise watchdog.error() from None
         raise
     finally:
         on_phase("close")
@@ -311,7 +337,14 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
 def close_now(envs: Any) -> None:
     """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)`` (ringenv's
     and Gymnasium's vector envs: the workers are killed), else a plain ``close()`` (other
-    runtimes). An error from the close is not raised (the caller is raising its own)."""
+    runtimes). An error or warning from the close is not raised or shown (the caller is raising
+    its own; Gymnasium warns of a close while a call is pending, which is the point here)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _close_now(envs)
+
+
+def _close_now(envs: Any) -> None:
     try:
         try:
             envs.close(terminate=True)

@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of the resets and of the random actions (default 0)")
     p.add_argument("--env-kwargs", type=_common.json_object, default=None, metavar="JSON",
                    help="keyword arguments of the env as a JSON object")
+    _common.add_step_timeout(p)
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
 
 
@@ -264,7 +265,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
 
             try:
                 m = measure(make, num_envs=n, seconds=seconds, seed=args.seed, actions=actions,
-                            on_progress=on_progress)
+                            on_progress=on_progress, step_timeout_s=args.step_timeout)
             except KeyboardInterrupt:
                 raise
             except Exception as e:
@@ -298,7 +299,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
         "settings": {"num_envs": n, "ringenv_workers": workers, "ringenv_inline": inline, "seconds": seconds,
-                     "seed": args.seed,
+                     "seed": args.seed, "step_timeout_s": args.step_timeout,
                      "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "rows": rows,
     }

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ringenv.cli import _common
 from ringenv.cli._common import RunError, UsageError
 from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT, measure
+from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S, StepTimeoutError
 
 DESCRIPTION = """\
 Step ENV through ringenv.AsyncVectorEnv with each configuration in turn, with random actions
@@ -73,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spin-us", type=_common.spin_microseconds, default=None, metavar="US",
                    help="bound of every wait's spin phase in µs, 0 to never spin (default: ringenv's own wake-up "
                         "policy, as AsyncVectorEnv(spin_us=None); docs/WAKEUP.md)")
+    _common.add_step_timeout(p)
     p.add_argument("--no-builtin", action="store_true",
                    help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
@@ -330,28 +332,31 @@ def plot(path: str, configs: List[Dict[str, Any]], rec: Dict[str, Any], title: s
 def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *, inline: bool = False,
                           batch_size: Optional[int] = None, device: str = "cpu", seconds: float = 3.0, seed: int = 0,
                           spin_us: Optional[float] = None, warmup_s: Optional[float] = None,
+                          step_timeout_s: Optional[float] = DEFAULT_STEP_TIMEOUT_S,
                           on_phase=lambda phase: None, on_progress=lambda elapsed, steps: None) -> Dict[str, Any]:
     """Measures one configuration of ``ringenv tune``: ``env`` through ``ringenv`` with ``num_envs``
     envs on ``workers`` worker processes (with ``inline``, and the main process stepping the last
     block itself: ``AsyncVectorEnv(inline=True)``; async batches of ``batch_size`` when below
     ``num_envs``), staged
     on ``device``, with spin bound ``spin_us`` (``None``: ringenv's own policy), by the one
-    measurement loop (:func:`ringenv.cli._measure.measure`); returns its figures
+    measurement loop (:func:`ringenv.cli._measure.measure`, with its ``step_timeout_s``); returns its figures
     (:meth:`~ringenv.cli._measure.Measurement.figures`). ``benches/grid.py`` measures its
     "through ringenv tune" rows with this function.
 
     Raises:
-        RunError: the env could not be built or stepped (naming it and the configuration).
+        RunError: the env could not be built or stepped, or a reset or vector step took longer than
+            ``step_timeout_s`` (naming the env and the configuration).
     """
     batch = num_envs if batch_size is None else batch_size
     try:
         m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us, inline=inline),
                     num_envs=num_envs, seconds=seconds, seed=seed, batch_size=batch, warmup_s=warmup_s,
-                    on_phase=on_phase, on_progress=on_progress)
+                    on_phase=on_phase, on_progress=on_progress, step_timeout_s=step_timeout_s)
     except (KeyboardInterrupt, UsageError):
         raise
     except Exception as e:
-        raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}") from e
+        more = "; --step-timeout S allows more" if isinstance(e, StepTimeoutError) else ""
+        raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}{more}") from e
     return m.figures()
 
 
@@ -396,6 +401,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
 
             figures = measure_configuration(env, n, w, inline=inline, batch_size=batch, device=args.device,
                                             seconds=seconds, seed=args.seed, spin_us=args.spin_us,
+                                            step_timeout_s=args.step_timeout,
                                             on_phase=on_phase, on_progress=on_progress)
             progress.update(task, description=f"{name}: done", completed=seconds,
                             rate=f"{figures['steps_per_s']:,.0f} steps/s")
@@ -422,6 +428,7 @@ def run(args, argv: Optional[List[str]] = None) -> int:
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
         "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "inline": args.inline,
                      "seconds": seconds, "seed": args.seed, "device": args.device, "spin_us": args.spin_us,
+                     "step_timeout_s": args.step_timeout,
                      "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "configurations": configs,
         "skipped": skipped,
