@@ -343,17 +343,22 @@ impl PyPool {
     /// Closes the inline envs (in the creator process only: a fork child's copy is let go). Their
     /// `close` is one of the share's calls into Python ([`crate::exit_guard::enter`]): a daemon
     /// thread closing them when the interpreter exits is let finish, or parked, not unwound.
-    fn close_inline(&mut self) {
+    /// Returns the `KeyboardInterrupt` or `SystemExit` an env's `close` raised (a Ctrl-C while
+    /// it closed), for the caller to raise once the rest of the close is done; it is never left
+    /// in this thread for a later call to raise.
+    fn close_inline(&mut self) -> Option<PyErr> {
         self.handover = None;
-        if let Some(host) = self.inline.take() {
-            if current_pid() == self.creator_pid {
-                let mut host = host.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-                Python::attach(|py| {
-                    let _entered = crate::exit_guard::enter(py);
-                    let _ = catch(move || host.close());
-                });
-            }
+        let host = self.inline.take()?;
+        if current_pid() != self.creator_pid {
+            return None;
         }
+        let mut host = host.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Python::attach(|py| {
+            let _entered = crate::exit_guard::enter(py);
+            drop(crate::python_envs::take_interrupt()); // only this close's own is returned
+            let _ = catch(move || host.close());
+        });
+        crate::python_envs::take_interrupt()
     }
 
     /// After `wait` or `recv` (`call`): when a close was asked for meanwhile
@@ -382,7 +387,10 @@ impl Drop for PyPool {
         if let (true, Some(pool)) = (current_pid() == self.creator_pid, self.pool.as_mut()) {
             pool.request_close(); // the workers close their envs while the share's close here
         }
-        self.close_inline();
+        if let Some(interrupt) = self.close_inline() {
+            // freed, not closed: nothing to raise it to (a `__del__` closes the env first)
+            Python::attach(|py| interrupt.write_unraisable(py, None));
+        }
         if let Some(pool) = self.pool.take() {
             if current_pid() == self.creator_pid {
                 drop(pool); // stops the workers, then releases everything
@@ -884,6 +892,11 @@ impl PyPool {
     ///
     /// In a process other than the creator (a fork) it only lets go of this process's handle:
     /// the creator's workers are neither messaged nor stopped.
+    ///
+    /// # Errors
+    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
+    /// closed), once the close is complete (the pool is closed all the same); `InternalError` on a
+    /// panic.
     #[pyo3(signature = (timeout=1.0))]
     fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let t = seconds("timeout", timeout.max(0.0))?;
@@ -903,10 +916,10 @@ impl PyPool {
                 pool.request_close();
             }
         }
-        self.close_inline();
+        let interrupt = self.close_inline();
         let Some(mut pool) = self.pool.take() else {
             self.closer.set_closed();
-            return stopped;
+            return interrupt.map_or(stopped, Err);
         };
         if !owner {
             let_go_in_child(pool);
@@ -923,7 +936,8 @@ impl PyPool {
             .map_err(|message| internal_error(py, message)),
         );
         self.closer.set_closed();
-        closed
+        // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
+        interrupt.map_or(closed, Err)
     }
 
     /// The pool's closer: `request(timeout)` asks a `wait` or `recv` in progress (in another

@@ -632,11 +632,19 @@ impl EnvHost for PyEnvs {
 
     /// Closes every env; one whose `close` raises is named in a `RuntimeWarning` (in a worker
     /// process it goes to the worker's stderr) and the others are closed all the same, as
-    /// Gymnasium's `AsyncVectorEnv` logs a worker's error there and goes on.
+    /// Gymnasium's `AsyncVectorEnv` logs a worker's error there and goes on. In the main process
+    /// (the inline share) a `KeyboardInterrupt` or `SystemExit` (a Ctrl-C that lands in an env's
+    /// `close`) is no warning: the first one is kept for [`take_interrupt`], which the pool's
+    /// close raises once it is complete, as Gymnasium's `SyncVectorEnv` raises it.
     fn close(&mut self) {
         Python::attach(|py| {
+            let mut interrupt = None;
             for (k, env) in self.envs.iter().enumerate() {
                 if let Err(e) = env.bind(py).call_method0("close") {
+                    if self.handover.is_some() && !e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                        interrupt.get_or_insert(e);
+                        continue;
+                    }
                     let kind = e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "exception".into());
                     let text = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
                     let message = format!("env {}'s close() raised {kind}: {text}", self.env_ids.start + k);
@@ -645,6 +653,7 @@ impl EnvHost for PyEnvs {
                     let _ = PyErr::warn(py, &category, &message, 0);
                 }
             }
+            defer_interrupt(interrupt);
         })
     }
 }

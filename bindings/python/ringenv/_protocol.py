@@ -365,6 +365,12 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
         In a process other than the one that created the env (a fork), it only lets go of this
         process's inherited copy: the creator's workers are neither messaged nor stopped.
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C while an env of this process's inline share closed, raised
+                once the close is complete (the other envs closed, the workers stopped, everything
+                released); ``SystemExit`` likewise. Another env's ``close`` raising is a
+                ``RuntimeWarning`` naming it.
         """
         pool = getattr(self, "_pool", None)
         if pool is None:
@@ -404,13 +410,23 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             ringenv.errors.RingenvError: the other thread's call did not let go of the pool in
                 that time (its share of envs is still stepping); the close stays requested and
                 that call closes the pool when it returns.
+            KeyboardInterrupt: Ctrl-C while an env of this process's share closed, raised once
+                everything is closed all the same (or ``SystemExit``, likewise).
         """
         self.closed = True
         self._state = AsyncState.DEFAULT
         slots = getattr(self, "_slots", None)
         # Under a signal handler in this thread's wait the pool closes when the handler returns;
         # the slots go now all the same (that wait reads none of them).
-        self._close_pool(timeout)
+        try:
+            self._close_pool(timeout)
+        except BaseException as e:
+            # A Ctrl-C in an env of this process's share, raised by the pool once it is closed:
+            # the slots go too. (A Ctrl-C before the pool closed leaves them to close() again.)
+            closer = getattr(self, "_closer", None)
+            if not isinstance(e, Exception) and slots is not None and closer is not None and closer.closed:
+                slots.close()
+            raise
         if slots is not None:
             slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
 
