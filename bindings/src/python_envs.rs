@@ -12,7 +12,8 @@
 //! spaces with no fixed layout travel pickled in the completion's message, and so do the values
 //! of a split Dict's keys that have none (`ringenv._layout.observation_layout`: MiniGrid's
 //! mission), one `dict` of them per env. Actions likewise come from the slot's action rows, or
-//! pickled in the command's message.
+//! pickled in the command's message, and reset seeds from the slot's seed rows, or pickled with
+//! the reset's options for a seed of `2**64` or more, which a row's 8 bytes cannot hold.
 //!
 //! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
@@ -156,6 +157,23 @@ fn defer_interrupt(deferred: Option<PyErr>) {
             }
         });
     }
+}
+
+/// Env `id`'s reset seed, a Python `int` or `None`: from `big` (the seeds of `2**64` or more,
+/// which travel in the reset's payload, by env id) where it is there, else from shared memory.
+fn reset_seed<'py>(
+    py: Python<'py>,
+    view: &SlotView<'_>,
+    id: usize,
+    big: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if let Some(seed) = big.map(|seeds| seeds.get_item(id)).transpose()?.flatten() {
+        return Ok(Some(seed));
+    }
+    Ok(match seed_of(view, id) {
+        Some(seed) => Some(seed.into_pyobject(py)?.into_any()),
+        None => None,
+    })
 }
 
 /// One env's step (or autoreset) result: reward, terminated, truncated, info.
@@ -360,11 +378,12 @@ impl PyEnvs {
         }
     }
 
+    /// Calls env `k`'s `reset(seed=seed, options=options)` (`seed`: a Python `int` or `None`).
     fn reset_env<'py>(
         &self,
         py: Python<'py>,
         k: usize,
-        seed: Option<u64>,
+        seed: Option<Bound<'py, PyAny>>,
         options: &Bound<'py, PyAny>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyDict>)> {
         let kwargs = PyDict::new(py);
@@ -512,6 +531,23 @@ impl PyEnvs {
         }
     }
 
+    /// A reset's payload read for one env (`ringenv._worker._unpack_reset`): a fresh copy of its
+    /// options, and the seeds of `2**64` or more by env id, which travel there rather than in
+    /// shared memory (`None`: every seed is in shared memory). Without a payload, `(None, None)`.
+    fn unpack_reset<'py>(
+        &self,
+        py: Python<'py>,
+        payload: Option<&[u8]>,
+    ) -> Result<(Bound<'py, PyAny>, Option<Bound<'py, PyDict>>), RemoteError> {
+        match payload {
+            None => Ok((py.None().into_bound(py), None)),
+            Some(bytes) => self
+                .helper(py, "_unpack_reset", (PyBytes::new(py, bytes),))
+                .and_then(|request| request.extract())
+                .map_err(|e| self.describe(py, e, None)),
+        }
+    }
+
     fn reset_in(
         &mut self,
         py: Python<'_>,
@@ -523,7 +559,8 @@ impl PyEnvs {
         // processes does: an env that pops a key from them leaves the next env its own, whatever
         // the layout (unpickled once per env that resets; the first before any env runs, so a
         // payload that cannot be read fails the command before anything changed).
-        let mut unpacked = Some(self.unpack(py, options)?);
+        let (first, big_seeds) = self.unpack_reset(py, options)?;
+        let mut unpacked = Some(first);
         let (mut pickled, mut infos, mut error, mut deferred) = (Vec::new(), Vec::new(), None, None);
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
@@ -535,12 +572,14 @@ impl PyEnvs {
             }
             let env_options = match unpacked.take() {
                 Some(first) => first,
-                None => self.unpack(py, options)?,
+                None => self.unpack_reset(py, options)?.0,
             };
-            let result = self.reset_env(py, k, seed_of(view, id), &env_options).and_then(|(obs, info)| {
-                self.put_obs_completing(py, k, slot, obs, &mut pickled, &mut deferred)?;
-                Ok(info)
-            });
+            let result = reset_seed(py, view, id, big_seeds.as_ref())
+                .and_then(|seed| self.reset_env(py, k, seed, &env_options))
+                .and_then(|(obs, info)| {
+                    self.put_obs_completing(py, k, slot, obs, &mut pickled, &mut deferred)?;
+                    Ok(info)
+                });
             match result {
                 Ok(info) if info.is_empty() => {}
                 Ok(info) => infos.push((id, info)),

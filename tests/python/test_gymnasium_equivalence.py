@@ -1,5 +1,6 @@
 """ringenv.AsyncVectorEnv returns exactly what gymnasium.vector.SyncVectorEnv returns (values,
-dtypes, shapes, infos), including across next-step autoresets."""
+dtypes, shapes, infos), including across next-step autoresets, for every seed SyncVectorEnv
+takes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.error import AlreadyPendingCallError
 
 import ringenv
 from helper_envs import InfoEnv
@@ -121,3 +123,69 @@ def test_reset_options_reach_the_envs(closing):
     # Without options, the envs get options=None (no echo).
     _, infos = ours.reset(seed=3)
     assert "options" not in infos and "option_value" not in infos
+
+
+# -- seeds of 2**64 or more ------------------------------------------------------------------------
+
+#: Where a Python env lives: worker processes only, a worker process and this process's inline
+#: share, this process alone.
+_LAYOUTS = {"workers": {"num_workers": 1, "inline": False}, "inline-share": {"num_workers": 1, "inline": True},
+            "in-process": {"num_workers": 0}}
+#: Seeds SyncVectorEnv takes that do not fit 8 bytes: ``seed + i`` crossing 2**64 (env 0's and
+#: env 1's below it, in shared memory, the others above), and a list mixing 128-bit seeds (as
+#: ``secrets.randbits(128)`` or ``np.random.SeedSequence().entropy`` give) with small ones.
+_BIG_SEEDS = [2**64 - 2, [2**128 - 1, 7, 2**64, 0x1D5F0C2A9E6B48F3A07C3E91B2D4F605]]
+
+
+@pytest.mark.parametrize("env_fn", [InfoEnv, functools.partial(gym.make, "CartPole-v1")], ids=["infos", "cartpole"])
+@pytest.mark.parametrize("layout", list(_LAYOUTS.values()), ids=list(_LAYOUTS))
+def test_seeds_of_2_64_or_more_reach_the_envs_as_sync_vector_env_passes_them(closing, layout, env_fn):
+    """Each env's ``reset`` gets the Python int SyncVectorEnv passes it (its ``np_random_seed``
+    is that int), whichever side of 2**64 and wherever the env lives; the episodes are identical,
+    and so is a partial reset (``reset_mask``) with such seeds."""
+    n = 4
+    ours = closing(ringenv.AsyncVectorEnv([env_fn] * n, **layout))
+    ref = closing(gym.vector.SyncVectorEnv([env_fn] * n))
+    rng = np.random.default_rng(0)
+    for seed in _BIG_SEEDS:
+        assert_resets_identical(ours, ref, seed, f"reset(seed={seed})")
+        assert ours.np_random_seed == ref.np_random_seed
+        assert ours.np_random_seed == (tuple(seed) if isinstance(seed, list) else tuple(seed + i for i in range(n)))
+        for t in range(20):
+            actions = rng.integers(0, 2, size=n)
+            assert_step_identical(ours.step(actions), ref.step(actions), f"step {t} after reset(seed={seed})")
+    # NumPy integers are taken as the Python ints they hold (SyncVectorEnv takes Python ints only)
+    obs, _ = ours.reset(seed=np.uint64(2**64 - 1))
+    assert_identical(obs, ref.reset(seed=2**64 - 1)[0], "reset(seed=np.uint64(2**64 - 1))")
+    assert ours.np_random_seed == ref.np_random_seed == tuple(2**64 - 1 + i for i in range(n))
+    # a partial reset: envs 0 and 2 get their seeds (one below 2**64, one above), 1 and 3 go on
+    mask = np.array([True, False, True, False])
+    seeds = [2**64 - 1, 5, 2**70, 2**70]
+    out = ours.reset(seed=seeds, options={"reset_mask": mask.copy(), "value": 3})
+    ref_out = ref.reset(seed=seeds, options={"reset_mask": mask.copy(), "value": 3})
+    assert_identical(out[0], ref_out[0], "masked reset obs")
+    assert_infos_equal(out[1], ref_out[1], "masked reset infos")
+    assert ours.np_random_seed == ref.np_random_seed == (2**64 - 1, 2**64, 2**70, 2**64 + 2)
+    for t in range(20):
+        actions = rng.integers(0, 2, size=n)
+        assert_step_identical(ours.step(actions), ref.step(actions), f"step {t} after the masked reset")
+
+
+def test_async_reset_takes_seeds_of_2_64_or_more_and_repeats_only_the_same_ones(closing):
+    """EnvPool's ``async_reset`` seeds as ``reset`` does; repeating it with the same seeds while
+    it is in flight returns at once, and other seeds of 2**64 or more (none of which is in shared
+    memory) are no repeat."""
+    n = 4
+    ours = closing(ringenv.AsyncVectorEnv([InfoEnv] * n, num_workers=2, batch_size=2))
+    ref = closing(gym.vector.SyncVectorEnv([InfoEnv] * n))
+    ref_obs, _ = ref.reset(seed=2**65)
+    ours.async_reset(seed=2**65)
+    ours.async_reset(seed=2**65)  # the same reset: it went out
+    with pytest.raises(AlreadyPendingCallError):
+        ours.async_reset(seed=2**66)
+    got = {}
+    for _ in range(2):
+        obs, *_, infos = ours.recv(timeout=30)
+        got.update({int(i): o for i, o in zip(infos["env_id"], obs)})
+    assert_identical(np.stack([got[i] for i in range(n)]), ref_obs, "async_reset(seed=2**65)")
+    assert ours.np_random_seed == ref.np_random_seed == tuple(2**65 + i for i in range(n))

@@ -97,6 +97,19 @@ def test_steps_are_identical_to_dummy_vec_env(closing, factory):
     assert terminated > 10 and truncated > 10, "the run should cross many episode ends of both kinds"
 
 
+def test_seeds_of_2_64_or_more_seed_as_dummy_vec_env_seeds(closing):
+    """``seed(s)`` gives env ``i`` the seed ``s + i`` of any size, as SB3 does: its episodes are
+    DummyVecEnv's across 2**64."""
+    ours, ref = _pair(closing, InfoEnv)
+    ref.action_space.seed(2)
+    assert ours.seed(2**64 - 2) == ref.seed(2**64 - 2) == [2**64 - 2, 2**64 - 1, 2**64, 2**64 + 1]
+    assert_tree_identical(ours.reset(), ref.reset(), "reset obs")
+    assert ours.get_attr("np_random_seed") == ref.get_attr("np_random_seed") == [2**64 - 2 + i for i in range(N)]
+    for t in range(20):
+        actions = np.stack([ref.action_space.sample() for _ in range(N)])
+        _assert_steps_identical(ours, ref, actions, f"step {t}")
+
+
 def test_tuple_observations_and_a_list_of_tuple_actions_as_sb3s_own_suite_steps_them(closing):
     """SB3's test_vecenv_tuple_spaces: a Tuple space for observations and actions, the actions a
     list of ``num_envs`` tuples of arrays of different shapes (no NumPy array can hold them).

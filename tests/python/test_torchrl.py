@@ -198,6 +198,18 @@ def test_set_seed_returns_torchrl_next_seed_and_reproduces_rollouts(envs):
     assert_td_identical(env.reset(seed=4), ref.reset(seed=4), "reset(seed=4)")
 
 
+def test_set_seed_takes_seeds_of_2_64_or_more_as_torchrl_does(envs):
+    """A seed of 2**64 or more (the first sub-env's; TorchRL's seed_generator gives the others
+    seeds below 2**32) seeds as in TorchRL's SerialEnv of GymEnvs, and so does reset(seed=...)."""
+    env = envs(ParallelEnv(N, CARTPOLE, num_processes=1))
+    ref = _serial(envs, functools.partial(GymEnv, "CartPole-v1"))
+    assert env.set_seed(2**70) == ref.set_seed(2**70)
+    actions = _actions(env.action_spec, 30)
+    assert_td_identical(env.rollout(30, Replay(actions), break_when_any_done=False),
+                        ref.rollout(30, Replay(actions), break_when_any_done=False), "set_seed(2**70)")
+    assert_td_identical(env.reset(seed=2**64), ref.reset(seed=2**64), "reset(seed=2**64)")
+
+
 # -- collectors -----------------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from ringenv._pickling import request
+from ringenv._pickling import reset_payload
 from ringenv._protocol import borrowed, busy_error, warn_restarted
 from ringenv._slots import Slots
 from ringenv.errors import _remote_exception
@@ -169,9 +169,10 @@ class AsyncBatches:
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
         self.taken = True
         slots = [self._slots.next_slot(w) for w in workers]
-        self._pool.write_seeds(seeds, None)
+        shared_seeds, payload = reset_payload(seeds, options)
+        self._pool.write_seeds(shared_seeds, None)
         self._slots.before_reuse(slots)
-        self._send(workers, "reset", None if options is None else request(options))
+        self._send(workers, "reset", payload)
 
     def send(self, actions: Any, env_ids: Optional[Sequence[int]]) -> None:
         """Writes ``actions`` of the envs ``env_ids`` and sends their workers a step

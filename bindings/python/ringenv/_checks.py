@@ -154,13 +154,16 @@ def check_segment_fits(num_envs: int, size: int) -> None:
                          f"({available / 2**30:.1f} GiB) of memory available: use fewer envs")
 
 
-def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int) -> List[Optional[int]]:
-    """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all.
+def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int,
+             rust_envs: bool = False) -> List[Optional[int]]:
+    """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all; each a
+    Python ``int`` of any size (NumPy integers converted), as Gymnasium's vector envs pass them to
+    ``env.reset(seed=...)``; below ``2**64`` for ``rust_envs`` (a Rust env's seed is a ``u64``).
 
     Raises:
         ringenv.errors.SeedError: (a ``ValueError`` and a ``gymnasium.error.Error``) a list of the
-            wrong length, a seed that is not an integer, negative (Gymnasium's message) or
-            ``2**64`` or more (naming the env).
+            wrong length, a seed that is not an integer, negative (Gymnasium's message), or with
+            ``rust_envs`` ``2**64`` or more (naming the env).
     """
     from ringenv.errors import SeedError
 
@@ -180,11 +183,11 @@ def seeds_of(seed: Optional[Union[int, Sequence[Optional[int]]]], num_envs: int)
         if s is None:
             continue
         if not isinstance(s, (int, np.integer)):
-            raise SeedError(f"seed of env {i} must be None or an integer in [0, 2**64), got {s!r}", i)
+            raise SeedError(f"seed of env {i} must be None or a non-negative integer, got {s!r}", i)
         if int(s) < 0:
             raise SeedError(f"Seed must be greater or equal to zero, actual value: {int(s)} (the seed of env {i})", i)
-        if int(s) >= 2**64:
-            raise SeedError(f"seed of env {i} must be below 2**64 (it travels in 8 bytes of shared memory), got "
+        if rust_envs and int(s) >= 2**64:
+            raise SeedError(f"seed of env {i} must be below 2**64 for a Rust env (its seed is a u64), got "
                             f"{int(s)}", i)
     return [None if s is None else int(s) for s in seeds]
 

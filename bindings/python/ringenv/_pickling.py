@@ -29,7 +29,7 @@ import os
 import pickle
 import sys
 import types
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import cloudpickle
 
@@ -145,6 +145,34 @@ def request_copy(data: bytes) -> Any:
         except Exception:
             pass
     return cloudpickle.loads(data)
+
+
+#: Reset seeds below this travel in shared memory, 8 bytes per env (the pool's seed rows, which a
+#: Rust env reads as its ``u64`` seed); larger ones, which only Python envs take, travel pickled
+#: with the reset's options (:func:`reset_payload`).
+SHARED_SEED_LIMIT = 2**64
+
+
+class BigSeeds(NamedTuple):
+    """A reset's payload when an env's seed is ``2**64`` or more (:func:`reset_payload`)."""
+
+    #: the reset's options (``None``: none)
+    options: Any
+    #: env id -> seed, for each seed of ``2**64`` or more
+    seeds: Dict[int, int]
+
+
+def reset_payload(seeds: List[Optional[int]], options: Any) -> Tuple[List[Optional[int]], Optional[bytes]]:
+    """What a reset with ``seeds`` (one per env: a non-negative ``int`` or ``None``) and
+    ``options`` sends: the seeds for shared memory (``None`` in place of each of ``2**64`` or
+    more) and the reset command's payload: ``options`` (:func:`request`; ``None`` without
+    options) or, with a seed of ``2**64`` or more, a :class:`BigSeeds` of the options and those
+    seeds. A reset whose seeds are all below ``2**64`` sends what it always did; a worker reads
+    the payload with ``ringenv._worker._unpack_reset``."""
+    big = {i: s for i, s in enumerate(seeds) if s is not None and s >= SHARED_SEED_LIMIT}
+    if not big:
+        return seeds, None if options is None else request(options)
+    return [None if i in big else s for i, s in enumerate(seeds)], request(BigSeeds(options, big))
 
 
 def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import traceback
 import types
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import cloudpickle
 import numpy as np
@@ -27,7 +27,7 @@ from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 
 from ringenv import _layout, _obs_writer
-from ringenv._pickling import dumps, publish_main_names, request_copy, request_of, take_local_init
+from ringenv._pickling import BigSeeds, dumps, publish_main_names, request_copy, request_of, take_local_init
 from ringenv._registry import CallerRegistry
 
 #: The worker's first statements: ``sys`` is built in, so nothing is looked up on the path
@@ -271,10 +271,19 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
 
 
 def _unpack(payload: bytes) -> Any:
-    """Reset ``options`` the main process sent (:func:`ringenv._pickling.request`), a copy for each
-    env: in its inline share deep-copied from the object itself, in a worker process loaded with
-    cloudpickle."""
+    """A step's pickled actions (:meth:`ringenv._slots.Slots.write_actions`)."""
     return request_copy(payload)
+
+
+def _unpack_reset(payload: bytes) -> Tuple[Any, Optional[Dict[int, int]]]:
+    """``(options, seeds)`` of the reset payload the main process sent
+    (:func:`ringenv._pickling.reset_payload`): the ``options``, a copy for each env (in its inline
+    share deep-copied from the object itself, in a worker process loaded with cloudpickle), and
+    the seeds of ``2**64`` or more by env id, which do not fit shared memory (``None``: none)."""
+    request = request_copy(payload)
+    if isinstance(request, BigSeeds):
+        return request.options, request.seeds
+    return request, None
 
 
 def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:

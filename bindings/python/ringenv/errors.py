@@ -355,9 +355,10 @@ class ActorDiedError(WorkerDiedError):
 class SeedError(ValueError, Error):
     """A reset seed that cannot be used, raised before anything is sent to a worker: a negative
     one (Gymnasium's own ``gymnasium.error.Error``, "Seed must be greater or equal to zero", which
-    this class also is, so code catching either catches it), one of ``2**64`` or more (an env's
-    seed travels in 8 bytes of shared memory; Gymnasium's ``SyncVectorEnv`` accepts such seeds),
-    a seed that is not an integer, or a list of seeds whose length is not ``num_envs``.
+    this class also is, so code catching either catches it), a seed that is not an integer, a list
+    of seeds whose length is not ``num_envs``, or for a Rust env (``ringenv.make_vec``'s built-in
+    envs, worker binaries) one of ``2**64`` or more: a Rust env's seed is a ``u64``. (A Python
+    env takes any non-negative ``int``, as with Gymnasium's vector envs.)
 
     Attributes:
         env_id (int | None): the env whose seed it is (``None`` for a list of the wrong length).

@@ -208,7 +208,7 @@ class SubprocVecEnv(NotCopyable, VecEnv):
         Raises:
             ClosedEnvironmentError: the vec env is closed.
             ValueError: ``set_options`` was given a list whose length is not ``num_envs``, or a
-                seed is not in ``[0, 2**64)``.
+                seed is negative (``ringenv.errors.SeedError``).
             The exception an env raised (its remote traceback is the ``__cause__``).
         """
         self._assert_open("reset")

@@ -476,7 +476,7 @@ class ParallelEnv(EnvBase):
 
         Raises:
             RuntimeError: the env is closed.
-            ValueError: a negative seed, or one of ``2**64`` or more.
+            ValueError: a negative seed (``ringenv.errors.SeedError``).
         """
         vec = self._open_vec("set_seed")
         seeds, next_seed = _seed_chain(seed, self.num_workers, static_seed)

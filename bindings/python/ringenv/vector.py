@@ -34,7 +34,7 @@ from ringenv._program import RustEnvs, WorkerProgram, _short, python_program
 from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
-from ringenv._pickling import discard_local_inits, request
+from ringenv._pickling import discard_local_inits, reset_payload
 from ringenv._worker import refuse_during_factory_loading, worker_environ
 from ringenv.errors import StartupTimeoutError, WorkerDiedError
 
@@ -368,7 +368,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                 runs it (no ``recv`` or ``send`` since) returns at once.
             ValueError: bad seeds; ClosedEnvironmentError.
         """
-        seeds = seeds_of(seed, self.num_envs)
+        seeds = seeds_of(seed, self.num_envs, self._rust_envs is not None)
         self._assert_open("async_reset")
         batches = self._batches
         if self._state == AsyncState.DEFAULT and batches.repeats_last_reset(seeds, options):
@@ -471,27 +471,31 @@ class AsyncVectorEnv(PoolVectorEnv):
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None):
         """Sends a reset to every sub-env: env ``i`` gets ``seed + i`` (an int), ``seed[i]`` (a list
-        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``.
+        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``. A Python env
+        gets its seed as the Python ``int`` Gymnasium's vector envs pass, of any size (NumPy
+        integers converted); a Rust env's seed is a ``u64``, below ``2**64``.
         ``options["reset_mask"]``, a bool array of shape ``(num_envs,)``, resets only the envs it
         marks; the others keep their state and last observation.
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError,
-            ValueError: a seed list of the wrong length, a negative / too large seed, a reset mask
-                of the wrong shape or with no True value.
+            ValueError: a seed list of the wrong length, a negative seed, one of ``2**64`` or more
+                for a Rust env (``ringenv.errors.SeedError``), a reset mask of the wrong shape or
+                with no True value.
             TypeError: a reset mask that is not a bool NumPy array.
         """
         self._assert_open("reset_async")
-        seeds = seeds_of(seed, self.num_envs)
+        seeds = seeds_of(seed, self.num_envs, self._rust_envs is not None)
 
         def send() -> None:
             mask = reset_mask_of(options, self.num_envs)
             slot = self._slots.next_slot()
-            self._pool.write_seeds(seeds, None if mask is None else [bool(m) for m in mask])
+            shared_seeds, payload = reset_payload(seeds, options)
+            self._pool.write_seeds(shared_seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             # The envs not reset keep their last observations, from the slots they are in now.
             self._reset_mask = None if mask is None else (mask, list(self._slots.latest))
-            self._pool.submit("reset", None if options is None else request(options))
+            self._pool.submit("reset", payload)
 
         self._send("reset_async", AsyncState.WAITING_RESET, send)
 
