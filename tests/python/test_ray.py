@@ -34,7 +34,7 @@ import ringenv.ray  # noqa: E402
 from ray_envs import BrokenFactoryError, ExitEnv, NoteEnv, RaisingEnv, SlowRebuildEnv, WalkEnv, broken_env  # noqa: E402
 import ringenv.ray._device  # noqa: E402
 from ringenv._staging import parse_device  # noqa: E402
-from ringenv.errors import ActorDiedError, CudaUnavailableError  # noqa: E402
+from ringenv.errors import ActorDiedError, CudaUnavailableError, SeedError  # noqa: E402
 from staging_stand_in import HostStaging  # noqa: E402
 from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
 
@@ -202,6 +202,29 @@ def test_python_dict_env_identical_to_local_pool(cluster):
         actions = rng.integers(0, 2, 6)
         assert_step_identical(ours.step(actions), local.step(actions), "step after masked reset")
         assert ours.get_attr("block_s") == local.get_attr("block_s")
+    finally:
+        ours.close()
+        local.close()
+
+
+def test_seeds_are_checked_and_passed_as_by_a_local_pool(cluster):
+    """A bad seed is refused before any actor is sent anything, naming its env's index in the
+    whole vector env; seeds of 2**64 or more reach the Python envs as a local pool passes them."""
+    ours = ringenv.ray.make_vec(walk_fns(4), num_actors=2)
+    local = ringenv.AsyncVectorEnv(walk_fns(4), num_workers=2)
+    try:
+        with pytest.raises(SeedError, match="the seed of env 3") as e:
+            ours.reset(seed=[0, 1, 2, -1])  # env 3 is actor 1's
+        assert e.value.env_id == 3
+        with pytest.raises(SeedError, match="seed of env 1 must be None or a non-negative integer"):
+            ours.reset(seed=[0, 1.5, 2, 3])
+        seeds = [2**64 - 2, 2**70, 2**128 + 5, 7]
+        got, want = ours.reset(seed=seeds), local.reset(seed=seeds)
+        assert_tree_identical(got[0], want[0], "reset obs")
+        rng = np.random.default_rng(2)
+        for t in range(5):
+            actions = rng.integers(0, 2, 4)
+            assert_step_identical(ours.step(actions), local.step(actions), f"step {t}")
     finally:
         ours.close()
         local.close()

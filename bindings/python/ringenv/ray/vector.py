@@ -23,6 +23,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from ringenv._checks import seeds_of
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._staging import host_actions
@@ -418,17 +419,15 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
                 "`recv` them first", "step")
 
     def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
-        """One seed per env: ``seed + i`` (an int), ``seed[i]`` (a list), or ``None`` for all: the
-        rule of :class:`ringenv.AsyncVectorEnv`, over the whole vector env."""
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)  # type: ignore[arg-type]
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"If seeds are passed as a list the length must match num_envs={self.num_envs} "
-                             f"but got length={len(seeds)}.")
-        return seeds
+        """One seed per env by the rule of :class:`ringenv.AsyncVectorEnv`, over the whole vector
+        env (:func:`ringenv._checks.seeds_of`): checked here, so a bad one names its env's index in
+        this vector env and no actor is sent anything.
+
+        Raises:
+            ringenv.errors.SeedError: as :func:`ringenv._checks.seeds_of` (a Rust env's seed of
+                ``2**64`` or more is refused by its actor's pool, naming the env within its block).
+        """
+        return seeds_of(seed, self.num_envs)
 
     def _block_options(self, options: Optional[dict]) -> List[Optional[dict]]:
         """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``) is cut
