@@ -529,6 +529,35 @@ def test_measure_ends_a_peer_that_hangs_with_a_step_timeout():
     assert p.stdout.splitlines() == ["StepTimeoutError warm-up step 5"] * 2, (p.stdout, p.stderr)
 
 
+def test_measure_kills_the_processes_of_a_runtime_whose_close_waits_for_them():
+    # A runtime with no close(terminate=True) (TorchRL's ParallelEnv) whose close() waits for its
+    # worker process, which hangs: after the step timeout its processes are killed, so the close
+    # (here a join) returns; before, it waited for the hung worker.
+    code = (
+        "import multiprocessing, time, numpy as np\n"
+        "from gymnasium import spaces\n"
+        "from ringenv.cli._measure import measure\n"
+        "def hang():\n"
+        "    time.sleep(3600)\n"
+        "class JoiningEnv:\n"
+        "    single_action_space = spaces.Discrete(2)\n"
+        "    def __init__(self):\n"
+        "        self.worker = multiprocessing.get_context('fork').Process(target=hang)\n"
+        "        self.worker.start()\n"
+        "    def reset(self, seed=None):\n"
+        "        return np.zeros((2, 1)), {}\n"
+        "    def step(self, actions):\n"
+        "        self.worker.join()  # the worker's answer never comes\n"
+        "    def close(self):\n"
+        "        self.worker.join()\n"
+        "try:\n"
+        "    measure(JoiningEnv, num_envs=2, seconds=0.1, seed=0, step_timeout_s=3)\n"
+        "except BaseException as e:\n"
+        "    print(type(e).__name__, e.call)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
+    assert p.stdout.splitlines() == ["StepTimeoutError warm-up step"], (p.stdout, p.stderr)
+
+
 def test_measure_keeps_a_ctrl_c_a_keyboard_interrupt():
     # An env of this process raising KeyboardInterrupt (what a Ctrl-C there raises) is not a timeout.
     code = (

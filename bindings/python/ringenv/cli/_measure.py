@@ -18,6 +18,8 @@ Example (a null env in this process, so no worker CPU)::
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import time
 import warnings
@@ -322,6 +324,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
         # would wait for that step, so the first Ctrl-C would not end the command.
         failed = True
+        stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
         watchdog.stop()
         if watchdog.fired and isinstance(e, KeyboardInterrupt):
             raise watchdog.error() from None
@@ -329,29 +332,32 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     finally:
         on_phase("close")
         if failed:
-            close_now(envs)
+            close_now(envs, stuck)
         else:
             envs.close()
 
 
-def close_now(envs: Any) -> None:
+def close_now(envs: Any, worker_pids: Iterable[int] = ()) -> None:
     """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)`` (ringenv's
-    and Gymnasium's vector envs: the workers are killed), else a plain ``close()`` (other
-    runtimes). An error or warning from the close is not raised or shown (the caller is raising
-    its own; Gymnasium warns of a close while a call is pending, which is the point here)."""
+    and Gymnasium's vector envs: the workers are killed), else (other runtimes, such as TorchRL's
+    ``ParallelEnv``) those of its processes ``worker_pids`` that ``multiprocessing`` started are
+    killed (SIGKILL; not its resource tracker), then a plain ``close()`` finds them gone instead of
+    waiting for them. An error or warning from the close is not raised
+    or shown (the caller is raising its own; Gymnasium warns of a close while a call is pending,
+    which is the point here)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _close_now(envs)
-
-
-def _close_now(envs: Any) -> None:
-    try:
         try:
-            envs.close(terminate=True)
-        except TypeError:  # a close() without terminate
-            envs.close()
-    except Exception:
-        pass
+            try:
+                envs.close(terminate=True)
+            except TypeError:  # a close() without terminate
+                started = {child.pid for child in multiprocessing.active_children()}
+                for proc in processes(p for p in worker_pids if p in started):
+                    with contextlib.suppress(psutil.Error):
+                        proc.kill()
+                envs.close()
+        except Exception:
+            pass
 
 
 def single_loop_steps_per_s(make_env: Callable[[], Any], seconds: float, action: Any = 0, seed: int = 0) -> float:
