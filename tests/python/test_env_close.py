@@ -149,24 +149,15 @@ def test_the_workers_close_or_are_killed_before_the_inline_shares_envs_close(tmp
     assert OrderEnv.seen == {2: True, 3: True}
 
 
-class InterruptedCloseEnv(gym.Env):
+class InterruptedCloseEnv(RaisingCloseEnv):
     """Once reset, ``close`` records the env's id in ``InterruptedCloseEnv.closed`` (in the main
     process: the inline share's envs), then raises what ``raises`` maps its id to: a
     ``KeyboardInterrupt`` stands for a Ctrl-C that lands while that env closes."""
 
-    observation_space = gym.spaces.Discrete(2)
-    action_space = gym.spaces.Discrete(2)
     closed: list = []
 
     def __init__(self, env_id: int, raises: dict):
-        self.env_id, self.raises, self.used = env_id, raises, False
-
-    def reset(self, *, seed=None, options=None):
-        self.used = True
-        return 0, {}
-
-    def step(self, action):
-        return 0, 0.0, False, False, {}
+        self.env_id, self.raises = env_id, raises
 
     def close(self):
         if not self.used:  # the vector env's probe of the spaces
