@@ -495,15 +495,16 @@ def _processes_marked(mark: str):
     return out
 
 
-HANG_AFTER = ["--env-kwargs", '{"hang_at": 12}', "--num-envs", "4", "--seconds", "0.3", "--step-timeout", "5"]
+HANG_AFTER = ["--env-kwargs", '{"hang_at": 3}', "--num-envs", "4", "--seconds", "0.3", "--step-timeout", "5"]
 
 
 @pytest.mark.parametrize("config", [["--workers", "0"], ["--workers", "1", "--inline", "off"],
                                     ["--workers", "1", "--inline", "on"]],
                          ids=["in-process", "worker", "worker+inline"])
 def test_tune_ends_an_env_that_hangs_with_a_step_timeout_and_leaves_no_worker(config):
-    # FaultEnv sleeps for an hour in its 12th step, in the warm-up: in this process (in-process, the
-    # inline share) or in a worker process. Without the deadline, tune waited for that step.
+    # FaultEnv sleeps for an hour in its 3rd step, always in the warm-up (at least 8 vector steps,
+    # however slow the machine), in this process (in-process, the inline share) or in a worker
+    # process. Without the deadline, tune waited for that step.
     mark = f"hang-{os.getpid()}-{'-'.join(config)}"
     p = run_cli("tune", "helper_envs:FaultEnv", *HANG_AFTER, *config, timeout=55, extra_env={"TEST_MARK": mark})
     assert p.returncode == 1, (p.stdout, p.stderr)
@@ -519,7 +520,7 @@ def test_measure_ends_a_peer_that_hangs_with_a_step_timeout():
     code = (
         "import functools, gymnasium as gym, helper_envs\n"
         "from ringenv.cli._measure import measure\n"
-        "fns = [functools.partial(helper_envs.FaultEnv, hang_at=12)] * 2\n"
+        "fns = [functools.partial(helper_envs.FaultEnv, hang_at=3)] * 2\n"
         "for make in (lambda: gym.vector.SyncVectorEnv(fns), lambda: gym.vector.AsyncVectorEnv(fns)):\n"
         "    try:\n"
         "        measure(make, num_envs=2, seconds=0.3, seed=0, step_timeout_s=5)\n"

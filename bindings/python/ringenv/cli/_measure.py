@@ -252,8 +252,10 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     Raises:
         ringenv.cli._watchdog.StepTimeoutError: the reset or a vector step took longer than
             ``step_timeout_s``.
+        ValueError: a negative or NaN ``step_timeout_s`` (before anything is built).
         KeyboardInterrupt, or whatever building or stepping the env raised.
     """
+    watchdog = Watchdog(step_timeout_s)  # (a bad step_timeout_s is refused before anything is built)
     before = set(descendants())  # processes that are not this env's workers
     settle_allocator()
     on_phase("start")
@@ -261,9 +263,9 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     batch = num_envs if batch_size is None else batch_size
     envs = make()
     failed = False
-    watchdog = Watchdog(step_timeout_s)  # started after make(): a thread alive at a peer's fork would be copied
+    stuck: List[int] = []  # the env's processes, read when a step fails
     try:
-        watchdog.start()
+        watchdog.start()  # after make(): a thread alive at a peer's fork would be copied into its workers
         if batch < num_envs:
             envs.async_reset(seed=seed)
         else:
@@ -324,7 +326,10 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
         # would wait for that step, so the first Ctrl-C would not end the command.
         failed = True
-        stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
+        try:
+            stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
+        except Exception:  # the env cannot say: close_now kills none itself
+            stuck = []
         watchdog.stop()
         if watchdog.fired and isinstance(e, KeyboardInterrupt):
             raise watchdog.error() from None
