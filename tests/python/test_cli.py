@@ -514,6 +514,19 @@ def test_tune_ends_an_env_that_hangs_with_a_step_timeout_and_leaves_no_worker(co
     assert _processes_marked(mark) == []
 
 
+def test_tune_ends_an_env_that_hangs_where_ctrl_c_is_ignored(tmp_path):
+    # A shell's background job (a CI job started with &, nohup) ignores SIGINT: the deadline holds
+    # there too. (Before, the watchdog interrupted with SIGINT and did not start where it was
+    # ignored, so this waited for the hung step.)
+    launcher = tmp_path / "ringenv_sigint_ignored.py"
+    launcher.write_text("import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                        "from ringenv.cli import main\nsys.exit(main())\n")
+    p = run_cli("tune", "helper_envs:FaultEnv", *HANG_AFTER, "--workers", "1", "--inline", "on", launcher=launcher,
+                timeout=55)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "StepTimeoutError: a warm-up step of the env did not return within 5 s" in " ".join(p.stderr.split())
+
+
 def test_measure_ends_a_peer_that_hangs_with_a_step_timeout():
     # The one measurement loop bounds the peers' steps too (ringenv bench, demo.sh): Gymnasium's
     # SyncVectorEnv (the hang in this process) and AsyncVectorEnv (in its worker process).

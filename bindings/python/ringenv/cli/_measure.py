@@ -240,7 +240,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         step_timeout_s: seconds that the reset or any one vector step may take (default
             :data:`~ringenv.cli._watchdog.DEFAULT_STEP_TIMEOUT_S`, 60; ``None`` or 0: no limit).
             Past it the step is interrupted (:class:`~ringenv.cli._watchdog.Watchdog`: only when
-            this runs in the main thread under Python's own ``SIGINT`` handler), the env closed
+            this runs in the main thread and nothing else handles ``SIGUSR2``), the env closed
             with its workers killed, and :class:`~ringenv.cli._watchdog.StepTimeoutError` raised.
 
     Returns:

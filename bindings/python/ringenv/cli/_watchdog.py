@@ -4,16 +4,20 @@ ever.
 
 The measurement loop (:func:`ringenv.cli._measure.measure`) calls :meth:`Watchdog.beat` after
 every reset and vector step. A helper thread wakes at most once a second; when no beat came for
-``seconds``, it interrupts the main thread as a Ctrl-C would (``SIGINT`` to that thread). That
+``seconds``, it interrupts the main thread as a Ctrl-C would: it sends that thread
+:data:`SIGNAL`, whose handler (installed for the measurement) raises ``KeyboardInterrupt``. That
 works wherever the env is stepped: in a worker process (ringenv's and Gymnasium's waits are
-interrupted by a signal), and in this process (an in-process env, ringenv's inline share:
-``time.sleep`` and any Python code are interrupted too; only C code that never returns to Python
-is out of reach, as it is for Ctrl-C). The loop then turns the ``KeyboardInterrupt`` into
-:class:`StepTimeoutError` and closes the env with its workers killed.
+interrupted by a signal and run its handler), and in this process (an in-process env, ringenv's
+inline share: ``time.sleep`` and any Python code are interrupted too; only C code that never
+returns to Python is out of reach, as it is for Ctrl-C). Every Ctrl-C path of the runtimes is
+taken as it is; the loop then turns the ``KeyboardInterrupt`` into :class:`StepTimeoutError` and
+closes the env with its workers killed.
 
-A signal reaches only the main thread, and only Python's own ``SIGINT`` handler raises
-``KeyboardInterrupt``: from another thread, or under a program's own ``SIGINT`` handler, the
-watchdog does not start (the calls are then as unbounded as a plain ``env.step``).
+A signal of its own rather than ``SIGINT``: a process started in the background by a shell
+ignores ``SIGINT`` (so does anything it starts, CI jobs included), and a program may have its own
+handler for it. A Python signal handler runs in the main thread only, and only the main thread
+can install one: from another thread, or where something else already handles :data:`SIGNAL`,
+the watchdog does not start (the calls are then as unbounded as a plain ``env.step``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import multiprocessing
 import signal
 import threading
 import time
-from typing import List, Optional
+from typing import Any, List, Optional
 
 #: A reset or vector step that takes longer than this (seconds) is taken for a hang: 60 s is
 #: far beyond any env this measures (a 64-env vector step of a 1 ms env takes 64 ms in one process).
@@ -30,6 +34,10 @@ DEFAULT_STEP_TIMEOUT_S = 60.0
 
 #: The watchdog thread checks at most this often (seconds), so it costs nothing measurable.
 POLL_S = 1.0
+
+#: The signal the watchdog interrupts the main thread with (its handler raises
+#: ``KeyboardInterrupt``), installed only while nothing else handles it.
+SIGNAL = signal.SIGUSR2
 
 
 class StepTimeoutError(multiprocessing.TimeoutError):
@@ -51,6 +59,11 @@ def _check_signals() -> None:
     """A Python call: the interpreter runs pending signal handlers on entering it."""
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """:data:`SIGNAL`'s handler while a watchdog runs: what Python's ``SIGINT`` handler does."""
+    raise KeyboardInterrupt
+
+
 class Watchdog:
     """Interrupts the main thread when no :meth:`beat` came for ``seconds`` (``None`` or 0: never).
 
@@ -68,12 +81,14 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._main = 0
+        self._previous: Any = None  # SIGNAL's handler before start()
 
     def start(self) -> None:
         """Starts the deadline of the first call (if the watchdog can interrupt this thread)."""
         if (self.seconds is None or threading.current_thread() is not threading.main_thread()
-                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+                or signal.getsignal(SIGNAL) is not signal.SIG_DFL):
             return
+        self._previous = signal.signal(SIGNAL, _interrupt)
         self._main = threading.get_ident()
         self._last[0] = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name="ringenv-measure-watchdog", daemon=True)
@@ -94,24 +109,29 @@ class Watchdog:
         while not self._stop.wait(min(POLL_S, self.seconds)):
             if time.perf_counter() - self._last[0] > self.seconds:
                 self.fired = True
-                signal.pthread_kill(self._main, signal.SIGINT)
+                signal.pthread_kill(self._main, SIGNAL)
                 return
 
     def stop(self) -> None:
-        """Stops the thread. A ``KeyboardInterrupt`` of its own (it fired just now) is taken here
-        (:attr:`fired` says so); a real Ctrl-C propagates."""
+        """Stops the thread and puts :data:`SIGNAL`'s handler back. A ``KeyboardInterrupt`` of its
+        own (it fired just now) is taken here (:attr:`fired` says so); a real Ctrl-C propagates."""
         self._stop.set()
         thread = self._thread
         if thread is None:
             return
-        while True:
+        ctrl_c: Optional[BaseException] = None
+        while True:  # joined before the handler goes: a signal sent with none would kill the process
             try:
                 thread.join()
                 _check_signals()  # an interrupt it sent is raised here, not in the caller
-                return
-            except KeyboardInterrupt:
+                break
+            except KeyboardInterrupt as e:
                 if not self.fired:
-                    raise
+                    ctrl_c = e  # a real Ctrl-C: raised once the thread is gone
+        self._thread = None
+        signal.signal(SIGNAL, self._previous)
+        if ctrl_c is not None:
+            raise ctrl_c
 
     def error(self) -> StepTimeoutError:
         assert self.seconds is not None
