@@ -756,6 +756,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn dropping_an_advert_in_a_forked_child_leaves_the_parents_advert_serving() {
+        let _forks = crate::process_id::fork_test_lock();
         let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
         let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
         let e = mine(&ad);
@@ -780,6 +781,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn a_forked_child_holding_its_copy_does_not_keep_the_name_after_the_parent_drops_it() {
+        let _forks = crate::process_id::fork_test_lock();
         let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
         let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
         let name = ad.name().to_string();

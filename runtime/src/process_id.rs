@@ -38,12 +38,24 @@ pub fn current_pid() -> u32 {
     pid
 }
 
+/// Held by every unit test that forks a child which runs on without `exec` (so it holds copies
+/// of all this test process's descriptors for a while): the tests of one binary run in parallel
+/// threads, and such a child forked while another test's advert was between binding its name and
+/// registering for the fork handler (`advert.rs`) kept that name listed after the advert was
+/// dropped. Serialised, no test's result depends on how the threads are scheduled.
+#[cfg(all(test, not(loom), not(miri)))]
+pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(all(test, not(loom), not(miri)))]
 mod tests {
     use super::*;
 
     #[test]
     fn a_fork_child_sees_its_own_id() {
+        let _forks = fork_test_lock();
         assert_eq!(current_pid(), std::process::id());
         let mut fds = [0i32; 2];
         // SAFETY: `fds` has room for the two descriptors pipe writes.
