@@ -170,6 +170,16 @@ class InterruptedCloseEnv(RaisingCloseEnv):
 _LAYOUTS = [({"num_workers": 0}, range(4)), ({"num_workers": 1, "inline": True}, range(2, 4))]
 
 
+def _another_env_steps_without_an_interrupt():
+    """No interrupt is left behind for a later call of another env in this thread to raise."""
+    other = ringenv.AsyncVectorEnv([functools.partial(InterruptedCloseEnv, i, {}) for i in range(2)], num_workers=0)
+    try:
+        other.reset(seed=0)
+        other.step(np.zeros(2, np.int64))
+    finally:
+        other.close(terminate=True)
+
+
 @pytest.mark.parametrize("layout,share", _LAYOUTS, ids=["in-process", "default"])
 def test_a_ctrl_c_in_an_inline_envs_close_is_raised_once_the_close_is_complete(layout, share):
     """Before: the ``KeyboardInterrupt`` was named in a ``RuntimeWarning`` like any close error and
@@ -201,13 +211,7 @@ def test_a_ctrl_c_in_an_inline_envs_close_is_raised_once_the_close_is_complete(l
     assert wait_pids_gone(pids, 10.0) == []  # (a hang guard: the close waited for them)
     envs.close()  # a no-op: nothing closed again, nothing raised
     assert InterruptedCloseEnv.closed == list(share)
-    # No interrupt is left behind for a later call of another env in this thread to raise.
-    other = ringenv.AsyncVectorEnv([functools.partial(InterruptedCloseEnv, i, {}) for i in range(2)], num_workers=0)
-    try:
-        other.reset(seed=0)
-        other.step(np.zeros(2, np.int64))
-    finally:
-        other.close(terminate=True)
+    _another_env_steps_without_an_interrupt()
 
 
 @pytest.mark.parametrize("layout,share", _LAYOUTS, ids=["in-process", "default"])
@@ -229,9 +233,4 @@ def test_a_ctrl_c_in_an_inline_envs_close_as_the_env_is_freed_is_reported_and_no
     assert InterruptedCloseEnv.closed == list(share)
     assert reported == [KeyboardInterrupt]
     assert wait_pids_gone(pids, 10.0) == []
-    other = ringenv.AsyncVectorEnv([functools.partial(InterruptedCloseEnv, i, {}) for i in range(2)], num_workers=0)
-    try:
-        other.reset(seed=0)
-        other.step(np.zeros(2, np.int64))
-    finally:
-        other.close(terminate=True)
+    _another_env_steps_without_an_interrupt()
