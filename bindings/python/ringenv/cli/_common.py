@@ -43,11 +43,16 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
+    """``text`` as a number of seconds (the callers bound it), else the argument's error."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+
+
+def positive_seconds(text: str) -> float:
+    value = _seconds(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text!r}")
     return value
@@ -103,10 +108,7 @@ def add_step_timeout(p: argparse.ArgumentParser) -> None:
 
 def step_timeout_seconds(text: str) -> float:
     """``--step-timeout``: a finite number of seconds >= 0 (0: no limit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value = _seconds(text)
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (0: no limit), got {text!r}")
     return value
