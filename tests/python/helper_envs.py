@@ -97,11 +97,13 @@ class CounterEnv(gym.Env):
 
 class RaisingEnv(CounterEnv):
     """A :class:`CounterEnv` that raises :class:`StepError` (from ``_explode``) at step
-    ``fail_at`` of an episode when it is env ``fail_env``."""
+    ``fail_at`` of an episode when it is env ``fail_env`` (or one of the env indices in a tuple
+    ``fail_env``)."""
 
-    def __init__(self, env_index: int, fail_env: int, fail_at: int, unpicklable: bool = False):
+    def __init__(self, env_index: int, fail_env, fail_at: int, unpicklable: bool = False):
         super().__init__(env_index)
-        self.fail_env, self.fail_at, self.unpicklable = fail_env, fail_at, unpicklable
+        self.fail_env = fail_env if isinstance(fail_env, tuple) else (fail_env,)
+        self.fail_at, self.unpicklable = fail_at, unpicklable
 
     def _explode(self):
         if self.unpicklable:
@@ -110,7 +112,7 @@ class RaisingEnv(CounterEnv):
 
     def step(self, action):
         self.t += 1
-        if self.env_index == self.fail_env and self.t == self.fail_at:
+        if self.env_index in self.fail_env and self.t == self.fail_at:
             self._explode()
         return self._obs(), float(action), False, False, {}
 

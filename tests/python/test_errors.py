@@ -68,6 +68,56 @@ def test_env_exception_cause_holds_the_remote_traceback(closing):
     assert "boom in env 2 at step 1" in text
 
 
+def _notes_by_env(exc: BaseException) -> dict:
+    """``{env id: note}`` of the "env N raised in the same call too" notes on ``exc``."""
+    notes = {}
+    for note in getattr(exc, "__notes__", []):
+        head = note.split(":", 1)[0]
+        assert head.startswith("env ") and head.endswith(" raised in the same call too"), note
+        notes[int(head.split()[1])] = note
+    return notes
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 4, "inline": False}, {"num_workers": 3, "inline": True}],
+                         ids=["workers", "inline-share"])
+def test_when_every_env_raises_the_first_envs_error_is_raised_with_the_others_as_notes(closing, layout):
+    """One env per worker process (and one in the main process's share): the four errors of one
+    step come back together. The lowest env id's is raised, as ``SyncVectorEnv`` raises it;
+    each other env's is a note naming it, with its own traceback: none is lost."""
+    fns = [functools.partial(RaisingEnv, i, fail_env=(0, 1, 2, 3), fail_at=1) for i in range(N)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, **layout))
+    envs.reset(seed=0)
+    with pytest.raises(StepError) as info:
+        envs.step(_ones())
+    assert str(info.value) == "boom in env 0 at step 1"  # (pytest's match= reads the notes too)
+    notes = _notes_by_env(info.value)
+    assert sorted(notes) == [1, 2, 3]
+    for env_id, note in notes.items():
+        assert "Traceback (most recent call last)" in note and "_explode" in note, note
+        assert note.rstrip().endswith(f"StepError: boom in env {env_id} at step 1"), note
+    envs.reset(seed=0)  # usable again, as after one env's error
+    assert not envs.closed
+
+
+def test_a_recv_batch_in_which_two_envs_raised_raises_the_first_with_the_other_as_a_note(closing):
+    """Asynchronous batches of two workers' envs, first in first out: envs 0 and 1 (then 2 and 3)
+    come back together, and the batch in which both raised gives env 0's (env 2's) error with the
+    other's as a note."""
+    fns = [functools.partial(RaisingEnv, i, fail_env=(0, 1, 2, 3), fail_at=1) for i in range(N)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=4, inline=False, batch_size=2, deterministic=True))
+    envs.async_reset(seed=0)
+    for _ in range(2):  # the two batches of reset results; the steps sent raise
+        *_, infos = envs.recv()
+        envs.send(np.ones(2, dtype=np.int64), infos["env_id"])
+    with pytest.raises(StepError) as info:
+        envs.recv()
+    first = info.value.env_id
+    assert first in (0, 2) and str(info.value) == f"boom in env {first} at step 1"
+    notes = _notes_by_env(info.value)
+    assert sorted(notes) == [first + 1]
+    assert notes[first + 1].rstrip().endswith(f"StepError: boom in env {first + 1} at step 1")
+
+
 def test_env_stays_usable_after_an_env_exception(closing):
     envs = _counter_envs(closing, RaisingEnv, fail_env=1, fail_at=2)
     envs.reset(seed=0)

@@ -19,7 +19,7 @@ import numpy as np
 from ringenv._pickling import reset_payload
 from ringenv._protocol import borrowed, busy_error, warn_restarted
 from ringenv._slots import Slots
-from ringenv.errors import _remote_exception
+from ringenv.errors import _remote_errors
 
 __all__ = ["AsyncBatches", "default_async_workers", "check_batch_size", "worker_ranges"]
 
@@ -331,7 +331,7 @@ class AsyncBatches:
         messages: List[Tuple[int, bytes]] = []
         restarted: List[dict] = []
         reset_pieces: List[Tuple[int, int]] = []  # (start, stop) of the workers whose command was a reset
-        error = None
+        errors: List[dict] = []
         for worker, slot, message, err, restart in batch:
             start, stop = ranges[worker]
             pieces.append((slot, start, stop))
@@ -345,11 +345,11 @@ class AsyncBatches:
             if restart is not None:
                 restarted.append(restart)
                 warn_restarted(restart)
-            if error is None:
-                error = err
-        if error is not None:
+            if err is not None:
+                errors.append(err)
+        if errors:
             self.taken = True
-            raise _remote_exception(error)
+            raise _remote_errors(errors)
         # Fewer pieces to read (one run of rows when the workers' blocks follow each other in one slot).
         runs = _runs(pieces)
         if len(runs) == 1:

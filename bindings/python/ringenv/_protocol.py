@@ -27,7 +27,7 @@ from ringenv._not_copyable import NotCopyable
 from ringenv._pickling import request
 from ringenv._program import RustEnvs
 from ringenv._slots import Slots
-from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _env_ids_text, _remote_exception
+from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _env_ids_text, _remote_errors
 
 __all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "closed_meanwhile_error", "restart_message",
            "warn_restarted"]
@@ -344,7 +344,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         for r in restarted:
             warn_restarted(r)
         if errors:
-            error = _remote_exception(errors[0][1])
+            error = _remote_errors([remote for _, remote in errors])
             self._state = AsyncState.DEFAULT
             raise error
         if state != AsyncState.WAITING_CALL:

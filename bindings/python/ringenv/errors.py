@@ -15,7 +15,9 @@ Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indi
 
 An exception raised inside an env is re-raised in the caller with its own type (unpickled from
 the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
-traceback. Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
+traceback. When envs of several workers raise in one call, the lowest env id's exception is
+raised, and each other env's error is a note on it (PEP 678) naming the env, with its traceback.
+Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
 staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
 """
 
@@ -271,6 +273,34 @@ def _remote_exception(remote: dict) -> BaseException:
     exc.remote_traceback = remote.get("traceback", "")  # type: ignore[attr-defined]
     exc.env_id = env_id  # type: ignore[attr-defined]
     return exc
+
+
+def _remote_errors(remotes: Sequence[dict]) -> BaseException:
+    """The exception to raise for a call in which envs raised (at most one error per worker
+    process and one for the main process's inline share): the error of the lowest env id,
+    rebuilt by :func:`_remote_exception`, as Gymnasium's ``SyncVectorEnv`` raises its first env's.
+    Each other env's error is added to it as a note (PEP 678: shown under the traceback from
+    Python 3.11 on, kept in ``__notes__`` on 3.10), naming the env and giving its traceback, so
+    that none is lost. Gymnasium's ``AsyncVectorEnv`` logs every worker's error instead, and
+    raises the last.
+    """
+    ordered = sorted(remotes, key=lambda r: (r.get("env_id") is None, r.get("env_id") or 0))
+    exc = _remote_exception(ordered[0])
+    for remote in ordered[1:]:
+        env_id = remote.get("env_id")
+        who = f"env {env_id}" if env_id is not None else "another env"
+        text = remote.get("traceback") or f"{remote['kind']}: {remote['message']}\n"
+        _add_note(exc, f"{who} raised in the same call too:\n{text.rstrip()}")
+    return exc
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``; on Python 3.10, which has no ``add_note``, the same list."""
+    add = getattr(exc, "add_note", None)
+    if add is not None:
+        add(note)
+    else:
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
 
 
 def _from_native(kind: str, message: str, fields: dict) -> BaseException:
