@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import traceback
+import warnings
 from typing import Callable, List
 
 import gymnasium as gym
@@ -109,13 +110,37 @@ def check_worker_death() -> str:
     return f"SIGKILL of worker pid {pid}, then step: WorkerDiedError ({message.splitlines()[0][:60]}...); close"
 
 
+def check_fork_with_open_pools() -> str:
+    python_pool = ringenv.AsyncVectorEnv([_cartpole] * 2, num_workers=1)
+    rust_pool = ringenv.make_vec("CartPole-v1", 2)
+    try:
+        python_pool.reset(seed=0)
+        rust_pool.reset(seed=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, f"the fork child ended with status {status:#x}"
+        # Python 3.12+ warn at a fork when the process has other threads than the caller's.
+        threaded = [str(w.message) for w in caught if "multi-threaded" in str(w.message)]
+        assert not threaded, f"the fork warned: {threaded}"
+        python_pool.step(np.zeros(2, dtype=np.int64))
+        rust_pool.step(np.zeros(2, dtype=np.int64))
+    finally:
+        python_pool.close()
+        rust_pool.close()
+    return "os.fork() with a Python and a Rust pool open: no multi-threaded warning; both step on"
+
+
 def _on_alarm(signum, frame):
     raise TimeoutError(f"check still running after {HANG_S} s")
 
 
 def main() -> int:
     checks: List[Callable[[], str]] = [check_import, check_rust_env, check_python_envs,
-                                       check_view_outlives_close, check_worker_death]
+                                       check_view_outlives_close, check_worker_death, check_fork_with_open_pools]
     version = ".".join(map(str, sys.version_info[:3]))
     failed = 0
     signal.signal(signal.SIGALRM, _on_alarm)

@@ -35,6 +35,18 @@
 //! the child at its stop eventfd (`dup3`: async-signal-safe, needs no free descriptor), so that
 //! the parent's close removes the name at once. A raw `clone` that bypasses libc runs no handler.
 //!
+//! No serving thread lives through a fork. A `pthread_atfork` prepare handler stops every serving
+//! thread of the process (and waits for an advert being published or dropped) before the fork;
+//! they start again at the pool's next call ([`resume_paused`], from `Pool`'s first check of each
+//! operation), not in the fork's parent handler. So the child is forked from a process whose only
+//! threads are the caller's, as with Gymnasium's `AsyncVectorEnv`: no lock can be held by a
+//! serving thread at the fork, and Python 3.12 and later, which count the threads right after a
+//! fork, see none of ringenv's (their `DeprecationWarning: This process ... is multi-threaded,
+//! use of fork() may lead to deadlocks in the child`). The pool's own fork+exec of a worker
+//! ([`exec_child`]) stops nothing: that child runs only its `pre_exec` hook and `exec`. While a
+//! pool's thread is stopped, a `ringenv top` connection waits in the listener's queue until it
+//! starts again.
+//!
 //! ```
 //! use ringenv_runtime::{connect_to_pool, list_pools, Advert, ArraySpec, DType, Layout, Segment};
 //! use std::os::fd::AsRawFd;
@@ -57,11 +69,12 @@ use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
     SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
+use std::cell::{Cell, UnsafeCell};
 use std::io::{IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, Once, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The largest segment a monitor accepts, in bytes (1 TiB): far above any real pool, and a bound
@@ -86,11 +99,162 @@ const NO_LISTENER: u64 = u64::MAX;
 /// the fork child handler; an advert registers after it is served and unregisters before its
 /// descriptors close.
 static LISTENERS: [AtomicU64; FORK_SLOTS] = [const { AtomicU64::new(NO_LISTENER) }; FORK_SLOTS];
-static DETACH_IN_CHILD: Once = Once::new();
+static FORK_HANDLERS: Once = Once::new();
+
+/// A mutex locked by the fork's prepare handler and unlocked by its parent and child handlers
+/// (a pthread mutex: std's is unlocked only by dropping the guard of the lock call). Held also
+/// while an advert is published, dropped or resumed, so no fork happens in the middle of one (a
+/// listener bound but not yet registered for the child handler, or a thread half started).
+struct ForkLock(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: the pthread mutex is made to be shared between threads; it is only used through
+// pthread_mutex_lock/unlock.
+unsafe impl Sync for ForkLock {}
+
+static FORK_LOCK: ForkLock = ForkLock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+
+fn lock_forks() {
+    // SAFETY: a statically initialised mutex, never destroyed.
+    unsafe { libc::pthread_mutex_lock(FORK_LOCK.0.get()) };
+}
+
+fn unlock_forks() {
+    // SAFETY: called only by the thread that locked it (in a fork child: the copy of that thread).
+    unsafe { libc::pthread_mutex_unlock(FORK_LOCK.0.get()) };
+}
+
+/// [`FORK_LOCK`] held until dropped.
+struct ForkGuard;
+
+impl ForkGuard {
+    fn lock() -> ForkGuard {
+        register_fork_handlers();
+        lock_forks();
+        ForkGuard
+    }
+}
+
+impl Drop for ForkGuard {
+    fn drop(&mut self) {
+        unlock_forks();
+    }
+}
+
+/// A served advert: what its thread needs, and the thread while it runs. In [`SERVING`].
+struct Serving {
+    /// [`Advert::id`].
+    id: u64,
+    /// The process that published it (a fork child's copy of the list holds its parent's).
+    owner: u32,
+    listener: RawFd,
+    segment: RawFd,
+    stop: RawFd,
+    uid: u32,
+    /// `None` while stopped for a fork (or in a fork child, where it never runs).
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Every advert of this process, changed only while [`FORK_LOCK`] is held.
+static SERVING: Mutex<Vec<Serving>> = Mutex::new(Vec::new());
+/// Whether a fork stopped serving threads that [`resume_paused`] has not started again.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Set while this thread forks a child that only execs ([`exec_child`]).
+    static EXECING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `spawn`, a fork of a child that runs nothing but async-signal-safe calls and `exec`
+/// (`std::process::Command::spawn`), without stopping the serving threads for its fork.
+pub(crate) fn exec_child<T>(spawn: impl FnOnce() -> T) -> T {
+    EXECING.with(|e| e.set(true));
+    let out = spawn();
+    EXECING.with(|e| e.set(false));
+    out
+}
+
+fn register_fork_handlers() {
+    // SAFETY: the handlers below keep to what each point of a fork allows (see each); registering
+    // has no precondition.
+    FORK_HANDLERS.call_once(|| unsafe {
+        libc::pthread_atfork(Some(stop_before_fork), Some(unlock_forks_in_parent), Some(detach_listeners_in_child));
+    });
+}
+
+/// The fork's prepare handler: waits for any advert being published, dropped or resumed (by
+/// taking [`FORK_LOCK`], which the parent and child handlers release), then stops every serving
+/// thread of this process and joins it. Nothing is stopped for [`exec_child`]'s forks.
+/// glibc runs prepare handlers before it takes its own locks (malloc's among them), so the joined
+/// threads can still exit normally.
+extern "C" fn stop_before_fork() {
+    lock_forks();
+    if EXECING.with(Cell::get) {
+        return;
+    }
+    let pid = std::process::id();
+    let mut serving = SERVING.lock().unwrap_or_else(PoisonError::into_inner);
+    for s in serving.iter_mut().filter(|s| s.owner == pid) {
+        let Some(thread) = s.thread.take() else { continue };
+        // SAFETY: `stop` stays open while its entry is listed (entries are removed before their
+        // descriptors close, under FORK_LOCK, which this handler holds).
+        let stop = unsafe { BorrowedFd::borrow_raw(s.stop) };
+        if rustix::io::write(stop, &1u64.to_ne_bytes()).is_ok() {
+            let _ = thread.join();
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(stop, &mut count); // back to 0: the thread can run again
+            PAUSED.store(true, Ordering::SeqCst);
+        } else {
+            s.thread = Some(thread); // it cannot be told to stop: it keeps running
+        }
+    }
+}
+
+extern "C" fn unlock_forks_in_parent() {
+    unlock_forks();
+}
+
+/// Starts again the serving threads a fork stopped, if any; a relaxed load otherwise. Called by
+/// the pool at each operation (`Pool::usable`). A thread that cannot be started is tried again at
+/// the next call.
+pub fn resume_paused() {
+    if !PAUSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let _forks = ForkGuard::lock();
+    PAUSED.store(false, Ordering::SeqCst);
+    let pid = std::process::id();
+    let mut serving = SERVING.lock().unwrap_or_else(PoisonError::into_inner);
+    for s in serving.iter_mut().filter(|s| s.owner == pid && s.thread.is_none()) {
+        match spawn_server(s.listener, s.segment, s.stop, s.uid) {
+            Ok(thread) => s.thread = Some(thread),
+            Err(_) => PAUSED.store(true, Ordering::SeqCst),
+        }
+    }
+}
+
+/// Starts the thread serving `listener` (see [`serve_loop`]).
+fn spawn_server(
+    listener: RawFd,
+    segment: RawFd,
+    stop: RawFd,
+    uid: u32,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("ringenv-advert".into()).stack_size(64 * 1024).spawn(move || {
+        // SAFETY: the three descriptors stay open while the advert is listed in SERVING, and its
+        // `Drop` stops and joins this thread before they are closed (or leaks them when it cannot
+        // stop it).
+        let (l, s, st) = unsafe {
+            (BorrowedFd::borrow_raw(listener), BorrowedFd::borrow_raw(segment), BorrowedFd::borrow_raw(stop))
+        };
+        serve_loop(l, s, st, uid);
+    })
+}
 
 /// The `pthread_atfork` child handler: each registered listener number now refers to its
 /// advert's stop eventfd instead of the socket, so the child holds no reference to the socket,
-/// and its advert's `Drop` closes the number as before. Async-signal-safe: atomics and `dup3`.
+/// and its advert's `Drop` closes the number as before; then [`FORK_LOCK`] is released.
+/// Async-signal-safe: atomics, `dup3` and the unlock of a mutex this thread holds.
 extern "C" fn detach_listeners_in_child() {
     for slot in &LISTENERS {
         let packed = slot.swap(NO_LISTENER, Ordering::SeqCst);
@@ -101,14 +265,12 @@ extern "C" fn detach_listeners_in_child() {
             unsafe { libc::dup3(stop, listener, libc::O_CLOEXEC) };
         }
     }
+    unlock_forks();
 }
 
 /// Registers `listener` and `stop` for [`detach_listeners_in_child`]: the slot taken, if any free.
 fn register_for_fork(listener: RawFd, stop: RawFd) -> Option<usize> {
-    // SAFETY: the handler is async-signal-safe (see above); registering has no precondition.
-    DETACH_IN_CHILD.call_once(|| unsafe {
-        libc::pthread_atfork(None, None, Some(detach_listeners_in_child));
-    });
+    register_fork_handlers();
     let packed = (listener as u32 as u64) << 32 | stop as u32 as u64;
     LISTENERS
         .iter()
@@ -130,8 +292,9 @@ pub struct Advert {
     /// The listener, the read-only segment descriptor handed out and the stop eventfd; `None` only
     /// when they had to be leaked (see `Drop`).
     fds: Option<ServedFds>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The process that started the serving thread (a forked child has another id).
+    /// Its entry in [`SERVING`], which holds the serving thread.
+    id: u64,
+    /// The process that published it (a forked child has another id).
     owner: u32,
     /// Its entry in [`LISTENERS`] (`None`: every slot was taken).
     fork_slot: Option<usize>,
@@ -167,22 +330,27 @@ impl Advert {
     /// [`Advert::publish`] passes a read-only reopening of the pool's segment; tests pass anything.
     #[doc(hidden)]
     pub fn serve(label: RawFd, segment: OwnedFd) -> std::io::Result<Advert> {
-        let (listener, name) = bind_listener(&format!("{}{}-{label}", prefix_of(euid()), std::process::id()))?;
+        let _forks = ForkGuard::lock(); // no fork before the listener is registered for the child
+        let owner = std::process::id();
+        let (listener, name) = bind_listener(&format!("{}{owner}-{label}", prefix_of(euid())))?;
         let stop = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         let raw = (listener.as_raw_fd(), segment.as_raw_fd(), stop.as_raw_fd());
         let uid = euid();
-        let thread =
-            std::thread::Builder::new().name("ringenv-advert".into()).stack_size(64 * 1024).spawn(move || {
-                // SAFETY: the three descriptors are owned by the `Advert`, whose `Drop` stops and joins
-                // this thread before they are closed (or leaks them when it cannot stop it).
-                let (l, s, st) = unsafe {
-                    (BorrowedFd::borrow_raw(raw.0), BorrowedFd::borrow_raw(raw.1), BorrowedFd::borrow_raw(raw.2))
-                };
-                serve_loop(l, s, st, uid);
-            })?;
+        let thread = spawn_server(raw.0, raw.1, raw.2, uid)?;
         let fork_slot = register_for_fork(raw.0, raw.2);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let entry = Serving { id, owner, listener: raw.0, segment: raw.1, stop: raw.2, uid, thread: Some(thread) };
+        SERVING.lock().unwrap_or_else(PoisonError::into_inner).push(entry);
         let fds = Some(ServedFds { listener, segment, stop });
-        Ok(Advert { name, fds, thread: Some(thread), owner: std::process::id(), fork_slot })
+        Ok(Advert { name, fds, id, owner, fork_slot })
+    }
+
+    /// Whether its serving thread runs (`false` from a fork until the next [`resume_paused`]).
+    #[doc(hidden)]
+    pub fn is_serving(&self) -> bool {
+        let _forks = ForkGuard::lock();
+        let serving = SERVING.lock().unwrap_or_else(PoisonError::into_inner);
+        serving.iter().any(|s| s.id == self.id && s.owner == std::process::id() && s.thread.is_some())
     }
 
     /// The abstract socket name (without the leading NUL byte).
@@ -193,16 +361,25 @@ impl Advert {
 
 impl Drop for Advert {
     fn drop(&mut self) {
-        let Some(thread) = self.thread.take() else { return };
+        let _forks = ForkGuard::lock();
+        let entry = {
+            let mut serving = SERVING.lock().unwrap_or_else(PoisonError::into_inner);
+            serving.iter().position(|s| s.id == self.id).map(|i| serving.swap_remove(i))
+        };
+        let Some(mut entry) = entry else { return };
         if std::process::id() != self.owner {
-            // A forked child: the serving thread exists only in the parent, and the eventfd is
-            // shared with it. Signal nothing; the fields' drop closes this process's copies.
-            std::mem::forget(thread);
+            // A forked child: a serving thread exists only in the parent (one the fork could not
+            // stop is still listed here), and the eventfd is shared with it. Signal nothing; the
+            // fields' drop closes this process's copies.
+            if let Some(thread) = entry.thread.take() {
+                std::mem::forget(thread);
+            }
             return;
         }
         if let Some(slot) = self.fork_slot.take() {
             LISTENERS[slot].store(NO_LISTENER, Ordering::SeqCst);
         }
+        let Some(thread) = entry.thread.take() else { return }; // stopped by a fork: nothing runs
         let stopped = self.fds.as_ref().is_some_and(|f| rustix::io::write(&f.stop, &1u64.to_ne_bytes()).is_ok());
         if stopped {
             let _ = thread.join();
@@ -347,7 +524,8 @@ pub enum AdvertError {
         /// The listener's process id (0 when it is in another pid namespace).
         actual: u32,
     },
-    /// No descriptor arrived within the timeout.
+    /// No descriptor arrived within the timeout: the pool's serving thread is busy, or stopped
+    /// by a fork of its process until the pool's next call.
     NoReply {
         /// The timeout waited.
         timeout: Duration,
@@ -397,7 +575,12 @@ impl std::fmt::Display for AdvertError {
                 write!(f, "the name claims process {claimed} but the listener is process {actual}")
             }
             AdvertError::NoReply { timeout } => {
-                write!(f, "no segment descriptor within {:.1} s", timeout.as_secs_f64())
+                write!(
+                    f,
+                    "no segment descriptor within {:.1} s (a pool whose process forked since its last call \
+                     answers again from its next call)",
+                    timeout.as_secs_f64()
+                )
             }
             AdvertError::NoDescriptor => write!(f, "the listener sent no segment descriptor"),
             AdvertError::NotRegular { kind } => write!(f, "the descriptor is a {kind}, not a memfd"),
@@ -651,6 +834,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn an_advert_is_listed_while_alive_and_hands_over_a_read_only_sealed_segment() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let memfd = sealed_memfd(8192, SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL);
         let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
         let e = mine(&ad);
@@ -666,6 +850,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn a_taken_name_makes_the_pool_publish_under_a_suffix() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
         let plain = format!("{}{}-{}", prefix_of(euid()), std::process::id(), memfd.as_raw_fd());
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(plain.as_bytes()).unwrap();
@@ -716,6 +901,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn a_fifo_a_socket_a_file_or_an_unsealed_memfd_is_refused_without_blocking() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let dir = std::env::temp_dir().join(format!("ringenv-advert-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
@@ -750,8 +936,49 @@ Num       RefCount Protocol Flags    Type St Inode Path
 
     #[test]
     fn an_oversized_segment_is_refused_before_it_is_mapped() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let (_ad, e) = served(sealed_memfd(MAX_SEGMENT_BYTES + 4096, SealFlags::GROW | SealFlags::SHRINK));
         assert!(matches!(connect(&e, LONG), Err(AdvertError::TooLarge { bytes }) if bytes == MAX_SEGMENT_BYTES + 4096));
+    }
+
+    /// Forks a child that exits at once; returns its exit status.
+    fn fork_and_wait() -> i32 {
+        // SAFETY: the child calls only _exit; the parent waits for its own child.
+        match unsafe { libc::fork() } {
+            0 => unsafe { libc::_exit(0) },
+            child => {
+                assert!(child > 0, "fork failed");
+                let mut status = -1;
+                // SAFETY: waits for our own child; `status` is a valid out-pointer.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                status
+            }
+        }
+    }
+
+    #[test]
+    fn a_fork_stops_the_serving_thread_until_the_next_resume_and_a_fork_exec_stops_nothing() {
+        let _forks = crate::process_id::fork_test_lock();
+        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
+        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
+        let e = mine(&ad);
+        assert!(ad.is_serving());
+        // A worker's start: fork then exec at once (std's spawn with a pre_exec hook forks).
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: the hook does nothing.
+        unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, || Ok(())) };
+        let status = exec_child(|| cmd.spawn()).unwrap().wait().unwrap();
+        assert!(status.success());
+        assert!(ad.is_serving(), "the fork of a child that execs stopped the serving thread");
+        assert_eq!(fork_and_wait(), 0);
+        assert!(!ad.is_serving(), "the thread lived through a plain fork");
+        resume_paused();
+        assert!(ad.is_serving(), "the next call did not start the thread again");
+        assert_eq!(check_segment_fd(connect(&e, LONG).unwrap().as_fd(), euid()).unwrap(), 4096);
+        assert_eq!(fork_and_wait(), 0);
+        drop(ad); // while stopped: nothing to join, the name goes at once
+        assert!(!list().contains(&e));
+        resume_paused(); // nothing left to start
     }
 
     #[test]
@@ -776,6 +1003,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
                 assert_eq!(status, 0);
             }
         }
+        resume_paused(); // the parent's next call
         assert!(connect(&e, LONG).is_ok(), "the parent still serves after the child dropped its copy");
     }
 

@@ -198,6 +198,7 @@ mod tests {
 
     #[test]
     fn a_segment_of_garbage_past_a_valid_header_is_read_bounded() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let l = layout(6, 3);
         let (_ad, e) = advertise(forged(&l, 0xFF, l.total_size()));
         let view = Monitor::open_with_timeout(&e, LONG).unwrap().snapshot();
@@ -212,6 +213,7 @@ mod tests {
 
     #[test]
     fn an_error_text_with_a_huge_length_and_invalid_utf8_is_cut() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let l = layout(2, 1);
         let fd = forged(&l, 0, HEADER_REGION);
         // Even sequence, a length of u32::MAX, 0xFF bytes (invalid UTF-8) as the text.
@@ -231,7 +233,8 @@ mod tests {
 
     #[test]
     fn a_header_declaring_too_many_workers_or_a_larger_file_is_refused() {
-        // 5000 workers: valid as a layout, and a sparse file of its size costs nothing.
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
+                                                          // 5000 workers: valid as a layout, and a sparse file of its size costs nothing.
         let l = layout(5000, 5000);
         let (_ad, e) = advertise(forged(&l, 0, HEADER_REGION));
         match Monitor::open_with_timeout(&e, LONG) {
@@ -253,8 +256,9 @@ mod tests {
 
     #[test]
     fn random_bytes_never_panic_the_monitor() {
-        // A tiny deterministic generator (xorshift): 64 segments of random bytes, some with a
-        // valid header in front.
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
+                                                          // A tiny deterministic generator (xorshift): 64 segments of random bytes, some with a
+                                                          // valid header in front.
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = || {
             x ^= x << 13;
@@ -289,6 +293,7 @@ mod tests {
 
     #[test]
     fn a_real_segment_reads_through_its_advert() {
+        let _forks = crate::process_id::fork_test_lock(); // a fork elsewhere would stop its thread
         let segment = Segment::create(layout(4, 2)).unwrap();
         segment.pool_metrics().init(std::process::id());
         segment.worker_metrics(1).record_command(2, 10, 5);

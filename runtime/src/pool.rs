@@ -580,7 +580,8 @@ impl Pool {
     }
 
     /// Every operation's first check: this is the creator process, the pool has not failed and
-    /// is not closed.
+    /// is not closed. It also starts again the `ringenv top` serving threads a fork of this
+    /// process stopped (`advert.rs`).
     pub(crate) fn usable(&self) -> Result<(), PoolError> {
         let pid = crate::current_pid();
         if pid != self.creator_pid {
@@ -592,6 +593,7 @@ impl Pool {
         if self.closed {
             return Err(PoolError::Closed);
         }
+        crate::advert::resume_paused(); // after a fork of this process (a relaxed load otherwise)
         Ok(())
     }
 

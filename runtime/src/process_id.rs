@@ -38,11 +38,11 @@ pub fn current_pid() -> u32 {
     pid
 }
 
-/// Held by every unit test that forks a child which runs on without `exec` (so it holds copies
-/// of all this test process's descriptors for a while): the tests of one binary run in parallel
-/// threads, and such a child forked while another test's advert was between binding its name and
-/// registering for the fork handler (`advert.rs`) kept that name listed after the advert was
-/// dropped. Serialised, no test's result depends on how the threads are scheduled.
+/// Held by every unit test that forks a child which runs on without `exec`, and by every test
+/// that connects to an advert: the tests of one binary run in parallel threads, and such a fork
+/// stops every advert's serving thread of the process until the next `advert::resume_paused`
+/// (`advert.rs`), so another test's connection would wait for a reply that never comes.
+/// Serialised, no test's result depends on how the threads are scheduled.
 #[cfg(all(test, not(loom), not(miri)))]
 pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

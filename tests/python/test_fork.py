@@ -137,9 +137,9 @@ SCRIPT = textwrap.dedent(r'''
 ''')
 
 
-def _run(tmp_path, mode: str) -> dict:
+def _run(tmp_path, mode: str, text: str = SCRIPT) -> dict:
     script = tmp_path / "fork_scenario.py"
-    script.write_text(SCRIPT)
+    script.write_text(text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [HERE, os.environ.get("PYTHONPATH")] if p))
     done = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=120,
                           env=env, cwd=str(tmp_path))
@@ -193,3 +193,48 @@ def test_forked_process_error_is_a_ringenv_error():
     err = ForkedProcessError("message", creator_pid=1, pid=2)
     assert isinstance(err, RingenvError) and isinstance(err, RuntimeError)
     assert (err.creator_pid, err.pid) == (1, 2)
+
+
+THREADS_SCRIPT = textwrap.dedent(r'''
+    import json, os, time
+    import gymnasium as gym
+    import numpy as np
+    import ringenv
+
+    def advert_threads():
+        """The threads of this process that ringenv started: each pool's `ringenv-advert`."""
+        names = []
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        return names.count("ringenv-advert")
+
+    python_pool = ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=1)
+    rust_pool = ringenv.make_vec("CartPole-v1", 2)
+    python_pool.reset(seed=0)
+    rust_pool.reset(seed=0)
+    seen = {"open": advert_threads()}
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    seen["after_fork"] = advert_threads()
+    rust_pool.step(np.zeros(2, np.int64))
+    # A thread takes its name once it runs: wait for that (only a regression waits 30 s).
+    deadline = time.monotonic() + 30.0
+    while advert_threads() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen["after_a_call"] = advert_threads()
+    python_pool.close()
+    rust_pool.close()
+    seen["closed"] = advert_threads()
+    print(json.dumps(seen))
+''')
+
+
+def test_a_fork_finds_no_thread_of_ringenvs_in_the_parent_and_the_next_call_starts_them_again(tmp_path):
+    """Each open pool has one thread serving ``ringenv top`` (``ringenv-advert``). A fork stops
+    them all, so the process forks with only its own threads (what Python 3.12 and later count
+    right after a fork, to warn that "this process is multi-threaded"); any pool's next call
+    starts them again; ``close`` ends its pool's."""
+    assert _run(tmp_path, "", THREADS_SCRIPT) == {"open": 2, "after_fork": 0, "after_a_call": 2, "closed": 0}
