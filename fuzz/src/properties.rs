@@ -65,7 +65,7 @@ fn layout(bytes: &mut Bytes<'_>) -> Option<Layout> {
     let (n_obs, n_act) = (bytes.u8() % 3, bytes.u8() % 3);
     let obs = (0..n_obs).map(|_| spec(bytes)).collect();
     let action = (0..n_act).map(|_| spec(bytes)).collect();
-    let reward = if bytes.u8() % 2 == 0 { DType::F32 } else { DType::F64 };
+    let reward = if bytes.u8().is_multiple_of(2) { DType::F32 } else { DType::F64 };
     Layout::new(num_envs, num_workers, depth, obs, action, reward).ok()
 }
 

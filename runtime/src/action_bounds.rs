@@ -58,7 +58,7 @@ impl ActionBounds {
     /// checks the dtype first), and trailing bytes that make no whole element are refused.
     pub fn first_outside(&self, dtype: DType, bytes: &[u8]) -> Option<usize> {
         let size = dtype.size();
-        if bytes.len() % size != 0 {
+        if !bytes.len().is_multiple_of(size) {
             return Some(bytes.len() / size);
         }
         let mut elements = bytes.chunks_exact(size);

@@ -224,7 +224,7 @@ impl<T: Pod> Ring<T> {
     /// in `mem`, is not 128-byte aligned, or `capacity` is not a power of two.
     fn place(mem: Arc<dyn Memory>, offset: usize, capacity: usize) -> Option<Ring<T>> {
         let end = offset.checked_add(Self::mem_size(capacity))?;
-        if end > mem.len() || (mem.as_ptr() as usize + offset) % 128 != 0 || !capacity.is_power_of_two() {
+        if end > mem.len() || !(mem.as_ptr() as usize + offset).is_multiple_of(128) || !capacity.is_power_of_two() {
             return None;
         }
         // SAFETY: in bounds (checked above).

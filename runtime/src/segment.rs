@@ -211,7 +211,7 @@ impl Segment {
     fn at<T>(&self, offset: usize) -> &T {
         let fits = offset.checked_add(std::mem::size_of::<T>()).is_some_and(|end| end <= self.mem.len);
         assert!(
-            fits && (self.mem.ptr as usize + offset) % std::mem::align_of::<T>() == 0,
+            fits && (self.mem.ptr as usize + offset).is_multiple_of(std::mem::align_of::<T>()),
             "{} at offset {offset} does not fit the {}-byte mapping",
             std::any::type_name::<T>(),
             self.mem.len

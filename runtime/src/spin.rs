@@ -846,7 +846,7 @@ pub(crate) fn spin(
         }
         probes = probes.wrapping_add(1);
         match probe {
-            Probe::Pause if probes % YIELD_EVERY != 0 => spin_loop(),
+            Probe::Pause if !probes.is_multiple_of(YIELD_EVERY) => spin_loop(),
             Probe::Pause => yield_now(),
             Probe::Yield => {
                 yield_now();

@@ -89,7 +89,7 @@ impl Env for Faulty {
             }
             _ => {}
         }
-        Step { reward, terminated: false, truncated: self.t % 25 == 0 && self.fault != Fault::NeverEnds }
+        Step { reward, terminated: false, truncated: self.t.is_multiple_of(25) && self.fault != Fault::NeverEnds }
     }
 }
 

@@ -31,7 +31,7 @@ impl Zoo {
     fn write(&self, (pos, mask, count, md, mb, small, big): ZooObs<'_>) {
         let c = self.c;
         pos.copy_from_slice(&[c as f64 * 0.5, -(c as f64)]);
-        mask.copy_from_slice(&[(c % 2) as u8, 1, 0, (c % 3 == 0) as u8]);
+        mask.copy_from_slice(&[(c % 2) as u8, 1, 0, c.is_multiple_of(3) as u8]);
         count[0] = (c % 5) as i64 - 2;
         md.copy_from_slice(&[(c % 3) as i32, 1 + (c % 4) as i32]);
         mb.copy_from_slice(&[1, 0, (c % 2) as i8]);
@@ -70,7 +70,7 @@ impl Env for Zoo {
     }
     fn step(&mut self, action: &[i64], obs: ZooObs<'_>, ctx: &mut Ctx) -> Step {
         self.c += (action[0] + 1) as u64;
-        if self.c % 4 == 0 {
+        if self.c.is_multiple_of(4) {
             ctx.info().set("c", self.c as i64);
             ctx.info().set("even", true);
         }
