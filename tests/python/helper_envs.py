@@ -117,6 +117,16 @@ class RaisingEnv(CounterEnv):
         return self._obs(), float(action), False, False, {}
 
 
+class OddNotesEnv(RaisingEnv):
+    """A :class:`RaisingEnv` whose :class:`StepError` has a ``__notes__`` that is not a list (its
+    own code set a string), so ``add_note`` refuses it."""
+
+    def _explode(self):
+        e = StepError(f"boom in env {self.env_index} at step {self.t}")
+        e.__notes__ = "not a list"
+        raise e
+
+
 class LogInfoEnv(CounterEnv):
     """A :class:`CounterEnv` whose every info is ``{"log": log}``, one list it keeps for its whole
     life and appends ``t`` to at each step: the same object every time."""

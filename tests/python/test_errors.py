@@ -16,6 +16,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 import ringenv
 from helper_envs import (
     CounterEnv,
+    OddNotesEnv,
     RaisingEnv,
     SizedEnv,
     SlowEnv,
@@ -97,6 +98,18 @@ def test_when_every_env_raises_the_first_envs_error_is_raised_with_the_others_as
         assert note.rstrip().endswith(f"StepError: boom in env {env_id} at step 1"), note
     envs.reset(seed=0)  # usable again, as after one env's error
     assert not envs.closed
+
+
+def test_an_env_error_that_takes_no_note_is_raised_as_it_is(closing):
+    """An exception whose own ``__notes__`` is not a list refuses ``add_note``: the first env's
+    error is raised all the same, not a ``TypeError`` about its notes."""
+    fns = [functools.partial(OddNotesEnv, i, fail_env=(0, 1, 2, 3), fail_at=1) for i in range(N)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, num_workers=4, inline=False))
+    envs.reset(seed=0)
+    with pytest.raises(StepError) as info:
+        envs.step(_ones())
+    assert str(info.value) == "boom in env 0 at step 1"
+    assert info.value.__notes__ == "not a list"
 
 
 def test_a_recv_batch_in_which_two_envs_raised_raises_the_first_with_the_other_as_a_note(closing):

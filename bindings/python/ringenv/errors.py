@@ -295,12 +295,17 @@ def _remote_errors(remotes: Sequence[dict]) -> BaseException:
 
 
 def _add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)``; on Python 3.10, which has no ``add_note``, the same list."""
-    add = getattr(exc, "add_note", None)
-    if add is not None:
-        add(note)
-    else:
-        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+    """``exc.add_note(note)``; on Python 3.10, which has no ``add_note``, the same list. An
+    exception that takes no note (its ``__notes__`` made something else than a list by its own
+    code) is raised without it: the env's error is never replaced by the note's."""
+    try:
+        add = getattr(exc, "add_note", None)
+        if add is not None:
+            add(note)
+        else:
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+    except Exception:
+        pass
 
 
 def _from_native(kind: str, message: str, fields: dict) -> BaseException:
