@@ -168,10 +168,15 @@ thread_local! {
 /// Runs `spawn`, a fork of a child that runs nothing but async-signal-safe calls and `exec`
 /// (`std::process::Command::spawn`), without stopping the serving threads for its fork.
 pub(crate) fn exec_child<T>(spawn: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            EXECING.with(|e| e.set(false)); // also if `spawn` panics
+        }
+    }
     EXECING.with(|e| e.set(true));
-    let out = spawn();
-    EXECING.with(|e| e.set(false));
-    out
+    let _reset = Reset;
+    spawn()
 }
 
 fn register_fork_handlers() {
@@ -1013,24 +1018,37 @@ Num       RefCount Protocol Flags    Type St Inode Path
         let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
         let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
         let name = ad.name().to_string();
-        let mut pipe = [0i32; 2];
-        // SAFETY: `pipe` has room for the two descriptors.
+        let (mut pipe, mut ready) = ([0i32; 2], [0i32; 2]);
+        // SAFETY: each array has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-        // SAFETY: the child keeps `ad` (never dropped), blocks in read until the parent closes the
-        // pipe's write end, then _exits: async-signal-safe calls only.
+        assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
+        // SAFETY: the child keeps `ad` (never dropped), says it runs (its fork handlers done), blocks
+        // in read until the parent closes the pipe's write end, then _exits: async-signal-safe
+        // calls only.
         let child = unsafe { libc::fork() };
         assert!(child >= 0, "fork failed");
         if child == 0 {
             let mut byte = 0u8;
-            // SAFETY: closes the child's write end, reads into a live local byte, exits.
+            // SAFETY: closes the child's write ends' copies it does not use, writes and reads a
+            // live local byte, exits.
             unsafe {
                 libc::close(pipe[1]);
+                libc::write(ready[1], (&byte as *const u8).cast(), 1);
                 libc::read(pipe[0], (&mut byte as *mut u8).cast(), 1);
                 libc::_exit(0);
             }
         }
-        // SAFETY: the parent's read end is not used.
-        unsafe { libc::close(pipe[0]) };
+        // SAFETY: the parent's read end of `pipe` and write end of `ready` are not used; waits
+        // (reading a live local byte) until the child ran past the fork, child handler included.
+        // Before, the parent could look before the child had run at all, while the child's copy of
+        // the listener still kept the name: a failure that depended on scheduling (seen under load).
+        let mut byte = 0u8;
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(ready[1]);
+            assert_eq!(libc::read(ready[0], (&mut byte as *mut u8).cast(), 1), 1);
+            libc::close(ready[0]);
+        }
         assert!(list().iter().any(|e| e.name == name), "listed while the parent serves");
         drop(ad);
         let listed = list().iter().any(|e| e.name == name);
