@@ -1,13 +1,13 @@
-"""What a Python worker process's exit keeps: ``close()`` makes the worker's interpreter exit
-quickly (``ringenv._worker.prepare_exit`` hides the objects alive then from the exit's garbage
-collections), and the exit is otherwise Python's own. Each test has an env leave work to that
-exit (``__del__`` of an env in a reference cycle, a buffered file never closed, an ``atexit``
-handler, a non-daemon thread) and checks,
-after ``close()`` returned, that the work was done.
+"""What a Python worker process's exit keeps. ``close()`` waits for the workers to exit, and
+the exit is quick because ``ringenv._worker.main`` freezes the objects its imports made
+(``gc.freeze``: out of the exit's garbage collections); it is otherwise Python's own. Each test
+has an env leave work to that exit (``__del__`` of an env in a reference cycle, a buffered file
+never closed, an ``atexit`` handler, a non-daemon thread) and checks, after ``close()`` returned,
+that the work was done.
 
 Every env here runs in a worker process (``inline=False``) and does its part only there (the
-vector env's probe of the spaces, made in the main process, does nothing). ``close(timeout=60)`` gives the workers all the time they need to exit, so no test depends
-on how fast the machine is.
+vector env's probe of the spaces, made in the main process, does nothing). ``close(timeout=60)``
+gives the workers all the time they need to exit, so no test depends on how fast the machine is.
 """
 
 from __future__ import annotations
