@@ -302,8 +302,12 @@ def _add_note(exc: BaseException, note: str) -> None:
         add = getattr(exc, "add_note", None)
         if add is not None:
             add(note)
-        else:
-            exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+            return
+        notes = getattr(exc, "__notes__", None)
+        if notes is None:
+            exc.__notes__ = [note]  # type: ignore[attr-defined]
+        elif isinstance(notes, list):
+            notes.append(note)
     except Exception:
         pass
 
