@@ -946,6 +946,14 @@ Num       RefCount Protocol Flags    Type St Inode Path
         assert!(matches!(connect(&e, LONG), Err(AdvertError::TooLarge { bytes }) if bytes == MAX_SEGMENT_BYTES + 4096));
     }
 
+    /// A published advert of a 4 KiB sealed memfd (kept open with it) and its listed entry.
+    fn published() -> (OwnedFd, Advert, PoolEntry) {
+        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
+        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
+        let e = mine(&ad);
+        (memfd, ad, e)
+    }
+
     /// Forks a child that exits at once; returns its exit status.
     fn fork_and_wait() -> i32 {
         // SAFETY: the child calls only _exit; the parent waits for its own child.
@@ -964,9 +972,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
     #[test]
     fn a_fork_stops_the_serving_thread_until_the_next_resume_and_a_fork_exec_stops_nothing() {
         let _forks = crate::process_id::fork_test_lock();
-        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
-        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
-        let e = mine(&ad);
+        let (_memfd, ad, e) = published();
         assert!(ad.is_serving());
         // A worker's start: fork then exec at once (std's spawn with a pre_exec hook forks).
         let mut cmd = std::process::Command::new("true");
@@ -989,9 +995,7 @@ Num       RefCount Protocol Flags    Type St Inode Path
     #[test]
     fn dropping_an_advert_in_a_forked_child_leaves_the_parents_advert_serving() {
         let _forks = crate::process_id::fork_test_lock();
-        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
-        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
-        let e = mine(&ad);
+        let (_memfd, ad, e) = published();
         // SAFETY: the child only drops the advert (no allocation-free guarantee needed beyond what
         // Drop does: a getpid and closes) and exits with _exit.
         match unsafe { libc::fork() } {
@@ -1015,9 +1019,8 @@ Num       RefCount Protocol Flags    Type St Inode Path
     #[test]
     fn a_forked_child_holding_its_copy_does_not_keep_the_name_after_the_parent_drops_it() {
         let _forks = crate::process_id::fork_test_lock();
-        let memfd = sealed_memfd(4096, SealFlags::GROW | SealFlags::SHRINK);
-        let ad = Advert::publish(memfd.as_raw_fd()).unwrap();
-        let name = ad.name().to_string();
+        let (_memfd, ad, e) = published();
+        let name = e.name;
         let (mut pipe, mut ready) = ([0i32; 2], [0i32; 2]);
         // SAFETY: each array has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
