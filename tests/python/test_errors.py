@@ -25,7 +25,7 @@ from helper_envs import (
     failing_factory,
 )
 from ringenv.errors import RemoteEnvError, RemoteTraceback, WorkerStartupError
-from vec_asserts import assert_identical, child_pids, wait_new_children_gone, wait_pids_gone
+from vec_asserts import assert_identical, child_pids, notes_by_env, wait_new_children_gone, wait_pids_gone
 
 N = 4
 
@@ -69,16 +69,6 @@ def test_env_exception_cause_holds_the_remote_traceback(closing):
     assert "boom in env 2 at step 1" in text
 
 
-def _notes_by_env(exc: BaseException) -> dict:
-    """``{env id: note}`` of the "env N raised in the same call too" notes on ``exc``."""
-    notes = {}
-    for note in getattr(exc, "__notes__", []):
-        head = note.split(":", 1)[0]
-        assert head.startswith("env ") and head.endswith(" raised in the same call too"), note
-        notes[int(head.split()[1])] = note
-    return notes
-
-
 @pytest.mark.parametrize("layout", [{"num_workers": 4, "inline": False}, {"num_workers": 3, "inline": True}],
                          ids=["workers", "inline-share"])
 def test_when_every_env_raises_the_first_envs_error_is_raised_with_the_others_as_notes(closing, layout):
@@ -91,7 +81,7 @@ def test_when_every_env_raises_the_first_envs_error_is_raised_with_the_others_as
     with pytest.raises(StepError) as info:
         envs.step(_ones())
     assert str(info.value) == "boom in env 0 at step 1"  # (pytest's match= reads the notes too)
-    notes = _notes_by_env(info.value)
+    notes = notes_by_env(info.value)
     assert sorted(notes) == [1, 2, 3]
     for env_id, note in notes.items():
         assert "Traceback (most recent call last)" in note and "_explode" in note, note
@@ -126,7 +116,7 @@ def test_a_recv_batch_in_which_two_envs_raised_raises_the_first_with_the_other_a
         envs.recv()
     first = info.value.env_id
     assert first in (0, 2) and str(info.value) == f"boom in env {first} at step 1"
-    notes = _notes_by_env(info.value)
+    notes = notes_by_env(info.value)
     assert sorted(notes) == [first + 1]
     assert notes[first + 1].rstrip().endswith(f"StepError: boom in env {first + 1} at step 1")
 

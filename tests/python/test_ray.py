@@ -36,7 +36,8 @@ import ringenv.ray._device  # noqa: E402
 from ringenv._staging import parse_device  # noqa: E402
 from ringenv.errors import ActorDiedError, CudaUnavailableError, SeedError  # noqa: E402
 from staging_stand_in import HostStaging  # noqa: E402
-from vec_asserts import assert_infos_equal, assert_step_identical, assert_tree_identical, wait_pids_gone  # noqa: E402
+from vec_asserts import (assert_infos_equal, assert_step_identical, assert_tree_identical, notes_by_env,  # noqa: E402
+                         wait_pids_gone)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples")
@@ -620,8 +621,9 @@ def test_an_env_raising_in_a_batch_raises_once_and_the_next_recv_returns_the_nex
         assert (first.tolist(), second.tolist()) == ([0, 1], [2, 3])  # deterministic: in send order
         envs.send(np.ones(2, np.int64), first)  # action 1: both envs raise
         envs.send(np.zeros(2, np.int64), second)
-        with pytest.raises(ValueError, match="refuses action 1"):
+        with pytest.raises(ValueError, match="refuses action 1") as caught:
             envs.recv(timeout=60)
+        assert caught.value.env_id == 0 and sorted(notes_by_env(caught.value)) == [1]  # env 1's error too
         assert envs.recv(timeout=60)[4]["env_id"].tolist() == [2, 3]
         envs.send(np.zeros(2, np.int64), first)
         assert envs.recv(timeout=60)[4]["env_id"].tolist() == [0, 1]
@@ -980,6 +982,28 @@ def test_errors_of_envs_reach_the_caller_as_themselves(cluster):
             envs.step(np.array([0, 0, 0, 1]))
         assert isinstance(caught.value.__cause__, ringenv.errors.RemoteTraceback)
         assert "RaisingEnv" in str(caught.value.__cause__)
+    finally:
+        envs.close()
+
+
+def test_envs_raising_in_two_blocks_of_two_actors_raise_the_first_with_the_others_as_notes(cluster):
+    """Envs 0, 2 and 3 raise in one step; each env is a block of its own, two blocks per actor. The
+    lowest env id's error is raised, the others' are notes naming their global env ids (env 3's is
+    a note of actor 1's error, made global there), and every block was waited for, so the vector
+    env steps on, as a local one does after an env's error."""
+    envs = ringenv.ray.make_vec([RaisingEnv] * 4, num_actors=2, blocks_per_actor=2,
+                                vector_kwargs={"num_workers": 1})
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(ValueError, match="refuses action 1") as caught:
+            envs.step(np.array([1, 0, 1, 1]))
+        assert caught.value.env_id == 0
+        notes = notes_by_env(caught.value)
+        assert sorted(notes) == [2, 3]
+        for note in notes.values():
+            assert "Traceback (most recent call last)" in note and note.rstrip().endswith("refuses action 1"), note
+        obs = envs.step(np.zeros(4, np.int64))[0]
+        assert obs["steps"].tolist() == [1, 2, 1, 1] and not envs.closed  # env 1 had stepped in the failed call
     finally:
         envs.close()
 

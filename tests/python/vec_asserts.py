@@ -82,6 +82,17 @@ def assert_resets_identical(ours, ref, seed, what: str = "reset") -> None:
     assert_infos_equal(infos, ref_infos, f"{what} infos")
 
 
+def notes_by_env(error: BaseException) -> dict:
+    """``{env id: note}`` of the "env N raised in the same call too" notes on ``error`` (one per
+    other env whose error came with it); fails on a note of any other form."""
+    notes = {}
+    for note in getattr(error, "__notes__", []):
+        head = note.split(":", 1)[0]
+        assert head.startswith("env ") and head.endswith(" raised in the same call too"), note
+        notes[int(head.split()[1])] = note
+    return notes
+
+
 def pid_exists(pid: int) -> bool:
     """Whether process ``pid`` exists. A zombie child of this process counts (ringenv must reap
     its workers); a zombie whose parent is another process does not: it has exited, and reaping

@@ -277,21 +277,54 @@ def _remote_exception(remote: dict) -> BaseException:
 
 def _remote_errors(remotes: Sequence[dict]) -> BaseException:
     """The exception to raise for a call in which envs raised (at most one error per worker
-    process and one for the main process's inline share): the error of the lowest env id,
-    rebuilt by :func:`_remote_exception`, as Gymnasium's ``SyncVectorEnv`` raises its first env's.
-    Each other env's error is added to it as a note (PEP 678: shown under the traceback from
-    Python 3.11 on, kept in ``__notes__`` on 3.10), naming the env and giving its traceback, so
-    that none is lost. Gymnasium's ``AsyncVectorEnv`` logs every worker's error instead, and
-    raises the last.
+    process and one for the main process's inline share): :func:`_merged` of the exceptions
+    :func:`_remote_exception` rebuilds from them."""
+    return _merged([_remote_exception(r) for r in remotes])
+
+
+_NOTE_HEAD = "env {} raised in the same call too:"
+
+
+def _merged(errors: Sequence[BaseException]) -> BaseException:
+    """The one exception to raise for a call in which several things failed: a failure of the
+    runtime itself (a :class:`RingenvError` that is not an env's, e.g. a worker's death) before
+    any env's error, else the error of the lowest env id (``env_id``), as Gymnasium's
+    ``SyncVectorEnv`` raises its first env's. Each other error is added to it as a note (PEP 678:
+    shown under the traceback from Python 3.11 on, kept in ``__notes__`` on 3.10) naming its env
+    (``"env 3 raised in the same call too:"``) and giving its traceback, followed by that error's
+    own notes, so that none is lost. Gymnasium's ``AsyncVectorEnv`` logs every worker's error
+    instead, and raises the last.
     """
-    ordered = sorted(remotes, key=lambda r: (r.get("env_id") is None, r.get("env_id") or 0))
-    exc = _remote_exception(ordered[0])
-    for remote in ordered[1:]:
-        env_id = remote.get("env_id")
-        who = f"env {env_id}" if env_id is not None else "another env"
-        text = remote.get("traceback") or f"{remote['kind']}: {remote['message']}\n"
-        _add_note(exc, f"{who} raised in the same call too:\n{text.rstrip()}")
-    return exc
+    def order(e: BaseException) -> tuple:
+        env_id = getattr(e, "env_id", None)
+        own = isinstance(e, RingenvError) and not isinstance(e, RemoteEnvError)
+        return (0 if own else 1 if isinstance(env_id, int) else 2, env_id if isinstance(env_id, int) else 0)
+
+    first, *others = sorted(errors, key=order)
+    for other in others:
+        env_id = getattr(other, "env_id", None)
+        head = _NOTE_HEAD.format(env_id) if isinstance(env_id, int) else "another env raised in the same call too:"
+        text = getattr(other, "remote_traceback", "") or (
+            f"{other.remote_type}: {other.remote_message}" if isinstance(other, RemoteEnvError)
+            else f"{type(other).__name__}: {other}")
+        _add_note(first, f"{head}\n{text.rstrip()}")
+        notes = getattr(other, "__notes__", None)
+        for note in notes if isinstance(notes, list) else ():
+            _add_note(first, note)
+    return first
+
+
+def _shift_notes(error: BaseException, start: int) -> None:
+    """Makes the env ids of ``error``'s :func:`_merged` notes global: ``start`` added to each
+    (a pool of one block of a larger vector env counts its envs from 0)."""
+    notes = getattr(error, "__notes__", None)
+    if not start or not isinstance(notes, list):
+        return
+    for i, note in enumerate(notes):
+        head, sep, rest = note.partition(":") if isinstance(note, str) else ("", "", "")
+        words = head.split()
+        if sep and len(words) > 1 and words[1].isdigit() and head == _NOTE_HEAD.format(words[1])[:-1]:
+            notes[i] = _NOTE_HEAD.format(int(words[1]) + start) + rest
 
 
 def _add_note(exc: BaseException, note: str) -> None:

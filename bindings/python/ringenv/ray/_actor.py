@@ -24,7 +24,7 @@ import os
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ringenv.errors import _env_ids_text
+from ringenv.errors import _env_ids_text, _merged, _shift_notes
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["PoolActor", "Block", "StartupFailure"]
@@ -148,42 +148,56 @@ class PoolActor:
               options: Sequence[Optional[dict]]) -> List[Tuple[Any, Dict[int, Dict[str, Any]]]]:
         """Resets the local ``blocks`` (``seeds[k]``: one seed per env of block ``k``,
         ``options[k]`` its options); returns ``(observations, infos by global env id)`` per
-        block."""
+        block. Raises as :meth:`step`."""
         self._check()
-        started = []
-        for b, block_seeds, opts in zip(blocks, seeds, options):
-            try:
-                self._pools[b].reset_async(seed=list(block_seeds), options=opts)
-            except BaseException as e:
-                raise _shift_env_ids(e, self._ranges[b][0])
-            started.append(b)
-        out = []
-        for b in started:
-            try:
-                obs, _ = self._pools[b].reset_wait()
-            except BaseException as e:
-                raise _shift_env_ids(e, self._ranges[b][0])
-            out.append((obs, _infos(self._pools[b], self._ranges[b][0])))
-        return out
+        calls = [(b, lambda b=b, s=s, o=o: self._pools[b].reset_async(seed=list(s), options=o))
+                 for b, s, o in zip(blocks, seeds, options)]
+        return [(obs, _infos(self._pools[b], self._ranges[b][0]))
+                for b, (obs, _) in self._each_block(calls, "reset_wait")]
 
     def step(self, blocks: Sequence[int], actions: Sequence[Any]) -> List[Tuple[Any, ...]]:
         """Steps the local ``blocks`` with ``actions[k]`` (a batch for block ``k``), all blocks at
         once; returns ``(observations, rewards, terminations, truncations, infos by global env
-        id)`` per block."""
+        id)`` per block.
+
+        Raises:
+            the error of a block's pool, its env ids made global; when several blocks' envs
+            raised, one error with the others as notes (:func:`ringenv.errors._merged`). Every
+            block started is waited for first, so each pool is left with no call pending and
+            steps again on the next call, as a local vector env does after an env's error.
+        """
         self._check()
-        for b, a in zip(blocks, actions):
+        calls = [(b, lambda b=b, a=a: self._pools[b].step_async(a)) for b, a in zip(blocks, actions)]
+        return [(obs, rewards, terminated, truncated, _infos(self._pools[b], self._ranges[b][0]))
+                for b, (obs, rewards, terminated, truncated, _) in self._each_block(calls, "step_wait")]
+
+    def _each_block(self, calls: Sequence[Tuple[int, Any]], wait: str) -> List[Tuple[int, Any]]:
+        """Runs each ``(block, start)`` of ``calls`` (``start`` starts the block's call), then
+        ``wait`` of every block that started; ``(block, result)`` in the order of ``calls``, or
+        the errors of all that failed, merged, raised once every started block was waited for."""
+        errors: List[BaseException] = []
+        started = []
+        for b, begin in calls:
             try:
-                self._pools[b].step_async(a)
-            except BaseException as e:
-                raise _shift_env_ids(e, self._ranges[b][0])
+                begin()
+            except Exception as e:
+                errors.append(self._global(e, b))
+                break  # a bad call: the blocks after it are not started, as a local pool checks first
+            started.append(b)
         out = []
-        for b in blocks:
+        for b in started:
             try:
-                obs, rewards, terminated, truncated, _ = self._pools[b].step_wait()
-            except BaseException as e:
-                raise _shift_env_ids(e, self._ranges[b][0])
-            out.append((obs, rewards, terminated, truncated, _infos(self._pools[b], self._ranges[b][0])))
+                out.append((b, getattr(self._pools[b], wait)()))
+            except Exception as e:
+                errors.append(self._global(e, b))
+        if errors:
+            raise _merged(errors)
         return out
+
+    def _global(self, error: BaseException, b: int) -> BaseException:
+        """``error`` of block ``b``'s pool with its env ids, its notes' too, made global."""
+        _shift_notes(error, self._ranges[b][0])
+        return _shift_env_ids(error, self._ranges[b][0])
 
     def call(self, name: str, args: tuple, kwargs: dict) -> List[Any]:
         """``call(name, *args, **kwargs)`` of every block's pool, results in env order."""

@@ -63,6 +63,8 @@ class BlockBatchesMixin:
     _assemble: Callable[..., Tuple[Any, ...]]
     _await_recovery: Callable[[Dict[str, Any], Optional[float]], List[Tuple[Any, ...]]]
     _recovery_ref: Callable[[Dict[str, Any]], Any]
+    _env_error: Callable[[Any, int], Optional[BaseException]]
+    _with_notes: Callable[[BaseException, Sequence[Optional[BaseException]]], BaseException]
     _received: Dict[int, Tuple[Any, ...]]
 
     @closed_meanwhile
@@ -148,8 +150,9 @@ class BlockBatchesMixin:
             ValueError: fewer than ``batch_size`` envs in flight.
             multiprocessing.TimeoutError: ``timeout`` passed (the batches stay in flight).
             ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception
-            (the first in env order, once: the whole batch is dropped, as a local pool drops it,
-            and its envs may be sent actions again).
+            (the first in env order, once, with the other envs' errors of the batch as notes: the
+            whole batch is dropped, as a local pool drops it, and its envs may be sent actions
+            again).
             ClosedEnvironmentError: closed, or Ray was shut down (which closes it).
         """
         from ringenv.ray.vector import _RestartPending  # the driver's module, which imports this one
@@ -175,6 +178,7 @@ class BlockBatchesMixin:
             back = []
             restarting = None
             error: Optional[BaseException] = None
+            noted: List[Optional[BaseException]] = []
             for ref in taken:
                 entry = self._inflight.pop(ref, None)  # none left once a failure closed the env
                 if entry is None:
@@ -182,6 +186,8 @@ class BlockBatchesMixin:
                 b, kind, args = entry
                 if error is not None:  # the batch failed: the rest of it is dropped, as a local pool drops it
                     self._busy[b] = False
+                    if kind != "recovering":  # its envs' errors too are raised, as notes
+                        noted.append(self._env_error(ref, b // self.blocks_per_actor))
                     continue
                 try:
                     if kind == "recovering":
@@ -202,7 +208,7 @@ class BlockBatchesMixin:
                 for b in self._received:  # blocks of the failed batch that came in on an earlier recv
                     self._busy[b] = False
                 self._received.clear()
-                raise error
+                raise self._with_notes(error, noted)
             if restarting is not None:
                 raise multiprocessing.TimeoutError(
                     f"recv ran out of time after {timeout} s while actor {restarting} was being restarted; the "

@@ -27,7 +27,8 @@ from ringenv._checks import seeds_of
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._staging import host_actions
-from ringenv.errors import ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text
+from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text,
+                            _merged)
 from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, take
 from ringenv.ray._device import PinnedBatches, check_space
@@ -69,6 +70,12 @@ def _unwrap(error: "ray.exceptions.RayTaskError") -> BaseException:
     if cause is not error and cause.__cause__ is None:
         cause.__cause__ = RemoteTraceback(str(error))
     return cause
+
+
+def _is_env_error(error: BaseException) -> bool:
+    """Whether ``error`` is an env's own exception, rebuilt by the actor's local pool (which gives
+    it ``remote_traceback``), not a failure of a worker, an actor or the runtime."""
+    return hasattr(error, "remote_traceback") and not isinstance(error, (WorkerDiedError, WorkerStartupError))
 
 
 def _ray_session() -> Optional[Tuple[str, str]]:
@@ -268,6 +275,27 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             if not (self._restart and recover):
                 raise self._fail(self._died(k, e, "died")) from None
             return None
+
+    def _env_error(self, ref: Any, k: int) -> Optional[BaseException]:
+        """The exception an env raised in ``ref``, a finished call of actor ``k`` (its env ids
+        global), or ``None``: the call returned, or failed otherwise (a dead actor or worker,
+        which the next call finds as it would have without this look)."""
+        try:
+            ray.get(ref, timeout=0)
+        except ray.exceptions.RayTaskError as e:
+            cause = self._actor_error(e, k)
+            return cause if _is_env_error(cause) else None
+        except Exception:
+            return None
+        return None
+
+    @staticmethod
+    def _with_notes(error: BaseException, others: Sequence[Optional[BaseException]]) -> BaseException:
+        """``error``, raised by a call, with the errors of the envs of ``others`` (the other calls'
+        :meth:`_env_error`) as notes (:func:`ringenv.errors._merged`) when it is an env's error
+        too; as it is otherwise."""
+        found = [o for o in others if o is not None]
+        return _merged([error, *found]) if found and _is_env_error(error) else error
 
     def _recover(self, k: int, blocks: List[int], kind: str, args: Any,
                  deadline: Optional[float] = None) -> List[Tuple[Any, ...]]:
@@ -505,6 +533,9 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
                 raise multiprocessing.TimeoutError(
                     f"`{call}_wait` ran out of time after {timeout} s while actor {k} was being restarted; the call "
                     "stays pending (wait again or close)") from None
+            except Exception as e:  # the call is over; the other actors' envs' errors come with it, as notes
+                raise self._with_notes(e, [self._env_error(q[0], q[1]) for q in pending[i + 1:]
+                                           if q[3] not in ("done", "recovering")])
         by_block: Dict[int, Tuple[Any, ...]] = {}
         for (_, _, blocks, _, _), results in zip(pending, out):
             for b, r in zip(blocks, results):
