@@ -10,10 +10,13 @@
 //!
 //! **Last words.** A worker process registers its metrics record of the segment
 //! ([`LastWords::register`], done by [`crate::worker_loop::run`]); from then on a panic outside
-//! any [`catch`] (a bug in a host, a `panic = "abort"` crate) and a caught panic the worker exits
-//! on ([`last_words`], under `on_panic: "exit"`) leave their text and location there before the
-//! process ends, and the pool reports them as the death's last error instead of a bare exit
-//! status.
+//! any [`catch`] on the worker's own thread (a bug in a host, a `panic = "abort"` crate) and a
+//! caught panic the worker exits on ([`last_words`], under `on_panic: "exit"`) leave their text
+//! and location there before the process ends, and the pool reports them as the death's last
+//! error instead of a bare exit status. An uncaught panic on another thread of the worker (an
+//! env's own thread) ends only that thread unless panics abort: it is left as the worker's last
+//! error, for `ringenv top`, naming the thread, and a later death of the worker for another
+//! cause is not reported with it.
 //!
 //! ```
 //! use ringenv_worker::panic::catch;
@@ -62,6 +65,10 @@ thread_local! {
     static CATCHING: Cell<bool> = const { Cell::new(false) };
     /// What the hook recorded of the last panic inside a `catch`: location and backtrace.
     static LAST: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    /// Whether this thread registered the record of [`LastWords`]: the worker's own thread, whose
+    /// uncaught panic ends the worker. Another thread's (the env's own threads, the parent
+    /// watcher) may end only that thread, so it is the worker's last error, not its last words.
+    static SPEAKS: Cell<bool> = const { Cell::new(false) };
 }
 
 static HOOK: Once = Once::new();
@@ -84,6 +91,7 @@ impl LastWords {
     pub unsafe fn register(metrics: &WorkerMetrics) -> LastWords {
         install_hook();
         LAST_WORDS.store(std::ptr::from_ref(metrics).cast_mut(), Ordering::Release);
+        SPEAKS.with(|s| s.set(true));
         LastWords(())
     }
 }
@@ -91,6 +99,7 @@ impl LastWords {
 impl Drop for LastWords {
     fn drop(&mut self) {
         LAST_WORDS.store(std::ptr::null_mut(), Ordering::Release);
+        SPEAKS.with(|s| s.set(false));
     }
 }
 
@@ -117,16 +126,31 @@ fn install_hook() {
                     if backtrace.status() == BacktraceStatus::Captured { backtrace.to_string() } else { String::new() };
                 LAST.with(|last| *last.borrow_mut() = Some((location.unwrap_or_default(), backtrace)));
             } else {
-                // Nothing catches it: the thread unwinds out (the worker then exits) or the
-                // process aborts. Leave its text for the pool first.
-                if !LAST_WORDS.load(Ordering::Acquire).is_null() {
+                // Nothing catches it: the thread unwinds out or the process aborts. Leave its
+                // text for the pool first: the worker's last words when it ends the worker (its
+                // own thread, or any thread where a panic aborts), else its last error (`top`
+                // shows it; a later death of the worker for another cause is not blamed on it).
+                let metrics = LAST_WORDS.load(Ordering::Acquire);
+                // SAFETY: as in `last_words`: a registered record, valid until its guard drops.
+                if let Some(metrics) = unsafe { metrics.as_ref() } {
                     let p = Panic { message: message_of(info.payload()), location, backtrace: String::new() };
-                    last_words(&format!("panic: {p}"));
+                    let text = format!("panic: {p}");
+                    if SPEAKS.with(Cell::get) || cfg!(panic = "abort") {
+                        metrics.set_last_words(&text);
+                    } else {
+                        metrics.set_last_error(&format!("{text} (on thread {})", thread_name()));
+                    }
                 }
                 previous(info);
             }
         }));
     });
+}
+
+/// The current thread's name, or its id when it has none.
+fn thread_name() -> String {
+    let thread = std::thread::current();
+    thread.name().map_or_else(|| format!("{:?}", thread.id()), str::to_owned)
 }
 
 fn message_of(payload: &(dyn std::any::Any + Send)) -> String {
@@ -178,4 +202,5 @@ mod tests {
         // After the catches, the flag is down again.
         assert!(!CATCHING.with(Cell::get));
     }
+
 }
