@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct CloseRequest {
     /// A close was asked for while a call held the pool.
     requested: AtomicBool,
-    /// Its `timeout` (seconds), for the workers to exit.
-    timeout: Mutex<f64>,
+    /// Its `timeout` (seconds) for the workers to exit; `None`: as long as their envs' `close`
+    /// takes.
+    timeout: Mutex<Option<f64>>,
     /// The pool is closed (set by `Pool.close`, whoever called it).
     closed: AtomicBool,
     /// The thread inside `wait` or `recv` ([`thread_token`]), 0 if none.
@@ -35,8 +36,8 @@ impl CloseRequest {
         self.requested.load(Ordering::Acquire)
     }
 
-    /// The requested close's timeout in seconds.
-    pub fn timeout(&self) -> f64 {
+    /// The requested close's timeout in seconds (`None`: no bound).
+    pub fn timeout(&self) -> Option<f64> {
         *self.timeout.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -96,11 +97,13 @@ pub struct PyPoolCloser {
 
 #[pymethods]
 impl PyPoolCloser {
-    /// Asks the call inside the pool to close it, giving the workers `timeout` seconds to exit.
+    /// Asks the call inside the pool to close it, giving the workers `timeout` seconds to exit
+    /// (`None`: as long as their envs' `close` takes, as `Pool.close`).
     /// Returns True when that call runs in this thread (a signal handler interrupted it: it closes
     /// the pool once the handler returns), False otherwise (the caller waits for `closed`).
-    fn request(&self, timeout: f64) -> bool {
-        *self.shared.timeout.lock().unwrap_or_else(PoisonError::into_inner) = timeout.max(0.0);
+    #[pyo3(signature = (timeout))]
+    fn request(&self, timeout: Option<f64>) -> bool {
+        *self.shared.timeout.lock().unwrap_or_else(PoisonError::into_inner) = timeout.map(|t| t.max(0.0));
         self.shared.requested.store(true, Ordering::Release);
         self.shared.waiter.load(Ordering::Acquire) == thread_token()
     }

@@ -105,6 +105,70 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
 }
 
+/// How long `close` with no timeout waits for a worker's envs to close before it warns that it
+/// is still waiting (it goes on waiting), in seconds.
+const CLOSE_PATIENCE_S: u64 = 10;
+
+/// Waits for the workers of `pool`, asked to close (`Pool::request_close`), to close their envs
+/// and exit: until `deadline` (`timeout` seconds after `close` began), or with none as long as
+/// it takes, in slices of 100 ms with the GIL released between which signal handlers run, with a
+/// `RuntimeWarning` once after [`CLOSE_PATIENCE_S`] naming the workers still closing. Workers
+/// still running at the deadline are named in a `RuntimeWarning`: the caller kills them next,
+/// their envs' `close` cut short.
+///
+/// # Errors
+/// A signal handler's exception (a Ctrl-C), which ends the wait.
+fn await_workers(
+    py: Python<'_>,
+    pool: &mut Pool,
+    layout: &Layout,
+    timeout: Option<f64>,
+    deadline: Option<Instant>,
+) -> PyResult<()> {
+    let name = |pool: &Pool, running: &[usize]| -> String {
+        let pids = pool.worker_pids();
+        let each = running.iter().map(|&w| {
+            let pid = pids.get(w).copied().unwrap_or(0);
+            format!("worker {w} (pid {pid}, envs {})", ringenv_runtime::EnvIds(&layout.worker_envs(w)))
+        });
+        each.collect::<Vec<_>>().join(", ")
+    };
+    let warn = |text: String| {
+        let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
+        let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
+    };
+    if let Some(deadline) = deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let running = py.detach(|| pool.await_exit(left));
+        if !running.is_empty() {
+            warn(format!(
+                "close: {} had not closed its envs within {} s (close's timeout) and was killed, their close() cut \
+                 short; close() with no timeout waits as long as they take",
+                name(pool, &running),
+                timeout.unwrap_or_default()
+            ));
+        }
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut warned = false;
+    loop {
+        let running = py.detach(|| pool.await_exit(Duration::from_millis(100)));
+        if running.is_empty() {
+            return Ok(());
+        }
+        py.check_signals()?;
+        if !warned && start.elapsed() >= Duration::from_secs(CLOSE_PATIENCE_S) {
+            warned = true;
+            warn(format!(
+                "close: {} has been closing its envs for {CLOSE_PATIENCE_S} s; close() waits as long as they take, \
+                 as Gymnasium's does (Ctrl-C, close(timeout=...) or close(terminate=True) kill the workers instead)",
+                name(pool, &running)
+            ));
+        }
+    }
+}
+
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
 /// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed; a
 /// close asked for meanwhile (`closer`, from another thread or a signal handler) ends it with
@@ -885,8 +949,10 @@ impl PyPool {
         result
     }
 
-    /// Stops the workers (asks them to exit, waits up to `timeout` seconds, kills the rest),
-    /// then releases every OS resource of the pool in this process: the segment's descriptor,
+    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
+    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
+    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
+    /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
     /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
     /// NumPy array over it. Idempotent.
     ///
@@ -895,12 +961,14 @@ impl PyPool {
     ///
     /// # Errors
     /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
-    /// closed), once the close is complete (the pool is closed all the same); `InternalError` on a
-    /// panic.
-    #[pyo3(signature = (timeout=1.0))]
-    fn close(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
-        let t = seconds("timeout", timeout.max(0.0))?;
-        let deadline = Instant::now() + t;
+    /// closed), or a signal handler's exception while the workers closed theirs (with no
+    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
+    /// on a panic.
+    #[pyo3(signature = (timeout=Some(1.0)))]
+    fn close(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
+        let t = bound.unwrap_or(Duration::MAX);
+        let deadline = bound.map(|t| Instant::now() + t);
         (self.retained, self.received) = (None, None);
         // The worker processes go first, or close their envs while this process closes its
         // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
@@ -925,11 +993,12 @@ impl PyPool {
             let_go_in_child(pool);
             return Ok(());
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let closed = stopped.and(
+        // Killed at once (terminate): nothing to wait for.
+        let awaited = if t.is_zero() { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
+        let closed = stopped.and(awaited).and(
             py.detach(|| {
                 catch(move || {
-                    pool.close(left);
+                    pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
                     drop(pool);
                 })
             })

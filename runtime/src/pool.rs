@@ -1097,6 +1097,22 @@ impl Pool {
         }
     }
 
+    /// Waits up to `timeout` for every worker to exit, killing none; the workers still running
+    /// then (empty: all have exited). After [`Pool::request_close`] a worker exits once its envs
+    /// are closed, so a caller that must not cut an env's `close` short (Gymnasium's
+    /// `close(timeout=None)`) waits with this, in slices between which it can be interrupted,
+    /// and can name the workers [`Pool::close`] is about to kill.
+    pub fn await_exit(&mut self, timeout: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + timeout;
+        let mut running = Vec::new();
+        for (k, w) in self.workers.iter_mut().enumerate() {
+            if w.try_status(deadline.saturating_duration_since(Instant::now())).is_none() {
+                running.push(k);
+            }
+        }
+        running
+    }
+
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
     /// the rest (each with its process group, see [`crate::supervisor`]). A pending command is
     /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only

@@ -234,3 +234,100 @@ def test_a_ctrl_c_in_an_inline_envs_close_as_the_env_is_freed_is_reported_and_no
     assert reported == [KeyboardInterrupt]
     assert wait_pids_gone(pids, 10.0) == []
     _another_env_steps_without_an_interrupt()
+
+
+class SlowCloseEnv(gym.Env):
+    """``close`` (once reset; the probe of the spaces closes at once) writes ``<marker>.<env id>.start``,
+    sleeps ``close_s`` seconds (a video or log being flushed), then writes ``<marker>.<env id>``."""
+
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, env_id: int, marker: str, close_s: float):
+        self.env_id, self.marker, self.close_s, self.used = env_id, marker, close_s, False
+
+    def reset(self, *, seed=None, options=None):
+        self.used = True
+        return 0, {}
+
+    def step(self, action):
+        return 0, 0.0, False, False, {}
+
+    def close(self):
+        if not self.used:
+            return
+        open(f"{self.marker}.{self.env_id}.start", "w").close()
+        time.sleep(self.close_s)
+        open(f"{self.marker}.{self.env_id}", "w").close()
+
+
+def _slow_closing(tmp_path, close_s: float):
+    marker = str(tmp_path / "closed")
+    envs = ringenv.AsyncVectorEnv([functools.partial(SlowCloseEnv, i, marker, close_s) for i in range(2)],
+                                  num_workers=2, inline=False)
+    envs.reset(seed=0)
+    return envs, marker, envs._pool.worker_pids()
+
+
+def test_close_with_no_timeout_waits_for_every_envs_close_as_gymnasiums_does(tmp_path):
+    """Gymnasium's ``close()`` waits for each env's ``close`` however long it takes. Before, ringenv
+    gave the workers 1 s and killed them: an env that took 1.5 s to flush never finished, and
+    nothing said so."""
+    from vec_asserts import wait_pids_gone
+
+    envs, marker, pids = _slow_closing(tmp_path, 1.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envs.close()
+    assert os.path.exists(f"{marker}.0") and os.path.exists(f"{marker}.1")
+    assert not [w for w in caught if "close" in str(w.message)], [str(w.message) for w in caught]
+    assert wait_pids_gone(pids, 10.0) == []
+
+
+def test_a_close_timeout_shorter_than_the_envs_close_kills_the_workers_and_warns_naming_them(tmp_path):
+    """``close(timeout=...)`` bounds the wait (a ringenv extension: Gymnasium's bounds only a
+    pending call); the workers still closing then are killed, and a ``RuntimeWarning`` names each,
+    with its envs, so that an env's lost ``close`` is not silent."""
+    from vec_asserts import wait_pids_gone
+
+    envs, marker, pids = _slow_closing(tmp_path, 600.0)
+    with pytest.warns(RuntimeWarning) as caught:
+        envs.close(timeout=0.2)
+    texts = [str(w.message) for w in caught if str(w.message).startswith("close:")]
+    assert len(texts) == 1, texts
+    assert f"worker 0 (pid {pids[0]}, envs [0])" in texts[0] and f"worker 1 (pid {pids[1]}, envs [1])" in texts[0]
+    assert "within 0.2 s (close's timeout) and was killed" in texts[0]
+    assert wait_pids_gone(pids, 10.0) == []
+    assert not os.path.exists(f"{marker}.0") and not os.path.exists(f"{marker}.1")
+
+
+def test_a_ctrl_c_while_close_waits_for_the_envs_close_kills_the_workers_and_is_raised(tmp_path):
+    """With no timeout, ``close`` waits in slices between which signal handlers run: a Ctrl-C
+    there (sent once both workers are inside their env's ``close``) ends the wait, the workers are
+    killed, everything is released, and the ``KeyboardInterrupt`` is raised; a second ``close``
+    does nothing."""
+    import signal
+    import threading
+
+    from vec_asserts import wait_pids_gone
+
+    envs, marker, pids = _slow_closing(tmp_path, 600.0)
+
+    def interrupt_once_closing():
+        deadline = time.monotonic() + 120.0  # a hang guard: the workers start closing at once
+        while time.monotonic() < deadline:
+            if all(os.path.exists(f"{marker}.{i}.start") for i in range(2)):
+                break
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt_once_closing)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            envs.close()
+    finally:
+        sender.join()
+    assert envs.closed and envs._pool.closed
+    assert wait_pids_gone(pids, 10.0) == []
+    envs.close()

@@ -360,8 +360,11 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
         takes) unless ``terminate``; either way Gymnasium's warning ("Calling `close` while
         waiting for a pending call to `step` to complete.") names it. Then the workers are asked
-        to close their envs and given ``timeout`` seconds (default 1) to exit, or with
-        ``terminate=True`` killed at once.
+        to close their envs and given ``timeout`` seconds to exit, the rest killed (``None``, the
+        default: as long as their envs' ``close`` takes, as Gymnasium's ``close`` waits for every
+        env's; a Ctrl-C meanwhile kills them and is raised once everything is closed), or with
+        ``terminate=True`` killed at once. A vector env freed without ``close`` is closed with
+        ``terminate=True``, as Gymnasium's is.
 
         In a process other than the one that created the env (a fork), it only lets go of this
         process's inherited copy: the creator's workers are neither messaged nor stopped.
@@ -391,11 +394,12 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                     terminate = True
                 except Exception:  # the pending call failed; the envs close all the same
                     pass
-        self._release(0.0 if terminate else (1.0 if timeout is None else timeout))
+        self._release(0.0 if terminate else timeout)
 
-    def _release(self, timeout: float) -> None:
+    def _release(self, timeout: Optional[float]) -> None:
         """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
-        exit; in a forked child: only lets go of the inherited handle) and drops the env's
+        exit, ``None``: until their envs are closed; in a forked child: only lets go of the
+        inherited handle) and drops the env's
         arrays over the segment, so that every descriptor is closed now and the mapping goes
         with the last array a caller still holds.
 
@@ -404,7 +408,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         call (:class:`ringenv._native.PoolCloser`): it stops waiting within 100 ms (after the main
         process's own share of envs, if it is stepping them) and raises
         ``ClosedEnvironmentError``. From another thread this waits for that, at most
-        ``timeout`` + :data:`CLOSE_HANDOFF_S` seconds.
+        ``timeout`` + :data:`CLOSE_HANDOFF_S` seconds (with no ``timeout``, until it is done).
 
         Raises:
             ringenv.errors.RingenvError: the other thread's call did not let go of the pool in
@@ -430,7 +434,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         if slots is not None:
             slots.close()  # waits for the device's copies in flight, unpins the segment, drops the views
 
-    def _close_pool(self, timeout: float) -> None:
+    def _close_pool(self, timeout: Optional[float]) -> None:
         """Closes the pool now, or has the call holding it close it: another thread's call, waited
         for; or the call this thread is in (a signal handler's close), which closes it when the
         handler returns."""
@@ -454,7 +458,9 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             if closer.request(timeout) or closer.closed:
                 return
             now = time.monotonic()
-            if deadline is None:
+            if timeout is None:
+                pass  # the other call closes the pool as long as the envs' close takes: wait for it
+            elif deadline is None:
                 deadline = now + timeout + CLOSE_HANDOFF_S
             elif now > deadline:
                 raise RingenvError(
