@@ -172,10 +172,13 @@ fn await_workers(
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
 /// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed; a
 /// close asked for meanwhile (`closer`, from another thread or a signal handler) ends it with
-/// `ClosedEnvironmentError` (`call` names the waiting call) before the next slice.
+/// `ClosedEnvironmentError` (`call` names the waiting call) before the next slice. The timeout
+/// error names `asked`, the caller's timeout (of which the inline share may have used a part
+/// before this wait).
 fn wait_in_slices<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
+    asked: Option<f64>,
     closer: &CloseRequest,
     call: &str,
     mut wait: impl FnMut(Duration) -> Result<T, PoolError> + Send,
@@ -196,7 +199,7 @@ fn wait_in_slices<T: Send>(
         match result {
             Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
             Err(PoolError::Timeout { waiting_for, .. }) => {
-                let seconds = timeout.unwrap_or_default().as_secs_f64();
+                let seconds = asked.map_or(timeout.unwrap_or_default().as_secs_f64(), |t| t.max(0.0));
                 return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
             }
             other => return other.map_err(|e| to_pyerr(py, e)),
@@ -836,10 +839,10 @@ impl PyPool {
             // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
             // step its envs more often than those of the worker processes.
             let due = self.open(py)?.inline_due(num_workers);
-            let timeout = if due { self.run_inline_within(py, timeout)? } else { timeout };
+            let left = if due { self.run_inline_within(py, timeout)? } else { timeout };
             let pool = self.open_mut(py)?;
             let out =
-                wait_in_slices(py, timeout, &waiting, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
+                wait_in_slices(py, left, timeout, &waiting, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
             let list = PyList::empty(py);
             for b in &out {
                 let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
@@ -924,9 +927,9 @@ impl PyPool {
         }
         let waiting = self.closer.enter();
         let result = (|| {
-            let timeout = self.run_inline_within(py, timeout)?;
+            let left = self.run_inline_within(py, timeout)?;
             let pool = self.open_mut(py)?;
-            let out = wait_in_slices(py, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
+            let out = wait_in_slices(py, left, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
             let messages = PyList::empty(py);
             for (w, bytes) in &out.messages {
                 messages.append((w, self.message(py, *w, bytes)?))?;

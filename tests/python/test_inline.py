@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -228,6 +229,32 @@ def test_a_timeout_shorter_than_the_inline_share_raises_and_the_step_stays_pendi
     obs, rewards, *_ = envs.step_wait()  # the share is not stepped twice
     np.testing.assert_array_equal(obs[:, 1], [1, 1, 1, 1])
     np.testing.assert_array_equal(rewards, [1, 1, 1, 1])
+
+
+class NappingEnv(SlowEnv):
+    """A :class:`SlowEnv` whose ``nap()`` sleeps its ``delay`` too (a slow ``call``)."""
+
+    def nap(self):
+        time.sleep(self.delay)
+
+
+@pytest.mark.parametrize("call", ["step", "call"])
+def test_a_timeout_names_the_callers_seconds_not_what_the_share_left_of_them(closing, call):
+    """The worker's envs (0, 1) sleep 600 s, the share's (2, 3) 0.2 s each: the wait times out
+    (or the share alone outlasts the timeout, under load) and the error names the 1 s the caller
+    gave. Before, it named what was left after the share ran: "timed out after 0.5997 s"."""
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(NappingEnv, i, 600.0 if i < 2 else 0.2) for i in range(4)],
+                                          num_workers=1, inline=True))
+    envs.reset(seed=0)
+    if call == "step":
+        envs.step_async(np.ones(4, np.int64))
+        wait = envs.step_wait
+    else:
+        envs.call_async("nap")
+        wait = envs.call_wait
+    with pytest.raises(multiprocessing.TimeoutError, match=r"^timed out after 1 s waiting for workers \[0\]$"):
+        wait(timeout=1.0)
+    envs.close(terminate=True)
 
 
 def _never_built():
