@@ -296,6 +296,11 @@ fn build_with(
     }))
 }
 
+/// The name of `value`'s type (`""` when it has none to read).
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+}
+
 fn describe_without_helpers(py: Python<'_>, e: PyErr) -> RemoteError {
     RemoteError {
         kind: e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default(),
@@ -389,7 +394,64 @@ impl PyEnvs {
         let kwargs = PyDict::new(py);
         kwargs.set_item("seed", seed)?;
         kwargs.set_item("options", options)?;
-        self.envs[k].bind(py).call_method("reset", (), Some(&kwargs))?.extract()
+        let out = self.envs[k].bind(py).call_method("reset", (), Some(&kwargs))?;
+        let [obs, info] = self.returned(k, "reset", "(observation, info)", out)?;
+        Ok((obs, self.info_dict(k, "reset", info)?))
+    }
+
+    /// The `N` values env `k`'s `method` returned (`form` names them): a tuple or a list of
+    /// `N` items, as Gymnasium's vector envs unpack them; anything else is an error naming the
+    /// env and the form.
+    fn returned<'py, const N: usize>(
+        &self,
+        k: usize,
+        method: &str,
+        form: &str,
+        out: Bound<'py, PyAny>,
+    ) -> PyResult<[Bound<'py, PyAny>; N]> {
+        let items: Option<Vec<Bound<'py, PyAny>>> = if let Ok(t) = out.cast::<PyTuple>() {
+            Some(t.iter().collect())
+        } else if let Ok(l) = out.cast::<PyList>() {
+            Some(l.iter().collect())
+        } else {
+            None
+        };
+        let env_id = self.env_ids.start + k;
+        match items {
+            Some(items) => <[Bound<'py, PyAny>; N]>::try_from(items).map_err(|items| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "env {env_id}: env.{method} must return {form}, got {} items",
+                    items.len()
+                ))
+            }),
+            None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "env {env_id}: env.{method} must return {form} (a tuple), got {}",
+                type_name(&out)
+            ))),
+        }
+    }
+
+    /// The info env `k`'s `method` returned, as a `dict`: a `dict` (or a subclass) as it is,
+    /// another mapping (`collections.UserDict`, `types.MappingProxyType`) copied into one, as
+    /// Gymnasium's vector envs read any mapping's items; anything else is a `TypeError` naming
+    /// the env.
+    fn info_dict<'py>(&self, k: usize, method: &str, info: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        match info.cast_into::<PyDict>() {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                let info = e.into_inner();
+                if info.cast::<pyo3::types::PyMapping>().is_ok() {
+                    let dict = PyDict::new(info.py());
+                    dict.update(info.cast::<pyo3::types::PyMapping>()?)?;
+                    return Ok(dict);
+                }
+                Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "env {}: env.{method} returned an info of type {}; an info must be a dict",
+                    self.env_ids.start + k,
+                    type_name(&info)
+                )))
+            }
+        }
     }
 
     fn action<'py>(
@@ -450,30 +512,26 @@ impl PyEnvs {
             return Ok((0.0, false, false, info));
         }
         let out = self.envs[k].bind(py).call_method1("step", (self.action(py, k, slot, actions)?,))?;
-        let out = out.cast_into::<PyTuple>()?;
-        if out.len() != 5 {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "env.step must return (observation, reward, terminated, truncated, info), got {} items",
-                out.len()
-            )));
-        }
-        let reward = out.get_item(1)?;
+        let [mut obs, reward, terminated, truncated, info] =
+            self.returned(k, "step", "(observation, reward, terminated, truncated, info)", out)?;
         let reward: f64 = reward.extract().map_err(|e: PyErr| {
-            let type_name = reward.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            let type_name = type_name(&reward);
             pyo3::exceptions::PyTypeError::new_err(format!(
                 "env {}: step returned a reward of type {type_name}; a reward must be a real number ({})",
                 self.env_ids.start + k,
                 e.value(py)
             ))
         })?;
-        let terminated = out.get_item(2)?.is_truthy()?;
-        let truncated = out.get_item(3)?.is_truthy()?;
-        let mut obs = out.get_item(0)?;
-        let mut info = out.get_item(4)?.cast_into::<PyDict>()?;
+        let terminated = terminated.is_truthy()?;
+        let truncated = truncated.is_truthy()?;
+        // The step's info as the env returned it is `final_info`, as in Gymnasium (which keeps a
+        // mapping that is not a dict as an object there).
+        let step_info = info.clone();
+        let mut info = self.info_dict(k, "step", info)?;
         if self.mode == Mode::SameStep && (terminated || truncated) {
             let (reset_obs, reset_info) = self.reset_env(py, k, None, &py.None().into_bound(py))?;
             info = completing(py, deferred, || {
-                self.helper(py, "_same_step_info", (&info, &obs, &reset_info))?
+                self.helper(py, "_same_step_info", (&step_info, &obs, &reset_info))?
                     .cast_into::<PyDict>()
                     .map_err(PyErr::from)
             })?;

@@ -336,3 +336,32 @@ def test_an_os_failure_carries_its_errno_and_names_the_limit():
 def test_a_runtime_error_that_is_not_the_systems_has_no_errno():
     assert ringenv.errors.RingenvError("a protocol error").errno is None
     assert ringenv.errors._from_native("runtime", "no OS call failed", {}).errno is None
+
+
+class LockInfoEnv(CounterEnv):
+    """A :class:`CounterEnv` whose info holds a lock (which cannot be pickled) while it is env
+    ``holder``."""
+
+    def __init__(self, env_index: int, holder: int):
+        super().__init__(env_index)
+        self.holder = holder
+
+    def step(self, action):
+        import threading
+
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, ({"handle": threading.Lock()} if self.env_index == self.holder else {})
+
+
+def test_an_info_that_cannot_leave_its_worker_names_the_env_and_the_key(closing):
+    """Before: ``TypeError: cannot pickle '_thread.lock' object``, which read as the env's own
+    error and named neither the env nor the key."""
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(LockInfoEnv, i, 1) for i in range(N)],
+                                          num_workers=2, inline=False))
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match=r"^env 1: the value of its info key 'handle' \(lock\) cannot be pickled to "
+                                        r"leave its worker process \(TypeError: cannot pickle '_thread.lock' object\)"):
+        envs.step(_ones())
+    envs.set_attr("holder", [-1] * N)
+    obs = envs.step(_ones())[0]  # usable again; the failed step had stepped every env
+    assert_identical(obs, np.array([[i, 2] for i in range(N)], dtype=np.float32))

@@ -184,3 +184,92 @@ def test_observation_mode_and_repr_are_kept_as_gymnasium_keeps_them(closing, mod
         assert repr(ours) == "ringenv." + repr(theirs) == "ringenv.AsyncVectorEnv(num_envs=2)"
     finally:
         theirs.close()
+
+
+class OtherFormsEnv(gym.Env):
+    """A seeded walk whose ``reset`` and ``step`` return lists, not tuples, and whose infos are a
+    ``form`` of mapping other than ``dict`` (``"userdict"``: ``collections.UserDict``,
+    ``"proxy"``: ``types.MappingProxyType``), with a value that changes every step. Gymnasium's
+    vector envs unpack any sequence and read any mapping's items; it ends every 5 steps."""
+
+    observation_space = spaces.Box(-10, 10, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, form: str):
+        self.form, self.t = form, 0
+
+    def _info(self, **values):
+        import collections
+        import types
+
+        return collections.UserDict(values) if self.form == "userdict" else types.MappingProxyType(values)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return [self.np_random.normal(size=2).astype(np.float32), self._info(start=self.t)]
+
+    def step(self, action):
+        self.t += 1
+        obs = self.np_random.normal(size=2).astype(np.float32)
+        return [obs, float(action), self.t % 5 == 0, False, self._info(t=self.t, name=f"step {self.t}")]
+
+
+@pytest.mark.parametrize("form", ["userdict", "proxy"])
+@pytest.mark.parametrize("layout", [{"num_workers": 2, "inline": False}, {"num_workers": 1, "inline": True},
+                                    {"num_workers": 0}], ids=["workers", "default", "in-process"])
+@pytest.mark.parametrize("autoreset_mode", [gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP],
+                         ids=["next-step", "same-step"])
+def test_lists_for_tuples_and_mappings_for_infos_give_sync_vector_envs_results(form, layout, autoreset_mode):
+    """Before: ``TypeError: 'list' object is not an instance of 'tuple'`` (and ``'UserDict' ...
+    of 'dict'``), naming no env, where both Gymnasium vector envs step such envs."""
+    from vec_compare import make_ref, run_lockstep
+
+    fns = [functools.partial(OtherFormsEnv, form) for _ in range(4)]
+    ours = ringenv.AsyncVectorEnv(fns, autoreset_mode=autoreset_mode, **layout)
+    ref = make_ref(fns, autoreset_mode=autoreset_mode)
+    try:
+        assert run_lockstep(ours, ref, seed=3, steps=12, autoreset_mode=autoreset_mode) == 8
+    finally:
+        ours.close()
+        ref.close()
+
+
+class WrongFormsEnv(gym.Env):
+    """Returns what no vector env can unpack: ``reset`` only the observation (the old Gym API)
+    when ``wrong == "reset"``, ``step`` an info that is not a mapping when ``wrong == "info"``."""
+
+    observation_space = spaces.Discrete(2)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, wrong: str):
+        self.wrong = wrong
+
+    def reset(self, *, seed=None, options=None):
+        return 0 if self.wrong == "reset" else (0, {})
+
+    def step(self, action):
+        return 0, 0.0, False, False, (["not", "a", "mapping"] if self.wrong == "info" else {})
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 2, "inline": False}, {"num_workers": 1, "inline": True}],
+                         ids=["workers", "default"])
+def test_returns_that_cannot_be_unpacked_are_errors_naming_the_env_and_the_form(layout):
+    """The last env's reset returns only its observation, or its step an info that is a list:
+    the error names that env and what was expected, where PyO3's bare cast error named neither."""
+    fns = [functools.partial(WrongFormsEnv, "none")] * 3 + [functools.partial(WrongFormsEnv, "reset")]
+    envs = ringenv.AsyncVectorEnv(fns, **layout)
+    try:
+        with pytest.raises(TypeError, match=r"^env 3: env\.reset must return \(observation, info\) \(a tuple\), got int$"):
+            envs.reset(seed=0)
+    finally:
+        envs.close()
+    fns = [functools.partial(WrongFormsEnv, "none")] * 3 + [functools.partial(WrongFormsEnv, "info")]
+    envs = ringenv.AsyncVectorEnv(fns, **layout)
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(TypeError, match=r"^env 3: env\.step returned an info of type list; an info must be a dict$"):
+            envs.step(np.zeros(4, np.int64))
+        envs.reset(seed=0)  # usable again
+    finally:
+        envs.close()

@@ -267,8 +267,38 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
     faster than cloudpickle's pure-Python pickler on the small dicts of per-step infos. Anything
     plain pickle refuses (lambdas, classes defined in the caller's ``__main__``) goes through
     cloudpickle, as before; the main process reads both with ``pickle.loads``.
+
+    Raises:
+        TypeError: something in them cannot be pickled (a lock, an open file, a generator),
+            naming the env and the info key (or the observation) that holds it.
     """
-    return dumps((observations, infos))
+    try:
+        return dumps((observations, infos))
+    except Exception as e:
+        raise _unpicklable(observations, infos, e) from e
+
+
+def _unpicklable(observations: Optional[List[Any]], infos: List[Tuple[int, dict]], error: Exception) -> TypeError:
+    """The error for a message that ``dumps`` refused with ``error``: the first info value (by env,
+    then key) or observation that does not pickle, named."""
+    def refuses(value: Any) -> bool:
+        try:
+            dumps(value)
+            return False
+        except Exception:
+            return True
+
+    where = "a value of its infos or observations"
+    for env_id, info in infos:
+        key = next((k for k, v in info.items() if refuses(v)), None)
+        if key is not None:
+            where = f"env {env_id}: the value of its info key {key!r} ({type(info[key]).__name__})"
+            break
+    else:
+        if observations is not None and any(refuses(o) for o in observations):
+            where = "an observation"
+    return TypeError(f"{where} cannot be pickled to leave its worker process ({type(error).__name__}: {error}); "
+                     "keep such objects out of what the env returns, or step it in the main process (num_workers=0)")
 
 
 def _unpack(payload: bytes) -> Any:
@@ -287,7 +317,7 @@ def _unpack_reset(payload: bytes) -> Tuple[Any, Optional[Dict[int, int]]]:
     return request, None
 
 
-def _same_step_info(info: dict, final_obs: Any, reset_info: dict) -> dict:
+def _same_step_info(info: Mapping, final_obs: Any, reset_info: dict) -> dict:
     """The info of a same-step autoreset as Gymnasium's ``SyncVectorEnv`` makes it:
     ``final_obs``, then ``final_info`` (the step's ``info``), then the reset's ``reset_info``
     added over them, a dict value merged into a dict already there key by key (its
