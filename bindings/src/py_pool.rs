@@ -125,13 +125,21 @@ fn await_workers(
     timeout: Option<f64>,
     deadline: Option<Instant>,
 ) -> PyResult<()> {
+    // "worker 0 (pid 7, envs [0, 1]) had", or "workers 0 (pid 7, envs [0, 1]) and 1 (...) had".
     let name = |pool: &Pool, running: &[usize]| -> String {
         let pids = pool.worker_pids();
-        let each = running.iter().map(|&w| {
-            let pid = pids.get(w).copied().unwrap_or(0);
-            format!("worker {w} (pid {pid}, envs {})", ringenv_runtime::EnvIds(&layout.worker_envs(w)))
-        });
-        each.collect::<Vec<_>>().join(", ")
+        let each: Vec<String> = running
+            .iter()
+            .map(|&w| {
+                let pid = pids.get(w).copied().unwrap_or(0);
+                format!("{w} (pid {pid}, envs {})", ringenv_runtime::EnvIds(&layout.worker_envs(w)))
+            })
+            .collect();
+        match each.split_last() {
+            Some((last, [])) => format!("worker {last}"),
+            Some((last, rest)) => format!("workers {} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
     };
     let warn = |text: String| {
         let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
@@ -142,10 +150,12 @@ fn await_workers(
         let running = py.detach(|| pool.await_exit(left));
         if !running.is_empty() {
             warn(format!(
-                "close: {} had not closed its envs within {} s (close's timeout) and was killed, their close() cut \
+                "close: {} had not closed {} envs within {} s (close's timeout) and {} killed, the envs' close() cut \
                  short; close() with no timeout waits as long as they take",
                 name(pool, &running),
-                timeout.unwrap_or_default()
+                if running.len() == 1 { "its" } else { "their" },
+                timeout.unwrap_or_default(),
+                if running.len() == 1 { "was" } else { "were" },
             ));
         }
         return Ok(());
@@ -161,9 +171,11 @@ fn await_workers(
         if !warned && start.elapsed() >= Duration::from_secs(CLOSE_PATIENCE_S) {
             warned = true;
             warn(format!(
-                "close: {} has been closing its envs for {CLOSE_PATIENCE_S} s; close() waits as long as they take, \
+                "close: {} {} been closing {} envs for {CLOSE_PATIENCE_S} s; close() waits as long as they take, \
                  as Gymnasium's does (Ctrl-C, close(timeout=...) or close(terminate=True) kill the workers instead)",
-                name(pool, &running)
+                name(pool, &running),
+                if running.len() == 1 { "has" } else { "have" },
+                if running.len() == 1 { "its" } else { "their" },
             ));
         }
     }
@@ -967,7 +979,7 @@ impl PyPool {
     /// closed), or a signal handler's exception while the workers closed theirs (with no
     /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
     /// on a panic.
-    #[pyo3(signature = (timeout=Some(1.0)))]
+    #[pyo3(signature = (timeout=Some(1.0)), text_signature = "($self, timeout=1.0)")]
     fn close(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
         let t = bound.unwrap_or(Duration::MAX);

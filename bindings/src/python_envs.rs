@@ -409,21 +409,25 @@ impl PyEnvs {
         form: &str,
         out: Bound<'py, PyAny>,
     ) -> PyResult<[Bound<'py, PyAny>; N]> {
-        let items: Option<Vec<Bound<'py, PyAny>>> = if let Ok(t) = out.cast::<PyTuple>() {
-            Some(t.iter().collect())
-        } else if let Ok(l) = out.cast::<PyList>() {
-            Some(l.iter().collect())
-        } else {
-            None
-        };
+        // Read in place (no collection: this runs for every env step).
+        let (tuple, list) = (out.cast::<PyTuple>().ok(), out.cast::<PyList>().ok());
+        let len = tuple.map(|t| t.len()).or_else(|| list.map(|l| l.len()));
         let env_id = self.env_ids.start + k;
-        match items {
-            Some(items) => <[Bound<'py, PyAny>; N]>::try_from(items).map_err(|items| {
-                pyo3::exceptions::PyValueError::new_err(format!(
-                    "env {env_id}: env.{method} must return {form}, got {} items",
-                    items.len()
-                ))
-            }),
+        match len {
+            Some(n) if n == N => {
+                let mut items: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
+                for (i, item) in items.iter_mut().enumerate() {
+                    *item = Some(match (tuple, list) {
+                        (Some(t), _) => t.get_item(i)?,
+                        (_, Some(l)) => l.get_item(i)?,
+                        _ => unreachable!("a length was read from one of them"),
+                    });
+                }
+                Ok(items.map(|item| item.expect("each item was set above")))
+            }
+            Some(n) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "env {env_id}: env.{method} must return {form}, got {n} items"
+            ))),
             None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "env {env_id}: env.{method} must return {form} (a tuple), got {}",
                 type_name(&out)
