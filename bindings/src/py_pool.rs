@@ -109,12 +109,18 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 /// is still waiting (it goes on waiting), in seconds.
 const CLOSE_PATIENCE_S: u64 = 10;
 
+/// How long `close` with no timeout gives a worker to take its `Close` command: one that has not
+/// by then (stopped, stuck in an env's step, its command ring unusable) is not closing its envs
+/// and is killed. The grace every worker had before `close` waited for the envs' own `close`.
+const CLOSE_TAKEN_S: u64 = 1;
+
 /// Waits for the workers of `pool`, asked to close (`Pool::request_close`), to close their envs
 /// and exit: until `deadline` (`timeout` seconds after `close` began), or with none as long as
-/// it takes, in slices of 100 ms with the GIL released between which signal handlers run, with a
+/// the envs' `close` takes in the workers that took their `Close` command
+/// ([`Pool::is_closing`]; one that has not within [`CLOSE_TAKEN_S`] is left to be killed), in
+/// slices of 100 ms with the GIL released between which signal handlers run, with a
 /// `RuntimeWarning` once after [`CLOSE_PATIENCE_S`] naming the workers still closing. Workers
-/// still running at the deadline are named in a `RuntimeWarning`: the caller kills them next,
-/// their envs' `close` cut short.
+/// left running are named in a `RuntimeWarning`: the caller kills them next.
 ///
 /// # Errors
 /// A signal handler's exception (a Ctrl-C), which ends the wait.
@@ -168,6 +174,16 @@ fn await_workers(
             return Ok(());
         }
         py.check_signals()?;
+        if start.elapsed() >= Duration::from_secs(CLOSE_TAKEN_S) && !running.iter().any(|&w| pool.is_closing(w)) {
+            warn(format!(
+                "close: {} had not taken {} Close command within {CLOSE_TAKEN_S} s (a stopped process, one stuck in \
+                 an env's step or reset, or an unusable command ring) and {} killed",
+                name(pool, &running),
+                if running.len() == 1 { "its" } else { "their" },
+                if running.len() == 1 { "was" } else { "were" },
+            ));
+            return Ok(());
+        }
         if !warned && start.elapsed() >= Duration::from_secs(CLOSE_PATIENCE_S) {
             warned = true;
             warn(format!(

@@ -57,6 +57,9 @@ pub struct WorkerMetrics {
     /// 1 when the last error is the worker's last words (it was about to exit), else 0. Last, so
     /// the offsets of the fields above are those of earlier versions.
     last_words: AtomicU32,
+    /// 1 once the worker has taken its `Close` command and is closing its envs, else 0 (after
+    /// `last_words` for the same reason; within the struct's alignment, so its size is unchanged).
+    closing: AtomicU32,
 }
 
 /// A copy of a worker's counters at one moment.
@@ -85,6 +88,19 @@ impl WorkerMetrics {
     /// Records the worker's process id (at connect).
     pub fn set_pid(&self, pid: u32) {
         self.pid.store(pid, Ordering::Relaxed);
+    }
+
+    /// Marks the worker as closing its envs: it has taken its `Close` command (written by the
+    /// worker, before it closes them).
+    pub fn set_closing(&self) {
+        self.closing.store(1, Ordering::Release);
+    }
+
+    /// Whether the worker has taken its `Close` command and is closing its envs (any other value
+    /// than the one [`WorkerMetrics::set_closing`] writes reads as not closing).
+    pub fn is_closing(&self) -> bool {
+        // SYNC POINT: pairs with the Release store in `set_closing`.
+        self.closing.load(Ordering::Acquire) == 1
     }
 
     /// Counts one restart (written by the main process).
@@ -301,6 +317,17 @@ mod tests {
         m.set_last_words("panic: again");
         m.set_last_error("KeyError: later");
         assert_eq!(m.take_last_words(), None, "a later ordinary error is not last words");
+    }
+
+    #[test]
+    fn closing_reads_only_as_the_worker_writes_it_and_leaves_the_size_alone() {
+        let m = WorkerMetrics::default();
+        assert!(!m.is_closing());
+        m.set_closing();
+        assert!(m.is_closing());
+        m.closing.store(7, Ordering::Relaxed); // garbage another process wrote
+        assert!(!m.is_closing());
+        assert_eq!(WorkerMetrics::MEM_SIZE, 384, "the segment layout of earlier versions");
     }
 
     #[test]

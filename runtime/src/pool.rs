@@ -1113,6 +1113,12 @@ impl Pool {
         running
     }
 
+    /// Whether worker `w` has taken its `Close` command ([`Pool::request_close`]) and is closing
+    /// its envs (its metrics record says so); `false` for a worker index out of range.
+    pub fn is_closing(&self, w: usize) -> bool {
+        w < self.workers.len() && self.segment.worker_metrics(w).is_closing()
+    }
+
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
     /// the rest (each with its process group, see [`crate::supervisor`]). A pending command is
     /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only

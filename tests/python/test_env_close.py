@@ -331,3 +331,27 @@ def test_a_ctrl_c_while_close_waits_for_the_envs_close_kills_the_workers_and_is_
     assert envs.closed and envs._pool.closed
     assert wait_pids_gone(pids, 10.0) == []
     envs.close()
+
+
+def test_close_with_no_timeout_kills_a_worker_that_never_takes_its_close_command(tmp_path):
+    """A stopped worker (SIGSTOP) cannot take its ``Close`` command: ``close()`` does not wait
+    for it as for an env's slow ``close``; after the 1 s it always had, it is killed and named
+    in a ``RuntimeWarning``. (The same holds for a worker whose command ring is unusable:
+    ``test_corrupt_memory.py``.)"""
+    import signal
+
+    from vec_asserts import wait_pids_gone
+
+    envs, marker, pids = _slow_closing(tmp_path, 0.0)
+    os.kill(pids[1], signal.SIGSTOP)
+    try:
+        with pytest.warns(RuntimeWarning) as caught:
+            envs.close()
+    finally:
+        if wait_pids_gone([pids[1]], 10.0):
+            os.kill(pids[1], signal.SIGKILL)
+    texts = [str(w.message) for w in caught if str(w.message).startswith("close:")]
+    assert any(t.startswith(f"close: worker 1 (pid {pids[1]}, envs [1]) had not taken its Close command within 1 s")
+               for t in texts), texts
+    assert wait_pids_gone(pids, 10.0) == []
+    assert os.path.exists(f"{marker}.0")  # the worker that took its Close closed its env

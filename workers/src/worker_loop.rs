@@ -75,6 +75,9 @@ pub fn serve(endpoint: &mut WorkerEndpoint, host: &mut dyn EnvHost) -> Result<()
         let slot = command.slot as usize;
         let kind = match command.kind() {
             Ok(CommandKind::Close) => {
+                // Said before the envs close: the pool waits as long as their close takes for a
+                // worker that took its Close, and not for one that did not (a stopped or stuck one).
+                endpoint.segment().worker_metrics(endpoint.worker()).set_closing();
                 host.close();
                 return Ok(());
             }
