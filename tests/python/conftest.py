@@ -64,6 +64,17 @@ def _sb3_log_folder(tmp_path_factory):
 
 
 @pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler (``KeyboardInterrupt``) for the test, whatever the test process
+    inherited: a job started in the background by a non-interactive shell (``cmd &``, ``nohup``)
+    starts with SIGINT ignored, and Python then installs no handler, so a Ctrl-C test would wait
+    for a signal that never arrives."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
 def closing():
     """``closing(env)`` registers a vector env (ringenv's or Gymnasium's) to be closed at teardown
     and returns it. A Gymnasium ``VectorEnv`` (ringenv's included) is closed with

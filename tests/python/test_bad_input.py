@@ -4,7 +4,6 @@ that are not numbers. Waits on the control plane honour the caller's timeout and
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import os
@@ -306,29 +305,15 @@ def test_a_call_wait_honours_its_timeout_and_the_call_stays_pending(closing):
     assert envs.call_wait() == (0, 1)
 
 
-@contextlib.contextmanager
-def _python_sigint_handler():
-    """Python's own SIGINT handler (``KeyboardInterrupt``) for the duration, whatever the test
-    process inherited: a job started in the background by a non-interactive shell (``cmd &``,
-    ``nohup``) starts with SIGINT ignored, and Python then installs no handler, so a Ctrl-C test
-    would wait for a signal that never arrives."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def test_ctrl_c_interrupts_a_call_that_would_block_for_ever(closing):
+def test_ctrl_c_interrupts_a_call_that_would_block_for_ever(closing, python_sigint_handler):
     envs = closing(ringenv.AsyncVectorEnv([functools.partial(CallEnv, i) for i in range(2)], num_workers=2))
     envs.reset(seed=0)
     # The call sleeps far past the test's time limit: only a wait that checks for signals ends.
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     try:
-        with _python_sigint_handler():
-            timer.start()
-            with pytest.raises(KeyboardInterrupt):
-                envs.call("sleep", 1000.0)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            envs.call("sleep", 1000.0)
     finally:
         timer.cancel()
         envs.close(terminate=True)  # the call is still pending in the workers, asleep for 1000 s
@@ -344,17 +329,16 @@ def _sleep_in_workers(main_pid: int, seconds: float):
     return CounterEnv(0)
 
 
-def test_ctrl_c_interrupts_a_start_up_waiting_for_a_worker_and_stops_the_workers():
+def test_ctrl_c_interrupts_a_start_up_waiting_for_a_worker_and_stops_the_workers(python_sigint_handler):
     from vec_asserts import child_pids, wait_pids_gone
 
     before = child_pids()
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     try:
-        with _python_sigint_handler():
-            timer.start()
-            with pytest.raises(KeyboardInterrupt) as info:
-                ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2,
-                                       num_workers=2, startup_timeout=30.0)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt) as info:
+            ringenv.AsyncVectorEnv([functools.partial(_sleep_in_workers, os.getpid(), 1000.0)] * 2,
+                                   num_workers=2, startup_timeout=30.0)
     finally:
         timer.cancel()
     # Raised by the wait itself, not on top of another error (the start-up running out of time,

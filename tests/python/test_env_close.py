@@ -301,7 +301,7 @@ def test_a_close_timeout_shorter_than_the_envs_close_kills_the_workers_and_warns
     assert not os.path.exists(f"{marker}.0") and not os.path.exists(f"{marker}.1")
 
 
-def test_a_ctrl_c_while_close_waits_for_the_envs_close_kills_the_workers_and_is_raised(tmp_path):
+def test_a_ctrl_c_while_close_waits_for_the_envs_close_kills_the_workers_and_is_raised(tmp_path, python_sigint_handler):
     """With no timeout, ``close`` waits in slices between which signal handlers run: a Ctrl-C
     there (sent once both workers are inside their env's ``close``) ends the wait, the workers are
     killed, everything is released, and the ``KeyboardInterrupt`` is raised; a second ``close``
