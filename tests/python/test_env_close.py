@@ -236,22 +236,13 @@ def test_a_ctrl_c_in_an_inline_envs_close_as_the_env_is_freed_is_reported_and_no
     _another_env_steps_without_an_interrupt()
 
 
-class SlowCloseEnv(gym.Env):
-    """``close`` (once reset; the probe of the spaces closes at once) writes ``<marker>.<env id>.start``,
-    sleeps ``close_s`` seconds (a video or log being flushed), then writes ``<marker>.<env id>``."""
-
-    observation_space = gym.spaces.Discrete(2)
-    action_space = gym.spaces.Discrete(2)
+class SlowCloseEnv(RaisingCloseEnv):
+    """A :class:`RaisingCloseEnv` whose ``close`` (once reset) writes ``<marker>.<env id>.start``,
+    sleeps ``close_s`` seconds (a video or log being flushed), then writes ``<marker>.<env id>``,
+    instead of raising."""
 
     def __init__(self, env_id: int, marker: str, close_s: float):
-        self.env_id, self.marker, self.close_s, self.used = env_id, marker, close_s, False
-
-    def reset(self, *, seed=None, options=None):
-        self.used = True
-        return 0, {}
-
-    def step(self, action):
-        return 0, 0.0, False, False, {}
+        self.env_id, self.marker, self.close_s = env_id, marker, close_s
 
     def close(self):
         if not self.used:
