@@ -341,8 +341,9 @@ def test_close_with_no_timeout_kills_a_worker_that_never_takes_its_close_command
     finally:
         if wait_pids_gone([pids[1]], 10.0):
             os.kill(pids[1], signal.SIGKILL)
-    texts = [str(w.message) for w in caught if str(w.message).startswith("close:")]
-    assert any(t.startswith(f"close: worker 1 (pid {pids[1]}, envs [1]) had not taken its Close command within 1 s")
-               for t in texts), texts
+    texts = [str(w.message) for w in caught if "had not taken" in str(w.message)]
+    assert len(texts) == 1 and f"1 (pid {pids[1]}, envs [1]) had not taken" in texts[0], texts
+    assert "Close command within 1 s" in texts[0]
     assert wait_pids_gone(pids, 10.0) == []
-    assert os.path.exists(f"{marker}.0")  # the worker that took its Close closed its env
+    if f"0 (pid {pids[0]}" not in texts[0]:  # (named too only if a loaded machine kept it from its Close for 1 s)
+        assert os.path.exists(f"{marker}.0")  # the worker that took its Close closed its env
