@@ -869,8 +869,9 @@ impl PyPool {
             let due = self.open(py)?.inline_due(num_workers);
             let left = if due { self.run_inline_within(py, timeout)? } else { timeout };
             let pool = self.open_mut(py)?;
-            let out =
-                wait_in_slices(py, left, timeout, &waiting, "recv", |slice| pool.recv(num_workers, order, Some(slice)))?;
+            let out = wait_in_slices(py, left, timeout, &waiting, "recv", |slice| {
+                pool.recv(num_workers, order, Some(slice))
+            })?;
             let list = PyList::empty(py);
             for b in &out {
                 let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;

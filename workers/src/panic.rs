@@ -202,5 +202,4 @@ mod tests {
         // After the catches, the flag is down again.
         assert!(!CATCHING.with(Cell::get));
     }
-
 }
