@@ -227,7 +227,7 @@ fn wait_in_slices<T: Send>(
         match result {
             Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
             Err(PoolError::Timeout { waiting_for, .. }) => {
-                let seconds = asked.map_or(timeout.unwrap_or_default().as_secs_f64(), |t| t.max(0.0));
+                let seconds = asked.unwrap_or_default().max(0.0); // (a timeout error needs one)
                 return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
             }
             other => return other.map_err(|e| to_pyerr(py, e)),
@@ -999,7 +999,7 @@ impl PyPool {
     #[pyo3(signature = (timeout=Some(1.0)), text_signature = "($self, timeout=1.0)")]
     fn close(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let t = bound.unwrap_or(Duration::MAX);
+        let terminate = bound == Some(Duration::ZERO); // killed at once: nothing to wait for
         let deadline = bound.map(|t| Instant::now() + t);
         (self.retained, self.received) = (None, None);
         // The worker processes go first, or close their envs while this process closes its
@@ -1008,8 +1008,7 @@ impl PyPool {
         let mut stopped = Ok(());
         if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
             self.last_pids = pool.worker_pids();
-            if t.is_zero() {
-                // terminate: killed at once
+            if terminate {
                 stopped =
                     py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
             } else {
@@ -1025,8 +1024,7 @@ impl PyPool {
             let_go_in_child(pool);
             return Ok(());
         }
-        // Killed at once (terminate): nothing to wait for.
-        let awaited = if t.is_zero() { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
+        let awaited = if terminate { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
         let closed = stopped.and(awaited).and(
             py.detach(|| {
                 catch(move || {

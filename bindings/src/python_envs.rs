@@ -410,25 +410,25 @@ impl PyEnvs {
         out: Bound<'py, PyAny>,
     ) -> PyResult<[Bound<'py, PyAny>; N]> {
         // Read in place (no collection: this runs for every env step).
-        let (tuple, list) = (out.cast::<PyTuple>().ok(), out.cast::<PyList>().ok());
-        let len = tuple.map(|t| t.len()).or_else(|| list.map(|l| l.len()));
+        let seq = match (out.cast::<PyTuple>(), out.cast::<PyList>()) {
+            (Ok(t), _) => Some(t.as_sequence()),
+            (_, Ok(l)) => Some(l.as_sequence()),
+            _ => None,
+        };
+        let len = seq.map(|s| s.len()).transpose()?;
         let env_id = self.env_ids.start + k;
-        match len {
-            Some(n) if n == N => {
+        match (seq, len) {
+            (Some(seq), Some(n)) if n == N => {
                 let mut items: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
                 for (i, item) in items.iter_mut().enumerate() {
-                    *item = Some(match (tuple, list) {
-                        (Some(t), _) => t.get_item(i)?,
-                        (_, Some(l)) => l.get_item(i)?,
-                        _ => unreachable!("a length was read from one of them"),
-                    });
+                    *item = Some(seq.get_item(i)?);
                 }
                 Ok(items.map(|item| item.expect("each item was set above")))
             }
-            Some(n) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            (_, Some(n)) => Err(pyo3::exceptions::PyValueError::new_err(format!(
                 "env {env_id}: env.{method} must return {form}, got {n} items"
             ))),
-            None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "env {env_id}: env.{method} must return {form} (a tuple), got {}",
                 type_name(&out)
             ))),
@@ -444,9 +444,9 @@ impl PyEnvs {
             Ok(info) => Ok(info),
             Err(e) => {
                 let info = e.into_inner();
-                if info.cast::<pyo3::types::PyMapping>().is_ok() {
+                if let Ok(mapping) = info.cast::<pyo3::types::PyMapping>() {
                     let dict = PyDict::new(info.py());
-                    dict.update(info.cast::<pyo3::types::PyMapping>()?)?;
+                    dict.update(mapping)?;
                     return Ok(dict);
                 }
                 Err(pyo3::exceptions::PyTypeError::new_err(format!(

@@ -50,7 +50,7 @@
 //! ```
 
 use crate::restart::{CrashLoopGuard, FailurePolicy};
-use crate::supervisor::{stop_all, WorkerProcess};
+use crate::supervisor::{await_all, stop_all, WorkerProcess};
 use crate::{
     Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Layout, PoolError,
     PushError, RemoteError, Ring, SeedFlags, Segment, SlotRef, SlotView, SpinPolicy, SpinSettings, Spinner,
@@ -1103,14 +1103,7 @@ impl Pool {
     /// `close(timeout=None)`) waits with this, in slices between which it can be interrupted,
     /// and can name the workers [`Pool::close`] is about to kill.
     pub fn await_exit(&mut self, timeout: Duration) -> Vec<usize> {
-        let deadline = Instant::now() + timeout;
-        let mut running = Vec::new();
-        for (k, w) in self.workers.iter_mut().enumerate() {
-            if w.try_status(deadline.saturating_duration_since(Instant::now())).is_none() {
-                running.push(k);
-            }
-        }
-        running
+        await_all(&mut self.workers, timeout)
     }
 
     /// Whether worker `w` has taken its `Close` command ([`Pool::request_close`]) and is closing

@@ -215,13 +215,23 @@ impl WorkerProcess {
     }
 }
 
-/// Waits up to `grace` for every worker to exit by itself, then kills and reaps the rest.
-pub fn stop_all(workers: &mut [WorkerProcess], grace: Duration) {
-    let deadline = Instant::now() + grace;
-    for w in workers.iter_mut() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if w.try_status(left).is_none() {
-            w.kill();
+/// Waits up to `timeout` for every worker to exit by itself, killing none; the indices of those
+/// still running then (empty: all have exited).
+pub fn await_all(workers: &mut [WorkerProcess], timeout: Duration) -> Vec<usize> {
+    let deadline = Instant::now() + timeout;
+    let mut running = Vec::new();
+    for (k, w) in workers.iter_mut().enumerate() {
+        if w.try_status(deadline.saturating_duration_since(Instant::now())).is_none() {
+            running.push(k);
         }
+    }
+    running
+}
+
+/// Waits up to `grace` for every worker to exit by itself ([`await_all`]), then kills and reaps
+/// the rest.
+pub fn stop_all(workers: &mut [WorkerProcess], grace: Duration) {
+    for k in await_all(workers, grace) {
+        workers[k].kill();
     }
 }
