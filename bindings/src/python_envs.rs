@@ -96,15 +96,30 @@ fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> R
 }
 
 /// [`interrupted`] for a `call` (`call`, `get_attr`, `set_attr`), which runs over the envs in
-/// one Python helper: which env it stopped at is not known, so the message names the share.
-fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>) -> RemoteError {
+/// one Python helper: `env_id` is the env it stopped at when the helper could name it
+/// ([`call_env_id`]), else the message names the share.
+fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, env_id: Option<usize>) -> RemoteError {
     let envs = ringenv_runtime::EnvIds(env_ids);
-    keep_interrupt(py, e, env_ids.start, |kind| {
-        format!(
+    keep_interrupt(py, e, env_id.unwrap_or(env_ids.start), |kind| match env_id {
+        Some(id) => format!(
+            "{kind} while env {id} (of envs {envs} in one process) ran the call: it may have run on the envs before \
+             it, and the results of this call are lost"
+        ),
+        None => format!(
             "{kind} while envs {envs} (in one process) ran the call: it may have run on some of them, and the \
              results of this call are lost"
-        )
+        ),
     })
+}
+
+/// The env that raised `e` in a `call`: the global env id `ringenv._worker._call` sets on the
+/// exception as `CALL_ENV_ID` (`None` for an exception that takes no attributes, or one raised
+/// before any env ran).
+fn call_env_id(helpers: &Bound<'_, PyModule>, e: &PyErr) -> Option<usize> {
+    let py = helpers.py();
+    let name = helpers.getattr("CALL_ENV_ID").ok()?;
+    let name = name.cast::<pyo3::types::PyString>().ok()?;
+    e.value(py).getattr(name).ok()?.extract::<usize>().ok()
 }
 
 /// Keeps the interrupt `e` for [`take_interrupt`] and returns the command's error: `message`
@@ -721,11 +736,12 @@ impl EnvHost for PyEnvs {
                 .and_then(|b| b.extract::<Vec<u8>>())
                 .map(Some)
                 .map_err(|e| {
+                    let env_id = call_env_id(self.helpers.bind(py), &e);
                     if e.is_instance_of::<pyo3::exceptions::PyException>(py) {
-                        self.describe(py, e, None)
+                        self.describe(py, e, env_id)
                     } else {
                         // Ctrl-C (or SystemExit) in the share: raised at once, as for a step
-                        interrupted_call(py, e, &self.env_ids)
+                        interrupted_call(py, e, &self.env_ids, env_id)
                     }
                 })
         })

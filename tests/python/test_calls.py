@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 
+import ringenv
+
 from helper_envs import CallEnv, CloseMarkEnv, StepError
-from vec_asserts import assert_identical, child_pids, wait_new_children_gone
+from vec_asserts import assert_identical, child_pids, notes_by_env, wait_new_children_gone
 from vec_compare import assert_tree_identical, assert_vec_reset_identical, assert_step_identical, make_ours, make_ref
 
 N = 4
@@ -259,6 +261,26 @@ def test_call_exception_is_reraised_with_its_type_and_message(closing):
     with pytest.raises(StepError, match=r"bad call \(env \d\)") as info:
         ours.call("fail_call", "bad call")
     assert type(info.value) is StepError
+
+
+@pytest.mark.parametrize("layout", [{"num_workers": 4, "inline": False}, {"num_workers": 3, "inline": True}],
+                         ids=["workers", "inline-share"])
+def test_a_call_in_which_several_envs_raised_names_each_env(closing, layout):
+    """One env per process (the last one the main process's share): envs 1, 2 and 3 raise in the
+    call. Env 1's error is raised, as ``SyncVectorEnv`` raises the first env's, naming env 1; the
+    others are notes naming their envs (until 2026-12-05 a call's errors came back without their
+    env, and the notes said "another env")."""
+    fns = [functools.partial(CallEnv, i) for i in range(N)]
+    envs = closing(ringenv.AsyncVectorEnv(fns, **layout))
+    envs.reset(seed=0)
+    with pytest.raises(StepError) as info:
+        envs.call("fail_call", "bad call")
+    assert str(info.value) == "bad call (env 1)" and info.value.env_id == 1
+    notes = notes_by_env(info.value)
+    assert sorted(notes) == [2, 3]
+    for env_id, note in notes.items():
+        assert note.rstrip().endswith(f"StepError: bad call (env {env_id})"), note
+    assert envs.get_attr("env_index") == (0, 1, 2, 3)  # usable again, as after a step's error
 
 
 def test_call_exception_cause_holds_the_remote_traceback(closing):

@@ -351,16 +351,34 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
         raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
     results: List[Any] = []
     for k, env in enumerate(envs):
-        if kind == "set_attr":
-            env.set_wrapper_attr(name, args[start + k])
-            results.append(None)
-        elif kind == "apply":
-            if args is None or start + k in args:
-                results.append(name(env))
-        else:
-            attr = env.get_wrapper_attr(name)
-            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        try:
+            if kind == "set_attr":
+                env.set_wrapper_attr(name, args[start + k])
+                results.append(None)
+            elif kind == "apply":
+                if args is None or start + k in args:
+                    results.append(name(env))
+            else:
+                attr = env.get_wrapper_attr(name)
+                results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        except BaseException as e:
+            _name_env(e, start + k)
+            raise
     return dumps(results)
+
+
+CALL_ENV_ID = "_ringenv_env_id"
+"""The attribute :func:`_call` sets on an exception raised while env ``env_id`` ran the call: the
+host (``python_envs.rs``) reads it to name the env in the error the caller gets."""
+
+
+def _name_env(exc: BaseException, env_id: int) -> None:
+    """Marks ``exc`` as raised while env ``env_id`` ran a call (:data:`CALL_ENV_ID`); an
+    exception that takes no attributes stays unnamed."""
+    try:
+        setattr(exc, CALL_ENV_ID, env_id)
+    except Exception:
+        pass
 
 
 def _describe_exception(exc: BaseException) -> Tuple[str, str, str, bytes]:
