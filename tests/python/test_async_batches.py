@@ -18,9 +18,10 @@ from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 from helper_envs import ColourSpace, JitterEnv, SpaceEnv
-from vec_asserts import assert_tree_identical
+from vec_asserts import assert_tree_identical, child_pids
 
 from ringenv import AsyncVectorEnv, make_vec
+from ringenv._batches import default_async_workers
 
 N, WORKERS, BATCH = 8, 4, 4  # 2 envs per worker, 2 workers per batch
 
@@ -229,6 +230,21 @@ def test_rust_env_batches_are_whole_workers(closing, deterministic):
     assert seen.sum() == 240
     if deterministic:  # strict rotation: every worker in turn, whatever the scheduling
         assert (seen == 20).all(), seen
+
+
+def test_a_default_layout_of_one_process_per_env_is_refused_naming_the_count_and_the_fix():
+    """67 envs (a prime) in batches of 16: only 67 one-env blocks make up a batch. The default
+    refuses to start 67 worker processes unasked (it did, on 2 cores, until 2026-12-05) and says
+    what to pass; a count that fits the cores is still the default."""
+    before = set(child_pids())
+    with pytest.raises(ValueError, match=r"num_envs \(67\) in batches of batch_size \(16\): the fewest worker "
+                                         r"processes .* is 67 \(blocks of 1 env\).*pass num_workers=67"):
+        AsyncVectorEnv([JitterEnv] * 67, batch_size=16)
+    assert set(child_pids()) == before  # refused before any process started
+    assert default_async_workers(4096, 1024, 2) == 4
+    assert default_async_workers(64, 16, 16) == 16
+    with pytest.raises(ValueError, match="is 1009"):
+        default_async_workers(1009, 500, 16)
 
 
 def test_misuse_is_refused_with_a_clear_error_before_anything_is_sent(closing):

@@ -43,6 +43,12 @@ def check_batch_size(num_envs: int, num_workers: int, batch_size: int, inline: b
                          f"(num_envs {num_envs} / {blocks} = {block}): a batch is whole workers")
 
 
+DEFAULT_ASYNC_WORKERS_PER_CORE = 4
+"""The most worker processes per usable core (counting at least 2 cores) that the default
+``num_workers`` of asynchronous batches starts: :func:`default_async_workers` refuses a layout
+needing more (a prime ``num_envs`` needs one process per env) rather than start them unasked."""
+
+
 def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
     """The default ``num_workers`` for ``batch_size < num_envs``: the smallest worker count of at
     least ``cores`` (at least 2) that divides ``num_envs`` into blocks dividing ``batch_size``;
@@ -50,14 +56,25 @@ def default_async_workers(num_envs: int, batch_size: int, cores: int) -> int:
 
     Raises:
         ValueError: when no worker count fits (``batch_size`` shares no block size with
-            ``num_envs``), naming both.
+            ``num_envs``), naming both; or when the fewest that fits is more than
+            :data:`DEFAULT_ASYNC_WORKERS_PER_CORE` per core (67 envs in batches of 16 fit only
+            67 processes of one env), naming the count and what to pass instead.
     """
     fits = [w for w in range(2, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
     if not fits:
         raise ValueError(f"no worker count splits num_envs ({num_envs}) into blocks that make up "
                          f"batch_size ({batch_size}); choose batch_size dividing num_envs, or pass num_workers")
     enough = [w for w in fits if w >= max(2, cores)]
-    return enough[0] if enough else fits[-1]
+    chosen = enough[0] if enough else fits[-1]
+    limit = DEFAULT_ASYNC_WORKERS_PER_CORE * max(2, cores)
+    if chosen > limit:
+        raise ValueError(
+            f"num_envs ({num_envs}) in batches of batch_size ({batch_size}): the fewest worker processes whose "
+            f"equal blocks of envs make up a batch is {chosen} (blocks of {num_envs // chosen} "
+            f"env{'' if num_envs == chosen else 's'}), more than "
+            f"the default starts on {cores} usable cores (at most {limit}); pass num_workers={chosen} to start "
+            f"them, or choose a num_envs that is a multiple of batch_size")
+    return chosen
 
 
 def worker_ranges(num_envs: int, num_workers: int) -> Iterator[Tuple[int, int]]:
