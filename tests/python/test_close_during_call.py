@@ -220,8 +220,10 @@ def test_ctrl_c_in_the_main_process_share_during_a_call_is_raised_before_the_wor
         assert not [n for n in os.listdir(tmp_path) if n.startswith("done-")], "the worker's call ended first"
     finally:
         open(tmp_path / "release", "w").close()
-    with pytest.raises(RemoteEnvError, match=r"KeyboardInterrupt while envs \[2, 3\] \(in one process\) ran the call"):
+    with pytest.raises(RemoteEnvError, match=r"KeyboardInterrupt while env 2 \(of envs \[2, 3\] in one process\) ran "
+                                             r"the call: it may have run on the envs before it") as info:
         envs.call_wait(timeout=GUARD_S)
+    assert info.value.env_id == 2  # the env the interrupt landed in, the share's first
     envs.close()
 
 
