@@ -209,22 +209,27 @@ THREADS_SCRIPT = textwrap.dedent(r'''
                 names.append(f.read().strip())
         return names.count("ringenv-advert")
 
+    def advert_threads_once_named(expected):
+        """advert_threads(), after waiting for `expected` of them: a thread takes its name once it
+        runs, which on a loaded machine can be after the call that started it returned (only a
+        regression waits the 30 s)."""
+        deadline = time.monotonic() + 30.0
+        while advert_threads() < expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return advert_threads()
+
     python_pool = ringenv.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, num_workers=1)
     rust_pool = ringenv.make_vec("CartPole-v1", 2)
     python_pool.reset(seed=0)
     rust_pool.reset(seed=0)
-    seen = {"open": advert_threads()}
+    seen = {"open": advert_threads_once_named(2)}
     pid = os.fork()
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
     seen["after_fork"] = advert_threads()
     rust_pool.step(np.zeros(2, np.int64))
-    # A thread takes its name once it runs: wait for that (only a regression waits 30 s).
-    deadline = time.monotonic() + 30.0
-    while advert_threads() < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    seen["after_a_call"] = advert_threads()
+    seen["after_a_call"] = advert_threads_once_named(2)
     python_pool.close()
     rust_pool.close()
     seen["closed"] = advert_threads()
