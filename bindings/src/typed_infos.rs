@@ -1,6 +1,6 @@
 //! Typed infos: the common per-step infos of a block of envs (every env of a command has an info
-//! with the same keys in the same order, each value a number) sent as typed columns in one
-//! binary message instead of pickled dicts, and turned back into Gymnasium's vectorised infos,
+//! with the same keys in the same order, each value a number or a tuple of numbers) sent as typed
+//! columns in one binary message instead of pickled dicts, and turned back into Gymnasium's vectorised infos,
 //! or each env's own dict, in the main process without a Python call per value.
 //!
 //! A worker's infos otherwise travel as a pickled list of `(env_id, info)` pairs, which the main
@@ -17,8 +17,16 @@
 //! array, nor `longdouble`/`complex128`/`timedelta64`). Gymnasium's `VectorEnv._add_info` gives
 //! such a key the column `numpy.zeros(num_envs, dtype=type(value))` (`int64`, `float64`, `bool`
 //! or the scalar's dtype) and assigns each env's value: the bytes copied here, since each value
-//! is of the column's own type. Anything else keeps the pickled path, so results and errors are
-//! Gymnasium's whichever path a step takes.
+//! is of the column's own type.
+//!
+//! A value is also typed when it is an exact `tuple` of 1 to [`MAX_ARITY`] typed values (a grid
+//! position such as gym-simplegrid's `agent_xy`). Gymnasium's column of such a key is an `object`
+//! array (`numpy.full(num_envs, None, dtype=object)`) holding each env's tuple; here the main
+//! process builds each tuple from its cells, of the env's own element types. Before tuples were
+//! typed, one such key sent a block's whole infos down the pickled path: gym-simplegrid (4 envs,
+//! ~2 µs per step) ran at 0.68x-0.82x of `SyncVectorEnv` against ~1.8x with the tuple made two
+//! numbers (benches/RESULTS.md, `audit14`). Anything else keeps the pickled path, so results and
+//! errors are Gymnasium's whichever path a step takes.
 //!
 //! The message (native byte order; the worker and the main process are one machine):
 //!
@@ -27,9 +35,12 @@
 //! 4   u32       first env id
 //! 8   u32       count of envs (at least 1), ids first .. first + count
 //! 12  u16       count of keys (at least 1)
-//! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy), u8 NumPy type number
-//!               (`dtype.num`; 0 for the Python kinds), u16 length, the key's UTF-8 bytes
-//! ..  cells:    count x keys cells of 8 bytes, env by env; a cell holds the value's bytes first
+//! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy, b't' tuple), u8 NumPy
+//!               type number (`dtype.num`; 0 for the Python kinds; a tuple's arity, 1 to
+//!               MAX_ARITY), u16 length of the name, for a tuple its arity x 2 bytes of its
+//!               elements' kinds (the first two bytes of a scalar key), the key's UTF-8 bytes
+//! ..  cells:    count x width cells of 8 bytes, env by env (width: one cell per scalar key, one
+//!               per element of a tuple key, in key order); a cell holds the value's bytes first
 //! ```
 //!
 //! Everything is checked before use (`Message::parse`): a malformed message, whoever wrote it,
@@ -48,6 +59,10 @@ pub const MAGIC: &[u8; 4] = b"\0RTI";
 const CELL: usize = 8;
 /// Bytes before the first key.
 const HEADER: usize = 14;
+/// The most elements of a typed tuple (its arity is one byte of the key's header).
+pub const MAX_ARITY: usize = 255;
+/// A tuple key's kind byte.
+const TUPLE: u8 = b't';
 
 /// The type of one key's values.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -87,6 +102,99 @@ impl Kind {
             Kind::Bool => numpy::dtype::<bool>(py),
             Kind::Numpy(num) => numpy_descr(py, num)
                 .ok_or_else(|| malformed(format!("NumPy type number {num} is not a typed dtype")))?,
+        })
+    }
+}
+
+/// The type of one key's values: a typed value, or an exact `tuple` of typed values.
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum Field {
+    Scalar(Kind),
+    /// A tuple of 1 to [`MAX_ARITY`] values of these kinds, in order.
+    Tuple(Vec<Kind>),
+}
+
+impl Field {
+    /// The field of `value` when it is typed.
+    fn of(value: &Bound<'_, PyAny>) -> Option<Field> {
+        if let Some((kind, _)) = cell_of(value) {
+            return Some(Field::Scalar(kind));
+        }
+        let tuple = value.cast_exact::<PyTuple>().ok()?;
+        if tuple.is_empty() || tuple.len() > MAX_ARITY {
+            return None;
+        }
+        tuple.iter().map(|v| cell_of(&v).map(|(kind, _)| kind)).collect::<Option<_>>().map(Field::Tuple)
+    }
+
+    /// Cells per env.
+    fn width(&self) -> usize {
+        match self {
+            Field::Scalar(_) => 1,
+            Field::Tuple(kinds) => kinds.len(),
+        }
+    }
+
+    /// Appends `value`'s cells to `out` when it is of this field, else gives `None` (`out` may
+    /// then hold some of them: the caller drops the message).
+    fn push_cells(&self, value: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> Option<()> {
+        let mut push = |value: &Bound<'_, PyAny>, kind: Kind| {
+            let (k, cell) = cell_of(value)?;
+            (k == kind).then(|| out.extend_from_slice(&cell))
+        };
+        match self {
+            Field::Scalar(kind) => push(value, *kind),
+            Field::Tuple(kinds) => {
+                let tuple = value.cast_exact::<PyTuple>().ok()?;
+                if tuple.len() != kinds.len() {
+                    return None;
+                }
+                tuple.iter().zip(kinds).try_for_each(|(v, kind)| push(&v, *kind))
+            }
+        }
+    }
+}
+
+/// Turns a cell of one kind back into the env's value.
+struct Decoder<'py> {
+    kind: Kind,
+    /// The dtype of a NumPy kind (checked to be typed).
+    descr: Option<Bound<'py, PyArrayDescr>>,
+}
+
+impl<'py> Decoder<'py> {
+    /// # Errors
+    /// `ValueError` for a NumPy type number that is not a typed dtype.
+    fn new(py: Python<'py>, kind: Kind) -> PyResult<Decoder<'py>> {
+        let descr = match kind {
+            Kind::Numpy(_) => Some(kind.dtype(py)?),
+            _ => None,
+        };
+        Ok(Decoder { kind, descr })
+    }
+
+    /// The value of `cell` (CELL bytes): an `int`, `float`, `bool`, or a new NumPy scalar.
+    fn decode(&self, py: Python<'py>, cell: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        let cell: [u8; CELL] = cell.try_into().expect("a cell");
+        Ok(match (self.kind, &self.descr) {
+            (Kind::Int, _) => i64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
+            (Kind::Float, _) => f64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
+            (Kind::Bool, _) => PyBool::new(py, cell[0] != 0).to_owned().into_any(),
+            (Kind::Numpy(_), Some(descr)) => {
+                // SAFETY: the cell holds `itemsize` (<= CELL) bytes of a value of `descr`, a
+                // built-in number dtype, which NumPy copies into a new scalar (no base object
+                // needed). The result is a new reference or NULL with an exception set.
+                unsafe {
+                    let ptr = PY_ARRAY_API.PyArray_Scalar(
+                        py,
+                        cell.as_ptr() as *mut std::ffi::c_void,
+                        descr.as_dtype_ptr(),
+                        std::ptr::null_mut(),
+                    );
+                    Bound::from_owned_ptr_or_err(py, ptr)?
+                }
+            }
+            (Kind::Numpy(_), None) => unreachable!("a NumPy kind has its dtype"),
         })
     }
 }
@@ -138,41 +246,45 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// The typed message of `infos` (`(env_id, info)` pairs of one command, in env order), or `None`
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
-/// info's kind for its key.
+/// info's kind for its key (for a tuple: its arity and each element's kind).
 pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
         return None;
     }
-    let keys: Vec<(Bound<'_, PyAny>, Kind)> =
-        first.iter().map(|(key, value)| Some((key, cell_of(&value)?.0))).collect::<Option<_>>()?;
+    let keys: Vec<(Bound<'_, PyAny>, Field)> =
+        first.iter().map(|(key, value)| Some((key, Field::of(&value)?))).collect::<Option<_>>()?;
     if keys.is_empty() || keys.len() > usize::from(u16::MAX) {
         return None;
     }
-    let mut message = Vec::with_capacity(HEADER + keys.len() * 16 + infos.len() * keys.len() * CELL);
+    let width: usize = keys.iter().map(|(_, field)| field.width()).sum();
+    let mut message = Vec::with_capacity(HEADER + keys.len() * 16 + infos.len() * width * CELL);
     message.extend_from_slice(MAGIC);
     message.extend_from_slice(&u32::try_from(*first_id).ok()?.to_ne_bytes());
     message.extend_from_slice(&u32::try_from(infos.len()).ok()?.to_ne_bytes());
     message.extend_from_slice(&(keys.len() as u16).to_ne_bytes());
-    for (key, kind) in &keys {
+    for (key, field) in &keys {
         let name = key.cast_exact::<PyString>().ok()?.to_str().ok()?;
-        message.extend_from_slice(&kind.code());
+        match field {
+            Field::Scalar(kind) => message.extend_from_slice(&kind.code()),
+            Field::Tuple(kinds) => message.extend_from_slice(&[TUPLE, kinds.len() as u8]),
+        }
         message.extend_from_slice(&u16::try_from(name.len()).ok()?.to_ne_bytes());
+        if let Field::Tuple(kinds) = field {
+            kinds.iter().for_each(|kind| message.extend_from_slice(&kind.code()));
+        }
         message.extend_from_slice(name.as_bytes());
     }
     for (_, info) in infos {
         if info.len() != keys.len() {
             return None;
         }
-        for ((key, value), (expected, kind)) in info.iter().zip(&keys) {
+        for ((key, value), (expected, field)) in info.iter().zip(&keys) {
             let same = key.is(expected) || (key.is_exact_instance_of::<PyString>() && key.eq(expected).ok()?);
             if !same {
                 return None;
             }
-            match cell_of(&value) {
-                Some((k, cell)) if k == *kind => message.extend_from_slice(&cell),
-                _ => return None,
-            }
+            field.push_cells(&value, &mut message)?;
         }
     }
     Some(message)
@@ -193,7 +305,11 @@ struct Message<'a> {
     count: usize,
     /// The bytes of the keys' section, for comparing two messages' keys.
     schema: &'a [u8],
-    keys: Vec<(&'a str, Kind)>,
+    keys: Vec<(&'a str, Field)>,
+    /// Each key's first cell in an env's row.
+    offsets: Vec<usize>,
+    /// Cells of an env's row.
+    width: usize,
     cells: &'a [u8],
 }
 
@@ -214,28 +330,47 @@ impl<'a> Message<'a> {
         }
         let mut at = HEADER;
         let mut keys = Vec::with_capacity(nkeys);
+        let (mut offsets, mut width) = (Vec::with_capacity(nkeys), 0);
+        let kind_at = |at: usize| {
+            let code = bytes.get(at..at + 2).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
+            Kind::of_code([code[0], code[1]])
+                .ok_or_else(|| malformed(format!("unknown value kind {code:?} at byte {at}")))
+        };
         for _ in 0..nkeys {
             let head = bytes.get(at..at + 4).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
-            let kind = Kind::of_code([head[0], head[1]])
-                .ok_or_else(|| malformed(format!("unknown value kind {:?} at byte {at}", &head[..2])))?;
             let len = usize::from(u16::from_ne_bytes([head[2], head[3]]));
-            let name =
-                bytes.get(at + 4..at + 4 + len).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
+            let (field, elements) = if head[0] == TUPLE {
+                let arity = usize::from(head[1]);
+                if arity == 0 {
+                    return Err(malformed(format!("a tuple of no element at byte {at}")));
+                }
+                (Field::Tuple((0..arity).map(|j| kind_at(at + 4 + 2 * j)).collect::<PyResult<_>>()?), 2 * arity)
+            } else {
+                (Field::Scalar(kind_at(at)?), 0)
+            };
+            let start = at + 4 + elements;
+            let name = bytes.get(start..start + len).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
             let name =
                 std::str::from_utf8(name).map_err(|_| malformed(format!("a key that is not UTF-8 at byte {at}")))?;
-            keys.push((name, kind));
-            at += 4 + len;
+            offsets.push(width);
+            width += field.width();
+            keys.push((name, field));
+            at = start + len;
         }
         let cells = &bytes[at..];
-        if Some(cells.len()) != count.checked_mul(nkeys).and_then(|n| n.checked_mul(CELL)) {
-            return Err(malformed(format!("{} bytes of values for {count} envs x {nkeys} keys", cells.len())));
+        if Some(cells.len()) != count.checked_mul(width).and_then(|n| n.checked_mul(CELL)) {
+            return Err(malformed(format!(
+                "{} bytes of values for {count} envs x {width} cells of {nkeys} keys",
+                cells.len()
+            )));
         }
-        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, cells })
+        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, offsets, width, cells })
     }
 
-    /// The cell of env `i` (of this message's, from 0) and key `k`.
-    fn cell(&self, i: usize, k: usize) -> &'a [u8] {
-        let at = (i * self.keys.len() + k) * CELL;
+    /// Cell `j` (0 for a scalar key; the element for a tuple key) of env `i` (of this message's,
+    /// from 0) and key `k`.
+    fn cell(&self, i: usize, k: usize, j: usize) -> &'a [u8] {
+        let at = (i * self.width + self.offsets[k] + j) * CELL;
         &self.cells[at..at + CELL]
     }
 }
@@ -277,8 +412,9 @@ pub fn new_column<'py>(
 /// Gymnasium's vectorised infos of the typed messages `payloads` (each a `bytes`, in env order)
 /// when together they hold exactly the envs `env_ids` (`None`: every env, `0..num_envs`) in that
 /// order, with the same keys and kinds: for each key, in order, its column (shape
-/// `(len(env_ids),)`, the dtype of `numpy.zeros(n, dtype=type(value))`) and its mask `"_" + key`
-/// (all True, bool). `None` where the general path must decide: other envs, other keys, a key
+/// `(len(env_ids),)`: of a scalar key the dtype of `numpy.zeros(n, dtype=type(value))`, of a
+/// tuple key `object`, each entry a new tuple of the env's element types) and its mask
+/// `"_" + key` (all True, bool). `None` where the general path must decide: other envs, other keys, a key
 /// named `final_obs` or whose mask name is also a key.
 ///
 /// # Errors
@@ -315,35 +451,80 @@ pub fn typed_columns<'py>(
     }
     let every = vec![true; n];
     let out = PyDict::new(py);
-    for (k, (name, kind)) in head.keys.iter().enumerate() {
-        let descr = kind.dtype(py)?;
-        let itemsize = descr.itemsize();
-        let (column, data) = new_column(py, &descr, n)?;
-        let mut row = 0;
-        for m in &messages {
-            for i in 0..m.count {
-                let cell = m.cell(i, k);
-                // SAFETY: `data` is the new column's `n * itemsize` bytes (itemsize <= CELL) and
-                // `row < n`; a bool's byte is made 0 or 1, as NumPy's bool holds.
-                unsafe {
-                    if *kind == Kind::Bool {
-                        *data.add(row) = u8::from(cell[0] != 0);
-                    } else {
-                        std::ptr::copy_nonoverlapping(cell.as_ptr(), data.add(row * itemsize), itemsize);
-                    }
-                }
-                row += 1;
-            }
-        }
+    for (k, (name, field)) in head.keys.iter().enumerate() {
+        let column = match field {
+            Field::Scalar(kind) => scalar_column(py, &messages, k, *kind, n)?,
+            Field::Tuple(kinds) => tuple_column(py, &messages, k, kinds, n)?,
+        };
         out.set_item(*name, column)?;
         out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
     }
     Ok(Some(out))
 }
 
+/// The column of scalar key `k` of `kind` over `messages` (`n` envs in all).
+fn scalar_column<'py>(
+    py: Python<'py>,
+    messages: &[Message<'_>],
+    k: usize,
+    kind: Kind,
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let descr = kind.dtype(py)?;
+    let itemsize = descr.itemsize();
+    let (column, data) = new_column(py, &descr, n)?;
+    let mut row = 0;
+    for m in messages {
+        for i in 0..m.count {
+            let cell = m.cell(i, k, 0);
+            // SAFETY: `data` is the new column's `n * itemsize` bytes (itemsize <= CELL) and
+            // `row < n`; a bool's byte is made 0 or 1, as NumPy's bool holds.
+            unsafe {
+                if kind == Kind::Bool {
+                    *data.add(row) = u8::from(cell[0] != 0);
+                } else {
+                    std::ptr::copy_nonoverlapping(cell.as_ptr(), data.add(row * itemsize), itemsize);
+                }
+            }
+            row += 1;
+        }
+    }
+    Ok(column)
+}
+
+/// The column of tuple key `k` of element `kinds` over `messages` (`n` envs in all): a new
+/// `object` array of shape `(n,)`, entry `row` a new tuple of that env's values.
+fn tuple_column<'py>(
+    py: Python<'py>,
+    messages: &[Message<'_>],
+    k: usize,
+    kinds: &[Kind],
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let decoders: Vec<Decoder<'py>> = kinds.iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
+    let (column, data) = new_column(py, &PyArrayDescr::object(py), n)?;
+    let entries = data.cast::<*mut pyo3::ffi::PyObject>();
+    let mut row = 0;
+    for m in messages {
+        for i in 0..m.count {
+            let values = decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j)));
+            let tuple = PyTuple::new(py, values.collect::<PyResult<Vec<_>>>()?)?;
+            // SAFETY: `entries` is the new object column's `n` pointers and `row < n`; the column
+            // takes the tuple's reference and drops whatever entry NumPy had put there (NULL for
+            // a new object array; `Py_XDECREF` is a no-op on it).
+            unsafe {
+                let old = std::ptr::replace(entries.add(row), tuple.into_ptr());
+                pyo3::ffi::Py_XDECREF(old);
+            }
+            row += 1;
+        }
+    }
+    Ok(column)
+}
+
 /// Each env's own info dict from the typed message `payload`: a list of `(env_id, info)` pairs in
 /// env order, each info with the message's keys in order and values of the env's own types
-/// (`int`, `float`, `bool`, or the NumPy scalar type).
+/// (`int`, `float`, `bool`, a NumPy scalar type, or a `tuple` of those).
 ///
 /// # Errors
 /// `ValueError` for a malformed message.
@@ -354,41 +535,27 @@ pub fn typed_dicts<'py>(
     num_envs: usize,
 ) -> PyResult<Bound<'py, PyList>> {
     let m = Message::parse(payload.as_bytes(), num_envs)?;
-    let keys: Vec<(Bound<'py, PyString>, Kind, Option<Bound<'py, PyArrayDescr>>)> = m
+    let keys: Vec<(Bound<'py, PyString>, Vec<Decoder<'py>>, bool)> = m
         .keys
         .iter()
-        .map(|(name, kind)| {
-            let descr = match kind {
-                Kind::Numpy(_) => Some(kind.dtype(py)?),
-                _ => None,
+        .map(|(name, field)| {
+            let (kinds, tuple) = match field {
+                Field::Scalar(kind) => (std::slice::from_ref(kind), false),
+                Field::Tuple(kinds) => (kinds.as_slice(), true),
             };
-            Ok((PyString::intern(py, name), *kind, descr))
+            let decoders = kinds.iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
+            Ok((PyString::intern(py, name), decoders, tuple))
         })
         .collect::<PyResult<_>>()?;
     let out = PyList::empty(py);
     for i in 0..m.count {
         let info = PyDict::new(py);
-        for (k, (name, kind, descr)) in keys.iter().enumerate() {
-            let cell: [u8; CELL] = m.cell(i, k).try_into().expect("a cell");
-            let value = match (kind, descr) {
-                (Kind::Int, _) => i64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
-                (Kind::Float, _) => f64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
-                (Kind::Bool, _) => PyBool::new(py, cell[0] != 0).to_owned().into_any(),
-                (Kind::Numpy(_), Some(descr)) => {
-                    // SAFETY: the cell holds `itemsize` (<= CELL) bytes of a value of `descr`, a
-                    // built-in number dtype, which NumPy copies into a new scalar (no base
-                    // object needed). The result is a new reference or NULL with an exception.
-                    unsafe {
-                        let ptr = PY_ARRAY_API.PyArray_Scalar(
-                            py,
-                            cell.as_ptr() as *mut std::ffi::c_void,
-                            descr.as_dtype_ptr(),
-                            std::ptr::null_mut(),
-                        );
-                        Bound::from_owned_ptr_or_err(py, ptr)?
-                    }
-                }
-                (Kind::Numpy(_), None) => unreachable!("a NumPy kind has its dtype"),
+        for (k, (name, decoders, tuple)) in keys.iter().enumerate() {
+            let value = if *tuple {
+                let values = decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j)));
+                PyTuple::new(py, values.collect::<PyResult<Vec<_>>>()?)?.into_any()
+            } else {
+                decoders[0].decode(py, m.cell(i, k, 0))?
             };
             info.set_item(name, value)?;
         }

@@ -5,6 +5,8 @@ They live in a module of their own so that worker processes import them by refer
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -61,13 +63,23 @@ class LambdaInfoEnv(EveryStepInfoEnv):
         return obs, reward, terminated, truncated, info
 
 
+class Position(NamedTuple):
+    """A named tuple in an info: a subclass of ``tuple``, pickled so that it stays one."""
+
+    x: int
+    y: int
+
+
 class NumberInfoEnv(gym.Env):
-    """Infos of numbers only on most steps (typed messages, ``bindings/src/typed_infos.rs``): a
-    Python int, float and bool and NumPy scalars of every typed kind, with now and then (by step
-    and env ``index``, deterministically) what must take the pickled path instead or make the
+    """Infos of numbers and tuples of numbers only on most steps (typed messages,
+    ``bindings/src/typed_infos.rs``): a Python int, float and bool, NumPy scalars of every typed
+    kind and tuples of those (a grid position ``xy``, a mixed ``pose``), with now and then (by
+    step and env ``index``, deterministically) what must take the pickled path instead or make the
     messages of one step differ: a missing key, another type for a key, another key order, a
-    NumPy ``bool_``, a ``complex128``, a string, an array, an empty info, an ``int``
-    at ``int64``'s limits. Each info is also kept in ``last_info`` for the tests to compare."""
+    NumPy ``bool_``, a ``complex128``, a string, an array, an empty info, an ``int`` at
+    ``int64``'s limits; a tuple of another arity, of another element type, holding a string or an
+    int beyond ``int64``, a list or a named tuple in its place. Each info is also kept in
+    ``last_info`` for the tests to compare."""
 
     metadata = {"render_modes": []}
 
@@ -93,7 +105,21 @@ class NumberInfoEnv(gym.Env):
             "half": np.float16(t / 7.0),
             "wave": np.complex64(complex(t, -i)),
             "id": np.int64(i * 1000 + t),
+            "xy": (t % 5, -i),
+            "pose": (0.5 * t, np.float32(-t), t % 3 == 0, np.uint8(i)),
         }
+        if n % 41 == 15 and i == 2:
+            info["xy"] = (t % 5, -i, 0)
+        if n % 43 == 16 and i == 1:
+            info["xy"] = (float(t), -i)
+        if n % 47 == 17 and i == 3:
+            info["xy"] = (t, "left")
+        if n % 53 == 18 and i == 0:
+            info["xy"] = (2**64, i)
+        if n % 59 == 19 and i == 2:
+            info["xy"] = [t, -i]
+        if n % 61 == 20 and i == 1:
+            info["xy"] = Position(t, -i)
         if (n + i) % 29 == 4:
             info["t"] = 2**63 - 1 if i % 2 else -2**63
         if n % 7 == 3 and i == 1:

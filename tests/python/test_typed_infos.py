@@ -175,11 +175,18 @@ def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_
     first, second = _typed_message(monkeypatch)
     pairs = _native.typed_dicts(first, NUM_ENVS) + _native.typed_dicts(second, NUM_ENVS)
     assert [i for i, _ in pairs] == list(range(NUM_ENVS))
-    assert list(pairs[0][1]) == ["t", "score", "even", "energy", "small", "big", "half", "wave", "id"]
+    assert list(pairs[0][1]) == ["t", "score", "even", "energy", "small", "big", "half", "wave", "id", "xy",
+                                 "pose"]
     assert [type(v) for v in pairs[0][1].values()] == [int, float, bool, np.float32, np.int8, np.uint64,
-                                                       np.float16, np.complex64, np.int64]
+                                                       np.float16, np.complex64, np.int64, tuple, tuple]
+    assert [type(v) for v in pairs[3][1]["pose"]] == [float, np.float32, bool, np.uint8]
+    assert pairs[3][1]["xy"] == (0, -3) and pairs[3][1]["pose"] == (0.0, np.float32(0), True, np.uint8(3))
     columns = _native.typed_columns([first, second], None, NUM_ENVS)
     assert columns is not None and columns["id"].tolist() == [0, 1000, 2000, 3000]
+    # A tuple key's column is Gymnasium's: an object array of each env's tuple, all envs present.
+    assert columns["xy"].dtype == object and columns["xy"].shape == (NUM_ENVS,)
+    assert list(columns["xy"]) == [(0, 0), (0, -1), (0, -2), (0, -3)] and columns["_xy"].all()
+    assert [type(v) for v in columns["pose"][2]] == [float, np.float32, bool, np.uint8]
     # Not every env, the wrong order, another env count: the general path decides.
     assert _native.typed_columns([first], None, NUM_ENVS) is None
     assert _native.typed_columns([second, first], None, NUM_ENVS) is None
@@ -245,3 +252,29 @@ def test_keys_gymnasium_treats_specially_leave_the_columns_to_the_general_path()
     # Thousands of keys: each key's mask name is looked up, not compared with every other key.
     many = [f"key{j}" for j in range(5000)] + ["_key4999"]
     assert columns(many) is None and columns(many[:-1])["key4999"].tolist() == [4999, 5099]
+
+
+def _tuple_message(codes, cells) -> bytes:
+    """A typed message of env 0 of one tuple key ``"xy"`` whose elements have the kind ``codes``
+    (two bytes each) and the 8-byte ``cells``."""
+    head = b"t" + bytes([len(codes)]) + struct.pack("=H", 2) + b"".join(codes) + b"xy"
+    return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + b"".join(cells)
+
+
+def test_a_tuple_key_decodes_to_a_tuple_and_a_bad_one_names_what_is_wrong():
+    cells = [struct.pack("=q", -7), struct.pack("=d", 0.5), b"\1" + bytes(7)]
+    good = _tuple_message([b"i\0", b"f\0", b"b\0"], cells)
+    ((env_id, info),) = _native.typed_dicts(good, 1)
+    assert env_id == 0 and info == {"xy": (-7, 0.5, True)}
+    assert [type(v) for v in info["xy"]] == [int, float, bool]
+    column = _native.typed_columns([good], None, 1)["xy"]
+    assert column.dtype == object and column[0] == (-7, 0.5, True)
+    for bad, what in [
+        (_tuple_message([], []), "a tuple of no element"),
+        (_tuple_message([b"i\0", b"z\0"], cells[:2]), "unknown value kind"),
+        (_tuple_message([b"i\0", b"f\0"], cells), "bytes of values for 1 envs x 2 cells"),
+        (_tuple_message([b"i\0", b"n" + bytes([np.dtype(np.bool_).num])], cells[:2]), "not a typed dtype"),
+    ]:
+        for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
+            with pytest.raises(ValueError, match=what):
+                call()
