@@ -1,7 +1,8 @@
 //! Typed infos: the common per-step infos of a block of envs (every env of a command has an info
-//! with the same keys in the same order, each value a number or a tuple of numbers) sent as typed
-//! columns in one binary message instead of pickled dicts, and turned back into Gymnasium's vectorised infos,
-//! or each env's own dict, in the main process without a Python call per value.
+//! with the same keys in the same order, each value a number, a string, `None`, or a tuple of
+//! those) sent as typed columns in one binary message instead of pickled dicts, and
+//! turned back into Gymnasium's vectorised infos, or each env's own dict, in the main process
+//! without a Python call per value.
 //!
 //! A worker's infos otherwise travel as a pickled list of `(env_id, info)` pairs, which the main
 //! process unpickles into dicts and vectorises column by column (`ringenv._infos`): for 8 envs
@@ -19,14 +20,20 @@
 //! or the scalar's dtype) and assigns each env's value: the bytes copied here, since each value
 //! is of the column's own type.
 //!
-//! A value is also typed when it is an exact `tuple` of 1 to [`MAX_ARITY`] typed values (a grid
-//! position such as gym-simplegrid's `agent_xy`). Gymnasium's column of such a key is an `object`
-//! array (`numpy.full(num_envs, None, dtype=object)`) holding each env's tuple; here the main
-//! process builds each tuple from its cells, of the env's own element types. Before tuples were
-//! typed, one such key sent a block's whole infos down the pickled path: gym-simplegrid (4 envs,
-//! ~2 µs per step) ran at 0.68x-0.82x of `SyncVectorEnv` against ~1.8x with the tuple made two
-//! numbers (benches/RESULTS.md, `audit14`). Anything else keeps the pickled path, so results and
-//! errors are Gymnasium's whichever path a step takes.
+//! A value is also typed when it is an exact `str` (a text world's message), `None`, or an exact
+//! `tuple` of at most [`MAX_ARITY`] values each a number, `str` or `None` (a grid position such
+//! as gym-simplegrid's `agent_xy`): values that cannot change, so a new one equal to the env's is
+//! all a caller can tell from it (the inline share's infos are otherwise the env's own objects,
+//! as `SyncVectorEnv`'s; a `list`, which an env may keep and change, is not typed). Gymnasium's
+//! column of such a key is an `object` array (`numpy.full(num_envs, None, dtype=object)`) holding
+//! each env's value; here the main process builds each value anew from its cells, of the env's
+//! own types (a string's UTF-8 bytes follow the cells). Before these were typed, one such key sent
+//! a block's whole infos down the pickled path and Gymnasium's own `_add_info`, env by env:
+//! gym-simplegrid (4 envs, ~2 µs per step) ran at 0.68x-0.82x of `SyncVectorEnv` against ~1.8x
+//! with the tuple made two numbers (benches/RESULTS.md, `audit14`), and 8 envs of ~1 µs with a
+//! string info at 0.74x. Anything else (a subclass such as a named tuple or `numpy.str_`, a list,
+//! nested tuples, a dict, an array) keeps the pickled path, so results and errors are
+//! Gymnasium's whichever path a step takes.
 //!
 //! The message (native byte order; the worker and the main process are one machine):
 //!
@@ -35,12 +42,15 @@
 //! 4   u32       first env id
 //! 8   u32       count of envs (at least 1), ids first .. first + count
 //! 12  u16       count of keys (at least 1)
-//! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy, b't' tuple), u8 NumPy
-//!               type number (`dtype.num`; 0 for the Python kinds; a tuple's arity, 1 to
-//!               MAX_ARITY), u16 length of the name, for a tuple its arity x 2 bytes of its
-//!               elements' kinds (the first two bytes of a scalar key), the key's UTF-8 bytes
+//! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy, b's' str, b'z' None;
+//!               b't' tuple), u8 NumPy type number (`dtype.num`; 0 for the other scalar kinds;
+//!               a tuple's length, 0 to MAX_ARITY), u16 length of the name, for a tuple its
+//!               length x 2 bytes of its items' kinds (the first two bytes of a scalar key), the
+//!               key's UTF-8 bytes
 //! ..  cells:    count x width cells of 8 bytes, env by env (width: one cell per scalar key, one
-//!               per element of a tuple key, in key order); a cell holds the value's bytes first
+//!               per item of a tuple key, in key order); a cell holds a number's bytes
+//!               first, a string's offset and length (u32 each) in the text, nothing for None
+//! ..  text:     the strings' UTF-8 bytes (none unless a key holds strings)
 //! ```
 //!
 //! Everything is checked before use (`Message::parse`): a malformed message, whoever wrote it,
@@ -59,12 +69,12 @@ pub const MAGIC: &[u8; 4] = b"\0RTI";
 const CELL: usize = 8;
 /// Bytes before the first key.
 const HEADER: usize = 14;
-/// The most elements of a typed tuple (its arity is one byte of the key's header).
+/// The most items of a typed tuple (its length is one byte of the key's header).
 pub const MAX_ARITY: usize = 255;
 /// A tuple key's kind byte.
 const TUPLE: u8 = b't';
 
-/// The type of one key's values.
+/// The type of one value.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Int,
@@ -72,6 +82,11 @@ enum Kind {
     Bool,
     /// A NumPy scalar type, by its dtype's type number.
     Numpy(u8),
+    /// An exact `str`: its cell holds the offset and the length (`u32` each) of its UTF-8 bytes
+    /// in the message's text.
+    Str,
+    /// `None` (its cell holds nothing).
+    None,
 }
 
 impl Kind {
@@ -81,6 +96,8 @@ impl Kind {
             Kind::Float => [b'f', 0],
             Kind::Bool => [b'b', 0],
             Kind::Numpy(num) => [b'n', num],
+            Kind::Str => [b's', 0],
+            Kind::None => [b'z', 0],
         }
     }
 
@@ -90,19 +107,67 @@ impl Kind {
             [b'f', 0] => Some(Kind::Float),
             [b'b', 0] => Some(Kind::Bool),
             [b'n', num] => Some(Kind::Numpy(num)),
+            [b's', 0] => Some(Kind::Str),
+            [b'z', 0] => Some(Kind::None),
             _ => None,
         }
     }
 
-    /// The column's dtype: Gymnasium's `numpy.zeros(n, dtype=type(value))`'s.
-    fn dtype<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        Ok(match self {
+    /// The kind of `value` when it is typed.
+    fn of(value: &Bound<'_, PyAny>) -> Option<Kind> {
+        if value.is_none() {
+            return Some(Kind::None);
+        }
+        if value.is_exact_instance_of::<PyString>() {
+            return Some(Kind::Str);
+        }
+        cell_of(value).map(|(kind, _)| kind)
+    }
+
+    /// A number's column dtype: Gymnasium's `numpy.zeros(n, dtype=type(value))`'s; `None` for a
+    /// `str` or `None`, whose column is an `object` array.
+    ///
+    /// # Errors
+    /// `ValueError` for a NumPy type number that is not a typed dtype.
+    fn dtype<'py>(self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArrayDescr>>> {
+        Ok(Some(match self {
             Kind::Int => numpy::dtype::<i64>(py),
             Kind::Float => numpy::dtype::<f64>(py),
             Kind::Bool => numpy::dtype::<bool>(py),
             Kind::Numpy(num) => numpy_descr(py, num)
                 .ok_or_else(|| malformed(format!("NumPy type number {num} is not a typed dtype")))?,
-        })
+            Kind::Str | Kind::None => return Ok(None),
+        }))
+    }
+
+    /// Appends the cell of `value` (and a `str`'s bytes to `text`) when it is of this kind, else
+    /// gives `None`.
+    fn push(self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, text: &mut Vec<u8>) -> Option<()> {
+        match self {
+            Kind::Str => {
+                // (a `str` that UTF-8 cannot encode, a lone surrogate, is left to the pickled path)
+                let s = value.cast_exact::<PyString>().ok()?.to_str().ok()?;
+                let offset = u32::try_from(text.len()).ok()?;
+                let len = u32::try_from(s.len()).ok().filter(|len| offset.checked_add(*len).is_some())?;
+                text.extend_from_slice(s.as_bytes());
+                cells.extend_from_slice(&offset.to_ne_bytes());
+                cells.extend_from_slice(&len.to_ne_bytes());
+            }
+            Kind::None => {
+                if !value.is_none() {
+                    return None;
+                }
+                cells.extend_from_slice(&[0; CELL]);
+            }
+            _ => {
+                let (kind, cell) = cell_of(value)?;
+                if kind != self {
+                    return None;
+                }
+                cells.extend_from_slice(&cell);
+            }
+        }
+        Some(())
     }
 }
 
@@ -110,21 +175,19 @@ impl Kind {
 #[derive(Clone, PartialEq, Eq, Debug)]
 enum Field {
     Scalar(Kind),
-    /// A tuple of 1 to [`MAX_ARITY`] values of these kinds, in order.
+    /// A `tuple` of at most [`MAX_ARITY`] values of these kinds, in order.
     Tuple(Vec<Kind>),
 }
 
 impl Field {
     /// The field of `value` when it is typed.
     fn of(value: &Bound<'_, PyAny>) -> Option<Field> {
-        if let Some((kind, _)) = cell_of(value) {
+        if let Some(kind) = Kind::of(value) {
             return Some(Field::Scalar(kind));
         }
         let tuple = value.cast_exact::<PyTuple>().ok()?;
-        if tuple.is_empty() || tuple.len() > MAX_ARITY {
-            return None;
-        }
-        tuple.iter().map(|v| cell_of(&v).map(|(kind, _)| kind)).collect::<Option<_>>().map(Field::Tuple)
+        let kinds = tuple.iter().map(|item| Kind::of(&item)).collect::<Option<Vec<_>>>()?;
+        (kinds.len() <= MAX_ARITY).then_some(Field::Tuple(kinds))
     }
 
     /// Cells per env.
@@ -135,21 +198,26 @@ impl Field {
         }
     }
 
-    /// Appends `value`'s cells to `out` when it is of this field, else gives `None` (`out` may
-    /// then hold some of them: the caller drops the message).
-    fn push_cells(&self, value: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> Option<()> {
-        let mut push = |value: &Bound<'_, PyAny>, kind: Kind| {
-            let (k, cell) = cell_of(value)?;
-            (k == kind).then(|| out.extend_from_slice(&cell))
-        };
+    /// The kinds of its values (one for a scalar field).
+    fn kinds(&self) -> &[Kind] {
         match self {
-            Field::Scalar(kind) => push(value, *kind),
+            Field::Scalar(kind) => std::slice::from_ref(kind),
+            Field::Tuple(kinds) => kinds,
+        }
+    }
+
+    /// Appends `value`'s cells to `cells` (and its strings' bytes to `text`) when it is of this
+    /// field, else gives `None` (`cells` and `text` may then hold some of them: the caller drops
+    /// the message).
+    fn push(&self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, text: &mut Vec<u8>) -> Option<()> {
+        match self {
+            Field::Scalar(kind) => kind.push(value, cells, text),
             Field::Tuple(kinds) => {
                 let tuple = value.cast_exact::<PyTuple>().ok()?;
                 if tuple.len() != kinds.len() {
                     return None;
                 }
-                tuple.iter().zip(kinds).try_for_each(|(v, kind)| push(&v, *kind))
+                tuple.iter().zip(kinds).try_for_each(|(item, kind)| kind.push(&item, cells, text))
             }
         }
     }
@@ -167,19 +235,34 @@ impl<'py> Decoder<'py> {
     /// `ValueError` for a NumPy type number that is not a typed dtype.
     fn new(py: Python<'py>, kind: Kind) -> PyResult<Decoder<'py>> {
         let descr = match kind {
-            Kind::Numpy(_) => Some(kind.dtype(py)?),
+            Kind::Numpy(_) => kind.dtype(py)?,
             _ => None,
         };
         Ok(Decoder { kind, descr })
     }
 
-    /// The value of `cell` (CELL bytes): an `int`, `float`, `bool`, or a new NumPy scalar.
-    fn decode(&self, py: Python<'py>, cell: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    /// The value of `cell` (CELL bytes; a string's bytes in `text`): an `int`, `float`, `bool`,
+    /// a new NumPy scalar, a new `str`, or `None`.
+    ///
+    /// # Errors
+    /// `ValueError` for a string outside `text` or not UTF-8.
+    fn decode(&self, py: Python<'py>, cell: &[u8], text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         let cell: [u8; CELL] = cell.try_into().expect("a cell");
         Ok(match (self.kind, &self.descr) {
             (Kind::Int, _) => i64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
             (Kind::Float, _) => f64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
             (Kind::Bool, _) => PyBool::new(py, cell[0] != 0).to_owned().into_any(),
+            (Kind::None, _) => py.None().into_bound(py),
+            (Kind::Str, _) => {
+                let offset = u32::from_ne_bytes(cell[..4].try_into().expect("4 bytes")) as usize;
+                let len = u32::from_ne_bytes(cell[4..].try_into().expect("4 bytes")) as usize;
+                let bytes = text.get(offset..offset + len).ok_or_else(|| {
+                    malformed(format!("a string of {len} bytes at {offset} of a text of {} bytes", text.len()))
+                })?;
+                let s = std::str::from_utf8(bytes)
+                    .map_err(|_| malformed(format!("a string at {offset} of the text that is not UTF-8")))?;
+                PyString::new(py, s).into_any()
+            }
             (Kind::Numpy(_), Some(descr)) => {
                 // SAFETY: the cell holds `itemsize` (<= CELL) bytes of a value of `descr`, a
                 // built-in number dtype, which NumPy copies into a new scalar (no base object
@@ -196,6 +279,34 @@ impl<'py> Decoder<'py> {
             }
             (Kind::Numpy(_), None) => unreachable!("a NumPy kind has its dtype"),
         })
+    }
+}
+
+/// Turns an env's cells of one key back into its value.
+struct FieldDecoder<'py> {
+    /// Whether the key holds tuples.
+    tuple: bool,
+    decoders: Vec<Decoder<'py>>,
+}
+
+impl<'py> FieldDecoder<'py> {
+    /// # Errors
+    /// `ValueError` for a NumPy type number that is not a typed dtype.
+    fn new(py: Python<'py>, field: &Field) -> PyResult<FieldDecoder<'py>> {
+        let decoders = field.kinds().iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
+        Ok(FieldDecoder { tuple: matches!(field, Field::Tuple(_)), decoders })
+    }
+
+    /// The value of key `k` of env `i` of `m`.
+    ///
+    /// # Errors
+    /// As [`Decoder::decode`].
+    fn decode(&self, py: Python<'py>, m: &Message<'_>, i: usize, k: usize) -> PyResult<Bound<'py, PyAny>> {
+        if !self.tuple {
+            return self.decoders[0].decode(py, m.cell(i, k, 0), m.text);
+        }
+        let items = self.decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j), m.text));
+        Ok(PyTuple::new(py, items.collect::<PyResult<Vec<_>>>()?)?.into_any())
     }
 }
 
@@ -246,7 +357,8 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// The typed message of `infos` (`(env_id, info)` pairs of one command, in env order), or `None`
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
-/// info's kind for its key (for a tuple: its arity and each element's kind).
+/// info's kind for its key (for a tuple: its length and each item's kind), strings of more than
+/// 4 GiB in all.
 pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
@@ -275,6 +387,7 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
         }
         message.extend_from_slice(name.as_bytes());
     }
+    let mut text = Vec::new();
     for (_, info) in infos {
         if info.len() != keys.len() {
             return None;
@@ -284,9 +397,10 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
             if !same {
                 return None;
             }
-            field.push_cells(&value, &mut message)?;
+            field.push(&value, &mut message, &mut text)?;
         }
     }
+    message.extend_from_slice(&text);
     Some(message)
 }
 
@@ -311,6 +425,8 @@ struct Message<'a> {
     /// Cells of an env's row.
     width: usize,
     cells: &'a [u8],
+    /// The strings' UTF-8 bytes, after the cells (empty when no key holds a string).
+    text: &'a [u8],
 }
 
 impl<'a> Message<'a> {
@@ -341,10 +457,8 @@ impl<'a> Message<'a> {
             let len = usize::from(u16::from_ne_bytes([head[2], head[3]]));
             let (field, elements) = if head[0] == TUPLE {
                 let arity = usize::from(head[1]);
-                if arity == 0 {
-                    return Err(malformed(format!("a tuple of no element at byte {at}")));
-                }
-                (Field::Tuple((0..arity).map(|j| kind_at(at + 4 + 2 * j)).collect::<PyResult<_>>()?), 2 * arity)
+                let kinds = (0..arity).map(|j| kind_at(at + 4 + 2 * j)).collect::<PyResult<_>>()?;
+                (Field::Tuple(kinds), 2 * arity)
             } else {
                 (Field::Scalar(kind_at(at)?), 0)
             };
@@ -357,17 +471,17 @@ impl<'a> Message<'a> {
             keys.push((name, field));
             at = start + len;
         }
-        let cells = &bytes[at..];
-        if Some(cells.len()) != count.checked_mul(width).and_then(|n| n.checked_mul(CELL)) {
-            return Err(malformed(format!(
-                "{} bytes of values for {count} envs x {width} cells of {nkeys} keys",
-                cells.len()
-            )));
+        let rest = bytes.len() - at;
+        let has_text = keys.iter().any(|(_, field)| field.kinds().contains(&Kind::Str));
+        let size = count.checked_mul(width).and_then(|n| n.checked_mul(CELL));
+        if size.is_none_or(|size| if has_text { rest < size } else { rest != size }) {
+            return Err(malformed(format!("{rest} bytes of values for {count} envs x {width} cells of {nkeys} keys")));
         }
-        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, offsets, width, cells })
+        let (cells, text) = bytes[at..].split_at(size.unwrap_or_default());
+        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, offsets, width, cells, text })
     }
 
-    /// Cell `j` (0 for a scalar key; the element for a tuple key) of env `i` (of this message's,
+    /// Cell `j` (0 for a scalar key; the item for a tuple key) of env `i` (of this message's,
     /// from 0) and key `k`.
     fn cell(&self, i: usize, k: usize, j: usize) -> &'a [u8] {
         let at = (i * self.width + self.offsets[k] + j) * CELL;
@@ -453,8 +567,11 @@ pub fn typed_columns<'py>(
     let out = PyDict::new(py);
     for (k, (name, field)) in head.keys.iter().enumerate() {
         let column = match field {
-            Field::Scalar(kind) => scalar_column(py, &messages, k, *kind, n)?,
-            Field::Tuple(kinds) => tuple_column(py, &messages, k, kinds, n)?,
+            Field::Scalar(kind) => match kind.dtype(py)? {
+                Some(descr) => number_column(py, &messages, k, *kind, &descr, n)?,
+                None => object_column(py, &messages, k, field, n)?,
+            },
+            Field::Tuple(_) => object_column(py, &messages, k, field, n)?,
         };
         out.set_item(*name, column)?;
         out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
@@ -462,17 +579,17 @@ pub fn typed_columns<'py>(
     Ok(Some(out))
 }
 
-/// The column of scalar key `k` of `kind` over `messages` (`n` envs in all).
-fn scalar_column<'py>(
+/// The column of number key `k` of `kind` (of dtype `descr`) over `messages` (`n` envs in all).
+fn number_column<'py>(
     py: Python<'py>,
     messages: &[Message<'_>],
     k: usize,
     kind: Kind,
+    descr: &Bound<'py, PyArrayDescr>,
     n: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let descr = kind.dtype(py)?;
     let itemsize = descr.itemsize();
-    let (column, data) = new_column(py, &descr, n)?;
+    let (column, data) = new_column(py, descr, n)?;
     let mut row = 0;
     for m in messages {
         for i in 0..m.count {
@@ -492,28 +609,31 @@ fn scalar_column<'py>(
     Ok(column)
 }
 
-/// The column of tuple key `k` of element `kinds` over `messages` (`n` envs in all): a new
-/// `object` array of shape `(n,)`, entry `row` a new tuple of that env's values.
-fn tuple_column<'py>(
+/// The column of key `k` (a `str`, `None` or tuple key) over `messages` (`n` envs in all):
+/// a new `object` array of shape `(n,)`, entry `row` that env's value, a new object.
+///
+/// # Errors
+/// `ValueError` for a string outside the text or not UTF-8, a NumPy type number that is not a
+/// typed dtype; `MemoryError`.
+fn object_column<'py>(
     py: Python<'py>,
     messages: &[Message<'_>],
     k: usize,
-    kinds: &[Kind],
+    field: &Field,
     n: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let decoders: Vec<Decoder<'py>> = kinds.iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
+    let decoder = FieldDecoder::new(py, field)?;
     let (column, data) = new_column(py, &PyArrayDescr::object(py), n)?;
     let entries = data.cast::<*mut pyo3::ffi::PyObject>();
     let mut row = 0;
     for m in messages {
         for i in 0..m.count {
-            let values = decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j)));
-            let tuple = PyTuple::new(py, values.collect::<PyResult<Vec<_>>>()?)?;
+            let value = decoder.decode(py, m, i, k)?;
             // SAFETY: `entries` is the new object column's `n` pointers and `row < n`; the column
-            // takes the tuple's reference and drops whatever entry NumPy had put there (NULL for
+            // takes the value's reference and drops whatever entry NumPy had put there (NULL for
             // a new object array; `Py_XDECREF` is a no-op on it).
             unsafe {
-                let old = std::ptr::replace(entries.add(row), tuple.into_ptr());
+                let old = std::ptr::replace(entries.add(row), value.into_ptr());
                 pyo3::ffi::Py_XDECREF(old);
             }
             row += 1;
@@ -524,7 +644,7 @@ fn tuple_column<'py>(
 
 /// Each env's own info dict from the typed message `payload`: a list of `(env_id, info)` pairs in
 /// env order, each info with the message's keys in order and values of the env's own types
-/// (`int`, `float`, `bool`, a NumPy scalar type, or a `tuple` of those).
+/// (`int`, `float`, `bool`, a NumPy scalar type, `str`, `None`, or a `tuple` of those).
 ///
 /// # Errors
 /// `ValueError` for a malformed message.
@@ -535,29 +655,16 @@ pub fn typed_dicts<'py>(
     num_envs: usize,
 ) -> PyResult<Bound<'py, PyList>> {
     let m = Message::parse(payload.as_bytes(), num_envs)?;
-    let keys: Vec<(Bound<'py, PyString>, Vec<Decoder<'py>>, bool)> = m
+    let keys: Vec<(Bound<'py, PyString>, FieldDecoder<'py>)> = m
         .keys
         .iter()
-        .map(|(name, field)| {
-            let (kinds, tuple) = match field {
-                Field::Scalar(kind) => (std::slice::from_ref(kind), false),
-                Field::Tuple(kinds) => (kinds.as_slice(), true),
-            };
-            let decoders = kinds.iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
-            Ok((PyString::intern(py, name), decoders, tuple))
-        })
+        .map(|(name, field)| Ok((PyString::intern(py, name), FieldDecoder::new(py, field)?)))
         .collect::<PyResult<_>>()?;
     let out = PyList::empty(py);
     for i in 0..m.count {
         let info = PyDict::new(py);
-        for (k, (name, decoders, tuple)) in keys.iter().enumerate() {
-            let value = if *tuple {
-                let values = decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j)));
-                PyTuple::new(py, values.collect::<PyResult<Vec<_>>>()?)?.into_any()
-            } else {
-                decoders[0].decode(py, m.cell(i, k, 0))?
-            };
-            info.set_item(name, value)?;
+        for (k, (name, decoder)) in keys.iter().enumerate() {
+            info.set_item(name, decoder.decode(py, &m, i, k)?)?;
         }
         out.append(PyTuple::new(py, [(m.first + i).into_pyobject(py)?.into_any(), info.into_any()])?)?;
     }

@@ -71,15 +71,16 @@ class Position(NamedTuple):
 
 
 class NumberInfoEnv(gym.Env):
-    """Infos of numbers and tuples of numbers only on most steps (typed messages,
-    ``bindings/src/typed_infos.rs``): a Python int, float and bool, NumPy scalars of every typed
-    kind and tuples of those (a grid position ``xy``, a mixed ``pose``), with now and then (by
-    step and env ``index``, deterministically) what must take the pickled path instead or make the
-    messages of one step differ: a missing key, another type for a key, another key order, a
-    NumPy ``bool_``, a ``complex128``, a string, an array, an empty info, an ``int`` at
-    ``int64``'s limits; a tuple of another arity, of another element type, holding a string or an
-    int beyond ``int64``, a list or a named tuple in its place. Each info is also kept in
-    ``last_info`` for the tests to compare."""
+    """Infos of typed values only on most steps (typed messages, ``bindings/src/typed_infos.rs``):
+    a Python int, float and bool, NumPy scalars of every typed kind, a string (``msg``, not
+    always ASCII), ``None``, and tuples of those (a grid position ``xy``, a mixed ``pose``, a
+    ``path``, an empty ``events``), with now and then (by step and env ``index``,
+    deterministically) what must take the pickled path instead or make the messages of one step
+    differ: a missing key, another type for a key, another key order, a NumPy ``bool_``, a
+    ``complex128``, an array, an empty info, an ``int`` at ``int64``'s limits; a tuple of another
+    length or item type, holding an int beyond ``int64`` or a nested tuple, a list (which an env
+    may change: the inline share's stays the env's own object) or a named tuple in its place; a string with a lone surrogate (UTF-8 cannot encode it), a ``numpy.str_``.
+    Each info is also kept in ``last_info`` for the tests to compare."""
 
     metadata = {"render_modes": []}
 
@@ -107,19 +108,31 @@ class NumberInfoEnv(gym.Env):
             "id": np.int64(i * 1000 + t),
             "xy": (t % 5, -i),
             "pose": (0.5 * t, np.float32(-t), t % 3 == 0, np.uint8(i)),
+            "msg": ["moved", "bumped into a wall", "", "picked up the key → déjà"][(t + i) % 4],
+            "none": None,
+            "path": (t, "north" if t % 2 else "south", None),
+            "events": (),
         }
         if n % 41 == 15 and i == 2:
             info["xy"] = (t % 5, -i, 0)
         if n % 43 == 16 and i == 1:
             info["xy"] = (float(t), -i)
         if n % 47 == 17 and i == 3:
-            info["xy"] = (t, "left")
+            info["xy"] = (t, (1, 2))
         if n % 53 == 18 and i == 0:
             info["xy"] = (2**64, i)
         if n % 59 == 19 and i == 2:
             info["xy"] = [t, -i]
         if n % 61 == 20 and i == 1:
             info["xy"] = Position(t, -i)
+        if n % 67 == 21 and i == 0:
+            info["msg"] = "half \ud800 a character"
+        if n % 71 == 22 and i == 3:
+            info["msg"] = np.str_("moved")
+        if n % 73 == 23 and i == 2:
+            info["path"] = [t, "south", None]
+        if n % 79 == 24 and i == 1:
+            info["none"] = 0
         if (n + i) % 29 == 4:
             info["t"] = 2**63 - 1 if i % 2 else -2**63
         if n % 7 == 3 and i == 1:

@@ -25,8 +25,14 @@ class _SubArray(np.ndarray):
     """A subclass of ``numpy.ndarray``, as an info value."""
 
 
+class _Level(int):
+    """A subclass of ``int`` (as an ``IntEnum`` is), as an info value: Gymnasium keeps it in an
+    ``object`` column, since its type is not exactly ``int``."""
+
+
 def _value(rng: random.Random, depth: int = 0):
-    kind = rng.choice(["int", "float", "bool", "np.float32", "np.int8", "np.bool_", "str", "array", "dict", "none"])
+    kind = rng.choice(["int", "float", "bool", "np.float32", "np.int8", "np.bool_", "str", "array", "dict", "none",
+                       "list", "tuple", "level"])
     if kind == "int":
         return rng.randint(-10**6, 10**6)
     if kind == "float":
@@ -41,6 +47,12 @@ def _value(rng: random.Random, depth: int = 0):
         return np.bool_(rng.random() < 0.5)
     if kind == "str":
         return rng.choice(["a", "bb", ""])
+    if kind == "list":
+        return rng.choice([[1, 2], [], ["x"]])
+    if kind == "tuple":
+        return rng.choice([(1, 2), (), (0.5, "x", None)])
+    if kind == "level":
+        return _Level(rng.randint(0, 3))
     if kind == "array":
         # Shapes that stack, broadcast ((1,) into (3,)) or neither; dtypes that match or cast; now
         # and then a subclass (Gymnasium's isinstance takes it as an array).
@@ -286,6 +298,27 @@ def test_arrays_of_one_shape_and_dtype_are_stacked_without_gymnasiums_path():
     finally:
         env.close()
     assert ours["action_mask"].shape == (3, 6) and ours["action_mask"][2].tolist() == [1, 1, 0, 1, 2, 0]
+
+
+def test_lists_strings_and_none_fill_an_object_column_without_gymnasiums_path():
+    """Values Gymnasium keeps in an ``object`` array (lists, strings, ``None``, tuples, an ``int``
+    subclass): the column it builds, holding the envs' own objects, without its env-by-env path,
+    for every env, some envs and a recv's batch."""
+    batch = [(i, {"log": [i, 2], "msg": "ok" * i, "none": None, "xy": (i, -i), "level": _Level(i)})
+             for i in range(NUM_ENVS)]
+    env = _reference_env()
+    try:
+        ours = add_infos({}, batch, NUM_ENVS, _refuse)
+        _assert_same(ours, _gymnasiums(env, batch))
+        assert [v is batch[i][1]["log"] for i, v in enumerate(ours["log"])] == [True] * NUM_ENVS
+        some = [batch[1], batch[4]]
+        _assert_same(add_infos({}, some, NUM_ENVS, _refuse), _gymnasiums(env, some))
+        ids = np.array([2, 3, 5], dtype=np.int32)
+        part = add_batch_infos({i: batch[i][1] for i in ids.tolist()}, ids, NUM_ENVS, _refuse)
+        _assert_same(part, _rows(_gymnasiums(env, [batch[i] for i in ids.tolist()]), ids))
+    finally:
+        env.close()
+    assert ours["log"].dtype == object and ours["log"][3] == [3, 2] and part["xy"][0] == (2, -2)
 
 
 #: Numbers of every kind the fast path takes, at the edges where a conversion overflows, truncates,

@@ -176,17 +176,24 @@ def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_
     pairs = _native.typed_dicts(first, NUM_ENVS) + _native.typed_dicts(second, NUM_ENVS)
     assert [i for i, _ in pairs] == list(range(NUM_ENVS))
     assert list(pairs[0][1]) == ["t", "score", "even", "energy", "small", "big", "half", "wave", "id", "xy",
-                                 "pose"]
+                                 "pose", "msg", "none", "path", "events"]
     assert [type(v) for v in pairs[0][1].values()] == [int, float, bool, np.float32, np.int8, np.uint64,
-                                                       np.float16, np.complex64, np.int64, tuple, tuple]
+                                                       np.float16, np.complex64, np.int64, tuple, tuple, str,
+                                                       type(None), tuple, tuple]
     assert [type(v) for v in pairs[3][1]["pose"]] == [float, np.float32, bool, np.uint8]
     assert pairs[3][1]["xy"] == (0, -3) and pairs[3][1]["pose"] == (0.0, np.float32(0), True, np.uint8(3))
+    assert [info["msg"] for _, info in pairs] == ["moved", "bumped into a wall", "",
+                                                  "picked up the key \u2192 d\u00e9j\u00e0"]
+    assert pairs[1][1]["path"] == (0, "south", None) and pairs[1][1]["events"] == ()
     columns = _native.typed_columns([first, second], None, NUM_ENVS)
     assert columns is not None and columns["id"].tolist() == [0, 1000, 2000, 3000]
     # A tuple key's column is Gymnasium's: an object array of each env's tuple, all envs present.
     assert columns["xy"].dtype == object and columns["xy"].shape == (NUM_ENVS,)
     assert list(columns["xy"]) == [(0, 0), (0, -1), (0, -2), (0, -3)] and columns["_xy"].all()
     assert [type(v) for v in columns["pose"][2]] == [float, np.float32, bool, np.uint8]
+    assert columns["msg"].dtype == object and columns["msg"][1] == "bumped into a wall"
+    assert columns["none"].dtype == object and list(columns["none"]) == [None] * NUM_ENVS
+    assert columns["events"][0] == () and columns["path"][3] == (0, "south", None)
     # Not every env, the wrong order, another env count: the general path decides.
     assert _native.typed_columns([first], None, NUM_ENVS) is None
     assert _native.typed_columns([second, first], None, NUM_ENVS) is None
@@ -196,7 +203,7 @@ def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_
     with pytest.raises(ValueError, match="malformed typed infos"):
         _native.typed_dicts(first[:-1], NUM_ENVS)  # a value's byte missing
     with pytest.raises(ValueError, match="malformed typed infos"):
-        _native.typed_columns([first, second + b"\0"], None, NUM_ENVS)
+        _native.typed_columns([first, second[:-1]], None, NUM_ENVS)  # the last string's byte missing
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -254,26 +261,34 @@ def test_keys_gymnasium_treats_specially_leave_the_columns_to_the_general_path()
     assert columns(many) is None and columns(many[:-1])["key4999"].tolist() == [4999, 5099]
 
 
-def _tuple_message(codes, cells) -> bytes:
-    """A typed message of env 0 of one tuple key ``"xy"`` whose elements have the kind ``codes``
-    (two bytes each) and the 8-byte ``cells``."""
-    head = b"t" + bytes([len(codes)]) + struct.pack("=H", 2) + b"".join(codes) + b"xy"
-    return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + b"".join(cells)
+def _sequence_message(kind, codes, cells, text=b"") -> bytes:
+    """A typed message of env 0 of one key ``"xy"`` of the kind byte ``kind`` (``b"t"``: a tuple)
+    whose items have the kinds ``codes`` (two bytes each), the 8-byte ``cells`` and the strings'
+    ``text``."""
+    head = kind + bytes([len(codes)]) + struct.pack("=H", 2) + b"".join(codes) + b"xy"
+    return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + b"".join(cells) + text
 
 
-def test_a_tuple_key_decodes_to_a_tuple_and_a_bad_one_names_what_is_wrong():
-    cells = [struct.pack("=q", -7), struct.pack("=d", 0.5), b"\1" + bytes(7)]
-    good = _tuple_message([b"i\0", b"f\0", b"b\0"], cells)
+def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
+    text = "d\u00e9j\u00e0 vu".encode()
+    string = struct.pack("=II", 0, len(text))
+    cells = [struct.pack("=q", -7), struct.pack("=d", 0.5), b"\1" + bytes(7), bytes(8), string]
+    codes = [b"i\0", b"f\0", b"b\0", b"z\0", b"s\0"]
+    good = _sequence_message(b"t", codes, cells, text)
     ((env_id, info),) = _native.typed_dicts(good, 1)
-    assert env_id == 0 and info == {"xy": (-7, 0.5, True)}
-    assert [type(v) for v in info["xy"]] == [int, float, bool]
+    assert env_id == 0 and info == {"xy": (-7, 0.5, True, None, "d\u00e9j\u00e0 vu")}
+    assert [type(v) for v in info["xy"]] == [int, float, bool, type(None), str]
     column = _native.typed_columns([good], None, 1)["xy"]
-    assert column.dtype == object and column[0] == (-7, 0.5, True)
+    assert column.dtype == object and column[0] == (-7, 0.5, True, None, "d\u00e9j\u00e0 vu")
+    assert _native.typed_dicts(_sequence_message(b"t", [], []), 1) == [(0, {"xy": ()})]
     for bad, what in [
-        (_tuple_message([], []), "a tuple of no element"),
-        (_tuple_message([b"i\0", b"z\0"], cells[:2]), "unknown value kind"),
-        (_tuple_message([b"i\0", b"f\0"], cells), "bytes of values for 1 envs x 2 cells"),
-        (_tuple_message([b"i\0", b"n" + bytes([np.dtype(np.bool_).num])], cells[:2]), "not a typed dtype"),
+        (_sequence_message(b"t", [b"i\0", b"y\0"], cells[:2]), "unknown value kind"),
+        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "bytes of values for 1 envs x 2 cells"),
+        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:2], b"x"), "bytes of values for 1 envs x 2 cells"),
+        (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a text of 8 bytes"),
+        (_sequence_message(b"t", [b"s\0"], [string], b"\xff" * len(text)), "not UTF-8"),
+        (_sequence_message(b"l", [b"i\0"], cells[:1]), "unknown value kind"),  # lists are not typed
+        (_sequence_message(b"t", [b"i\0", b"n" + bytes([np.dtype(np.bool_).num])], cells[:2]), "not a typed dtype"),
     ]:
         for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
             with pytest.raises(ValueError, match=what):

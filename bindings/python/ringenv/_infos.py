@@ -15,10 +15,12 @@ the column has the first value's type and ``np.array(values, dtype=T)`` holds ex
 item-by-item assignment would, :func:`_scalar_type`; FrozenLake's ``prob`` is a ``float`` after a
 step and the ``int`` 1 after a reset), and with one ``np.stack`` when every value is a NumPy array
 of one shape and dtype (Taxi's ``action_mask``: Gymnasium's column is ``np.zeros((num_envs,
-*shape), dtype)`` with each env's array assigned to its row, which is what stacking them gives).
-Every other key (nested dicts, ``final_obs``, objects, arrays of differing shapes or dtypes,
-numbers mixed with other values) goes through Gymnasium's own ``_add_info`` env by env, so its
-result, and any error, stay Gymnasium's.
+*shape), dtype)`` with each env's array assigned to its row, which is what stacking them gives),
+and with one ``object`` array filled item by item when no value is a number, an array or a dict
+(a list, a string, ``None``, a named tuple: Gymnasium's column is ``np.full(num_envs, None,
+dtype=object)`` with each env's value assigned, the same objects). Every other key (nested
+dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
+through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
 """
 
 from __future__ import annotations
@@ -92,11 +94,42 @@ def _same_arrays(values: Sequence[Any]) -> Optional[_Arrays]:
     return _Arrays(shape, dtype)
 
 
+class _Objects:
+    """The column type of values Gymnasium keeps in an ``object`` array (see :func:`_objects`)."""
+
+
+_OBJECTS = _Objects()
+
+
+def _objects(values: Sequence[Any]) -> Optional[_Objects]:
+    """:data:`_OBJECTS` when no value is one Gymnasium's ``_add_info`` gives a typed column or
+    recurses into: not exactly an ``int``, ``float`` or ``bool``, nor a NumPy number, nor a
+    ``numpy.ndarray`` or ``dict`` (or a subclass of either); else ``None``. Such a key's column is
+    ``np.full(n, None, dtype=object)`` with each env's value assigned (the object itself: a list
+    or a tuple assigned to one entry of an object array is not unpacked)."""
+    for t in set(map(type, values)):
+        if t in _PLAIN or issubclass(t, (np.number, np.ndarray, dict)):
+            return None
+    return _OBJECTS
+
+
 def _column_type(values: Sequence[Any]) -> Any:
     """What :func:`_fill` builds ``values``' column from: their :func:`_scalar_type`, else an
-    :class:`_Arrays` (:func:`_same_arrays`), else ``None`` (Gymnasium's ``_add_info``)."""
+    :class:`_Arrays` (:func:`_same_arrays`), else :data:`_OBJECTS` (:func:`_objects`), else
+    ``None`` (Gymnasium's ``_add_info``)."""
     t = _scalar_type(values)
-    return t if t is not None else _same_arrays(values)
+    if t is None:
+        t = _same_arrays(values)
+    return t if t is not None else _objects(values)
+
+
+def _object_column(n: int, ids: Sequence[int], values: Sequence[Any]) -> np.ndarray:
+    """Gymnasium's ``object`` column of ``n`` entries: ``None`` but at ``ids``, which hold
+    ``values`` (the objects themselves)."""
+    array = np.full(n, None, dtype=object)
+    for i, value in zip(ids, values):
+        array[i] = value
+    return array
 
 
 def _column(values: Sequence[Any], t: Any) -> np.ndarray:
@@ -107,6 +140,8 @@ def _column(values: Sequence[Any], t: Any) -> np.ndarray:
     bytes against 5.6 µs for ``np.stack``, the same dtype, shape and bytes, and for ``object``
     arrays the same elements as Gymnasium's assignment (a 0-d object array is kept as the row's
     element, where ``np.stack`` would unpack it)."""
+    if t is _OBJECTS:
+        return _object_column(len(values), range(len(values)), values)
     return np.array(values) if type(t) is _Arrays else np.array(values, dtype=t)
 
 
@@ -177,7 +212,9 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
         if len(ids) == num_envs:  # every env (each at most once, in order): ids are 0..num_envs-1
             infos[key], infos[mask] = _column(values, t), _every(num_envs).copy()
             continue
-        if type(t) is _Arrays:
+        if t is _OBJECTS:
+            array = _object_column(num_envs, ids, values)
+        elif type(t) is _Arrays:
             array = np.zeros((num_envs, *t.shape), dtype=t.dtype)
             array[ids] = _column(values, t)
         else:
