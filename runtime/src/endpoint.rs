@@ -14,6 +14,14 @@
 //! thread could be started), a worker asleep waiting for a command also checks its parent every
 //! 100 ms; with the watcher running, an idle worker wakes once a second instead (`IDLE_RECHECK`).
 //!
+//! A main process that replaces itself (`execve`: a script that restarts itself, a launcher that
+//! execs the real program) keeps its pid, so its pidfd never fires; but its end of each control
+//! socket is close-on-exec, and closes. So the watcher also waits for the control socket's
+//! hang-up, and ends the worker then too, unless the worker has taken its `Close` command (the
+//! main process may then drop the socket while the worker still closes its envs). Gymnasium's
+//! `AsyncVectorEnv` workers end the same way, on their pipe's end-of-file. Before this, such a
+//! script kept one set of workers per restart for the life of the program.
+//!
 //! ```no_run
 //! use ringenv_runtime::{CommandKind, EndpointArgs, WorkerEndpoint};
 //! let args = EndpointArgs { segment_fd: 3, control_fd: 4, worker: 0, parent_pid: 1234 };
@@ -36,7 +44,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, Signal};
 use std::ops::Range;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -120,6 +128,9 @@ pub struct WorkerEndpoint {
     parent_pid: u32,
     /// Whether the watcher thread still watches the main process (else the 100 ms check runs).
     watched: Arc<AtomicBool>,
+    /// Set once this worker takes its `Close` command: the watcher then lets the control
+    /// socket's hang-up pass.
+    closing: Arc<AtomicBool>,
     /// The learned spin state of the command waits.
     spinner: Spinner,
     /// When the worker started waiting for its current command.
@@ -159,7 +170,8 @@ impl WorkerEndpoint {
     pub unsafe fn connect(args: &EndpointArgs) -> Result<WorkerEndpoint, ConnectError> {
         let control_fd = owned("control", args.control_fd)?;
         let segment_fd = owned("segment", args.segment_fd)?;
-        let watched = watch_parent(args.parent_pid)?;
+        let closing = Arc::new(AtomicBool::new(false));
+        let watched = watch_parent(args.parent_pid, control_fd.as_fd(), Arc::clone(&closing))?;
         let mut control = ControlChannel::new(UnixStream::from(control_fd));
         let report = |control: &mut ControlChannel, e: ConnectError| {
             let kind = "SegmentError".to_string();
@@ -192,6 +204,7 @@ impl WorkerEndpoint {
             control,
             parent_pid: args.parent_pid,
             watched,
+            closing,
             spinner,
             wait_started: Instant::now(),
             received: None,
@@ -260,6 +273,9 @@ impl WorkerEndpoint {
                 if !waited {
                     // Queued while the last one ran: a new stretch of work begins here.
                     self.spinner.mark_boundary();
+                }
+                if c.kind() == Ok(crate::CommandKind::Close) {
+                    self.closing.store(true, Ordering::SeqCst);
                 }
                 let steps_envs = matches!(c.kind(), Ok(crate::CommandKind::Step | crate::CommandKind::Reset));
                 self.received = Some((Instant::now(), steps_envs));
@@ -345,14 +361,21 @@ impl WorkerEndpoint {
 }
 
 /// Opens a pidfd of the main process `parent`, checks that it is this process's parent, and
-/// starts a thread that ends this worker when the main process ends. Returns a flag that holds
-/// while that thread watches (false at once where no pidfd or no thread could be had, and false
-/// if the thread stops polling), so that `next_command` knows whether to check the parent itself.
+/// starts a thread that ends this worker when the main process ends, or when the main process's
+/// end of the `control` socket closes before the worker took its `Close` (`closing` unset: an
+/// `execve` of the main process; see the [module docs](self)). Returns a flag that holds while
+/// that thread watches the pidfd (false at once where no pidfd or no thread could be had, and
+/// false if the thread stops polling), so that `next_command` knows whether to check the parent
+/// itself.
 ///
 /// The check after `pidfd_open` closes the race with a dead main process whose pid was reused:
 /// an orphan's parent changes (to init or a subreaper) and never changes back, so if `getppid`
 /// still names `parent` after the pidfd was opened, the pidfd is the main process's.
-fn watch_parent(parent: u32) -> Result<Arc<AtomicBool>, ConnectError> {
+fn watch_parent(
+    parent: u32,
+    control: BorrowedFd<'_>,
+    closing: Arc<AtomicBool>,
+) -> Result<Arc<AtomicBool>, ConnectError> {
     let gone = || ConnectError::ParentGone(parent);
     let pid = i32::try_from(parent).ok().and_then(Pid::from_raw).ok_or_else(gone)?;
     let pidfd = match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
@@ -367,11 +390,29 @@ fn watch_parent(parent: u32) -> Result<Arc<AtomicBool>, ConnectError> {
     let watched = Arc::new(AtomicBool::new(false));
     if let Some(pidfd) = pidfd {
         let flag = Arc::clone(&watched);
+        // The watcher's own descriptor of the control socket (the endpoint owns the other): the
+        // hang-up is the socket's, whichever descriptor polls it. Without one, the pidfd alone.
+        let control = rustix::io::fcntl_dupfd_cloexec(control, 3).ok();
         let watcher = move || {
-            let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+            let hang_up = PollFlags::HUP | PollFlags::RDHUP | PollFlags::ERR | PollFlags::NVAL;
+            let mut watch_control = control.is_some();
             loop {
+                let mut fds = vec![PollFd::new(&pidfd, PollFlags::IN)];
+                if let (true, Some(control)) = (watch_control, &control) {
+                    fds.push(PollFd::new(control, PollFlags::RDHUP));
+                }
                 match rustix::event::poll(&mut fds, None) {
-                    Ok(n) if n > 0 => break,
+                    Ok(n) if n > 0 => {
+                        if !fds[0].revents().is_empty() {
+                            break; // the main process ended
+                        }
+                        if fds.get(1).is_some_and(|fd| fd.revents().intersects(hang_up)) {
+                            if !closing.load(Ordering::SeqCst) {
+                                break; // the main process's end closed, no Close taken: an exec
+                            }
+                            watch_control = false; // closing: the pidfd alone from here
+                        }
+                    }
                     Ok(_) | Err(Errno::INTR) => continue,
                     // The pidfd cannot be polled: leave it to the fallback check.
                     Err(_) => {

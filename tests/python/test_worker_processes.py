@@ -1,8 +1,8 @@
 """What a worker process holds and what it leaves: it inherits no descriptor of the main process
 but its segment and control socket (an inheritable pipe or file stays out), and the helper
-processes its env starts end with it, on ``close()``, ``close(terminate=True)``, a restart, and
-the main process's death (each worker leads its own process group, killed before the worker is
-reaped)."""
+processes its env starts end with it, on ``close()``, ``close(terminate=True)``, a restart, the
+main process's death and its ``exec`` (each worker leads its own process group, killed before the
+worker is reaped)."""
 
 from __future__ import annotations
 
@@ -145,6 +145,40 @@ def test_the_main_process_dying_ends_the_helpers_too(tmp_path):
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+@pytest.mark.parametrize("make", ["python", "rust"])
+def test_a_main_process_that_replaces_itself_with_exec_ends_its_workers_and_their_helpers(tmp_path, make):
+    """``os.execv`` keeps the main process's pid, so the workers' watch of it never fires; its
+    end of each control socket closes on exec, and the workers end on that hang-up, as
+    Gymnasium's end on their pipe's end-of-file. (They kept running for the life of the new
+    program before.) The new program lives on, sleeping: only the workers must go."""
+    script = tmp_path / "restarts.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import ringenv
+        from test_worker_processes import HelperEnv
+        if {make!r} == "python":
+            envs = ringenv.AsyncVectorEnv([HelperEnv] * 2, num_workers=2)
+            envs.reset(seed=0)
+            pids = envs._pool.worker_pids() + [p for ps in envs.call("helper_pids") for p in ps]
+        else:
+            envs = ringenv.make_vec("CartPole-v1", 4, vector_kwargs={{"num_workers": 2}})
+            envs.reset(seed=0)
+            pids = envs._pool.worker_pids()
+        print(" ".join(map(str, pids)), flush=True)
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)"])
+    """))
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == (4 if make == "python" else 2), pids
+        assert wait_pids_gone(pids, timeout=60) == [], "workers (and helpers) outlived the exec of their main process"
+        assert owner.poll() is None, "the program the main process exec'd lives on"
+    finally:
+        owner.kill()
+        owner.wait(timeout=10)
 
 
 _STDIO_CLOSED = textwrap.dedent(r'''
