@@ -15,7 +15,7 @@ import numpy as np
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
 #: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
 #: ``benches/obs_copies.py``: ``obs_copies``, ``benches/text_obs.py``: ``text_obs``,
-#: ``benches/own_step.py``: ``own_step``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``; ``device``: the runs of ``benches/device_rows.py`` and
+#: ``benches/own_step.py``: ``own_step``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``, ``benches/info_kinds.py``: ``info_kinds``; ``device``: the runs of ``benches/device_rows.py`` and
 #: ``benches/python_envs.py`` on a lent 16-core GPU machine, transcribed from their output, since
 #: no such machine runs ``scripts/bench.sh``; ``builds``: two builds of the same code measured
 #: alternately, transcribed, since one run of ``scripts/bench.sh`` has one build; ``guards``,
@@ -27,7 +27,7 @@ OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs
          "audit": False, "audit3": False, "main_job_history": False, "audit4": False,
          "audit5": False, "audit6": False, "idle_cpu": False, "audit7": False, "audit8": False,
          "audit9": False, "startup": False, "audit10": False, "audit11": False, "audit12": False,
-         "audit13": False, "audit14": False}
+         "audit13": False, "audit14": False, "info_kinds": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:
