@@ -1,6 +1,6 @@
 """Per-step infos of each kind of value, stepped through ringenv beside Gymnasium's vector envs:
 which values keep a step on the typed path (``bindings/src/typed_infos.rs``: numbers, strings,
-``None``, tuples of those) and what the others cost. Writes its section of
+``None``, tuples of those; NumPy arrays from worker processes) and what the others cost. Writes its section of
 ``benches/RESULTS.md``.
 
 Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs per step, a
@@ -14,13 +14,16 @@ Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs
 - ``None``;
 - ``list``: ``[t % 8, t % 5]`` (not typed: an env may keep and change a list, and the inline
   share's infos are the env's own objects);
-- ``namedtuple``: a ``typing.NamedTuple`` of two ints (not typed: its type must be kept).
+- ``namedtuple``: a ``typing.NamedTuple`` of two ints (not typed: its type must be kept);
+- ``array``: an action mask, a ``bool`` array of shape ``(4,)`` (typed from a worker process, not
+  in the inline share, whose infos are the env's own objects).
 
 With gym-simplegrid installed (it is not one of ringenv's dependencies), a row of its
 ``SimpleGrid-8x8-v0`` too (~2 µs per step, ``{"agent_xy": tuple, "step_count": int}`` every step).
 
 Runtimes: Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` (their defaults), and
-``ringenv.AsyncVectorEnv`` with default settings and with ``num_workers=0``, each row ``--seconds``
+``ringenv.AsyncVectorEnv`` with default settings, with ``num_workers=0`` (no worker process) and
+with ``num_workers=2, inline=False`` (worker processes only), each row ``--seconds``
 through the one measurement loop (``ringenv.cli._measure.measure``), ``--rounds`` times in turn,
 quiet and then beside the busy neighbour (``benches/neighbour.py``; ``--conditions``).
 
@@ -60,10 +63,12 @@ VALUES: Dict[str, Optional[Callable[[int], Any]]] = {
     "None": lambda t: None,
     "list": lambda t: [t % 8, t % 5],
     "namedtuple": lambda t: Position(t % 8, t % 5),
+    "array": lambda t: np.array([t % 2 == 0, True, t % 3 != 0, False]),
 }
 
 #: Whether each kind keeps a step on the typed path.
-TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "no", "namedtuple": "no"}
+TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "no", "namedtuple": "no",
+         "array": "from workers"}
 
 
 class InfoKindEnv(gym.Env):
@@ -91,7 +96,8 @@ class InfoKindEnv(gym.Env):
         return self.t % 64, 0.0, False, self.t % 500 == 0, self._info()
 
 
-RUNTIMES = ("gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv", "ringenv default", "ringenv num_workers=0")
+RUNTIMES = ("gymnasium SyncVectorEnv", "gymnasium AsyncVectorEnv", "ringenv default", "ringenv num_workers=0",
+            "ringenv 2 workers, inline=False")
 
 
 def _simplegrid() -> Optional[Callable[[], gym.Env]]:
@@ -121,6 +127,7 @@ def rows(kinds: List[str], envs: int, cost_us: float, seconds: float, rounds: in
                 "gymnasium AsyncVectorEnv": lambda: gym.vector.AsyncVectorEnv(fns),
                 "ringenv default": lambda: ringenv.AsyncVectorEnv(fns),
                 "ringenv num_workers=0": lambda: ringenv.AsyncVectorEnv(fns, num_workers=0),
+                "ringenv 2 workers, inline=False": lambda: ringenv.AsyncVectorEnv(fns, num_workers=2, inline=False),
             }
             for name in RUNTIMES:
                 m = measure(makers[name], num_envs=envs, seconds=seconds, seed=0)

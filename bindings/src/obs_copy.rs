@@ -186,7 +186,7 @@ pub fn own_scalar_dtype<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyA
 }
 
 /// The data pointer of `array`.
-fn data(array: &Bound<'_, PyUntypedArray>) -> *mut std::ffi::c_char {
+pub(crate) fn data(array: &Bound<'_, PyUntypedArray>) -> *mut std::ffi::c_char {
     // SAFETY: `as_array_ptr` is the live array object `array` holds; its fields are NumPy's.
     unsafe { (*numpy::npyffi::objects::_PyArray_GET_ITEM_DATA(array.as_array_ptr())).data }
 }

@@ -578,7 +578,7 @@ impl PyEnvs {
             return Ok(None);
         }
         if !has_obs {
-            if let Some(message) = crate::typed_infos::encode(&infos) {
+            if let Some(message) = crate::typed_infos::encode(&infos, self.handover.is_none()) {
                 if let Some(handover) = &self.handover {
                     let message = PyBytes::new(py, &message).into_any().unbind();
                     *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);

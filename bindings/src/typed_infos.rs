@@ -1,8 +1,8 @@
 //! Typed infos: the common per-step infos of a block of envs (every env of a command has an info
-//! with the same keys in the same order, each value a number, a string, `None`, or a tuple of
-//! those) sent as typed columns in one binary message instead of pickled dicts, and
-//! turned back into Gymnasium's vectorised infos, or each env's own dict, in the main process
-//! without a Python call per value.
+//! with the same keys in the same order, each value a number, a string, `None`, a tuple of
+//! those, or from a worker process a NumPy array of one dtype and shape) sent as typed columns
+//! in one binary message instead of pickled dicts, and turned back into Gymnasium's vectorised
+//! infos, or each env's own dict, in the main process without a Python call per value.
 //!
 //! A worker's infos otherwise travel as a pickled list of `(env_id, info)` pairs, which the main
 //! process unpickles into dicts and vectorises column by column (`ringenv._infos`): for 8 envs
@@ -32,8 +32,18 @@
 //! gym-simplegrid (4 envs, ~2 µs per step) ran at 0.68x-0.82x of `SyncVectorEnv` against ~1.8x
 //! with the tuple made two numbers (benches/RESULTS.md, `audit14`), and 8 envs of ~1 µs with a
 //! string info at 0.74x. Anything else (a subclass such as a named tuple or `numpy.str_`, a list,
-//! nested tuples, a dict, an array) keeps the pickled path, so results and errors are
-//! Gymnasium's whichever path a step takes.
+//! nested tuples, a dict) keeps the pickled path, so results and errors are Gymnasium's whichever
+//! path a step takes.
+//!
+//! In a worker process (not in the inline share, whose infos are the env's own objects, as
+//! `SyncVectorEnv`'s: an env may keep and change an array it returned) a value is also typed when
+//! it is an exact `numpy.ndarray` of a bool, integer, float or complex dtype in native byte order,
+//! C-contiguous, of at most [`MAX_NDIM`] dimensions (an action mask, a position): every env's of
+//! the key of the same dtype and shape. Gymnasium's column of such a key is
+//! `numpy.zeros((num_envs, *shape), dtype)` with each env's array assigned to its row, which is
+//! its bytes; here the bytes are copied from the env's array into the message and from the
+//! message into the column's row, where pickling made a new array of each and Gymnasium's
+//! `_add_info` assigned it row by row.
 //!
 //! The message (native byte order; the worker and the main process are one machine):
 //!
@@ -43,21 +53,24 @@
 //! 8   u32       count of envs (at least 1), ids first .. first + count
 //! 12  u16       count of keys (at least 1)
 //! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy, b's' str, b'z' None;
-//!               b't' tuple), u8 NumPy type number (`dtype.num`; 0 for the other scalar kinds;
-//!               a tuple's length, 0 to MAX_ARITY), u16 length of the name, for a tuple its
-//!               length x 2 bytes of its items' kinds (the first two bytes of a scalar key), the
-//!               key's UTF-8 bytes
-//! ..  cells:    count x width cells of 8 bytes, env by env (width: one cell per scalar key, one
-//!               per item of a tuple key, in key order); a cell holds a number's bytes
-//!               first, a string's offset and length (u32 each) in the text, nothing for None
-//! ..  text:     the strings' UTF-8 bytes (none unless a key holds strings)
+//!               b't' tuple; b'a' array), u8 NumPy type number (`dtype.num`, of a NumPy scalar
+//!               or an array's dtype; 0 for the other scalar kinds; a tuple's length, 0 to
+//!               MAX_ARITY), u16 length of the name, for a tuple its length x 2 bytes of its
+//!               items' kinds (the first two bytes of a scalar key), for an array a u8 count of
+//!               dimensions (0 to MAX_NDIM) and a u32 per dimension, the key's UTF-8 bytes
+//! ..  cells:    count x width cells of 8 bytes, env by env (width: one cell per scalar or array
+//!               key, one per item of a tuple key, in key order); a cell holds a number's bytes
+//!               first, a string's or an array's offset and length in bytes (u32 each) in the
+//!               data section, nothing for None
+//! ..  data:     the strings' UTF-8 bytes and the arrays' bytes in C order (none unless a key
+//!               holds strings or arrays)
 //! ```
 //!
 //! Everything is checked before use (`Message::parse`): a malformed message, whoever wrote it,
 //! raises `ValueError` naming what was wrong; it cannot crash or hang the main process.
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -73,6 +86,10 @@ const HEADER: usize = 14;
 pub const MAX_ARITY: usize = 255;
 /// A tuple key's kind byte.
 const TUPLE: u8 = b't';
+/// An array key's kind byte.
+const ARRAY: u8 = b'a';
+/// The most dimensions of a typed array (NumPy 2's own limit is 64).
+pub const MAX_NDIM: usize = 32;
 
 /// The type of one value.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -83,7 +100,7 @@ enum Kind {
     /// A NumPy scalar type, by its dtype's type number.
     Numpy(u8),
     /// An exact `str`: its cell holds the offset and the length (`u32` each) of its UTF-8 bytes
-    /// in the message's text.
+    /// in the message's data.
     Str,
     /// `None` (its cell holds nothing).
     None,
@@ -140,16 +157,16 @@ impl Kind {
         }))
     }
 
-    /// Appends the cell of `value` (and a `str`'s bytes to `text`) when it is of this kind, else
+    /// Appends the cell of `value` (and a `str`'s bytes to `data`) when it is of this kind, else
     /// gives `None`.
-    fn push(self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, text: &mut Vec<u8>) -> Option<()> {
+    fn push(self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, data: &mut Vec<u8>) -> Option<()> {
         match self {
             Kind::Str => {
                 // (a `str` that UTF-8 cannot encode, a lone surrogate, is left to the pickled path)
                 let s = value.cast_exact::<PyString>().ok()?.to_str().ok()?;
-                let offset = u32::try_from(text.len()).ok()?;
+                let offset = u32::try_from(data.len()).ok()?;
                 let len = u32::try_from(s.len()).ok().filter(|len| offset.checked_add(*len).is_some())?;
-                text.extend_from_slice(s.as_bytes());
+                data.extend_from_slice(s.as_bytes());
                 cells.extend_from_slice(&offset.to_ne_bytes());
                 cells.extend_from_slice(&len.to_ne_bytes());
             }
@@ -177,13 +194,26 @@ enum Field {
     Scalar(Kind),
     /// A `tuple` of at most [`MAX_ARITY`] values of these kinds, in order.
     Tuple(Vec<Kind>),
+    /// An exact `numpy.ndarray` of the dtype of this type number (native byte order) and this
+    /// shape, C-contiguous: its cell holds the offset and the length (`u32` each) of its bytes in
+    /// the message's data.
+    Array {
+        num: u8,
+        shape: Vec<usize>,
+    },
 }
 
 impl Field {
-    /// The field of `value` when it is typed.
-    fn of(value: &Bound<'_, PyAny>) -> Option<Field> {
+    /// The field of `value` when it is typed (an array only where `arrays`).
+    fn of(value: &Bound<'_, PyAny>, arrays: bool) -> Option<Field> {
         if let Some(kind) = Kind::of(value) {
             return Some(Field::Scalar(kind));
+        }
+        if arrays {
+            if let Some(array) = typed_array(value) {
+                let num = u8::try_from(array.dtype().num()).ok()?;
+                return Some(Field::Array { num, shape: array.shape().to_vec() });
+            }
         }
         let tuple = value.cast_exact::<PyTuple>().ok()?;
         let kinds = tuple.iter().map(|item| Kind::of(&item)).collect::<Option<Vec<_>>>()?;
@@ -193,34 +223,86 @@ impl Field {
     /// Cells per env.
     fn width(&self) -> usize {
         match self {
-            Field::Scalar(_) => 1,
+            Field::Scalar(_) | Field::Array { .. } => 1,
             Field::Tuple(kinds) => kinds.len(),
         }
     }
 
-    /// The kinds of its values (one for a scalar field).
+    /// The kinds of its values (one for a scalar field, none for an array).
     fn kinds(&self) -> &[Kind] {
         match self {
             Field::Scalar(kind) => std::slice::from_ref(kind),
             Field::Tuple(kinds) => kinds,
+            Field::Array { .. } => &[],
         }
     }
 
-    /// Appends `value`'s cells to `cells` (and its strings' bytes to `text`) when it is of this
-    /// field, else gives `None` (`cells` and `text` may then hold some of them: the caller drops
+    /// Whether its values put bytes in the message's data section.
+    fn uses_data(&self) -> bool {
+        matches!(self, Field::Array { .. }) || self.kinds().contains(&Kind::Str)
+    }
+
+    /// Appends `value`'s cells to `cells` (and its strings' bytes to `data`) when it is of this
+    /// field, else gives `None` (`cells` and `data` may then hold some of them: the caller drops
     /// the message).
-    fn push(&self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, text: &mut Vec<u8>) -> Option<()> {
+    fn push(&self, value: &Bound<'_, PyAny>, cells: &mut Vec<u8>, data: &mut Vec<u8>) -> Option<()> {
         match self {
-            Field::Scalar(kind) => kind.push(value, cells, text),
+            Field::Scalar(kind) => kind.push(value, cells, data),
             Field::Tuple(kinds) => {
                 let tuple = value.cast_exact::<PyTuple>().ok()?;
                 if tuple.len() != kinds.len() {
                     return None;
                 }
-                tuple.iter().zip(kinds).try_for_each(|(item, kind)| kind.push(&item, cells, text))
+                tuple.iter().zip(kinds).try_for_each(|(item, kind)| kind.push(&item, cells, data))
+            }
+            Field::Array { num, shape } => {
+                let array = typed_array(value)?;
+                if array.dtype().num() != i32::from(*num) || array.shape() != shape.as_slice() {
+                    return None;
+                }
+                let nbytes = array.len() * array.dtype().itemsize();
+                let offset = u32::try_from(data.len()).ok()?;
+                let len = u32::try_from(nbytes).ok().filter(|len| offset.checked_add(*len).is_some())?;
+                // SAFETY: a C-contiguous array (checked by `typed_array`) holds exactly `nbytes`
+                // bytes at its data pointer, alive while `value` is.
+                data.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(crate::obs_copy::data(&array).cast(), nbytes)
+                });
+                cells.extend_from_slice(&offset.to_ne_bytes());
+                cells.extend_from_slice(&len.to_ne_bytes());
+                Some(())
             }
         }
     }
+}
+
+/// `value` as an array when it is an exact `numpy.ndarray`, C-contiguous, of at most
+/// [`MAX_NDIM`] dimensions (each below 2**32) and of a typed array dtype ([`array_descr`] of
+/// its type number, byte order included: no structured, sub-array or non-native dtype).
+fn typed_array<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyUntypedArray>> {
+    let py = value.py();
+    // SAFETY: NumPy's array type object, which lives as long as NumPy is loaded (this module's
+    // callers import NumPy first); `Py_TYPE` of a live object.
+    if unsafe { pyo3::ffi::Py_TYPE(value.as_ptr()) != get_type_object(py, NpyTypes::PyArray_Type) } {
+        return None;
+    }
+    // SAFETY: the exact type checked above is NumPy's array type.
+    let array = unsafe { value.cast_unchecked::<PyUntypedArray>() }.clone();
+    let typed = array.is_c_contiguous()
+        && array.ndim() <= MAX_NDIM
+        && array.shape().iter().all(|d| u32::try_from(*d).is_ok())
+        && u8::try_from(array.dtype().num())
+            .ok()
+            .and_then(|num| array_descr(py, num))
+            .is_some_and(|descr| descr.is_equiv_to(&array.dtype()));
+    typed.then_some(array)
+}
+
+/// The dtype of NumPy type number `num` when its arrays are typed (bool, integer, float or
+/// complex, native byte order), else `None`.
+fn array_descr(py: Python<'_>, num: u8) -> Option<Bound<'_, PyArrayDescr>> {
+    let descr = descr_of(py, num)?;
+    matches!(descr.kind(), b'b' | b'i' | b'u' | b'f' | b'c').then_some(descr)
 }
 
 /// Turns a cell of one kind back into the env's value.
@@ -241,12 +323,12 @@ impl<'py> Decoder<'py> {
         Ok(Decoder { kind, descr })
     }
 
-    /// The value of `cell` (CELL bytes; a string's bytes in `text`): an `int`, `float`, `bool`,
+    /// The value of `cell` (CELL bytes; a string's bytes in `data`): an `int`, `float`, `bool`,
     /// a new NumPy scalar, a new `str`, or `None`.
     ///
     /// # Errors
-    /// `ValueError` for a string outside `text` or not UTF-8.
-    fn decode(&self, py: Python<'py>, cell: &[u8], text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    /// `ValueError` for a string outside `data` or not UTF-8.
+    fn decode(&self, py: Python<'py>, cell: &[u8], data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         let cell: [u8; CELL] = cell.try_into().expect("a cell");
         Ok(match (self.kind, &self.descr) {
             (Kind::Int, _) => i64::from_ne_bytes(cell).into_pyobject(py)?.into_any(),
@@ -254,13 +336,8 @@ impl<'py> Decoder<'py> {
             (Kind::Bool, _) => PyBool::new(py, cell[0] != 0).to_owned().into_any(),
             (Kind::None, _) => py.None().into_bound(py),
             (Kind::Str, _) => {
-                let offset = u32::from_ne_bytes(cell[..4].try_into().expect("4 bytes")) as usize;
-                let len = u32::from_ne_bytes(cell[4..].try_into().expect("4 bytes")) as usize;
-                let bytes = text.get(offset..offset + len).ok_or_else(|| {
-                    malformed(format!("a string of {len} bytes at {offset} of a text of {} bytes", text.len()))
-                })?;
-                let s = std::str::from_utf8(bytes)
-                    .map_err(|_| malformed(format!("a string at {offset} of the text that is not UTF-8")))?;
+                let bytes = span(&cell, data, "a string")?;
+                let s = std::str::from_utf8(bytes).map_err(|_| malformed("a string that is not UTF-8".into()))?;
                 PyString::new(py, s).into_any()
             }
             (Kind::Numpy(_), Some(descr)) => {
@@ -282,30 +359,95 @@ impl<'py> Decoder<'py> {
     }
 }
 
+/// The bytes of the data section that `cell` (an offset and a length, `u32` each) names.
+///
+/// # Errors
+/// `ValueError` naming `what` when they are not all in `data`.
+fn span<'a>(cell: &[u8], data: &'a [u8], what: &str) -> PyResult<&'a [u8]> {
+    let offset = u32::from_ne_bytes(cell[..4].try_into().expect("4 bytes")) as usize;
+    let len = u32::from_ne_bytes(cell[4..CELL].try_into().expect("4 bytes")) as usize;
+    data.get(offset..offset + len).ok_or_else(|| {
+        malformed(format!("{what} of {len} bytes at {offset} of a data section of {} bytes", data.len()))
+    })
+}
+
+/// An array key's dtype, shape and bytes per env.
+struct ArrayLayout<'py> {
+    descr: Bound<'py, PyArrayDescr>,
+    shape: Vec<usize>,
+    nbytes: usize,
+}
+
+impl<'py> ArrayLayout<'py> {
+    /// # Errors
+    /// `ValueError` for a type number that is not a typed array dtype, or a shape of more than
+    /// `isize::MAX` bytes.
+    fn new(py: Python<'py>, num: u8, shape: &[usize]) -> PyResult<ArrayLayout<'py>> {
+        let descr = array_descr(py, num)
+            .ok_or_else(|| malformed(format!("NumPy type number {num} is not a typed array dtype")))?;
+        let nbytes = shape
+            .iter()
+            .try_fold(descr.itemsize(), |n, d| n.checked_mul(*d))
+            .filter(|n| isize::try_from(*n).is_ok())
+            .ok_or_else(|| malformed(format!("an array of shape {shape:?} too large")))?;
+        Ok(ArrayLayout { descr, shape: shape.to_vec(), nbytes })
+    }
+
+    /// The bytes of env `i`'s array of key `k` of `m`.
+    ///
+    /// # Errors
+    /// `ValueError` when they are not in the data section or not `nbytes` long.
+    fn bytes<'a>(&self, m: &Message<'a>, i: usize, k: usize) -> PyResult<&'a [u8]> {
+        let bytes = span(m.cell(i, k, 0), m.data, "an array")?;
+        if bytes.len() != self.nbytes {
+            return Err(malformed(format!(
+                "an array of {} bytes for shape {:?} of {} bytes",
+                bytes.len(),
+                self.shape,
+                self.nbytes
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
 /// Turns an env's cells of one key back into its value.
 struct FieldDecoder<'py> {
     /// Whether the key holds tuples.
     tuple: bool,
     decoders: Vec<Decoder<'py>>,
+    /// An array key's layout.
+    array: Option<ArrayLayout<'py>>,
 }
 
 impl<'py> FieldDecoder<'py> {
     /// # Errors
-    /// `ValueError` for a NumPy type number that is not a typed dtype.
+    /// `ValueError` for a NumPy type number that is not a typed dtype; as [`ArrayLayout::new`].
     fn new(py: Python<'py>, field: &Field) -> PyResult<FieldDecoder<'py>> {
         let decoders = field.kinds().iter().map(|kind| Decoder::new(py, *kind)).collect::<PyResult<_>>()?;
-        Ok(FieldDecoder { tuple: matches!(field, Field::Tuple(_)), decoders })
+        let array = match field {
+            Field::Array { num, shape } => Some(ArrayLayout::new(py, *num, shape)?),
+            _ => None,
+        };
+        Ok(FieldDecoder { tuple: matches!(field, Field::Tuple(_)), decoders, array })
     }
 
-    /// The value of key `k` of env `i` of `m`.
+    /// The value of key `k` of env `i` of `m` (an array: a new one, of its own bytes).
     ///
     /// # Errors
-    /// As [`Decoder::decode`].
+    /// As [`Decoder::decode`] and [`ArrayLayout::bytes`]; `MemoryError`.
     fn decode(&self, py: Python<'py>, m: &Message<'_>, i: usize, k: usize) -> PyResult<Bound<'py, PyAny>> {
-        if !self.tuple {
-            return self.decoders[0].decode(py, m.cell(i, k, 0), m.text);
+        if let Some(layout) = &self.array {
+            let bytes = layout.bytes(m, i, k)?;
+            let (array, to) = new_array(py, &layout.descr, &layout.shape)?;
+            // SAFETY: the new array's `nbytes` bytes, which `bytes` is (checked).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), to, bytes.len()) };
+            return Ok(array);
         }
-        let items = self.decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j), m.text));
+        if !self.tuple {
+            return self.decoders[0].decode(py, m.cell(i, k, 0), m.data);
+        }
+        let items = self.decoders.iter().enumerate().map(|(j, d)| d.decode(py, m.cell(i, k, j), m.data));
         Ok(PyTuple::new(py, items.collect::<PyResult<Vec<_>>>()?)?.into_any())
     }
 }
@@ -313,6 +455,11 @@ impl<'py> FieldDecoder<'py> {
 /// The dtype of NumPy type number `num` when its scalars are typed (integer, float or complex,
 /// at most [`CELL`] bytes), else `None`.
 fn numpy_descr(py: Python<'_>, num: u8) -> Option<Bound<'_, PyArrayDescr>> {
+    descr_of(py, num).filter(is_typed_dtype)
+}
+
+/// NumPy's built-in dtype of type number `num` (native byte order), if there is one.
+fn descr_of(py: Python<'_>, num: u8) -> Option<Bound<'_, PyArrayDescr>> {
     // SAFETY: NumPy returns a new reference to the built-in dtype of a type number, or NULL with
     // an exception set for an unknown number.
     let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromType(py, i32::from(num)) };
@@ -323,7 +470,7 @@ fn numpy_descr(py: Python<'_>, num: u8) -> Option<Bound<'_, PyArrayDescr>> {
     // SAFETY: a new, non-null reference to a dtype object.
     let descr = unsafe { Bound::from_owned_ptr(py, descr.cast::<pyo3::ffi::PyObject>()) };
     let descr = descr.cast_into::<PyArrayDescr>().ok()?;
-    (is_typed_dtype(&descr) && descr.num() == i32::from(num)).then_some(descr)
+    (descr.num() == i32::from(num)).then_some(descr)
 }
 
 /// Whether `descr` is an integer, float or complex dtype of at most [`CELL`] bytes.
@@ -357,15 +504,16 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// The typed message of `infos` (`(env_id, info)` pairs of one command, in env order), or `None`
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
-/// info's kind for its key (for a tuple: its length and each item's kind), strings of more than
-/// 4 GiB in all.
-pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
+/// info's kind for its key (for a tuple: its length and each item's kind; for an array: its dtype
+/// and shape), strings and arrays of more than 4 GiB in all. Arrays are typed only where `arrays`
+/// (a worker process's infos, not the inline share's).
+pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], arrays: bool) -> Option<Vec<u8>> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
         return None;
     }
     let keys: Vec<(Bound<'_, PyAny>, Field)> =
-        first.iter().map(|(key, value)| Some((key, Field::of(&value)?))).collect::<Option<_>>()?;
+        first.iter().map(|(key, value)| Some((key, Field::of(&value, arrays)?))).collect::<Option<_>>()?;
     if keys.is_empty() || keys.len() > usize::from(u16::MAX) {
         return None;
     }
@@ -380,14 +528,20 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
         match field {
             Field::Scalar(kind) => message.extend_from_slice(&kind.code()),
             Field::Tuple(kinds) => message.extend_from_slice(&[TUPLE, kinds.len() as u8]),
+            Field::Array { num, .. } => message.extend_from_slice(&[ARRAY, *num]),
         }
         message.extend_from_slice(&u16::try_from(name.len()).ok()?.to_ne_bytes());
-        if let Field::Tuple(kinds) = field {
-            kinds.iter().for_each(|kind| message.extend_from_slice(&kind.code()));
+        match field {
+            Field::Scalar(_) => {}
+            Field::Tuple(kinds) => kinds.iter().for_each(|kind| message.extend_from_slice(&kind.code())),
+            Field::Array { shape, .. } => {
+                message.push(shape.len() as u8);
+                shape.iter().for_each(|d| message.extend_from_slice(&(*d as u32).to_ne_bytes()));
+            }
         }
         message.extend_from_slice(name.as_bytes());
     }
-    let mut text = Vec::new();
+    let mut data = Vec::new();
     for (_, info) in infos {
         if info.len() != keys.len() {
             return None;
@@ -397,10 +551,10 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<Vec<u8>> {
             if !same {
                 return None;
             }
-            field.push(&value, &mut message, &mut text)?;
+            field.push(&value, &mut message, &mut data)?;
         }
     }
-    message.extend_from_slice(&text);
+    message.extend_from_slice(&data);
     Some(message)
 }
 
@@ -426,7 +580,7 @@ struct Message<'a> {
     width: usize,
     cells: &'a [u8],
     /// The strings' UTF-8 bytes, after the cells (empty when no key holds a string).
-    text: &'a [u8],
+    data: &'a [u8],
 }
 
 impl<'a> Message<'a> {
@@ -455,12 +609,25 @@ impl<'a> Message<'a> {
         for _ in 0..nkeys {
             let head = bytes.get(at..at + 4).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
             let len = usize::from(u16::from_ne_bytes([head[2], head[3]]));
-            let (field, elements) = if head[0] == TUPLE {
-                let arity = usize::from(head[1]);
-                let kinds = (0..arity).map(|j| kind_at(at + 4 + 2 * j)).collect::<PyResult<_>>()?;
-                (Field::Tuple(kinds), 2 * arity)
-            } else {
-                (Field::Scalar(kind_at(at)?), 0)
+            let (field, elements) = match head[0] {
+                TUPLE => {
+                    let arity = usize::from(head[1]);
+                    let kinds = (0..arity).map(|j| kind_at(at + 4 + 2 * j)).collect::<PyResult<_>>()?;
+                    (Field::Tuple(kinds), 2 * arity)
+                }
+                ARRAY => {
+                    let ndim = usize::from(
+                        *bytes.get(at + 4).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?,
+                    );
+                    let dims = bytes
+                        .get(at + 5..at + 5 + 4 * ndim)
+                        .filter(|_| ndim <= MAX_NDIM)
+                        .ok_or_else(|| malformed(format!("an array key of {ndim} dimensions at byte {at}")))?;
+                    let shape =
+                        dims.chunks_exact(4).map(|d| u32::from_ne_bytes(d.try_into().expect("4 bytes")) as usize);
+                    (Field::Array { num: head[1], shape: shape.collect() }, 1 + 4 * ndim)
+                }
+                _ => (Field::Scalar(kind_at(at)?), 0),
             };
             let start = at + 4 + elements;
             let name = bytes.get(start..start + len).ok_or_else(|| malformed(format!("truncated key at byte {at}")))?;
@@ -472,13 +639,13 @@ impl<'a> Message<'a> {
             at = start + len;
         }
         let rest = bytes.len() - at;
-        let has_text = keys.iter().any(|(_, field)| field.kinds().contains(&Kind::Str));
+        let has_data = keys.iter().any(|(_, field)| field.uses_data());
         let size = count.checked_mul(width).and_then(|n| n.checked_mul(CELL));
-        if size.is_none_or(|size| if has_text { rest < size } else { rest != size }) {
+        if size.is_none_or(|size| if has_data { rest < size } else { rest != size }) {
             return Err(malformed(format!("{rest} bytes of values for {count} envs x {width} cells of {nkeys} keys")));
         }
-        let (cells, text) = bytes[at..].split_at(size.unwrap_or_default());
-        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, offsets, width, cells, text })
+        let (cells, data) = bytes[at..].split_at(size.unwrap_or_default());
+        Ok(Message { first, count, schema: &bytes[HEADER..at], keys, offsets, width, cells, data })
     }
 
     /// Cell `j` (0 for a scalar key; the item for a tuple key) of env `i` (of this message's,
@@ -498,7 +665,20 @@ pub fn new_column<'py>(
     descr: &Bound<'py, PyArrayDescr>,
     n: usize,
 ) -> PyResult<(Bound<'py, PyAny>, *mut u8)> {
-    let mut dims = [n as numpy::npyffi::npy_intp];
+    new_array(py, descr, &[n])
+}
+
+/// A new array of `descr` and `shape` (at most 64 dimensions), C-contiguous, and its data
+/// pointer.
+///
+/// # Errors
+/// `MemoryError` when NumPy cannot allocate it; `ValueError` for a shape NumPy refuses.
+fn new_array<'py>(
+    py: Python<'py>,
+    descr: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+) -> PyResult<(Bound<'py, PyAny>, *mut u8)> {
+    let mut dims: Vec<numpy::npyffi::npy_intp> = shape.iter().map(|d| *d as numpy::npyffi::npy_intp).collect();
     // SAFETY: NumPy's array type and a dtype reference given to NumPy (`into_dtype_ptr` hands
     // over one reference, which `PyArray_NewFromDescr` steals); one dimension of `n`; NumPy
     // allocates the data. The result is a new reference or NULL with an exception set.
@@ -507,7 +687,7 @@ pub fn new_column<'py>(
             py,
             get_type_object(py, NpyTypes::PyArray_Type),
             descr.clone().into_dtype_ptr(),
-            1,
+            dims.len() as std::ffi::c_int,
             dims.as_mut_ptr(),
             std::ptr::null_mut(),
             std::ptr::null_mut(),
@@ -527,9 +707,10 @@ pub fn new_column<'py>(
 /// when together they hold exactly the envs `env_ids` (`None`: every env, `0..num_envs`) in that
 /// order, with the same keys and kinds: for each key, in order, its column (shape
 /// `(len(env_ids),)`: of a scalar key the dtype of `numpy.zeros(n, dtype=type(value))`, of a
-/// tuple key `object`, each entry a new tuple of the env's element types) and its mask
-/// `"_" + key` (all True, bool). `None` where the general path must decide: other envs, other keys, a key
-/// named `final_obs` or whose mask name is also a key.
+/// `str`, `None` or tuple key `object`, each entry a new value of the env's types; of an array
+/// key shape `(len(env_ids), *shape)` and the arrays' dtype, row by row their bytes) and its mask
+/// `"_" + key` (all True, bool). `None` where the general path must decide: other envs, other
+/// keys, a key named `final_obs` or whose mask name is also a key.
 ///
 /// # Errors
 /// `ValueError` for a malformed message; `MemoryError`.
@@ -572,6 +753,7 @@ pub fn typed_columns<'py>(
                 None => object_column(py, &messages, k, field, n)?,
             },
             Field::Tuple(_) => object_column(py, &messages, k, field, n)?,
+            Field::Array { num, shape } => array_column(py, &messages, k, &ArrayLayout::new(py, *num, shape)?, n)?,
         };
         out.set_item(*name, column)?;
         out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
@@ -609,11 +791,37 @@ fn number_column<'py>(
     Ok(column)
 }
 
+/// The column of array key `k` of `layout` over `messages` (`n` envs in all): a new array of
+/// shape `(n, *shape)`, row `row` that env's array's bytes.
+///
+/// # Errors
+/// As [`ArrayLayout::bytes`]; `MemoryError`.
+fn array_column<'py>(
+    py: Python<'py>,
+    messages: &[Message<'_>],
+    k: usize,
+    layout: &ArrayLayout<'py>,
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    // Every row's bytes are checked before the column is made, so a malformed shape cannot
+    // allocate more than the messages hold.
+    let rows =
+        messages.iter().flat_map(|m| (0..m.count).map(move |i| layout.bytes(m, i, k))).collect::<PyResult<Vec<_>>>()?;
+    let shape: Vec<usize> = std::iter::once(n).chain(layout.shape.iter().copied()).collect();
+    let (column, to) = new_array(py, &layout.descr, &shape)?;
+    for (row, bytes) in rows.iter().enumerate() {
+        // SAFETY: the new column's `n * nbytes` bytes; `row < n` (the messages' `n` envs) and
+        // `bytes` is `nbytes` long.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), to.add(row * layout.nbytes), layout.nbytes) };
+    }
+    Ok(column)
+}
+
 /// The column of key `k` (a `str`, `None` or tuple key) over `messages` (`n` envs in all):
 /// a new `object` array of shape `(n,)`, entry `row` that env's value, a new object.
 ///
 /// # Errors
-/// `ValueError` for a string outside the text or not UTF-8, a NumPy type number that is not a
+/// `ValueError` for a string outside the data or not UTF-8, a NumPy type number that is not a
 /// typed dtype; `MemoryError`.
 fn object_column<'py>(
     py: Python<'py>,
@@ -644,7 +852,8 @@ fn object_column<'py>(
 
 /// Each env's own info dict from the typed message `payload`: a list of `(env_id, info)` pairs in
 /// env order, each info with the message's keys in order and values of the env's own types
-/// (`int`, `float`, `bool`, a NumPy scalar type, `str`, `None`, or a `tuple` of those).
+/// (`int`, `float`, `bool`, a NumPy scalar type, `str`, `None`, or a `tuple` of those; a new
+/// `numpy.ndarray` of the env's array's dtype, shape and bytes).
 ///
 /// # Errors
 /// `ValueError` for a malformed message.

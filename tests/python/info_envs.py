@@ -70,6 +70,83 @@ class Position(NamedTuple):
     y: int
 
 
+class MaskArray(np.ndarray):
+    """An ``ndarray`` subclass in an info: pickled, so that it stays one."""
+
+
+class ArrayInfoEnv(gym.Env):
+    """Infos holding NumPy arrays on every reset and step (typed in a worker process,
+    ``bindings/src/typed_infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
+    changes in place at every step, as envs do), a ``pos`` (``float32``, ``(2,)``), a ``grid``
+    (``int16``, ``(2, 3)``), a 0-d ``uint64`` ``seen``, an empty ``complex64`` ``none_yet`` of
+    shape ``(0, 4)``, and a number ``t``; now and then (by step and env ``index``,
+    deterministically) what must take the pickled path or make the envs' messages differ:
+    another shape, another dtype, a Fortran-ordered ``grid`` (not C-contiguous), a strided view,
+    a non-native byte order, an ``ndarray`` subclass, an ``object`` array, a ``datetime64`` array,
+    a list in an array's place, arrays of 33 dimensions. Each info is also kept in
+    ``last_info``."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, index: int = 0):
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.index = index
+        self.t = self.n = self.length = 0
+        self.mask = np.ones(3, dtype=bool)
+        self.last_info: dict = {}
+
+    def _info(self) -> dict:
+        t, i, n = self.t, self.index, self.n
+        self.n += 1
+        if t:  # (not at a reset: a same-step autoreset's final_info holds the same buffer, which
+            # SyncVectorEnv copies before the reset and Gymnasium's AsyncVectorEnv after it)
+            self.mask[:] = [(t + i) % 2 == 0, t % 3 != 0, True]
+        grid = (np.arange(6, dtype=np.int16).reshape(2, 3) - 3) * (t + 1) * (i + 1)
+        info = {
+            "t": t,
+            "mask": self.mask,
+            "pos": np.array([t * 0.5, -i], dtype=np.float32),
+            "grid": grid,
+            "seen": np.array(2**64 - 1 - t, dtype=np.uint64),
+            "none_yet": np.zeros((0, 4), dtype=np.complex64),
+        }
+        if n % 7 == 3 and i == 1:
+            info["pos"] = np.array([[t, -i]], dtype=np.float32)  # ((1, 2): Gymnasium broadcasts it)
+        if n % 11 == 5 and i == 2:
+            info["pos"] = info["pos"].astype(np.float64)
+        if n % 13 == 6 and i == 0:
+            info["grid"] = np.asfortranarray(grid)
+        if n % 17 == 8 and i == 3:
+            info["grid"] = np.arange(12, dtype=np.int16).reshape(2, 6)[:, ::2]
+        if n % 19 == 9 and i == 1:
+            info["grid"] = grid.astype(">i2")
+        if n % 23 == 10 and i == 2:
+            info["mask"] = self.mask.view(MaskArray)
+        if n % 29 == 11 and i == 0:
+            info["pos"] = np.array([t, -i], dtype=object)
+        if n % 31 == 12 and i == 3:
+            info["seen"] = np.array(t, dtype="datetime64[s]")
+        if n % 37 == 13 and i == 1:
+            info["pos"] = [t * 0.5, -i]
+        if n % 41 == 14:
+            info["deep"] = np.zeros((1,) * 33, dtype=np.complex64)
+        self.last_info = dict(info)
+        return info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.length = int(self.np_random.integers(5, 12))
+        return self.np_random.random(2).astype(np.float32), self._info()
+
+    def step(self, action):
+        self.t += 1
+        done = self.t >= self.length
+        obs = self.np_random.random(2).astype(np.float32)
+        return obs, float(self.t), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info()
+
+
 class NumberInfoEnv(gym.Env):
     """Infos of typed values only on most steps (typed messages, ``bindings/src/typed_infos.rs``):
     a Python int, float and bool, NumPy scalars of every typed kind, a string (``msg``, not

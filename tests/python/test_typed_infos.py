@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 import ringenv
 from ringenv import _native
-from info_envs import NumberInfoEnv
+from info_envs import ArrayInfoEnv, NumberInfoEnv
 from vec_asserts import assert_infos_equal, assert_tree_identical
 from vec_compare import make_ref
 
@@ -25,8 +25,8 @@ NUM_ENVS = 4
 STEPS = 80
 
 
-def _fns():
-    return [functools.partial(NumberInfoEnv, i) for i in range(NUM_ENVS)]
+def _fns(env=NumberInfoEnv):
+    return [functools.partial(env, i) for i in range(NUM_ENVS)]
 
 
 class _Counting:
@@ -150,11 +150,11 @@ def test_vector_infos_false_still_gives_each_envs_dict(monkeypatch):
     assert count.columns == 0 and count.dicts > 0
 
 
-def _typed_message(monkeypatch):
-    """A typed message a worker process sent (with the envs' schedule's first step: every key
-    typed)."""
+def _typed_message(monkeypatch, env=NumberInfoEnv):
+    """The typed messages the two worker processes sent at a reset of ``env``s (the envs'
+    schedule's first step: every key typed)."""
     seen = []
-    ours = ringenv.AsyncVectorEnv(_fns(), num_workers=2, inline=False)
+    ours = ringenv.AsyncVectorEnv(_fns(env), num_workers=2, inline=False)
     try:
         absorb = ours._absorb
 
@@ -206,11 +206,12 @@ def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_
         _native.typed_columns([first, second[:-1]], None, NUM_ENVS)  # the last string's byte missing
 
 
+@pytest.mark.parametrize("env", [NumberInfoEnv, ArrayInfoEnv])
 @pytest.mark.parametrize("seed", range(4))
-def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypatch, seed):
+def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypatch, seed, env):
     """Bytes flipped, cut or added anywhere in a real message: each call raises ValueError or
     returns a well-formed result (a value flipped is just another value); the process lives."""
-    message = _typed_message(monkeypatch)[0]
+    message = _typed_message(monkeypatch, env)[0]
     rng = random.Random(seed)
     for _ in range(400):
         m = bytearray(message)
@@ -285,11 +286,93 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
         (_sequence_message(b"t", [b"i\0", b"y\0"], cells[:2]), "unknown value kind"),
         (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "bytes of values for 1 envs x 2 cells"),
         (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:2], b"x"), "bytes of values for 1 envs x 2 cells"),
-        (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a text of 8 bytes"),
+        (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a data section of 8 bytes"),
         (_sequence_message(b"t", [b"s\0"], [string], b"\xff" * len(text)), "not UTF-8"),
         (_sequence_message(b"l", [b"i\0"], cells[:1]), "unknown value kind"),  # lists are not typed
         (_sequence_message(b"t", [b"i\0", b"n" + bytes([np.dtype(np.bool_).num])], cells[:2]), "not a typed dtype"),
     ]:
         for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
+            with pytest.raises(ValueError, match=what):
+                call()
+
+
+@pytest.mark.parametrize("num_workers,inline", [(None, None), (0, None), (1, False), (2, False), (3, True)])
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_array_infos_equal_gymnasiums_typed_from_worker_processes_and_the_shares_own(monkeypatch, num_workers,
+                                                                                      inline, mode):
+    """Arrays in infos: a worker process's go as typed messages (most steps; the schedule's
+    others, pickled), the inline share's stay the env's own objects (never typed: an env may
+    change an array it returned, as ``ArrayInfoEnv`` changes its mask); the vectorised infos are
+    Gymnasium's whichever path, and ``env_infos()`` each env's arrays at that step."""
+    count = _Counting(monkeypatch)
+    kwargs = {} if num_workers is None else {"num_workers": num_workers}
+    if inline is not None:
+        kwargs["inline"] = inline
+    ours = ringenv.AsyncVectorEnv(_fns(ArrayInfoEnv), autoreset_mode=mode, **kwargs)
+    ref = make_ref(_fns(ArrayInfoEnv), autoreset_mode=mode)
+    share = range(NUM_ENVS - ours.num_envs // (ours.num_workers + 1), NUM_ENVS) if ours.inline else range(0)
+    try:
+        _assert_infos_in_order(ours.reset(seed=3)[1], ref.reset(seed=3)[1], "reset")
+        masks = [info["mask"] for info in ours.env_infos()]
+        ref.action_space.seed(3)
+        for t in range(STEPS):
+            actions = ref.action_space.sample()
+            out, ref_out = ours.step(actions), ref.step(actions)
+            _assert_infos_in_order(out[4], ref_out[4], f"step {t}")
+            _assert_env_infos_are_the_envs_own(ours, f"step {t}")
+            # The share's mask is its env's own buffer at every step; a worker's, a new copy.
+            last, masks = masks, [info["mask"] for info in ours.env_infos()]
+            own = [np.shares_memory(a, b) for a, b in zip(last, masks)]
+            assert own == [i in share for i in range(NUM_ENVS)], f"step {t}"
+            assert not any(np.shares_memory(out[4]["mask"], m) for m in masks), "the column is a copy"
+    finally:
+        ours.close()
+        ref.close()
+    if ours.num_workers == 0:
+        assert count.columns == count.dicts == 0, "the share's arrays are never typed"
+    elif ours.inline:
+        assert count.columns == 0 and count.dicts > STEPS // 3, "workers' typed, the share's not"
+    else:
+        least = 10 if mode == AutoresetMode.SAME_STEP else STEPS // 3
+        assert least < count.columns <= STEPS + 1, f"{count.columns} of {STEPS} steps vectorised natively"
+
+
+def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_what_is_wrong(monkeypatch):
+    first, second = _typed_message(monkeypatch, ArrayInfoEnv)
+    pairs = _native.typed_dicts(first, NUM_ENVS) + _native.typed_dicts(second, NUM_ENVS)
+    assert list(pairs[0][1]) == ["t", "mask", "pos", "grid", "seen", "none_yet"]
+    info = pairs[3][1]
+    assert [type(v) for v in info.values()] == [int] + [np.ndarray] * 5
+    assert info["mask"].dtype == bool and info["mask"].tolist() == [True, True, True]
+    assert info["grid"].dtype == np.int16 and info["grid"].tolist() == [[-12, -8, -4], [0, 4, 8]]
+    assert info["seen"].shape == () and info["seen"] == np.uint64(2**64 - 1)
+    assert info["none_yet"].shape == (0, 4) and info["none_yet"].dtype == np.complex64
+    assert info["pos"].flags.c_contiguous and info["pos"].flags.writeable and info["pos"].flags.owndata
+    columns = _native.typed_columns([first, second], None, NUM_ENVS)
+    assert columns["grid"].shape == (NUM_ENVS, 2, 3) and columns["grid"].dtype == np.int16
+    assert columns["grid"][3].tolist() == info["grid"].tolist() and columns["_grid"].all()
+    assert columns["pos"].tolist() == [[0.0, 0.0], [0.0, -1.0], [0.0, -2.0], [0.0, -3.0]]
+    assert columns["seen"].shape == (NUM_ENVS,) and columns["none_yet"].shape == (NUM_ENVS, 0, 4)
+
+    def array_message(num, shape, cells, data):
+        name = b"pos"
+        head = b"a" + bytes([num]) + struct.pack("=H", len(name)) + bytes([len(shape)])
+        head += b"".join(struct.pack("=I", d) for d in shape) + name
+        return b"\0RTI" + struct.pack("=IIH", 0, len(cells), 1) + head + b"".join(cells) + data
+
+    data = np.array([1.5, -2.0, 3.0, 4.0], dtype=np.float32).tobytes()
+    f32, whole = np.dtype(np.float32).num, struct.pack("=II", 0, 8)
+    good = array_message(f32, [2], [whole, struct.pack("=II", 8, 8)], data)
+    assert _native.typed_columns([good], None, 2)["pos"].tolist() == [[1.5, -2.0], [3.0, 4.0]]
+    for bad, what in [
+        (array_message(f32, [3], [whole], data), "an array of 8 bytes for shape \\[3\\] of 12 bytes"),
+        (array_message(f32, [2], [struct.pack("=II", 12, 8)], data), "an array of 8 bytes at 12 of a data section of 16"),
+        (array_message(np.dtype(object).num, [2], [whole], data), "not a typed array dtype"),
+        (array_message(np.dtype("datetime64[s]").num, [2], [whole], data), "not a typed array dtype"),
+        (array_message(f32, [1] * 33, [whole], data), "an array key of 33 dimensions"),
+        (array_message(f32, [2**31, 2**31, 2**31], [whole], data), "too large"),
+        (array_message(f32, [2], [whole], b""), "an array of 8 bytes at 0 of a data section of 0"),
+    ]:
+        for call in (lambda: _native.typed_dicts(bad, 2), lambda: _native.typed_columns([bad], [0], 2)):
             with pytest.raises(ValueError, match=what):
                 call()
