@@ -1,6 +1,7 @@
 //! Typed infos: the common per-step infos of a block of envs (every env of a command has an info
 //! with the same keys in the same order, each value a number, a string, `None`, a tuple of
-//! those, or from a worker process a NumPy array of one dtype and shape) sent as typed columns
+//! those, or from a worker process a NumPy array of one dtype and shape or a list of numbers,
+//! strings and `None`) sent as typed columns
 //! in one binary message instead of pickled dicts, and turned back into Gymnasium's vectorised
 //! infos, or each env's own dict, in the main process without a Python call per value.
 //!
@@ -24,26 +25,31 @@
 //! `tuple` of at most [`MAX_ARITY`] values each a number, `str` or `None` (a grid position such
 //! as gym-simplegrid's `agent_xy`): values that cannot change, so a new one equal to the env's is
 //! all a caller can tell from it (the inline share's infos are otherwise the env's own objects,
-//! as `SyncVectorEnv`'s; a `list`, which an env may keep and change, is not typed). Gymnasium's
+//! as `SyncVectorEnv`'s; a `list`, which an env may keep and change, is typed only from a worker
+//! process). Gymnasium's
 //! column of such a key is an `object` array (`numpy.full(num_envs, None, dtype=object)`) holding
 //! each env's value; here the main process builds each value anew from its cells, of the env's
 //! own types (a string's UTF-8 bytes follow the cells). Before these were typed, one such key sent
 //! a block's whole infos down the pickled path and Gymnasium's own `_add_info`, env by env:
 //! gym-simplegrid (4 envs, ~2 µs per step) ran at 0.68x-0.82x of `SyncVectorEnv` against ~1.8x
 //! with the tuple made two numbers (benches/RESULTS.md, `audit14`), and 8 envs of ~1 µs with a
-//! string info at 0.74x. Anything else (a subclass such as a named tuple or `numpy.str_`, a list,
-//! nested tuples, a dict) keeps the pickled path, so results and errors are Gymnasium's whichever
-//! path a step takes.
+//! string info at 0.74x. Anything else (a subclass such as a named tuple or `numpy.str_`, nested
+//! tuples, a dict) keeps the pickled path, so results and errors are Gymnasium's whichever path a
+//! step takes.
 //!
 //! In a worker process (not in the inline share, whose infos are the env's own objects, as
-//! `SyncVectorEnv`'s: an env may keep and change an array it returned) a value is also typed when
-//! it is an exact `numpy.ndarray` of a bool, integer, float or complex dtype in native byte order,
-//! C-contiguous, of at most [`MAX_NDIM`] dimensions (an action mask, a position): every env's of
-//! the key of the same dtype and shape. Gymnasium's column of such a key is
-//! `numpy.zeros((num_envs, *shape), dtype)` with each env's array assigned to its row, which is
-//! its bytes; here the bytes are copied from the env's array into the message and from the
-//! message into the column's row, where pickling made a new array of each and Gymnasium's
-//! `_add_info` assigned it row by row.
+//! `SyncVectorEnv`'s: an env may keep and change an array or a list it returned; a worker's
+//! arrive as copies either way) two more kinds of value are typed:
+//! - an exact `numpy.ndarray` of a bool, integer, float or complex dtype in native byte order,
+//!   C-contiguous, of at most [`MAX_NDIM`] dimensions (an action mask, a position): every env's
+//!   of the key of the same dtype and shape. Gymnasium's column of such a key is
+//!   `numpy.zeros((num_envs, *shape), dtype)` with each env's array assigned to its row, which is
+//!   its bytes; here the bytes are copied from the env's array into the message and from the
+//!   message into the column's row, where pickling made a new array of each and Gymnasium's
+//!   `_add_info` assigned it row by row;
+//! - an exact `list` whose items are each a number, a `str` or `None` (a text world's admissible
+//!   commands, a path of cell indices), of any length: its column is an `object` array of each
+//!   env's list, made anew here as by unpickling.
 //!
 //! The message (native byte order; the worker and the main process are one machine):
 //!
@@ -53,17 +59,18 @@
 //! 8   u32       count of envs (at least 1), ids first .. first + count
 //! 12  u16       count of keys (at least 1)
 //! 14  per key:  u8 kind (b'i' int, b'f' float, b'b' bool, b'n' NumPy, b's' str, b'z' None;
-//!               b't' tuple; b'a' array), u8 NumPy type number (`dtype.num`, of a NumPy scalar
+//!               b't' tuple; b'a' array; b'l' list), u8 NumPy type number (`dtype.num`, of a NumPy scalar
 //!               or an array's dtype; 0 for the other scalar kinds; a tuple's length, 0 to
 //!               MAX_ARITY), u16 length of the name, for a tuple its length x 2 bytes of its
 //!               items' kinds (the first two bytes of a scalar key), for an array a u8 count of
 //!               dimensions (0 to MAX_NDIM) and a u32 per dimension, the key's UTF-8 bytes
 //! ..  cells:    count x width cells of 8 bytes, env by env (width: one cell per scalar or array
 //!               key, one per item of a tuple key, in key order); a cell holds a number's bytes
-//!               first, a string's or an array's offset and length in bytes (u32 each) in the
-//!               data section, nothing for None
-//! ..  data:     the strings' UTF-8 bytes and the arrays' bytes in C order (none unless a key
-//!               holds strings or arrays)
+//!               first, a string's, an array's or a list's offset and length in bytes (u32 each)
+//!               in the data section, nothing for None
+//! ..  data:     the strings' UTF-8 bytes, the arrays' bytes in C order, and the lists: 10 bytes
+//!               per item, its kind (2 bytes, as a scalar key's) and its cell (none unless a key
+//!               holds strings, arrays or lists)
 //! ```
 //!
 //! Everything is checked before use (`Message::parse`): a malformed message, whoever wrote it,
@@ -88,6 +95,10 @@ pub const MAX_ARITY: usize = 255;
 const TUPLE: u8 = b't';
 /// An array key's kind byte.
 const ARRAY: u8 = b'a';
+/// A list key's kind byte.
+const LIST: u8 = b'l';
+/// Bytes of one item of a list in the data section: its kind and its cell.
+const ITEM: usize = 2 + CELL;
 /// The most dimensions of a typed array (NumPy 2's own limit is 64).
 pub const MAX_NDIM: usize = 32;
 
@@ -201,15 +212,21 @@ enum Field {
         num: u8,
         shape: Vec<usize>,
     },
+    /// An exact `list` of typed values of any kinds: its cell holds the offset and the length
+    /// (`u32` each) of its items in the message's data, [`ITEM`] bytes each.
+    List,
 }
 
 impl Field {
-    /// The field of `value` when it is typed (an array only where `arrays`).
-    fn of(value: &Bound<'_, PyAny>, arrays: bool) -> Option<Field> {
+    /// The field of `value` when it is typed (an array or a list only where `copies`).
+    fn of(value: &Bound<'_, PyAny>, copies: bool) -> Option<Field> {
         if let Some(kind) = Kind::of(value) {
             return Some(Field::Scalar(kind));
         }
-        if arrays {
+        if copies {
+            if value.is_exact_instance_of::<PyList>() {
+                return Some(Field::List);
+            }
             if let Some(array) = typed_array(value) {
                 let num = u8::try_from(array.dtype().num()).ok()?;
                 return Some(Field::Array { num, shape: array.shape().to_vec() });
@@ -223,7 +240,7 @@ impl Field {
     /// Cells per env.
     fn width(&self) -> usize {
         match self {
-            Field::Scalar(_) | Field::Array { .. } => 1,
+            Field::Scalar(_) | Field::Array { .. } | Field::List => 1,
             Field::Tuple(kinds) => kinds.len(),
         }
     }
@@ -233,13 +250,13 @@ impl Field {
         match self {
             Field::Scalar(kind) => std::slice::from_ref(kind),
             Field::Tuple(kinds) => kinds,
-            Field::Array { .. } => &[],
+            Field::Array { .. } | Field::List => &[],
         }
     }
 
     /// Whether its values put bytes in the message's data section.
     fn uses_data(&self) -> bool {
-        matches!(self, Field::Array { .. }) || self.kinds().contains(&Kind::Str)
+        matches!(self, Field::Array { .. } | Field::List) || self.kinds().contains(&Kind::Str)
     }
 
     /// Appends `value`'s cells to `cells` (and its strings' bytes to `data`) when it is of this
@@ -268,6 +285,22 @@ impl Field {
                 data.extend_from_slice(unsafe {
                     std::slice::from_raw_parts(crate::obs_copy::data(&array).cast(), nbytes)
                 });
+                cells.extend_from_slice(&offset.to_ne_bytes());
+                cells.extend_from_slice(&len.to_ne_bytes());
+                Some(())
+            }
+            Field::List => {
+                let list = value.cast_exact::<PyList>().ok()?;
+                // (its strings' bytes go to `data` first, then its items)
+                let mut items = Vec::with_capacity(list.len() * ITEM);
+                for item in list.iter() {
+                    let kind = Kind::of(&item)?;
+                    items.extend_from_slice(&kind.code());
+                    kind.push(&item, &mut items, data)?;
+                }
+                let offset = u32::try_from(data.len()).ok()?;
+                let len = u32::try_from(items.len()).ok().filter(|len| offset.checked_add(*len).is_some())?;
+                data.extend_from_slice(&items);
                 cells.extend_from_slice(&offset.to_ne_bytes());
                 cells.extend_from_slice(&len.to_ne_bytes());
                 Some(())
@@ -371,6 +404,33 @@ fn span<'a>(cell: &[u8], data: &'a [u8], what: &str) -> PyResult<&'a [u8]> {
     })
 }
 
+/// The list of `cell` (its items' offset and length in `data`): a new `list` of each item's
+/// value (see [`Decoder::decode`]).
+///
+/// # Errors
+/// `ValueError` for items outside `data` or not whole, an unknown kind, a string outside `data`
+/// or not UTF-8, a NumPy type number that is not a typed dtype.
+fn decode_list<'py>(py: Python<'py>, cell: &[u8], data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let items = span(cell, data, "a list")?;
+    if items.len() % ITEM != 0 {
+        return Err(malformed(format!("a list of {} bytes, not whole items of {ITEM}", items.len())));
+    }
+    // (a decoder is made once per run of items of one kind: a NumPy kind's looks its dtype up)
+    let mut decoder: Option<Decoder<'py>> = None;
+    let mut values = Vec::with_capacity(items.len() / ITEM);
+    for item in items.chunks_exact(ITEM) {
+        let kind = Kind::of_code([item[0], item[1]])
+            .ok_or_else(|| malformed(format!("unknown value kind {:?} in a list", &item[..2])))?;
+        let d = match decoder.take() {
+            Some(d) if d.kind == kind => d,
+            _ => Decoder::new(py, kind)?,
+        };
+        values.push(d.decode(py, &item[2..], data)?);
+        decoder = Some(d);
+    }
+    Ok(PyList::new(py, values)?.into_any())
+}
+
 /// An array key's dtype, shape and bytes per env.
 struct ArrayLayout<'py> {
     descr: Bound<'py, PyArrayDescr>,
@@ -418,6 +478,8 @@ struct FieldDecoder<'py> {
     decoders: Vec<Decoder<'py>>,
     /// An array key's layout.
     array: Option<ArrayLayout<'py>>,
+    /// Whether the key holds lists.
+    list: bool,
 }
 
 impl<'py> FieldDecoder<'py> {
@@ -429,7 +491,7 @@ impl<'py> FieldDecoder<'py> {
             Field::Array { num, shape } => Some(ArrayLayout::new(py, *num, shape)?),
             _ => None,
         };
-        Ok(FieldDecoder { tuple: matches!(field, Field::Tuple(_)), decoders, array })
+        Ok(FieldDecoder { tuple: matches!(field, Field::Tuple(_)), decoders, array, list: *field == Field::List })
     }
 
     /// The value of key `k` of env `i` of `m` (an array: a new one, of its own bytes).
@@ -443,6 +505,9 @@ impl<'py> FieldDecoder<'py> {
             // SAFETY: the new array's `nbytes` bytes, which `bytes` is (checked).
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), to, bytes.len()) };
             return Ok(array);
+        }
+        if self.list {
+            return decode_list(py, m.cell(i, k, 0), m.data);
         }
         if !self.tuple {
             return self.decoders[0].decode(py, m.cell(i, k, 0), m.data);
@@ -505,15 +570,16 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
 /// info's kind for its key (for a tuple: its length and each item's kind; for an array: its dtype
-/// and shape), strings and arrays of more than 4 GiB in all. Arrays are typed only where `arrays`
-/// (a worker process's infos, not the inline share's).
-pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], arrays: bool) -> Option<Vec<u8>> {
+/// and shape), strings, arrays and lists of more than 4 GiB in all. Arrays and lists are typed
+/// only where `copies` (a worker process's infos, which the main process gets as copies; not the
+/// inline share's).
+pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], copies: bool) -> Option<Vec<u8>> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
         return None;
     }
     let keys: Vec<(Bound<'_, PyAny>, Field)> =
-        first.iter().map(|(key, value)| Some((key, Field::of(&value, arrays)?))).collect::<Option<_>>()?;
+        first.iter().map(|(key, value)| Some((key, Field::of(&value, copies)?))).collect::<Option<_>>()?;
     if keys.is_empty() || keys.len() > usize::from(u16::MAX) {
         return None;
     }
@@ -529,10 +595,11 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], arrays: bool) -> Option<Vec<
             Field::Scalar(kind) => message.extend_from_slice(&kind.code()),
             Field::Tuple(kinds) => message.extend_from_slice(&[TUPLE, kinds.len() as u8]),
             Field::Array { num, .. } => message.extend_from_slice(&[ARRAY, *num]),
+            Field::List => message.extend_from_slice(&[LIST, 0]),
         }
         message.extend_from_slice(&u16::try_from(name.len()).ok()?.to_ne_bytes());
         match field {
-            Field::Scalar(_) => {}
+            Field::Scalar(_) | Field::List => {}
             Field::Tuple(kinds) => kinds.iter().for_each(|kind| message.extend_from_slice(&kind.code())),
             Field::Array { shape, .. } => {
                 message.push(shape.len() as u8);
@@ -627,6 +694,7 @@ impl<'a> Message<'a> {
                         dims.chunks_exact(4).map(|d| u32::from_ne_bytes(d.try_into().expect("4 bytes")) as usize);
                     (Field::Array { num: head[1], shape: shape.collect() }, 1 + 4 * ndim)
                 }
+                LIST if head[1] == 0 => (Field::List, 0),
                 _ => (Field::Scalar(kind_at(at)?), 0),
             };
             let start = at + 4 + elements;
@@ -707,7 +775,7 @@ fn new_array<'py>(
 /// when together they hold exactly the envs `env_ids` (`None`: every env, `0..num_envs`) in that
 /// order, with the same keys and kinds: for each key, in order, its column (shape
 /// `(len(env_ids),)`: of a scalar key the dtype of `numpy.zeros(n, dtype=type(value))`, of a
-/// `str`, `None` or tuple key `object`, each entry a new value of the env's types; of an array
+/// `str`, `None`, tuple or list key `object`, each entry a new value of the env's types; of an array
 /// key shape `(len(env_ids), *shape)` and the arrays' dtype, row by row their bytes) and its mask
 /// `"_" + key` (all True, bool). `None` where the general path must decide: other envs, other
 /// keys, a key named `final_obs` or whose mask name is also a key.
@@ -752,7 +820,7 @@ pub fn typed_columns<'py>(
                 Some(descr) => number_column(py, &messages, k, *kind, &descr, n)?,
                 None => object_column(py, &messages, k, field, n)?,
             },
-            Field::Tuple(_) => object_column(py, &messages, k, field, n)?,
+            Field::Tuple(_) | Field::List => object_column(py, &messages, k, field, n)?,
             Field::Array { num, shape } => array_column(py, &messages, k, &ArrayLayout::new(py, *num, shape)?, n)?,
         };
         out.set_item(*name, column)?;
@@ -817,7 +885,7 @@ fn array_column<'py>(
     Ok(column)
 }
 
-/// The column of key `k` (a `str`, `None` or tuple key) over `messages` (`n` envs in all):
+/// The column of key `k` (a `str`, `None`, tuple or list key) over `messages` (`n` envs in all):
 /// a new `object` array of shape `(n,)`, entry `row` that env's value, a new object.
 ///
 /// # Errors
@@ -853,7 +921,7 @@ fn object_column<'py>(
 /// Each env's own info dict from the typed message `payload`: a list of `(env_id, info)` pairs in
 /// env order, each info with the message's keys in order and values of the env's own types
 /// (`int`, `float`, `bool`, a NumPy scalar type, `str`, `None`, or a `tuple` of those; a new
-/// `numpy.ndarray` of the env's array's dtype, shape and bytes).
+/// `numpy.ndarray` of the env's array's dtype, shape and bytes, a new `list` of such scalars).
 ///
 /// # Errors
 /// `ValueError` for a malformed message.

@@ -74,17 +74,24 @@ class MaskArray(np.ndarray):
     """An ``ndarray`` subclass in an info: pickled, so that it stays one."""
 
 
-class ArrayInfoEnv(gym.Env):
-    """Infos holding NumPy arrays on every reset and step (typed in a worker process,
-    ``bindings/src/typed_infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
+class CommandList(list):
+    """A ``list`` subclass in an info: pickled, so that it stays one."""
+
+
+class MutableInfoEnv(gym.Env):
+    """Infos holding NumPy arrays and lists, values an env may change, on every reset and step
+    (typed in a worker process, ``bindings/src/typed_infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
     changes in place at every step, as envs do), a ``pos`` (``float32``, ``(2,)``), a ``grid``
     (``int16``, ``(2, 3)``), a 0-d ``uint64`` ``seen``, an empty ``complex64`` ``none_yet`` of
-    shape ``(0, 4)``, and a number ``t``; now and then (by step and env ``index``,
+    shape ``(0, 4)``, a number ``t``, a text world's admissible ``commands`` (a list of ``str``
+    of 0 to 3 items), a ``path`` (a list of ``int``, ``float``, ``bool``, NumPy scalars and
+    ``None``); now and then (by step and env ``index``,
     deterministically) what must take the pickled path or make the envs' messages differ:
     another shape, another dtype, a Fortran-ordered ``grid`` (not C-contiguous), a strided view,
     a non-native byte order, an ``ndarray`` subclass, an ``object`` array, a ``datetime64`` array,
-    a list in an array's place, arrays of 33 dimensions. Each info is also kept in
-    ``last_info``."""
+    a list in an array's place, arrays of 33 dimensions; a list holding a list, a tuple, an int
+    beyond ``int64``, a ``numpy.str_`` or a string UTF-8 cannot encode, a list subclass, a tuple
+    in a list's place. Each info is also kept in ``last_info``."""
 
     metadata = {"render_modes": []}
 
@@ -110,6 +117,8 @@ class ArrayInfoEnv(gym.Env):
             "grid": grid,
             "seen": np.array(2**64 - 1 - t, dtype=np.uint64),
             "none_yet": np.zeros((0, 4), dtype=np.complex64),
+            "commands": ["go north", "take key", "open door \u2192 d\u00e9j\u00e0"][:(t + i) % 4],
+            "path": [t, 0.5 * i, t % 2 == 0, np.int8(-t % 100), None, np.float32(i)],
         }
         if n % 7 == 3 and i == 1:
             info["pos"] = np.array([[t, -i]], dtype=np.float32)  # ((1, 2): Gymnasium broadcasts it)
@@ -131,6 +140,20 @@ class ArrayInfoEnv(gym.Env):
             info["pos"] = [t * 0.5, -i]
         if n % 41 == 14:
             info["deep"] = np.zeros((1,) * 33, dtype=np.complex64)
+        if n % 43 == 15 and i == 0:
+            info["path"].append([t])
+        if n % 47 == 16 and i == 1:
+            info["path"][0] = (t, i)
+        if n % 53 == 17 and i == 2:
+            info["path"].append(2**64 + t)
+        if n % 59 == 18 and i == 3:
+            info["commands"] = [np.str_("look")]
+        if n % 61 == 19 and i == 0:
+            info["commands"] = ["half \ud800 a character"]
+        if n % 67 == 20 and i == 1:
+            info["commands"] = CommandList(["look"])
+        if n % 71 == 21 and i == 2:
+            info["path"] = tuple(info["path"])
         self.last_info = dict(info)
         return info
 

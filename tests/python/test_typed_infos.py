@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 import ringenv
 from ringenv import _native
-from info_envs import ArrayInfoEnv, NumberInfoEnv
+from info_envs import MutableInfoEnv, NumberInfoEnv
 from vec_asserts import assert_infos_equal, assert_tree_identical
 from vec_compare import make_ref
 
@@ -206,7 +206,7 @@ def test_a_typed_message_decodes_to_the_envs_dicts_and_names_what_is_wrong_with_
         _native.typed_columns([first, second[:-1]], None, NUM_ENVS)  # the last string's byte missing
 
 
-@pytest.mark.parametrize("env", [NumberInfoEnv, ArrayInfoEnv])
+@pytest.mark.parametrize("env", [NumberInfoEnv, MutableInfoEnv])
 @pytest.mark.parametrize("seed", range(4))
 def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypatch, seed, env):
     """Bytes flipped, cut or added anywhere in a real message: each call raises ValueError or
@@ -288,7 +288,7 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
         (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:2], b"x"), "bytes of values for 1 envs x 2 cells"),
         (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a data section of 8 bytes"),
         (_sequence_message(b"t", [b"s\0"], [string], b"\xff" * len(text)), "not UTF-8"),
-        (_sequence_message(b"l", [b"i\0"], cells[:1]), "unknown value kind"),  # lists are not typed
+        (_sequence_message(b"l", [b"i\0"], cells[:1]), "unknown value kind"),  # (a list key's second byte is 0)
         (_sequence_message(b"t", [b"i\0", b"n" + bytes([np.dtype(np.bool_).num])], cells[:2]), "not a typed dtype"),
     ]:
         for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
@@ -298,18 +298,19 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
 
 @pytest.mark.parametrize("num_workers,inline", [(None, None), (0, None), (1, False), (2, False), (3, True)])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_array_infos_equal_gymnasiums_typed_from_worker_processes_and_the_shares_own(monkeypatch, num_workers,
-                                                                                      inline, mode):
-    """Arrays in infos: a worker process's go as typed messages (most steps; the schedule's
-    others, pickled), the inline share's stay the env's own objects (never typed: an env may
-    change an array it returned, as ``ArrayInfoEnv`` changes its mask); the vectorised infos are
-    Gymnasium's whichever path, and ``env_infos()`` each env's arrays at that step."""
+def test_array_and_list_infos_equal_gymnasiums_typed_from_worker_processes_the_shares_their_own(
+        monkeypatch, num_workers, inline, mode):
+    """Arrays and lists in infos: a worker process's go as typed messages (most steps; the
+    schedule's others, pickled), the inline share's stay the env's own objects (never typed: an
+    env may change an array or a list it returned, as ``MutableInfoEnv`` changes its mask); the
+    vectorised infos are Gymnasium's whichever path, and ``env_infos()`` each env's values at
+    that step."""
     count = _Counting(monkeypatch)
     kwargs = {} if num_workers is None else {"num_workers": num_workers}
     if inline is not None:
         kwargs["inline"] = inline
-    ours = ringenv.AsyncVectorEnv(_fns(ArrayInfoEnv), autoreset_mode=mode, **kwargs)
-    ref = make_ref(_fns(ArrayInfoEnv), autoreset_mode=mode)
+    ours = ringenv.AsyncVectorEnv(_fns(MutableInfoEnv), autoreset_mode=mode, **kwargs)
+    ref = make_ref(_fns(MutableInfoEnv), autoreset_mode=mode)
     share = range(NUM_ENVS - ours.num_envs // (ours.num_workers + 1), NUM_ENVS) if ours.inline else range(0)
     try:
         _assert_infos_in_order(ours.reset(seed=3)[1], ref.reset(seed=3)[1], "reset")
@@ -338,11 +339,15 @@ def test_array_infos_equal_gymnasiums_typed_from_worker_processes_and_the_shares
 
 
 def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_what_is_wrong(monkeypatch):
-    first, second = _typed_message(monkeypatch, ArrayInfoEnv)
+    first, second = _typed_message(monkeypatch, MutableInfoEnv)
     pairs = _native.typed_dicts(first, NUM_ENVS) + _native.typed_dicts(second, NUM_ENVS)
-    assert list(pairs[0][1]) == ["t", "mask", "pos", "grid", "seen", "none_yet"]
+    assert list(pairs[0][1]) == ["t", "mask", "pos", "grid", "seen", "none_yet", "commands", "path"]
     info = pairs[3][1]
-    assert [type(v) for v in info.values()] == [int] + [np.ndarray] * 5
+    assert [type(v) for v in info.values()] == [int] + [np.ndarray] * 5 + [list] * 2
+    assert info["commands"] == ["go north", "take key", "open door \u2192 d\u00e9j\u00e0"]
+    assert pairs[0][1]["commands"] == [] and pairs[1][1]["commands"] == ["go north"]
+    assert info["path"] == [0, 1.5, True, 0, None, 3.0]
+    assert [type(v) for v in info["path"]] == [int, float, bool, np.int8, type(None), np.float32]
     assert info["mask"].dtype == bool and info["mask"].tolist() == [True, True, True]
     assert info["grid"].dtype == np.int16 and info["grid"].tolist() == [[-12, -8, -4], [0, 4, 8]]
     assert info["seen"].shape == () and info["seen"] == np.uint64(2**64 - 1)
@@ -353,6 +358,9 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
     assert columns["grid"][3].tolist() == info["grid"].tolist() and columns["_grid"].all()
     assert columns["pos"].tolist() == [[0.0, 0.0], [0.0, -1.0], [0.0, -2.0], [0.0, -3.0]]
     assert columns["seen"].shape == (NUM_ENVS,) and columns["none_yet"].shape == (NUM_ENVS, 0, 4)
+    assert columns["commands"].dtype == object and columns["commands"].shape == (NUM_ENVS,)
+    assert list(columns["commands"]) == [pairs[i][1]["commands"] for i in range(NUM_ENVS)]
+    assert type(columns["path"][2]) is list and columns["path"][2] is not pairs[2][1]["path"]
 
     def array_message(num, shape, cells, data):
         name = b"pos"
@@ -374,5 +382,31 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
         (array_message(f32, [2], [whole], b""), "an array of 8 bytes at 0 of a data section of 0"),
     ]:
         for call in (lambda: _native.typed_dicts(bad, 2), lambda: _native.typed_columns([bad], [0], 2)):
+            with pytest.raises(ValueError, match=what):
+                call()
+
+
+def test_a_list_key_decodes_to_new_lists_of_its_items_and_a_bad_one_names_what_is_wrong():
+    def list_message(cell, data):
+        head = b"l\0" + struct.pack("=H", 8) + b"commands"
+        return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + cell + data
+
+    text = "d\u00e9j\u00e0".encode()
+    items = (b"s\0" + struct.pack("=II", 0, len(text)) + b"i\0" + struct.pack("=q", -3) + b"z\0" + bytes(8)
+             + b"n" + bytes([np.dtype(np.uint16).num]) + struct.pack("=H", 7) + bytes(6))
+    good = list_message(struct.pack("=II", len(text), len(items)), text + items)
+    ((_, info),) = _native.typed_dicts(good, 1)
+    assert info == {"commands": ["d\u00e9j\u00e0", -3, None, 7]}
+    assert [type(v) for v in info["commands"]] == [str, int, type(None), np.uint16]
+    assert _native.typed_columns([good], None, 1)["commands"][0] == info["commands"]
+    empty = list_message(struct.pack("=II", 0, 0), b"")
+    assert _native.typed_dicts(empty, 1) == [(0, {"commands": []})]
+    for bad, what in [
+        (list_message(struct.pack("=II", len(text), len(items) - 1), text + items), "not whole items of 10"),
+        (list_message(struct.pack("=II", len(text), len(items) + 10), text + items), "a list of 50 bytes at 6 of a data section of 46"),
+        (list_message(struct.pack("=II", 0, 10), b"y\0" + bytes(8)), "unknown value kind .* in a list"),
+        (list_message(struct.pack("=II", 0, 10), b"s\0" + struct.pack("=II", 0, 99)), "a string of 99 bytes"),
+    ]:
+        for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
             with pytest.raises(ValueError, match=what):
                 call()
