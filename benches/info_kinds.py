@@ -1,7 +1,7 @@
 """Per-step infos of each kind of value, stepped through ringenv beside Gymnasium's vector envs:
 which values keep a step on the typed path (``bindings/src/typed_infos.rs``: numbers, strings,
-``None``, tuples of those; NumPy arrays from worker processes) and what the others cost. Writes its section of
-``benches/RESULTS.md``.
+``None``, tuples of those; NumPy arrays and lists from worker processes) and what the others
+cost. Writes its section of ``benches/RESULTS.md``.
 
 Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs per step, a
 ``Discrete`` observation, truncated every 500 steps) whose info on every reset and step is
@@ -12,8 +12,8 @@ Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs
 - ``tuple``: a grid position ``(t % 8, t % 5)`` (gym-simplegrid's ``agent_xy``);
 - ``str``: a message, one of four (a text world's);
 - ``None``;
-- ``list``: ``[t % 8, t % 5]`` (not typed: an env may keep and change a list, and the inline
-  share's infos are the env's own objects);
+- ``list``: ``[t % 8, t % 5]`` (typed from a worker process, not in the inline share: an env may
+  keep and change a list, and the share's infos are the env's own objects);
 - ``namedtuple``: a ``typing.NamedTuple`` of two ints (not typed: its type must be kept);
 - ``array``: an action mask, a ``bool`` array of shape ``(4,)`` (typed from a worker process, not
   in the inline share, whose infos are the env's own objects).
@@ -67,8 +67,8 @@ VALUES: Dict[str, Optional[Callable[[int], Any]]] = {
 }
 
 #: Whether each kind keeps a step on the typed path.
-TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "no", "namedtuple": "no",
-         "array": "from workers"}
+TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "from workers",
+         "namedtuple": "no", "array": "from workers"}
 
 
 class InfoKindEnv(gym.Env):
