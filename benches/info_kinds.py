@@ -1,6 +1,6 @@
 """Per-step infos of each kind of value, stepped through ringenv beside Gymnasium's vector envs:
 which values keep a step on the typed path (``bindings/src/typed_infos.rs``: numbers, strings,
-``None``, tuples of those; NumPy arrays and lists from worker processes) and what the others
+``None``, tuples of those, NumPy arrays; lists from worker processes) and what the others
 cost. Writes its section of ``benches/RESULTS.md``.
 
 Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs per step, a
@@ -15,8 +15,8 @@ Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs
 - ``list``: ``[t % 8, t % 5]`` (typed from a worker process, not in the inline share: an env may
   keep and change a list, and the share's infos are the env's own objects);
 - ``namedtuple``: a ``typing.NamedTuple`` of two ints (not typed: its type must be kept);
-- ``array``: an action mask, a ``bool`` array of shape ``(4,)`` (typed from a worker process, not
-  in the inline share, whose infos are the env's own objects).
+- ``array``: an action mask, a ``bool`` array of shape ``(4,)`` (typed; the inline share hands
+  over its envs' own dicts beside the message).
 
 With gym-simplegrid installed (it is not one of ringenv's dependencies), a row of its
 ``SimpleGrid-8x8-v0`` too (~2 µs per step, ``{"agent_xy": tuple, "step_count": int}`` every step).
@@ -68,7 +68,7 @@ VALUES: Dict[str, Optional[Callable[[int], Any]]] = {
 
 #: Whether each kind keeps a step on the typed path.
 TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "from workers",
-         "namedtuple": "no", "array": "from workers"}
+         "namedtuple": "no", "array": "yes"}
 
 
 class InfoKindEnv(gym.Env):

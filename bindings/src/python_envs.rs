@@ -563,6 +563,9 @@ impl PyEnvs {
 
     /// The command's message: pickled observations (pickled path) and non-empty infos, or the
     /// infos' typed message ([`crate::typed_infos::encode`]) when there are no pickled observations.
+    /// The inline share hands over its Python objects instead: the typed message (as `bytes`), or
+    /// `(None, infos, message)` when the message holds copies of arrays (its envs' own dicts kept
+    /// for `env_infos()`), or `(observations, infos)`.
     fn finish<'py>(
         &self,
         py: Python<'py>,
@@ -578,10 +581,18 @@ impl PyEnvs {
             return Ok(None);
         }
         if !has_obs {
-            if let Some(message) = crate::typed_infos::encode(&infos, self.handover.is_none()) {
+            if let Some((message, mutable)) = crate::typed_infos::encode(&infos, self.handover.is_none()) {
                 if let Some(handover) = &self.handover {
-                    let message = PyBytes::new(py, &message).into_any().unbind();
-                    *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message);
+                    let message = PyBytes::new(py, &message).into_any();
+                    let message = if mutable {
+                        (py.None(), infos, message)
+                            .into_pyobject(py)
+                            .map_err(|e| self.describe(py, e, None))?
+                            .into_any()
+                    } else {
+                        message
+                    };
+                    *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.unbind());
                     return Ok(Some(Vec::new()));
                 }
                 return Ok(Some(message));

@@ -1,9 +1,9 @@
 //! Typed infos: the common per-step infos of a block of envs (every env of a command has an info
 //! with the same keys in the same order, each value a number, a string, `None`, a tuple of
-//! those, or from a worker process a NumPy array of one dtype and shape or a list of numbers,
-//! strings and `None`) sent as typed columns
-//! in one binary message instead of pickled dicts, and turned back into Gymnasium's vectorised
-//! infos, or each env's own dict, in the main process without a Python call per value.
+//! those, a NumPy array of one dtype and shape, or from a worker process a list of numbers,
+//! strings and `None`) sent as typed columns in one binary message instead of pickled dicts, and
+//! turned back into Gymnasium's vectorised infos, or each env's own dict, in the main process
+//! without a Python call per value.
 //!
 //! A worker's infos otherwise travel as a pickled list of `(env_id, info)` pairs, which the main
 //! process unpickles into dicts and vectorises column by column (`ringenv._infos`): for 8 envs
@@ -37,19 +37,22 @@
 //! tuples, a dict) keeps the pickled path, so results and errors are Gymnasium's whichever path a
 //! step takes.
 //!
-//! In a worker process (not in the inline share, whose infos are the env's own objects, as
-//! `SyncVectorEnv`'s: an env may keep and change an array or a list it returned; a worker's
-//! arrive as copies either way) two more kinds of value are typed:
-//! - an exact `numpy.ndarray` of a bool, integer, float or complex dtype in native byte order,
-//!   C-contiguous, of at most [`MAX_NDIM`] dimensions (an action mask, a position): every env's
-//!   of the key of the same dtype and shape. Gymnasium's column of such a key is
-//!   `numpy.zeros((num_envs, *shape), dtype)` with each env's array assigned to its row, which is
-//!   its bytes; here the bytes are copied from the env's array into the message and from the
-//!   message into the column's row, where pickling made a new array of each and Gymnasium's
-//!   `_add_info` assigned it row by row;
-//! - an exact `list` whose items are each a number, a `str` or `None` (a text world's admissible
-//!   commands, a path of cell indices), of any length: its column is an `object` array of each
-//!   env's list, made anew here as by unpickling.
+//! Two more kinds of value are typed, values an env may keep and change after returning them
+//! (a worker process's arrive as copies either way; the inline share's are the env's own objects,
+//! as `SyncVectorEnv`'s):
+//! - in a worker process and in the inline share, an exact `numpy.ndarray` of a bool, integer,
+//!   float or complex dtype in native byte order, C-contiguous, of at most [`MAX_NDIM`]
+//!   dimensions (an action mask, a position): every env's of the key of the same dtype and
+//!   shape. Gymnasium's column of such a key is `numpy.zeros((num_envs, *shape), dtype)` with
+//!   each env's array assigned to its row, which is its bytes; here the bytes are copied from the
+//!   env's array into the message and from the message into the column's row, where pickling
+//!   made a new array of each and Gymnasium's `_add_info` assigned it row by row. Gymnasium
+//!   copies each array into its column, so a column of copies is its result in the share too;
+//!   the share hands over its envs' own dicts beside the message, for `env_infos()`;
+//! - in a worker process only, an exact `list` whose items are each a number, a `str` or `None`
+//!   (a text world's admissible commands, a path of cell indices), of any length: its column is
+//!   an `object` array of each env's list, made anew here as by unpickling (`SyncVectorEnv`'s
+//!   column holds the env's own list, which the share's general path keeps).
 //!
 //! The message (native byte order; the worker and the main process are one machine):
 //!
@@ -218,19 +221,17 @@ enum Field {
 }
 
 impl Field {
-    /// The field of `value` when it is typed (an array or a list only where `copies`).
-    fn of(value: &Bound<'_, PyAny>, copies: bool) -> Option<Field> {
+    /// The field of `value` when it is typed (a list only where `lists`).
+    fn of(value: &Bound<'_, PyAny>, lists: bool) -> Option<Field> {
         if let Some(kind) = Kind::of(value) {
             return Some(Field::Scalar(kind));
         }
-        if copies {
-            if value.is_exact_instance_of::<PyList>() {
-                return Some(Field::List);
-            }
-            if let Some(array) = typed_array(value) {
-                let num = u8::try_from(array.dtype().num()).ok()?;
-                return Some(Field::Array { num, shape: array.shape().to_vec() });
-            }
+        if lists && value.is_exact_instance_of::<PyList>() {
+            return Some(Field::List);
+        }
+        if let Some(array) = typed_array(value) {
+            let num = u8::try_from(array.dtype().num()).ok()?;
+            return Some(Field::Array { num, shape: array.shape().to_vec() });
         }
         let tuple = value.cast_exact::<PyTuple>().ok()?;
         let kinds = tuple.iter().map(|item| Kind::of(&item)).collect::<Option<Vec<_>>>()?;
@@ -570,16 +571,17 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
 /// info's kind for its key (for a tuple: its length and each item's kind; for an array: its dtype
-/// and shape), strings, arrays and lists of more than 4 GiB in all. Arrays and lists are typed
-/// only where `copies` (a worker process's infos, which the main process gets as copies; not the
-/// inline share's).
-pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], copies: bool) -> Option<Vec<u8>> {
+/// and shape), strings, arrays and lists of more than 4 GiB in all. Lists are typed only where
+/// `lists` (a worker process's infos, which the main process gets as copies; not the inline
+/// share's). With the message, whether a key holds arrays or lists (values the env may change,
+/// whose copies the message holds).
+pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], lists: bool) -> Option<(Vec<u8>, bool)> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
         return None;
     }
     let keys: Vec<(Bound<'_, PyAny>, Field)> =
-        first.iter().map(|(key, value)| Some((key, Field::of(&value, copies)?))).collect::<Option<_>>()?;
+        first.iter().map(|(key, value)| Some((key, Field::of(&value, lists)?))).collect::<Option<_>>()?;
     if keys.is_empty() || keys.len() > usize::from(u16::MAX) {
         return None;
     }
@@ -622,7 +624,8 @@ pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], copies: bool) -> Option<Vec<
         }
     }
     message.extend_from_slice(&data);
-    Some(message)
+    let mutable = keys.iter().any(|(_, field)| matches!(field, Field::Array { .. } | Field::List));
+    Some((message, mutable))
 }
 
 /// Whether `payload` is a typed message (by its first bytes; [`Message::parse`] checks the rest).

@@ -91,14 +91,15 @@ class MutableInfoEnv(gym.Env):
     a non-native byte order, an ``ndarray`` subclass, an ``object`` array, a ``datetime64`` array,
     a list in an array's place, arrays of 33 dimensions; a list holding a list, a tuple, an int
     beyond ``int64``, a ``numpy.str_`` or a string UTF-8 cannot encode, a list subclass, a tuple
-    in a list's place. Each info is also kept in ``last_info``."""
+    in a list's place (with ``lists=False``, no list keys: the inline share types its arrays
+    then). Each info is also kept in ``last_info``."""
 
     metadata = {"render_modes": []}
 
-    def __init__(self, index: int = 0):
+    def __init__(self, index: int = 0, lists: bool = True):
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
         self.action_space = spaces.Discrete(3)
-        self.index = index
+        self.index, self.lists = index, lists
         self.t = self.n = self.length = 0
         self.mask = np.ones(3, dtype=bool)
         self.last_info: dict = {}
@@ -140,19 +141,21 @@ class MutableInfoEnv(gym.Env):
             info["pos"] = [t * 0.5, -i]
         if n % 41 == 14:
             info["deep"] = np.zeros((1,) * 33, dtype=np.complex64)
-        if n % 43 == 15 and i == 0:
+        if not self.lists:
+            del info["commands"], info["path"]
+        elif n % 43 == 15 and i == 0:
             info["path"].append([t])
-        if n % 47 == 16 and i == 1:
+        elif n % 47 == 16 and i == 1:
             info["path"][0] = (t, i)
-        if n % 53 == 17 and i == 2:
+        elif n % 53 == 17 and i == 2:
             info["path"].append(2**64 + t)
-        if n % 59 == 18 and i == 3:
+        elif n % 59 == 18 and i == 3:
             info["commands"] = [np.str_("look")]
-        if n % 61 == 19 and i == 0:
+        elif n % 61 == 19 and i == 0:
             info["commands"] = ["half \ud800 a character"]
-        if n % 67 == 20 and i == 1:
+        elif n % 67 == 20 and i == 1:
             info["commands"] = CommandList(["look"])
-        if n % 71 == 21 and i == 2:
+        elif n % 71 == 21 and i == 2:
             info["path"] = tuple(info["path"])
         self.last_info = dict(info)
         return info

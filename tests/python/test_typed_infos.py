@@ -298,19 +298,22 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
 
 @pytest.mark.parametrize("num_workers,inline", [(None, None), (0, None), (1, False), (2, False), (3, True)])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_array_and_list_infos_equal_gymnasiums_typed_from_worker_processes_the_shares_their_own(
-        monkeypatch, num_workers, inline, mode):
+@pytest.mark.parametrize("lists", [True, False])
+def test_array_and_list_infos_equal_gymnasiums_typed_and_env_infos_the_shares_own_objects(
+        monkeypatch, num_workers, inline, mode, lists):
     """Arrays and lists in infos: a worker process's go as typed messages (most steps; the
-    schedule's others, pickled), the inline share's stay the env's own objects (never typed: an
-    env may change an array or a list it returned, as ``MutableInfoEnv`` changes its mask); the
-    vectorised infos are Gymnasium's whichever path, and ``env_infos()`` each env's values at
-    that step."""
+    schedule's others, pickled); the inline share's arrays too, as copies beside its envs' own
+    dicts, but not its lists (an env may change a list it returned, and ``SyncVectorEnv``'s column
+    holds it); the vectorised infos are Gymnasium's whichever path, and ``env_infos()`` each env's
+    values at that step, the share's its envs' own objects (``MutableInfoEnv`` changes its mask
+    in place)."""
     count = _Counting(monkeypatch)
     kwargs = {} if num_workers is None else {"num_workers": num_workers}
     if inline is not None:
         kwargs["inline"] = inline
-    ours = ringenv.AsyncVectorEnv(_fns(MutableInfoEnv), autoreset_mode=mode, **kwargs)
-    ref = make_ref(_fns(MutableInfoEnv), autoreset_mode=mode)
+    fns = [functools.partial(MutableInfoEnv, i, lists) for i in range(NUM_ENVS)]
+    ours = ringenv.AsyncVectorEnv(fns, autoreset_mode=mode, **kwargs)
+    ref = make_ref(fns, autoreset_mode=mode)
     share = range(NUM_ENVS - ours.num_envs // (ours.num_workers + 1), NUM_ENVS) if ours.inline else range(0)
     try:
         _assert_infos_in_order(ours.reset(seed=3)[1], ref.reset(seed=3)[1], "reset")
@@ -329,12 +332,11 @@ def test_array_and_list_infos_equal_gymnasiums_typed_from_worker_processes_the_s
     finally:
         ours.close()
         ref.close()
-    if ours.num_workers == 0:
-        assert count.columns == count.dicts == 0, "the share's arrays are never typed"
-    elif ours.inline:
-        assert count.columns == 0 and count.dicts > STEPS // 3, "workers' typed, the share's not"
+    least = 10 if mode == AutoresetMode.SAME_STEP else STEPS // 3
+    if ours.inline and lists:  # the share's lists take the general path, a worker's typed dicts
+        assert count.columns == 0, "the share's lists are not typed"
+        assert (count.dicts > STEPS // 3) == (ours.num_workers > 0)
     else:
-        least = 10 if mode == AutoresetMode.SAME_STEP else STEPS // 3
         assert least < count.columns <= STEPS + 1, f"{count.columns} of {STEPS} steps vectorised natively"
 
 

@@ -50,6 +50,13 @@ _loads = pickle.loads
 #: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
 
+
+def _is_typed(payload: Any) -> bool:
+    """Whether a worker's message is typed: the ``bytes`` of a typed message, or the inline
+    share's ``(None, infos, message)`` (see :meth:`AsyncVectorEnv._absorb`)."""
+    return (type(payload) is bytes and payload[:4] == _TYPED) or (type(payload) is tuple and len(payload) == 3)
+
+
 #: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
 #: under way, so that the exit never ends a thread inside them (which aborts the process:
 #: ``bindings/src/exit_guard.rs``); threads that step afterwards are parked until the process ends.
@@ -637,17 +644,19 @@ class AsyncVectorEnv(PoolVectorEnv):
 
         A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
         share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: every
-        env of a worker's command had an info of the same number-valued keys; see
-        ``bindings/src/typed_infos.rs``). When every message is typed with the same keys, the
-        columns are built from them natively and the dicts only when :meth:`env_infos` asks."""
+        env of a worker's command had an info of the same keys of typed values; see
+        ``bindings/src/typed_infos.rs``), which the share hands over as
+        ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
+        When every message is typed with the same keys, the columns are built from them natively
+        and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}
         if len(messages) > 1:
             messages = sorted(messages, key=_worker_of)
-        if not restarted and all(type(p) is bytes and p[:4] == _TYPED for _, p in messages):
-            typed = [p for _, p in messages]
-            self._env_infos = typed  # each env's dict, made on demand by env_infos()
+        if not restarted and all(_is_typed(p) for _, p in messages):
+            self._env_infos = [p for _, p in messages]  # each env's dict, made on demand by env_infos()
+            typed = [p if type(p) is bytes else p[2] for _, p in messages]
             if not self._vector_infos:
                 return {}
             columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
@@ -659,7 +668,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                 pairs += _native.typed_dicts(payload, self.num_envs)
                 continue
             # A worker process's message is pickled; the inline share's is the tuple itself.
-            observations, env_infos = payload if type(payload) is tuple else _loads(payload)
+            observations, env_infos = payload[:2] if type(payload) is tuple else _loads(payload)
             if observations is not None:
                 self._slots.take_pickled(self._pool.env_ids(worker)[0], observations)
             pairs += env_infos
@@ -688,7 +697,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         until the next call that steps or resets."""
         raw = self._env_infos
         if isinstance(raw, list):  # typed messages: the dicts are made on the first call
-            raw = self._env_infos = {i: info for m in raw for i, info in _native.typed_dicts(m, self.num_envs)}
+            raw = self._env_infos = {i: info for m in raw
+                                     for i, info in (m[1] if type(m) is tuple else _native.typed_dicts(m, self.num_envs))}
         return [raw.get(i, {}) for i in range(self.num_envs)]
 
     def __repr__(self) -> str:
