@@ -78,7 +78,40 @@ class CommandList(list):
     """A ``list`` subclass in an info: pickled, so that it stays one."""
 
 
-class MutableInfoEnv(gym.Env):
+class ScheduledInfoEnv(gym.Env):
+    """The episodes of the typed-infos envs below: 5 to 11 steps (given the seed), a random
+    ``(2,)`` observation, reward ``t``, ended by termination on even ``t`` and truncation on odd;
+    each reset and step's info is :meth:`_info`'s (``action``: -1 at a reset), which counts its
+    calls in ``n`` for its schedule."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, index: int = 0):
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.index = index
+        self.t = 0
+        self.n = 0  # calls of reset and step since the env was made: the schedule
+        self.length = 0
+        self.last_info: dict = {}
+
+    def _info(self, action: int) -> dict:
+        raise NotImplementedError
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.length = int(self.np_random.integers(5, 12))
+        return self.np_random.random(2).astype(np.float32), self._info(-1)
+
+    def step(self, action):
+        self.t += 1
+        done = self.t >= self.length
+        obs = self.np_random.random(2).astype(np.float32)
+        return obs, float(self.t), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info(int(action))
+
+
+class MutableInfoEnv(ScheduledInfoEnv):
     """Infos holding NumPy arrays and lists, values an env may change, on every reset and step
     (typed in a worker process, ``bindings/src/typed_infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
     changes in place at every step, as envs do), a ``pos`` (``float32``, ``(2,)``), a ``grid``
@@ -94,17 +127,12 @@ class MutableInfoEnv(gym.Env):
     in a list's place (with ``lists=False``, no list keys: the inline share types its arrays
     then). Each info is also kept in ``last_info``."""
 
-    metadata = {"render_modes": []}
-
     def __init__(self, index: int = 0, lists: bool = True):
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Discrete(3)
-        self.index, self.lists = index, lists
-        self.t = self.n = self.length = 0
+        super().__init__(index)
+        self.lists = lists
         self.mask = np.ones(3, dtype=bool)
-        self.last_info: dict = {}
 
-    def _info(self) -> dict:
+    def _info(self, action: int) -> dict:
         t, i, n = self.t, self.index, self.n
         self.n += 1
         if t:  # (not at a reset: a same-step autoreset's final_info holds the same buffer, which
@@ -160,20 +188,8 @@ class MutableInfoEnv(gym.Env):
         self.last_info = dict(info)
         return info
 
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        self.length = int(self.np_random.integers(5, 12))
-        return self.np_random.random(2).astype(np.float32), self._info()
 
-    def step(self, action):
-        self.t += 1
-        done = self.t >= self.length
-        obs = self.np_random.random(2).astype(np.float32)
-        return obs, float(self.t), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info()
-
-
-class NumberInfoEnv(gym.Env):
+class NumberInfoEnv(ScheduledInfoEnv):
     """Infos of typed values only on most steps (typed messages, ``bindings/src/typed_infos.rs``):
     a Python int, float and bool, NumPy scalars of every typed kind, a string (``msg``, not
     always ASCII), ``None``, and tuples of those (a grid position ``xy``, a mixed ``pose``, a
@@ -184,17 +200,6 @@ class NumberInfoEnv(gym.Env):
     length or item type, holding an int beyond ``int64`` or a nested tuple, a list (which an env
     may change: the inline share's stays the env's own object) or a named tuple in its place; a string with a lone surrogate (UTF-8 cannot encode it), a ``numpy.str_``.
     Each info is also kept in ``last_info`` for the tests to compare."""
-
-    metadata = {"render_modes": []}
-
-    def __init__(self, index: int = 0):
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
-        self.action_space = spaces.Discrete(3)
-        self.index = index
-        self.t = 0
-        self.n = 0  # calls of reset and step since the env was made: the schedule below
-        self.length = 0
-        self.last_info: dict = {}
 
     def _info(self, action: int) -> dict:
         t, i, n = self.t, self.index, self.n
@@ -256,15 +261,3 @@ class NumberInfoEnv(gym.Env):
             info["cells"] = np.arange(2) * n
         self.last_info = dict(info)
         return info
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        self.length = int(self.np_random.integers(5, 12))
-        return self.np_random.random(2).astype(np.float32), self._info(-1)
-
-    def step(self, action):
-        self.t += 1
-        done = self.t >= self.length
-        obs = self.np_random.random(2).astype(np.float32)
-        return obs, float(self.t), done and self.t % 2 == 0, done and self.t % 2 == 1, self._info(int(action))
