@@ -111,20 +111,14 @@ def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, a = report["machine"], report["args"]
-    begin, end = results_sections.markers("idle_cpu")
+    a = report["args"]
+    end = results_sections.markers("idle_cpu")[1]
 
     def med(rows: List[Dict[str, float]], key: str, fmt: str) -> str:
         return results_sections.median_spread([r[key] for r in rows], fmt)
 
-    lines = [
-        begin,
-        "## What an idle pool costs (`benches/idle_cpu.py`)",
-        "",
-        "Written by `benches/idle_cpu.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}, load {report['load']:.2f} at start.",
+    lines = results_sections.section_head(
+        "idle_cpu", "What an idle pool costs", report, f", load {report['load']:.2f} at start") + [
         f"{NUM_ENVS} envs, default settings but `spin_us`; each pool reset and stepped {a.steps} times, idle "
         f"{a.settle:g} s, then CPU over {a.seconds:g} s idle (psutil, user + system, 10 ms ticks) in % of one "
         "core; wake-ups are each worker's main thread's voluntary context switches (one per futex sleep); spin "

@@ -137,16 +137,9 @@ def rows(kinds: List[str], envs: int, cost_us: float, seconds: float, rounds: in
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, a = report["machine"], report["args"]
-    begin, end = results_sections.markers("info_kinds")
-    lines = [
-        begin,
-        "## Infos of each kind of value (`benches/info_kinds.py`)",
-        "",
-        "Written by `benches/info_kinds.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}.",
+    a = report["args"]
+    end = results_sections.markers("info_kinds")[1]
+    lines = results_sections.section_head("info_kinds", "Infos of each kind of value", report) + [
         f"{a.envs} envs of {a.cost_us:g} µs per step, each info `{{\"step_count\": t, \"extra\": VALUE}}` on every "
         f"step, {a.seconds:g} s per row through the one measurement loop, {a.rounds} rounds in turn, each runtime's "
         "default settings. The figure is the median, the spread in brackets; the ratio is ringenv's default "

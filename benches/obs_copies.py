@@ -272,16 +272,10 @@ def end_to_end(seconds: float, envs: int) -> Dict[str, float]:
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, envs, batch = report["machine"], report["envs"], report["envs"] * OBS_BYTES
-    begin, end = results_sections.markers("obs_copies")
-    lines = [
-        begin,
-        "## Big structured observations: the copies of issue 12 item 3 (`benches/obs_copies.py`)",
-        "",
-        "Written by `benches/obs_copies.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}.",
+    envs, batch = report["envs"], report["envs"] * OBS_BYTES
+    end = results_sections.markers("obs_copies")[1]
+    lines = results_sections.section_head(
+        "obs_copies", "Big structured observations: the copies of issue 12 item 3", report) + [
         f"Observation: a Dict of {len(LEAVES)} leaves (uint8, int16, int64), {OBS_BYTES:,} bytes per env; "
         f"{envs} envs ({batch:,} bytes a batch). Function timings: best of {report['repeats']} `timeit` runs.",
         "",

@@ -131,16 +131,9 @@ def _median(rows: List[Dict[str, float]], key: str, fmt: str) -> str:
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, a = report["machine"], report["args"]
-    begin, end = results_sections.markers("own_step")
-    lines = [
-        begin,
-        "## An env's own `step` inside each runtime (`benches/own_step.py`)",
-        "",
-        "Written by `benches/own_step.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}.",
+    a = report["args"]
+    end = results_sections.markers("own_step")[1]
+    lines = results_sections.section_head("own_step", "An env's own `step` inside each runtime", report) + [
         "µs per call of the env's own `step` (a wrapper's `perf_counter_ns` around the inner env's `step`, "
         "read from each env's process), in a worker process and in the main process; steps/s of the vector env. "
         f"{a.seconds:g} s per row through the one measurement loop, {a.rounds} rounds in turn; the median, the "

@@ -89,6 +89,23 @@ def report_head(args: argparse.Namespace) -> Dict[str, Any]:
             "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
+def section_head(name: str, title: str, report: Dict[str, Any], after_start: str = "") -> List[str]:
+    """The first lines of the section ``name`` that the script ``benches/NAME.py`` owns: its begin
+    marker, the heading ``## TITLE (`benches/NAME.py`)``, a blank line, and the line that says the
+    section is written by that script, with the machine and the run's start (``report`` from
+    :func:`report_head`), ``after_start`` (e.g. ``", load 0.30 at start"``) before its full stop."""
+    m, script = report["machine"], f"benches/{name}.py"
+    return [
+        markers(name)[0],
+        f"## {title} (`{script}`)",
+        "",
+        f"Written by `{script}`; edit the script, not this section. "
+        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
+        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
+        f"{report['started']}{after_start}.",
+    ]
+
+
 def publish(name: str, lines: List[str], output: str) -> None:
     """Prints the section ``name`` (``lines``, markers included) and writes it into the results
     file ``output`` unless that is ``-`` (see :func:`write`)."""

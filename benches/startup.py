@@ -66,20 +66,14 @@ def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, a = report["machine"], report["args"]
-    begin, end = results_sections.markers("startup")
+    a = report["args"]
+    end = results_sections.markers("startup")[1]
 
     def med(rows: List[Dict[str, float]], key: str) -> str:
         return results_sections.median_spread([r[key] for r in rows], ".3f")
 
-    lines = [
-        begin,
-        "## How long a vector env takes to start (`benches/startup.py`)",
-        "",
-        "Written by `benches/startup.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}, load {report['load']:.2f} at start.",
+    lines = results_sections.section_head(
+        "startup", "How long a vector env takes to start", report, f", load {report['load']:.2f} at start") + [
         f"{a.num_envs} envs, default settings; seconds from the constructor's call to the return of "
         f"`reset(seed=0)`, then `close()`. {a.rounds} rounds in turn; the median, the spread in brackets.",
         "",

@@ -115,16 +115,9 @@ def end_to_end(chars: int, envs: int, cost_us: float, seconds: float, rounds: in
 
 
 def section(report: Dict[str, Any]) -> List[str]:
-    m, a, t = report["machine"], report["args"], report["codec"]
-    begin, end = results_sections.markers("text_obs")
-    lines = [
-        begin,
-        "## Text observations (`benches/text_obs.py`)",
-        "",
-        "Written by `benches/text_obs.py`; edit the script, not this section. "
-        f"Machine: {m['cores']} cores usable, CPU {m.get('cpu_model') or 'unknown'}, {m['platform']}; "
-        f"Python {m['python']}, ringenv {m['ringenv']}, gymnasium {m['gymnasium']}, numpy {m['numpy']}; "
-        f"{report['started']}.",
+    a, t = report["args"], report["codec"]
+    end = results_sections.markers("text_obs")[1]
+    lines = results_sections.section_head("text_obs", "Text observations", report) + [
         f"A `Text(max_length={MAX_LENGTH})` value of {a.chars} characters; function timings are the best of 5 "
         "`timeit` runs.",
         "",
