@@ -67,7 +67,7 @@ VALUES: Dict[str, Optional[Callable[[int], Any]]] = {
 }
 
 #: Whether each kind keeps a step on the typed path.
-TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "from workers",
+TYPED = {"no info": "-", "number": "yes", "tuple": "yes", "str": "yes", "None": "yes", "list": "yes",
          "namedtuple": "no", "array": "yes"}
 
 

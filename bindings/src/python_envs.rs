@@ -581,7 +581,7 @@ impl PyEnvs {
             return Ok(None);
         }
         if !has_obs {
-            if let Some((message, mutable)) = crate::typed_infos::encode(&infos, self.handover.is_none()) {
+            if let Some((message, mutable)) = crate::typed_infos::encode(&infos) {
                 if let Some(handover) = &self.handover {
                     let message = PyBytes::new(py, &message).into_any();
                     let message = if mutable {

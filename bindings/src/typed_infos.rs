@@ -221,12 +221,12 @@ enum Field {
 }
 
 impl Field {
-    /// The field of `value` when it is typed (a list only where `lists`).
-    fn of(value: &Bound<'_, PyAny>, lists: bool) -> Option<Field> {
+    /// The field of `value` when it is typed.
+    fn of(value: &Bound<'_, PyAny>) -> Option<Field> {
         if let Some(kind) = Kind::of(value) {
             return Some(Field::Scalar(kind));
         }
-        if lists && value.is_exact_instance_of::<PyList>() {
+        if value.is_exact_instance_of::<PyList>() {
             return Some(Field::List);
         }
         if let Some(array) = typed_array(value) {
@@ -571,17 +571,16 @@ fn cell_of(value: &Bound<'_, PyAny>) -> Option<(Kind, [u8; CELL])> {
 /// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
 /// that are not `str` or not the first info's in its order, a value not typed or not of the first
 /// info's kind for its key (for a tuple: its length and each item's kind; for an array: its dtype
-/// and shape), strings, arrays and lists of more than 4 GiB in all. Lists are typed only where
-/// `lists` (a worker process's infos, which the main process gets as copies; not the inline
-/// share's). With the message, whether a key holds arrays or lists (values the env may change,
-/// whose copies the message holds).
-pub fn encode(infos: &[(usize, Bound<'_, PyDict>)], lists: bool) -> Option<(Vec<u8>, bool)> {
+/// and shape), strings, arrays and lists of more than 4 GiB in all. With the message, whether a
+/// key holds arrays or lists (values the env may change, whose copies the message holds: the
+/// inline share hands its envs' own dicts over beside it, see [`typed_columns`]).
+pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<(Vec<u8>, bool)> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
         return None;
     }
     let keys: Vec<(Bound<'_, PyAny>, Field)> =
-        first.iter().map(|(key, value)| Some((key, Field::of(&value, lists)?))).collect::<Option<_>>()?;
+        first.iter().map(|(key, value)| Some((key, Field::of(&value)?))).collect::<Option<_>>()?;
     if keys.is_empty() || keys.len() > usize::from(u16::MAX) {
         return None;
     }
@@ -774,17 +773,20 @@ fn new_array<'py>(
     Ok((array, data.cast()))
 }
 
-/// Gymnasium's vectorised infos of the typed messages `payloads` (each a `bytes`, in env order)
-/// when together they hold exactly the envs `env_ids` (`None`: every env, `0..num_envs`) in that
-/// order, with the same keys and kinds: for each key, in order, its column (shape
-/// `(len(env_ids),)`: of a scalar key the dtype of `numpy.zeros(n, dtype=type(value))`, of a
-/// `str`, `None`, tuple or list key `object`, each entry a new value of the env's types; of an array
-/// key shape `(len(env_ids), *shape)` and the arrays' dtype, row by row their bytes) and its mask
-/// `"_" + key` (all True, bool). `None` where the general path must decide: other envs, other
-/// keys, a key named `final_obs` or whose mask name is also a key.
+/// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`,
+/// or the inline share's `(None, [(env_id, info), ...], bytes)`: its envs' own dicts beside the
+/// message) when together they hold exactly the envs `env_ids` (`None`: every env,
+/// `0..num_envs`) in that order, with the same keys and kinds: for each key, in order, its column
+/// (shape `(len(env_ids),)`: of a scalar key the dtype of `numpy.zeros(n, dtype=type(value))`, of
+/// a `str`, `None`, tuple or list key `object`, each entry a new value of the env's types, except
+/// that a list key's entry for an env of the share is that env's own list, as `SyncVectorEnv`'s
+/// column holds it; of an array key shape `(len(env_ids), *shape)` and the arrays' dtype, row by
+/// row their bytes) and its mask `"_" + key` (all True, bool). `None` where the general path must
+/// decide: other envs, other keys, a key named `final_obs` or whose mask name is also a key.
 ///
 /// # Errors
-/// `ValueError` for a malformed message; `MemoryError`.
+/// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
+/// `MemoryError`.
 #[pyfunction]
 #[pyo3(signature = (payloads, env_ids, num_envs))]
 pub fn typed_columns<'py>(
@@ -793,8 +795,8 @@ pub fn typed_columns<'py>(
     env_ids: Option<Vec<usize>>,
     num_envs: usize,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let bytes: Vec<Bound<'py, PyBytes>> =
-        payloads.iter().map(|p| p.cast_into::<PyBytes>()).collect::<Result<_, _>>()?;
+    let (bytes, owns): (Vec<Bound<'py, PyBytes>>, Vec<Option<Bound<'py, PyList>>>) =
+        payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Vec<_>>>()?.into_iter().unzip();
     let messages: Vec<Message<'_>> =
         bytes.iter().map(|b| Message::parse(b.as_bytes(), num_envs)).collect::<PyResult<_>>()?;
     let Some(head) = messages.first() else { return Ok(None) };
@@ -821,15 +823,46 @@ pub fn typed_columns<'py>(
         let column = match field {
             Field::Scalar(kind) => match kind.dtype(py)? {
                 Some(descr) => number_column(py, &messages, k, *kind, &descr, n)?,
-                None => object_column(py, &messages, k, field, n)?,
+                None => object_column(py, &messages, k, field, n, None)?,
             },
-            Field::Tuple(_) | Field::List => object_column(py, &messages, k, field, n)?,
+            Field::Tuple(_) => object_column(py, &messages, k, field, n, None)?,
+            Field::List => object_column(py, &messages, k, field, n, Some((&owns, name)))?,
             Field::Array { num, shape } => array_column(py, &messages, k, &ArrayLayout::new(py, *num, shape)?, n)?,
         };
         out.set_item(*name, column)?;
         out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
     }
     Ok(Some(out))
+}
+
+/// A payload of [`typed_columns`]: its message, and the inline share's `(env_id, info)` pairs
+/// when they came beside it.
+///
+/// # Errors
+/// `ValueError` for anything else.
+#[allow(clippy::type_complexity)]
+fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyList>>)> {
+    if let Ok(message) = payload.cast::<PyBytes>() {
+        return Ok((message.clone(), None));
+    }
+    let parts = payload.cast::<PyTuple>().ok().filter(|t| t.len() == 3);
+    let share = parts.and_then(|t| Some((t.get_item(2).ok()?.cast_into::<PyBytes>().ok()?, t.get_item(1).ok()?)));
+    match share.and_then(|(message, own)| Some((message, own.cast_into::<PyList>().ok()?))) {
+        Some((message, own)) => Ok((message, Some(own))),
+        None => Err(PyValueError::new_err(
+            "a typed infos payload must be bytes or the inline share's (None, [(env_id, info), ...], bytes)",
+        )),
+    }
+}
+
+/// The inline share's own list of key `name` for its env `i` of message `m` (`own`: the
+/// share's `(env_id, info)` pairs beside `m`), which `SyncVectorEnv`'s column holds (the env may
+/// change that list later, and the column with it); `None` where the pair or the value is not as
+/// the message says (only another thread could have changed the dict since).
+fn own_list<'py>(own: &Bound<'py, PyList>, m: &Message<'_>, i: usize, name: &str) -> Option<Bound<'py, PyAny>> {
+    let (id, info) = own.get_item(i).ok()?.extract::<(usize, Bound<'py, PyDict>)>().ok()?;
+    let value = info.get_item(name).ok()??;
+    (id == m.first + i && value.is_exact_instance_of::<PyList>()).then_some(value)
 }
 
 /// The column of number key `k` of `kind` (of dtype `descr`) over `messages` (`n` envs in all).
@@ -889,7 +922,9 @@ fn array_column<'py>(
 }
 
 /// The column of key `k` (a `str`, `None`, tuple or list key) over `messages` (`n` envs in all):
-/// a new `object` array of shape `(n,)`, entry `row` that env's value, a new object.
+/// a new `object` array of shape `(n,)`, entry `row` that env's value, a new object; for a list
+/// key (`lists`: the inline share's pairs beside each message, and the key's name) an env of the
+/// share's own list ([`own_list`]).
 ///
 /// # Errors
 /// `ValueError` for a string outside the data or not UTF-8, a NumPy type number that is not a
@@ -900,14 +935,19 @@ fn object_column<'py>(
     k: usize,
     field: &Field,
     n: usize,
+    lists: Option<(&[Option<Bound<'py, PyList>>], &str)>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let decoder = FieldDecoder::new(py, field)?;
     let (column, data) = new_column(py, &PyArrayDescr::object(py), n)?;
     let entries = data.cast::<*mut pyo3::ffi::PyObject>();
     let mut row = 0;
-    for m in messages {
+    for (j, m) in messages.iter().enumerate() {
+        let own = lists.and_then(|(owns, name)| Some((owns.get(j)?.as_ref()?, name)));
         for i in 0..m.count {
-            let value = decoder.decode(py, m, i, k)?;
+            let value = match own.and_then(|(own, name)| own_list(own, m, i, name)) {
+                Some(value) => value,
+                None => decoder.decode(py, m, i, k)?,
+            };
             // SAFETY: `entries` is the new object column's `n` pointers and `row < n`; the column
             // takes the value's reference and drops whatever entry NumPy had put there (NULL for
             // a new object array; `Py_XDECREF` is a no-op on it).

@@ -302,11 +302,11 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
 def test_array_and_list_infos_equal_gymnasiums_typed_and_env_infos_the_shares_own_objects(
         monkeypatch, num_workers, inline, mode, lists):
     """Arrays and lists in infos: a worker process's go as typed messages (most steps; the
-    schedule's others, pickled); the inline share's arrays too, as copies beside its envs' own
-    dicts, but not its lists (an env may change a list it returned, and ``SyncVectorEnv``'s column
-    holds it); the vectorised infos are Gymnasium's whichever path, and ``env_infos()`` each env's
-    values at that step, the share's its envs' own objects (``MutableInfoEnv`` changes its mask
-    in place)."""
+    schedule's others, pickled); the inline share's too, as copies beside its envs' own dicts;
+    the vectorised infos are Gymnasium's whichever path, a list column's entry for an env of the
+    share that env's own list, as ``SyncVectorEnv``'s (an env may change a list it returned); and
+    ``env_infos()`` each env's values at that step, the share's its envs' own
+    objects (``MutableInfoEnv`` changes its mask in place)."""
     count = _Counting(monkeypatch)
     kwargs = {} if num_workers is None else {"num_workers": num_workers}
     if inline is not None:
@@ -329,15 +329,15 @@ def test_array_and_list_infos_equal_gymnasiums_typed_and_env_infos_the_shares_ow
             own = [np.shares_memory(a, b) for a, b in zip(last, masks)]
             assert own == [i in share for i in range(NUM_ENVS)], f"step {t}"
             assert not any(np.shares_memory(out[4]["mask"], m) for m in masks), "the column is a copy"
+            # The share's commands in the column are its env's own list, typed step or not.
+            dicts = ours.env_infos()
+            for i in (i for i in share if lists and out[4].get("_commands", [False] * NUM_ENVS)[i]):
+                assert out[4]["commands"][i] is dicts[i]["commands"], f"step {t}: env {i}'s commands are a copy"
     finally:
         ours.close()
         ref.close()
     least = 10 if mode == AutoresetMode.SAME_STEP else STEPS // 3
-    if ours.inline and lists:  # the share's lists take the general path, a worker's typed dicts
-        assert count.columns == 0, "the share's lists are not typed"
-        assert (count.dicts > STEPS // 3) == (ours.num_workers > 0)
-    else:
-        assert least < count.columns <= STEPS + 1, f"{count.columns} of {STEPS} steps vectorised natively"
+    assert least < count.columns <= STEPS + 1, f"{count.columns} of {STEPS} steps vectorised natively"
 
 
 def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_what_is_wrong(monkeypatch):
@@ -412,3 +412,33 @@ def test_a_list_key_decodes_to_new_lists_of_its_items_and_a_bad_one_names_what_i
         for call in (lambda: _native.typed_dicts(bad, 1), lambda: _native.typed_columns([bad], None, 1)):
             with pytest.raises(ValueError, match=what):
                 call()
+
+
+def test_the_shares_list_column_entries_are_its_envs_own_lists_and_a_bad_payload_names_what_it_must_be():
+    """The inline share hands over ``(None, [(env_id, info), ...], message)``: a list key's column
+    entry for its env is that env's own list (``SyncVectorEnv``'s column holds it), the decoded
+    copy where the pair does not match the message (another env id, another value), and a
+    worker's message beside it is decoded."""
+    def list_message(first, words):
+        data = b"".join(w.encode() for w in words)
+        items, at = b"", 0
+        for w in words:
+            items += b"s\0" + struct.pack("=II", at, len(w.encode()))
+            at += len(w.encode())
+        head = b"l\0" + struct.pack("=H", 8) + b"commands"
+        return (b"\0RTI" + struct.pack("=IIH", first, 1, 1) + head
+                + struct.pack("=II", len(data), len(items)) + data + items)
+
+    worker, share = list_message(0, ["look"]), list_message(1, ["go north", "take key"])
+    own = ["go north", "take key"]
+    column = _native.typed_columns([worker, (None, [(1, {"commands": own})], share)], None, 2)["commands"]
+    assert column[0] == ["look"] and column[1] is own
+    # (the env's list is what SyncVectorEnv's column would hold, whatever it holds now)
+    changed = ["go north", "take key", "open door"]
+    assert _native.typed_columns([worker, (None, [(1, {"commands": changed})], share)], None, 2)["commands"][1] is changed
+    for pairs in ([(0, {"commands": own})], [(1, {"commands": tuple(own)})], [(1, {})], []):
+        column = _native.typed_columns([worker, (None, pairs, share)], None, 2)["commands"]
+        assert column[1] == own and column[1] is not own, pairs
+    for bad in ("text", (None, [], "text"), (None, (), share), (None, share)):
+        with pytest.raises(ValueError, match=r"must be bytes or the inline share's \(None, \[\(env_id, info\), \.\.\.\], bytes\)"):
+            _native.typed_columns([worker, bad], None, 2)

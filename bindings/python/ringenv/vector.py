@@ -656,7 +656,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             messages = sorted(messages, key=_worker_of)
         if not restarted and all(_is_typed(p) for _, p in messages):
             self._env_infos = [p for _, p in messages]  # each env's dict, made on demand by env_infos()
-            typed = [p if type(p) is bytes else p[2] for _, p in messages]
+            typed = [p for _, p in messages]  # (the share's tuples: its own lists go in the columns)
             if not self._vector_infos:
                 return {}
             columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
