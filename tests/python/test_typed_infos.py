@@ -110,13 +110,19 @@ def test_infos_equal_gymnasiums_and_env_infos_the_envs_own_whatever_path_each_st
     assert count.columns < STEPS + 1
 
 
-def test_async_batches_of_typed_messages_equal_the_envs_infos(monkeypatch):
+@pytest.mark.parametrize("env,kwargs,least", [
+    (NumberInfoEnv, {"num_workers": 2}, 10),
+    # (21 of the 40 batches, the schedule's fallbacks aside; 9 while the share's lists were pickled)
+    (functools.partial(MutableInfoEnv, lists=True), {"num_workers": 1, "inline": True}, 15)])
+def test_async_batches_of_typed_messages_equal_the_envs_infos(monkeypatch, env, kwargs, least):
     """recv() batches: the columns over each batch's env ids, built from typed messages, equal
-    Gymnasium's columns of the same envs' infos added one env at a time."""
+    Gymnasium's columns of the same envs' infos added one env at a time; with the inline share,
+    a list column's entries for its envs are their own lists."""
     from gymnasium.vector.vector_env import VectorEnv
 
     count = _Counting(monkeypatch)
-    ours = ringenv.AsyncVectorEnv(_fns(), batch_size=2, num_workers=2)
+    ours = ringenv.AsyncVectorEnv(_fns(env), batch_size=2, **kwargs)
+    share = range(NUM_ENVS // 2, NUM_ENVS) if ours.inline else range(0)
     try:
         ours.async_reset(seed=1)
         rng = np.random.default_rng(1)
@@ -131,10 +137,13 @@ def test_async_batches_of_typed_messages_equal_the_envs_infos(monkeypatch):
                 if own[env_id]:
                     ref = batch._add_info(ref, own[env_id], k)
             _assert_infos_in_order({k: v for k, v in infos.items() if k != "env_id"}, ref, f"recv {t}")
+            for k, env_id in enumerate(env_ids):
+                if env_id in share and infos.get("_commands", [False] * len(env_ids))[k]:
+                    assert infos["commands"][k] is own[env_id]["commands"], f"recv {t}: env {env_id}'s list is a copy"
             ours.send(rng.integers(0, 3, len(env_ids)), env_ids)
     finally:
         ours.close()
-    assert count.columns > 10
+    assert count.columns > least, count.columns
 
 
 def test_vector_infos_false_still_gives_each_envs_dict(monkeypatch):
