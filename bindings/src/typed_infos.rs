@@ -845,14 +845,19 @@ fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyByt
     if let Ok(message) = payload.cast::<PyBytes>() {
         return Ok((message.clone(), None));
     }
-    let parts = payload.cast::<PyTuple>().ok().filter(|t| t.len() == 3);
-    let share = parts.and_then(|t| Some((t.get_item(2).ok()?.cast_into::<PyBytes>().ok()?, t.get_item(1).ok()?)));
-    match share.and_then(|(message, own)| Some((message, own.cast_into::<PyList>().ok()?))) {
-        Some((message, own)) => Ok((message, Some(own))),
-        None => Err(PyValueError::new_err(
+    let share = || {
+        let parts = payload.cast::<PyTuple>().ok().filter(|t| t.len() == 3)?;
+        Some((
+            parts.get_item(2).ok()?.cast_into::<PyBytes>().ok()?,
+            parts.get_item(1).ok()?.cast_into::<PyList>().ok()?,
+        ))
+    };
+    let (message, own) = share().ok_or_else(|| {
+        PyValueError::new_err(
             "a typed infos payload must be bytes or the inline share's (None, [(env_id, info), ...], bytes)",
-        )),
-    }
+        )
+    })?;
+    Ok((message, Some(own)))
 }
 
 /// The inline share's own list of key `name` for its env `i` of message `m` (`own`: the
