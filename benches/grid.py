@@ -270,6 +270,17 @@ def label(row: Dict[str, Any]) -> str:
 # -- one condition (quiet, or with the neighbour) ---------------------------------------------------
 
 
+def results_file(output: Optional[str], quick: bool) -> Optional[str]:
+    """The results file whose grid section a run replaces: ``output`` as given, except ``-`` (none:
+    the section is only printed, as ``results_sections.publish`` does for the other benches);
+    with no ``--output``, ``benches/RESULTS.md``, or none for a ``--quick`` run."""
+    if output == "-":
+        return None
+    if output is None:
+        return None if quick else str(ROOT / "benches" / "RESULTS.md")
+    return output
+
+
 def run_condition(name: str, args) -> Dict[str, Any]:
     """Every row once, under condition ``name`` (``quiet`` or ``neighbour``)."""
     neighbour = busy_neighbour() if name == "neighbour" else contextlib.nullcontext()
@@ -548,7 +559,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cartpole-envs", type=_ints, default=None, help="Rust CartPole sizes (default 16,64)")
     parser.add_argument("--output", default=None,
                         help="the RESULTS.md whose grid section is replaced (default benches/RESULTS.md; with "
-                             "--quick none)")
+                             "--quick, or '-', none: the section is only printed, as by the other benches)")
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
     args = parser.parse_args(argv)
     q = args.quick
@@ -563,7 +574,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("argument --seconds must be positive and --warmup at least 0")
     if args.num_envs < 2:
         parser.error(f"argument --num-envs: at least 2 (async batches are half of them), got {args.num_envs}")
-    output = args.output if args.output is not None else (None if q else str(ROOT / "benches" / "RESULTS.md"))
+    output = results_file(args.output, q)
     for path, name in ((output, "--output"), (args.json, "--json")):
         if path and not Path(path).resolve().parent.is_dir():
             parser.error(f"argument {name}: the folder of {path!r} does not exist")

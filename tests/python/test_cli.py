@@ -1083,6 +1083,16 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert grid.results_sections.extract(again, grid.BEGIN, grid.END) == [grid.BEGIN, "new figures", grid.END]
 
 
+def test_grid_output_dash_writes_no_file_as_the_other_benches_do():
+    """``--output -`` prints the section and writes no file (a file named ``-`` before this);
+    no ``--output`` is benches/RESULTS.md, or nothing for ``--quick``; a path is that path."""
+    grid = _grid()
+    assert grid.results_file("-", False) is None and grid.results_file("-", True) is None
+    assert grid.results_file(None, True) is None
+    assert grid.results_file(None, False) == str(grid.ROOT / "benches" / "RESULTS.md")
+    assert grid.results_file("/tmp/r.md", True) == "/tmp/r.md"
+
+
 def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
     """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py``,
     ``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py``,
