@@ -270,17 +270,6 @@ def label(row: Dict[str, Any]) -> str:
 # -- one condition (quiet, or with the neighbour) ---------------------------------------------------
 
 
-def results_file(output: Optional[str], quick: bool) -> Optional[str]:
-    """The results file whose grid section a run replaces: ``output`` as given, except ``-`` (none:
-    the section is only printed, as ``results_sections.publish`` does for the other benches);
-    with no ``--output``, ``benches/RESULTS.md``, or none for a ``--quick`` run."""
-    if output == "-":
-        return None
-    if output is None:
-        return None if quick else str(ROOT / "benches" / "RESULTS.md")
-    return output
-
-
 def run_condition(name: str, args) -> Dict[str, Any]:
     """Every row once, under condition ``name`` (``quiet`` or ``neighbour``)."""
     neighbour = busy_neighbour() if name == "neighbour" else contextlib.nullcontext()
@@ -574,9 +563,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("argument --seconds must be positive and --warmup at least 0")
     if args.num_envs < 2:
         parser.error(f"argument --num-envs: at least 2 (async batches are half of them), got {args.num_envs}")
-    output = results_file(args.output, q)
+    # "-" (and a --quick run without --output): print the section only (results_sections.publish).
+    output = args.output if args.output is not None else ("-" if q else str(ROOT / "benches" / "RESULTS.md"))
     for path, name in ((output, "--output"), (args.json, "--json")):
-        if path and not Path(path).resolve().parent.is_dir():
+        if path and path != "-" and not Path(path).resolve().parent.is_dir():
             parser.error(f"argument {name}: the folder of {path!r} does not exist")
     args.cores = usable_cores()
     info = machine_info()
@@ -598,14 +588,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         cond = run_condition(name, args)
         cond["targets"] = evaluate(cond, args.cores)
         report["conditions"].append(cond)
-    lines = section(report)
-    print("\n".join(lines))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
         print(f"wrote {args.json}", file=sys.stderr)
-    if output:
-        results_sections.write(Path(output), "grid", lines)
-        print(f"wrote the grid section of {output}", file=sys.stderr)
+    results_sections.publish("grid", section(report), output)
     return 0
 
 

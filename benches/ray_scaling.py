@@ -443,12 +443,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "targets": targets(cheap, busy, args.cost_us), "envs_per_node": args.proj_envs_per_node,
         "projection": projection(cheap, args.cost_us, args.proj_envs_per_node),
     }
-    lines = section(report)
-    if args.output == "-" or (args.quick and args.output == str(ROOT / "benches" / "RESULTS.md")):
-        print("\n".join(lines))
-        return 0
-    results_sections.write(Path(args.output), "ray", lines)
-    print(f"wrote {args.output}", file=sys.stderr)
+    quick_default = args.quick and args.output == str(ROOT / "benches" / "RESULTS.md")
+    results_sections.publish("ray", section(report), "-" if quick_default else args.output)
     return 0
 
 

@@ -1083,14 +1083,18 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert grid.results_sections.extract(again, grid.BEGIN, grid.END) == [grid.BEGIN, "new figures", grid.END]
 
 
-def test_grid_output_dash_writes_no_file_as_the_other_benches_do():
-    """``--output -`` prints the section and writes no file (a file named ``-`` before this);
-    no ``--output`` is benches/RESULTS.md, or nothing for ``--quick``; a path is that path."""
-    grid = _grid()
-    assert grid.results_file("-", False) is None and grid.results_file("-", True) is None
-    assert grid.results_file(None, True) is None
-    assert grid.results_file(None, False) == str(grid.ROOT / "benches" / "RESULTS.md")
-    assert grid.results_file("/tmp/r.md", True) == "/tmp/r.md"
+def test_a_section_published_to_dash_is_printed_and_no_file_is_written(tmp_path, monkeypatch, capsys):
+    """``results_sections.publish``, which every bench script (``grid.py`` and ``ray_scaling.py``
+    included) ends with: ``-`` prints the section and writes nothing (``grid.py`` wrote a file
+    named ``-`` before it used this); a path gets the section written into it."""
+    sections = _grid().results_sections
+    lines = [*sections.markers("grid")]
+    lines.insert(1, "figures")
+    monkeypatch.chdir(tmp_path)
+    sections.publish("grid", lines, "-")
+    assert "figures" in capsys.readouterr().out and list(tmp_path.iterdir()) == []
+    sections.publish("grid", lines, str(tmp_path / "RESULTS.md"))
+    assert "figures" in (tmp_path / "RESULTS.md").read_text()
 
 
 def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
