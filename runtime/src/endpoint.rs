@@ -57,7 +57,7 @@ const PARENT_CHECK: Duration = Duration::from_millis(100);
 /// How long an idle worker sleeps between looks at its command ring while the watcher thread
 /// watches the main process. Only a safety net: a command wakes the worker at once (futex), and
 /// the watcher ends it when the main process ends. Ten wake-ups a second cost an idle worker
-/// ~0.075% of a core on the 2-core VM (`benches/idle_cpu.py`) and keep its CPU out of deep idle
+/// ~0.075% of a core on a 2-core machine (`benches/idle_cpu.py`) and keep its CPU out of deep idle
 /// states for nothing.
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
 
