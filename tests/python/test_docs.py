@@ -4,6 +4,8 @@ import doctest
 import re
 from pathlib import Path
 
+import pytest
+
 import ringenv
 
 
@@ -19,14 +21,17 @@ def _switch_blocks():
     return [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "instead of:" in b]
 
 
-def test_readme_shows_the_one_line_switch_for_gymnasium_torchrl_and_sb3_and_each_runs():
+def test_readme_shows_the_one_line_switch_for_gymnasium_torchrl_and_sb3():
     blocks = _switch_blocks()
     switched = {lib for lib in ("gymnasium", "torchrl", "stable_baselines3") if any(
         f"instead of: from {lib}" in b for b in blocks)}
     assert switched == {"gymnasium", "torchrl", "stable_baselines3"}, switched
-    for block in blocks:
-        namespace: dict = {"__name__": "readme_block"}
-        exec(compile(block, "README.md", "exec"), namespace)
+
+
+@pytest.mark.parametrize("block", _switch_blocks(), ids=lambda b: b.split("instead of: from ")[1].split()[0])
+def test_readme_switch_block_runs(block):
+    namespace: dict = {"__name__": "readme_block"}
+    exec(compile(block, "README.md", "exec"), namespace)
 
 
 # --- The docs and the code's comments state what is, not how it came to be ----------------------
