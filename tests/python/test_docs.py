@@ -151,3 +151,20 @@ def test_docs_and_comments_state_what_is_not_its_history():
     in git; benchmark tables with their dates live in benches/RESULTS.md)."""
     hits = history_hits(Path(__file__).resolve().parents[2])
     assert not hits, "history in the docs or comments:\n" + "\n".join(hits)
+
+
+def test_every_test_docs_reliability_names_exists():
+    """Each ``tests/...::name`` in docs/RELIABILITY.md is a test of that file, and each file it
+    names exists, so a promise never points at a test that was renamed or removed."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "RELIABILITY.md").read_text()
+    named = re.findall(r"`((?:tests|scripts|fuzz)/[\w/]+\.(?:py|rs))(?:::(\w+))?`", text)
+    assert len(named) >= 40, "docs/RELIABILITY.md lost its tests"
+    missing = []
+    for path, name in named:
+        source = root / path
+        if not source.exists():
+            missing.append(path)
+        elif name and not re.search(rf"\b(?:def|fn) {name}\b", source.read_text()):
+            missing.append(f"{path}::{name}")
+    assert not missing, missing
