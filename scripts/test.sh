@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/setup.sh
 scripts/disk_check.sh 1 "The tests' builds and throwaway virtualenvs (target/)"
+scripts/docs.sh  # the docs site from docs/ and the docstrings, built strictly into target/site
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the runtime without its cuda feature has no CUDA symbol (the workspace build turns it on)"
