@@ -270,10 +270,6 @@ impl WorkerEndpoint {
         let mut waited = false;
         loop {
             if let Some(c) = self.commands.pop() {
-                if !waited {
-                    // Queued while the last one ran: a new stretch of work begins here.
-                    self.spinner.mark_boundary();
-                }
                 if c.kind() == Ok(crate::CommandKind::Close) {
                     self.closing.store(true, Ordering::SeqCst);
                 }

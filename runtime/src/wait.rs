@@ -1,0 +1,499 @@
+//! The wait policy: how long a waiter spins before it sleeps on its futex, and how it spins.
+//!
+//! A [`Spinner`] is one waiter's private state (the main process waiting for completions, a
+//! worker waiting for its next command); the handshake it ends in is [`Wakeup`]'s.
+//!
+//! - **A fixed bound `B`.** `spin_us` when the user gives one ([`SpinPolicy`]; `0` never spins),
+//!   else [`SpinPolicy::AUTO`]'s 400 µs: about eight futex wake-ups of the VMs measured (25-90
+//!   µs). No wait spins longer than `B`.
+//! - **One learned quantity: the peer-ready time.** A moving average `a` (`a += (t - a) / 8`,
+//!   glibc's adaptive mutex) of how long after a wait began its peer published, each sample at
+//!   most `4 B`. A wait spins for `2 a + B / 10` when that fits within `B`, else it sleeps at once:
+//!   its waits are long, and spinning through them burns a core (in a pool that outnumbers the
+//!   cores, the core of the peer doing the work). A wait that slept learns `t` *without* its own
+//!   wake-up latency: the producer that woke it stamps the time in the [`Wakeup`]
+//!   (`CLOCK_MONOTONIC`), and `t` is the wait's length less the time since that stamp, at least
+//!   what it spun. Learning the whole wait traps a waiter asleep on a VM with slow wake-ups (its
+//!   waits look long because it sleeps; `benches/wakeup_trap.rs`). With `B` about eight wake-ups
+//!   the threshold `0.45 B` is ~3.5 of them, so two sides that both sleep (each one's peer-ready
+//!   time holds the other's wake-up) spin again whenever the work is under ~2.5 wake-ups.
+//! - **How it spins** ([`Probe`]): the CPU's pause instruction, yielding the core every
+//!   [`YIELD_EVERY`]th look, when the pool's processes (workers and the main process) fit the
+//!   cores; `sched_yield` at every look when they outnumber them (pausing spinners then hold the
+//!   core their own peer is queued on: 0.16 M against 3.2-3.7 M steps/s, Rust CartPole with 2
+//!   workers on 2 cores). The main process decides both for the pool
+//!   ([`SpinSettings::for_pool`]); the segment header carries them to every worker.
+//! - **One rule beyond the minimum: a stalled spin is cut** (AUTO only; a fixed `spin_us` is kept
+//!   as given). A spin two of whose looks came [`STALL`] (1 ms) or more apart lost its core to
+//!   another task's time slice (a busy neighbour). After [`CUT_AT`] such spins in a row, waits
+//!   spin at most `B / 10`, until two spins yield without a stall: a waiter whose peer
+//!   is queued behind the neighbour sleeps and frees its core instead of waiting out the
+//!   neighbour's slice. It is for the loaded rows of `benches/wakeup_policy.py` (beside one
+//!   `while True: pass`, 2 cores): Rust CartPole, 16 envs, 2 workers went from 0.66-0.73 of the
+//!   best fixed bound to 0.90 with it, and with the default workers a pool that stopped spinning
+//!   on a crowded machine measured 1.4x one that kept spinning.
+//!
+//! Concurrency: a `Spinner` is `&mut` state of one waiter in one process; nothing of it is shared.
+//!
+//! ```
+//! use ringenv_runtime::{Probe, SpinPolicy, SpinSettings, Spinner, Wakeup};
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::time::Duration;
+//! let wakeup = Wakeup::default();
+//! let flag = AtomicBool::new(false);
+//! let mut spinner = Spinner::new(SpinSettings { policy: SpinPolicy::default(), probe: Probe::Pause });
+//! std::thread::scope(|s| {
+//!     s.spawn(|| { flag.store(true, Ordering::Release); wakeup.notify(); });
+//!     assert!(spinner.wait(&wakeup, || flag.load(Ordering::Acquire), Duration::from_secs(5)));
+//! });
+//! assert!(spinner.budget() <= spinner.bound());
+//! ```
+
+use crate::futex::{DefaultFutex, Futex};
+use crate::sync::{spin_loop, Instant};
+use crate::wakeup::{monotonic_ns, Wakeup};
+use std::time::Duration;
+
+/// The bound of every wait's spin phase: `spin`, or for [`SpinPolicy::AUTO`] (the default)
+/// [`SpinPolicy::AUTO_BOUND`]; [`SpinPolicy::NEVER`] sleeps at once on every wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpinPolicy {
+    /// Upper bound of one wait's spin phase. `Duration::ZERO` sleeps at once; `u64::MAX`
+    /// nanoseconds or more is [`SpinPolicy::AUTO`].
+    pub spin: Duration,
+}
+
+impl SpinPolicy {
+    /// AUTO's bound: 400 µs, about eight futex wake-ups (see the module docs).
+    pub const AUTO_BOUND: Duration = Duration::from_micros(400);
+    /// The default: a bound of [`SpinPolicy::AUTO_BOUND`], with stalled spins cut. Stored in the
+    /// segment header as `u64::MAX` ns.
+    pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
+    /// Never spin: every wait announces itself and sleeps on the futex at once.
+    pub const NEVER: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
+
+    /// Whether this is [`SpinPolicy::AUTO`] (`u64::MAX` ns or more: the header stores
+    /// nanoseconds in a `u64`, so any longer bound reads back as AUTO in the workers too).
+    pub fn is_auto(self) -> bool {
+        self.spin.as_nanos() >= u128::from(u64::MAX)
+    }
+
+    /// The bound of one wait's spin phase.
+    pub fn bound(self) -> Duration {
+        if self.is_auto() {
+            Self::AUTO_BOUND
+        } else {
+            self.spin
+        }
+    }
+}
+
+impl Default for SpinPolicy {
+    /// [`SpinPolicy::AUTO`].
+    fn default() -> Self {
+        Self::AUTO
+    }
+}
+
+/// What a spinning waiter does between two looks at its condition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Probe {
+    /// The CPU's pause instruction, and every [`YIELD_EVERY`]th look a `sched_yield`: the lowest
+    /// latency for a waiter with a core to itself, and a hand-off within microseconds to a peer
+    /// that shares its core after all.
+    #[default]
+    Pause,
+    /// `sched_yield` between every two looks, for pools whose processes outnumber the cores.
+    Yield,
+}
+
+/// A [`Probe::Pause`] spinner yields its core once every this many looks (about every 1-2 µs).
+pub const YIELD_EVERY: u32 = 32;
+
+impl Probe {
+    /// [`Probe::Yield`] when `runnable` processes (a pool's workers plus its main process) are
+    /// more than the cores this process may run on (`std::thread::available_parallelism`: CPU
+    /// affinity and cgroup quota; 1 if unknown), else [`Probe::Pause`].
+    pub fn for_processes(runnable: usize) -> Probe {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        Probe::for_processes_on(runnable, cores)
+    }
+
+    /// [`Probe::for_processes`] with the core count given.
+    pub fn for_processes_on(runnable: usize, cores: usize) -> Probe {
+        if runnable > cores {
+            Probe::Yield
+        } else {
+            Probe::Pause
+        }
+    }
+
+    /// The code of this probe in the segment header (0 pause, 1 yield).
+    pub fn code(self) -> u32 {
+        match self {
+            Probe::Pause => 0,
+            Probe::Yield => 1,
+        }
+    }
+
+    /// The probe of header code `code`, `None` for an unknown code.
+    pub fn from_code(code: u32) -> Option<Probe> {
+        match code {
+            0 => Some(Probe::Pause),
+            1 => Some(Probe::Yield),
+            _ => None,
+        }
+    }
+}
+
+/// The wait policy of a whole pool: decided by the main process, written into the segment header,
+/// followed by every worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpinSettings {
+    /// The bound of every wait's spin phase.
+    pub policy: SpinPolicy,
+    /// How spinning waiters probe.
+    pub probe: Probe,
+}
+
+impl SpinSettings {
+    /// The settings of a pool of `num_workers` workers waited on by one main process:
+    /// `policy`, probing with [`Probe::for_processes`]`(num_workers + 1)`.
+    pub fn for_pool(policy: SpinPolicy, num_workers: usize) -> SpinSettings {
+        SpinSettings { policy, probe: Probe::for_processes(num_workers.saturating_add(1)) }
+    }
+}
+
+/// Two looks of a spin this far apart mean the waiter lost its core to another task's time slice
+/// (those of Linux's fair scheduler are 0.75-3 ms), not to a peer's short turn.
+pub const STALL: Duration = Duration::from_millis(1);
+/// Spins are cut after this many stalled spins in a row (the stall score: +1 for a spin that
+/// stalled, -1 for one that yielded without a stall, within `0..=CUT_AT + 1`).
+pub const CUT_AT: u8 = 3;
+/// A peer-ready sample counts as at most this many bounds, so after one very long wait (a
+/// learner's pause) about seventeen short ones bring the waiter back to spinning.
+const SAMPLE_CAP_BOUNDS: u64 = 4;
+
+/// One waiter's wait policy (see the module docs). Not shared between processes or threads.
+#[derive(Clone, Debug)]
+pub struct Spinner {
+    settings: SpinSettings,
+    /// The bound `B` in nanoseconds.
+    bound_ns: u64,
+    /// The moving average `a` of recent peer-ready times, in nanoseconds.
+    average_ns: u64,
+    /// The stall score (see [`CUT_AT`]).
+    stalls: u8,
+}
+
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u128::from(u64::MAX)) as u64
+}
+
+impl Spinner {
+    /// A spinner following `settings`, starting from the largest average that still spins, so
+    /// its first wait spins the whole bound.
+    pub fn new(settings: SpinSettings) -> Spinner {
+        let bound_ns = nanos(settings.policy.bound());
+        Spinner { settings, bound_ns, average_ns: (bound_ns - bound_ns / 10) / 2, stalls: 0 }
+    }
+
+    /// The settings it follows.
+    pub fn settings(&self) -> SpinSettings {
+        self.settings
+    }
+
+    /// The bound `B` of every spin phase.
+    pub fn bound(&self) -> Duration {
+        Duration::from_nanos(self.bound_ns)
+    }
+
+    /// The moving average of recent peer-ready times.
+    pub fn average(&self) -> Duration {
+        Duration::from_nanos(self.average_ns)
+    }
+
+    /// Whether spins are cut to `B / 10` because recent ones lost their core to other tasks.
+    pub fn stalled(&self) -> bool {
+        self.settings.policy.is_auto() && self.stalls >= CUT_AT
+    }
+
+    /// How long the next wait spins at most: `2 a + B / 10` when that fits within `B` (at most
+    /// `B / 10` while [`Spinner::stalled`]), else zero.
+    pub fn budget(&self) -> Duration {
+        let margin = self.bound_ns / 10;
+        let wanted = self.average_ns.saturating_mul(2).saturating_add(margin);
+        if self.bound_ns == 0 || wanted > self.bound_ns {
+            Duration::ZERO
+        } else if self.stalled() {
+            Duration::from_nanos(margin)
+        } else {
+            Duration::from_nanos(wanted)
+        }
+    }
+
+    /// Learns one peer-ready time: how long after the start of a wait the peer published (for a
+    /// wait that timed out, the whole wait).
+    pub fn record(&mut self, ready_after: Duration) {
+        let sample = nanos(ready_after).min(self.bound_ns.saturating_mul(SAMPLE_CAP_BOUNDS));
+        let delta = (i128::from(sample) - i128::from(self.average_ns)) >> 3;
+        self.average_ns = (i128::from(self.average_ns) + delta).max(0) as u64;
+    }
+
+    /// Learns a wait that slept: it lasted `waited`, spun `spun` first, and the producer that
+    /// woke it stamped its wake `latency` before it ran again (`None`: no stamp). A stamp older
+    /// than the sleep is a late producer's of an earlier wait and is ignored, so the peer-ready
+    /// time learned is never less than what the waiter spun (the peer was not ready then).
+    fn record_slept(&mut self, waited: Duration, spun: Duration, latency: Option<Duration>) {
+        let latency = latency.filter(|&l| l <= waited.saturating_sub(spun)).unwrap_or_default();
+        self.record(waited - latency);
+    }
+
+    /// Learns whether a spin stalled (see [`spin`]): the stall score moves up or down by one.
+    fn record_stall(&mut self, stalled: Option<bool>) {
+        match stalled {
+            Some(true) => self.stalls = (self.stalls + 1).min(CUT_AT + 1),
+            Some(false) => self.stalls = self.stalls.saturating_sub(1),
+            None => {}
+        }
+    }
+
+    /// Waits on `wakeup` until `ready()` holds (`true`) or `timeout` passed (`false`): spins for
+    /// [`Spinner::budget`] with the settings' probe, then sleeps on the futex, then learns when
+    /// its peer became ready.
+    pub fn wait(&mut self, wakeup: &Wakeup, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
+        self.wait_with::<DefaultFutex>(wakeup, &mut ready, timeout)
+    }
+
+    /// [`Spinner::wait`] over any [`Futex`] implementation.
+    pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
+        let start = Instant::now();
+        let budget = self.budget().min(timeout);
+        if budget > Duration::ZERO {
+            wakeup.count_spin();
+        }
+        let (ready_in_spin, stalled) = spin(ready, start + budget, self.settings.probe);
+        self.record_stall(stalled);
+        if ready_in_spin {
+            self.record(Instant::now() - start);
+            return true;
+        }
+        let spun = Instant::now() - start;
+        wakeup.take_ready_stamp(); // a late producer's stamp of an earlier wait
+        let woke = wakeup.sleep_with::<F>(ready, start + timeout);
+        let stamp = wakeup.take_ready_stamp();
+        let latency = (stamp != 0).then(|| Duration::from_nanos(monotonic_ns().saturating_sub(stamp)));
+        self.record_slept(Instant::now() - start, spun, latency);
+        woke
+    }
+
+    /// Waits as [`Spinner::wait`] does for a waiter whose previous wait timed out with nothing
+    /// ready (an idle pool): it sleeps at once and learns nothing, since the wait's length says
+    /// how long the pool was idle, not how soon a peer at work answers.
+    pub fn wait_idle(&mut self, wakeup: &Wakeup, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        wakeup.take_ready_stamp();
+        let woke = wakeup.sleep_with::<DefaultFutex>(&mut ready, deadline);
+        wakeup.take_ready_stamp();
+        woke
+    }
+}
+
+/// Looks at `ready()` until it holds or `until` passed (at least once), probing with `probe`.
+/// Returns whether it held and whether the spin stalled: `Some(true)` when two looks were
+/// [`STALL`] or more apart (the waiter was off its core for a time slice), `Some(false)` when it
+/// yielded without that, `None` when it neither yielded nor stalled (no evidence either way).
+fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe) -> (bool, Option<bool>) {
+    let mut looks = 0u32;
+    let mut last: Option<Instant> = None;
+    let mut longest = Duration::ZERO;
+    loop {
+        let is_ready = ready();
+        let now = Instant::now();
+        longest = longest.max(last.map_or(Duration::ZERO, |l| now - l));
+        last = Some(now);
+        if is_ready || now >= until {
+            let yielded = looks >= 1 && (probe == Probe::Yield || looks >= YIELD_EVERY);
+            let stalled = (longest >= STALL).then_some(true).or(yielded.then_some(false));
+            return (is_ready, stalled);
+        }
+        looks = looks.wrapping_add(1);
+        if probe == Probe::Pause && !looks.is_multiple_of(YIELD_EVERY) {
+            spin_loop();
+        } else {
+            yield_now();
+        }
+    }
+}
+
+/// `sched_yield`, or a yield to loom's scheduler.
+fn yield_now() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+    const BOUND: Duration = Duration::from_micros(200);
+
+    fn spinner(policy: SpinPolicy, probe: Probe) -> Spinner {
+        Spinner::new(SpinSettings { policy, probe })
+    }
+
+    #[test]
+    fn short_waits_spin_twice_the_average_and_long_ones_sleep_at_once() {
+        let mut s = spinner(SpinPolicy { spin: BOUND }, Probe::Pause);
+        assert_eq!(s.budget(), BOUND, "a fresh spinner spins the whole bound");
+        for _ in 0..100 {
+            s.record(10 * US);
+        }
+        assert_eq!(s.budget(), 2 * s.average() + BOUND / 10);
+        assert!(s.budget() < 45 * US, "{:?}", s.budget());
+        for _ in 0..100 {
+            s.record(Duration::from_secs(3)); // each counts as at most four bounds
+        }
+        assert_eq!(s.average(), 4 * BOUND - Duration::from_nanos(7), "within the 1/8 rounding");
+        assert_eq!(s.budget(), Duration::ZERO, "waits above 0.45 of the bound sleep at once");
+        let short = (0..).take_while(|_| {
+            s.record(10 * US);
+            s.budget().is_zero()
+        });
+        assert_eq!(short.count(), 17, "the eighteenth short wait spins again");
+        assert_eq!(spinner(SpinPolicy::AUTO, Probe::Pause).bound(), SpinPolicy::AUTO_BOUND);
+    }
+
+    #[test]
+    fn a_slept_wait_learns_the_peers_ready_time_without_its_own_wake_up() {
+        let mut s = spinner(SpinPolicy { spin: BOUND }, Probe::Pause);
+        s.average_ns = 0;
+        // Waited 150 µs, of which the last 90 were the wake-up: the peer was ready at 60 µs.
+        s.record_slept(150 * US, 20 * US, Some(90 * US));
+        assert_eq!(s.average(), 60 * US / 8);
+        // A stamp older than the sleep (here: it slept 50 µs), or none, teaches the whole wait.
+        for latency in [Some(90 * US), None] {
+            s.average_ns = 0;
+            s.record_slept(150 * US, 100 * US, latency);
+            assert_eq!(s.average(), 150 * US / 8, "{latency:?}");
+        }
+    }
+
+    #[test]
+    fn never_spin_and_zero_timeouts() {
+        let mut s = spinner(SpinPolicy::NEVER, Probe::Yield);
+        for _ in 0..10 {
+            s.record(US);
+            assert_eq!(s.budget(), Duration::ZERO);
+        }
+        let w = Wakeup::default();
+        assert!(s.wait(&w, || true, Duration::ZERO), "a ready condition is seen with no time left");
+        assert!(!s.wait(&w, || false, Duration::ZERO));
+        assert_eq!((w.sleeps(), w.spins()), (0, 0), "no time left: no sleep; never a spin phase");
+    }
+
+    /// A condition not ready at the first look, whose second look (after the first yield) comes
+    /// 2 ms later, as if another task took the core for a time slice, and ready from then on.
+    fn stalling_ready() -> impl FnMut() -> bool {
+        let mut looks = 0u32;
+        move || {
+            looks += 1;
+            if looks == 2 {
+                std::thread::sleep(2 * STALL);
+            }
+            looks > 2
+        }
+    }
+
+    #[test]
+    fn a_spin_whose_looks_are_a_time_slice_apart_stalled() {
+        for probe in [Probe::Yield, Probe::Pause] {
+            let until = Instant::now() + Duration::from_secs(5);
+            assert_eq!(spin(&mut stalling_ready(), until, probe), (true, Some(true)), "{probe:?}");
+            assert_eq!(spin(&mut || true, until, probe), (true, None), "{probe:?}: one look, no evidence");
+        }
+        // A stalled wait counts, through `wait` as through `spin`.
+        let mut s = spinner(SpinPolicy::AUTO, Probe::Yield);
+        assert!(s.wait(&Wakeup::default(), stalling_ready(), Duration::from_secs(5)));
+        assert_eq!(s.stalls, 1);
+    }
+
+    #[test]
+    fn stalled_spins_in_a_row_cut_an_auto_waiters_spin_until_clean_ones_restore_it() {
+        let mut s = spinner(SpinPolicy::AUTO, Probe::Yield);
+        s.average_ns = 50_000;
+        let full = s.budget();
+        assert_eq!(full, Duration::from_micros(140));
+        for _ in 0..CUT_AT - 1 {
+            s.record_stall(Some(true));
+            s.record_stall(None); // a spin without a yield says nothing
+        }
+        assert_eq!(s.budget(), full, "{} stalls", CUT_AT - 1);
+        s.record_stall(Some(true));
+        assert_eq!(s.budget(), SpinPolicy::AUTO_BOUND / 10, "{CUT_AT} stalls in a row: cut to B / 10");
+        for _ in 0..5 {
+            s.record_stall(Some(true));
+        }
+        s.record_stall(Some(false));
+        assert!(s.stalled(), "one clean spin does not end the cut");
+        s.record_stall(Some(false));
+        assert_eq!(s.budget(), full, "two do");
+        // A fixed bound is the user's: stalls do not cut it.
+        let mut f = spinner(SpinPolicy { spin: BOUND }, Probe::Yield);
+        for _ in 0..5 {
+            f.record_stall(Some(true));
+        }
+        f.average_ns = 50_000;
+        assert_eq!(f.budget(), Duration::from_micros(120), "not cut");
+    }
+
+    #[test]
+    fn oversubscribed_pools_yield() {
+        assert_eq!(Probe::for_processes_on(3, 2), Probe::Yield, "main + 2 workers on 2 cores");
+        assert_eq!(Probe::for_processes_on(2, 2), Probe::Pause, "main + 1 worker on 2 cores");
+        for p in [Probe::Pause, Probe::Yield] {
+            assert_eq!(Probe::from_code(p.code()), Some(p));
+        }
+        assert_eq!(Probe::from_code(7), None);
+    }
+
+    #[test]
+    fn an_idle_wait_neither_spins_nor_learns() {
+        let w = Wakeup::default();
+        let mut s = spinner(SpinPolicy::AUTO, Probe::Pause);
+        let before = s.average();
+        assert!(!s.wait_idle(&w, || false, Duration::from_millis(1)), "nothing ready: timed out");
+        assert_eq!((w.spins(), s.average()), (0, before));
+    }
+
+    #[test]
+    fn spinners_of_either_probe_are_woken_by_a_publish() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        const ROUNDS: u32 = if cfg!(miri) { 5 } else { 200 };
+        for (probe, policy) in [(Probe::Pause, SpinPolicy { spin: BOUND }), (Probe::Yield, SpinPolicy::AUTO)] {
+            let w = Wakeup::default();
+            let published = AtomicU32::new(0);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let mut s = spinner(policy, probe);
+                    for round in 1..=ROUNDS {
+                        let ready = || published.load(Ordering::Acquire) >= round;
+                        assert!(s.wait(&w, ready, Duration::from_secs(30)), "{probe:?} round {round}");
+                        assert!(s.budget() <= s.bound());
+                    }
+                });
+                for round in 0..ROUNDS {
+                    if round % 8 == 0 {
+                        std::thread::sleep(Duration::from_micros(300)); // some waits outlast the spin
+                    }
+                    published.fetch_add(1, Ordering::Release);
+                    w.notify();
+                }
+            });
+            assert!(w.spins() >= 1, "the first wait of a fresh spinner has a spin phase");
+        }
+    }
+}
