@@ -18,21 +18,15 @@
 //! Concurrency: one waiter per word, any number of producers.
 //!
 //! ```
-//! use ringenv_runtime::{Probe, SpinPolicy, SpinSettings, Spinner, Wakeup};
-//! use std::sync::atomic::{AtomicBool, Ordering};
-//! use std::time::Duration;
+//! use ringenv_runtime::Wakeup;
 //! let wakeup = Wakeup::default();
-//! let flag = AtomicBool::new(false);
-//! let mut waiter = Spinner::new(SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Pause });
-//! std::thread::scope(|s| {
-//!     s.spawn(|| { flag.store(true, Ordering::Release); wakeup.notify(); });
-//!     assert!(waiter.wait(&wakeup, || flag.load(Ordering::Acquire), Duration::from_secs(5)));
-//! });
-//! assert_eq!(wakeup.spins(), 0, "SpinPolicy::NEVER sleeps at once");
+//! assert!(!wakeup.notify(), "nobody asleep: no system call");
+//! assert_eq!((wakeup.sleeps(), wakeup.spins()), (0, 0));
 //! ```
 
 use crate::futex::{DefaultFutex, Futex};
 use crate::sync::{fence, AtomicU32, AtomicU64, Instant, Ordering};
+use std::time::Duration;
 
 /// A futex word and a sleeper count, one cache-line pair, placed in shared memory.
 #[repr(C, align(128))]
@@ -75,7 +69,7 @@ impl Wakeup {
     /// [`Wakeup::notify`] over any [`Futex`] implementation.
     #[inline]
     pub fn notify_with<F: Futex>(&self) -> bool {
-        // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `wait`: either the
+        // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `sleep_with`: either the
         // waiter's re-check sees what we published, or we see its announcement here.
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) == 0 {
@@ -104,11 +98,6 @@ impl Wakeup {
         self.spins.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Takes the stamp a producer left when it woke the waiter (`CLOCK_MONOTONIC` ns), 0 if none.
-    pub(crate) fn take_ready_stamp(&self) -> u64 {
-        self.ready_ns.swap(0, Ordering::Relaxed)
-    }
-
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
     pub fn wake_all(&self) {
         self.wake_all_with::<DefaultFutex>();
@@ -123,8 +112,20 @@ impl Wakeup {
     }
 
     /// Waiter side, after its spin: announce, re-check `ready()`, sleep on the futex until woken,
-    /// until `deadline`. Returns whether `ready()` held.
-    pub(crate) fn sleep_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, deadline: Instant) -> bool {
+    /// until `deadline`. Returns whether `ready()` held, and how long ago the producer that woke
+    /// the waiter stamped its wake (`None`: no stamp; the waiter's wake-up latency otherwise).
+    pub(crate) fn sleep_with<F: Futex>(
+        &self,
+        ready: &mut dyn FnMut() -> bool,
+        deadline: Instant,
+    ) -> (bool, Option<Duration>) {
+        self.ready_ns.store(0, Ordering::Relaxed); // a late producer's stamp of an earlier wait
+        let woke = self.announce_and_sleep::<F>(ready, deadline);
+        let stamp = self.ready_ns.swap(0, Ordering::Relaxed);
+        (woke, (stamp != 0).then(|| Duration::from_nanos(monotonic_ns().saturating_sub(stamp))))
+    }
+
+    fn announce_and_sleep<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, deadline: Instant) -> bool {
         loop {
             // SYNC POINT: pairs with the Release `fetch_add` in `wake_all_with`.
             let seq = self.seq.load(Ordering::Acquire);
@@ -170,50 +171,40 @@ pub(crate) fn monotonic_ns() -> u64 {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
-    use std::time::Duration;
-
-    #[test]
-    fn sleep_times_out_when_nothing_comes() {
-        let w = Wakeup::default();
-        let t = Instant::now();
-        assert!(!w.sleep_with::<DefaultFutex>(&mut || false, t + Duration::from_millis(20)));
-        assert!(t.elapsed() >= Duration::from_millis(20));
-    }
 
     #[test]
     fn a_sleeper_is_woken_and_stamped_and_nobody_asleep_costs_no_syscall() {
-        let w = Wakeup::default();
-        let flag = AtomicBool::new(false);
+        let (w, flag) = (Wakeup::default(), AtomicBool::new(false));
         assert!(!w.notify(), "nobody waits: no wake call");
+        let deadline = Instant::now() + Duration::from_millis(20);
+        assert_eq!(w.sleep_with::<DefaultFutex>(&mut || false, deadline), (false, None), "timed out");
+        assert!(Instant::now() >= deadline);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let deadline = Instant::now() + Duration::from_secs(10);
-                assert!(w.sleep_with::<DefaultFutex>(&mut || flag.load(Ordering::Acquire), deadline));
+                let (woke, stamped) = w.sleep_with::<DefaultFutex>(&mut || flag.load(Ordering::Acquire), deadline);
+                assert!(woke && stamped.is_some(), "the producer stamped the wake of a sleeper");
             });
-            // Wait until the waiter announced its sleep, then publish and notify.
             while w.sleepers.load(Ordering::SeqCst) == 0 {
-                std::thread::yield_now();
+                std::thread::yield_now(); // until the waiter announced its sleep
             }
             flag.store(true, Ordering::Release);
             assert!(w.notify());
         });
-        assert_eq!(w.sleeps(), 1, "the waiter slept exactly once");
-        assert_ne!(w.take_ready_stamp(), 0, "the producer stamped the wake of a sleeper");
-        assert_eq!(w.take_ready_stamp(), 0, "taken once");
+        assert_eq!(w.sleeps(), 2, "the waiter slept once in each wait");
     }
 
     #[test]
     fn handshake_over_the_local_futex_wakes_a_sleeper_in_every_round() {
         use crate::futex::LocalFutex;
         const ROUNDS: u32 = if cfg!(miri) { 5 } else { 200 };
-        let w = Wakeup::default();
-        let published = AtomicU32::new(0);
+        let (w, published) = (Wakeup::default(), AtomicU32::new(0));
         std::thread::scope(|s| {
             s.spawn(|| {
                 for round in 1..=ROUNDS {
                     let mut ready = || published.load(Ordering::Acquire) >= round;
                     let deadline = Instant::now() + Duration::from_secs(30);
-                    assert!(w.sleep_with::<LocalFutex>(&mut ready, deadline), "round {round}");
+                    assert!(w.sleep_with::<LocalFutex>(&mut ready, deadline).0, "round {round}");
                 }
             });
             for _ in 0..ROUNDS {
@@ -222,6 +213,5 @@ mod tests {
                 std::thread::yield_now();
             }
         });
-        assert_eq!(published.load(Ordering::Relaxed), ROUNDS);
     }
 }
