@@ -23,15 +23,20 @@
 //!   core their own peer is queued on: 0.16 M against 3.2-3.7 M steps/s, Rust CartPole with 2
 //!   workers on 2 cores). The main process decides both for the pool
 //!   ([`SpinSettings::for_pool`]); the segment header carries them to every worker.
-//! - **One rule beyond the minimum: a stalled spin is cut** (AUTO only; a fixed `spin_us` is kept
-//!   as given). A spin two of whose looks came [`STALL`] (1 ms) or more apart lost its core to
-//!   another task's time slice (a busy neighbour). After [`CUT_AT`] such spins in a row, waits
-//!   spin at most `B / 10`, until two spins yield without a stall: a waiter whose peer
-//!   is queued behind the neighbour sleeps and frees its core instead of waiting out the
-//!   neighbour's slice. It is for the loaded rows of `benches/wakeup_policy.py` (beside one
-//!   `while True: pass`, 2 cores): Rust CartPole, 16 envs, 2 workers went from 0.66-0.73 of the
-//!   best fixed bound to 0.90 with it, and with the default workers a pool that stopped spinning
-//!   on a crowded machine measured 1.4x one that kept spinning.
+//! - **One rule beyond the minimum: on a crowded machine, spins are cut** (AUTO only; a fixed
+//!   `spin_us` is kept as given). A spinner whose peer waits for a core behind another task (a
+//!   busy neighbour) holds a core and gains nothing (Linux's own mutexes spin only while the owner
+//!   is on a CPU, `mutex_spin_on_owner`). A pool whose processes fit the cores reads the machine's
+//!   runnable tasks (`/proc/loadavg`, at most every 10 ms, in a wait whose peer was not ready at
+//!   a first look): more than the cores is a crowded sample. A pool that outnumbers the cores
+//!   (its own processes already exceed them) samples its yields instead: a spin two of whose
+//!   looks came [`STALL`] (1 ms) or more apart lost its core to another task's time slice. After
+//!   [`CUT_AT`] crowded samples in a row, and until two fitting ones, waits of a pausing pool
+//!   sleep at once (freeing the core the peer is queued for) and waits of a yielding pool spin
+//!   at most `B / 10` (sleeping at once there measured 0.77 of the best fixed bound, the cut
+//!   0.90-0.98). It is for the loaded rows of `benches/wakeup_policy.py` (beside one `while True:
+//!   pass`, 2 cores), Rust CartPole, 16 envs: 1.43x with the default workers, and 0.90 of the
+//!   best fixed bound instead of 0.66-0.73 with 2 workers.
 //!
 //! Concurrency: a `Spinner` is `&mut` state of one waiter in one process; nothing of it is shared.
 //!
@@ -157,9 +162,11 @@ impl SpinSettings {
 /// Two looks of a spin this far apart mean the waiter lost its core to another task's time slice
 /// (those of Linux's fair scheduler are 0.75-3 ms), not to a peer's short turn.
 pub const STALL: Duration = Duration::from_millis(1);
-/// Spins are cut after this many stalled spins in a row (the stall score: +1 for a spin that
-/// stalled, -1 for one that yielded without a stall, within `0..=CUT_AT + 1`).
+/// Spins are cut after this many crowded samples in a row (the crowd score: +1 for a crowded
+/// sample, -1 for a fitting one, within `0..=CUT_AT + 1`).
 pub const CUT_AT: u8 = 3;
+/// The least time between two readings of `/proc/loadavg` by one waiter (a reading costs a few µs).
+const LOAD_CHECK_EVERY: Duration = Duration::from_millis(10);
 /// A peer-ready sample counts as at most this many bounds, so after one very long wait (a
 /// learner's pause) about seventeen short ones bring the waiter back to spinning.
 const SAMPLE_CAP_BOUNDS: u128 = 4;
@@ -172,8 +179,11 @@ pub struct Spinner {
     bound_ns: u64,
     /// The moving average `a` of recent peer-ready times, in nanoseconds.
     average_ns: u64,
-    /// The stall score (see [`CUT_AT`]).
-    stalls: u8,
+    /// The crowd score (see [`CUT_AT`]).
+    crowd: u8,
+    /// The cores this process may use, and when it may read `/proc/loadavg` next.
+    cores: u32,
+    next_load_check: Option<Instant>,
 }
 
 impl Spinner {
@@ -181,7 +191,9 @@ impl Spinner {
     /// its first wait spins the whole bound.
     pub fn new(settings: SpinSettings) -> Spinner {
         let bound_ns = settings.policy.bound().as_nanos() as u64; // under u64::MAX: else AUTO
-        Spinner { settings, bound_ns, average_ns: (bound_ns - bound_ns / 10) / 2, stalls: 0 }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(u32::MAX as usize) as u32;
+        let average_ns = (bound_ns - bound_ns / 10) / 2;
+        Spinner { settings, bound_ns, average_ns, crowd: 0, cores, next_load_check: None }
     }
 
     /// The settings it follows.
@@ -199,17 +211,18 @@ impl Spinner {
         Duration::from_nanos(self.average_ns)
     }
 
-    /// Whether spins are cut to `B / 10` because recent ones lost their core to other tasks.
-    pub fn stalled(&self) -> bool {
-        self.settings.policy.is_auto() && self.stalls >= CUT_AT
+    /// Whether spins are cut because the machine runs more tasks than cores (see the module docs).
+    pub fn crowded(&self) -> bool {
+        self.settings.policy.is_auto() && self.crowd >= CUT_AT
     }
 
-    /// How long the next wait spins at most: `2 a + B / 10` when that fits within `B` (at most
-    /// `B / 10` while [`Spinner::stalled`]), else zero.
+    /// How long the next wait spins at most: `2 a + B / 10` when that fits within `B`, else zero;
+    /// while [`Spinner::crowded`], zero ([`Probe::Pause`]) or at most `B / 10` ([`Probe::Yield`]).
     pub fn budget(&self) -> Duration {
         let margin = self.bound_ns / 10;
         let wanted = self.average_ns.saturating_mul(2).saturating_add(margin);
-        let spin = if self.stalled() { margin } else { wanted };
+        let cut = if self.settings.probe == Probe::Yield { margin } else { 0 };
+        let spin = if self.crowded() { cut } else { wanted };
         Duration::from_nanos(if self.bound_ns == 0 || wanted > self.bound_ns { 0 } else { spin })
     }
 
@@ -230,13 +243,23 @@ impl Spinner {
         self.record(waited - latency);
     }
 
-    /// Learns whether a spin stalled (see [`spin`]): the stall score moves up or down by one.
-    fn record_stall(&mut self, stalled: Option<bool>) {
-        self.stalls = match stalled {
-            Some(true) => (self.stalls + 1).min(CUT_AT + 1),
-            Some(false) => self.stalls.saturating_sub(1),
-            None => self.stalls,
+    /// Learns one sample of whether the machine is crowded: the crowd score moves by one.
+    fn record_crowd(&mut self, crowded: Option<bool>) {
+        self.crowd = match crowded {
+            Some(true) => (self.crowd + 1).min(CUT_AT + 1),
+            Some(false) => self.crowd.saturating_sub(1),
+            None => self.crowd,
         };
+    }
+
+    /// A pausing AUTO waiter's sample of `/proc/loadavg`, taken at most every 10 ms in a wait whose
+    /// peer is not ready at a first look (the waiter and its peer then both count as runnable).
+    fn sample_load(&mut self, ready: &mut dyn FnMut() -> bool, now: Instant) {
+        let due = self.next_load_check.is_none_or(|t| now >= t);
+        if due && self.settings.policy.is_auto() && self.settings.probe == Probe::Pause && !ready() {
+            self.next_load_check = Some(now + LOAD_CHECK_EVERY);
+            self.record_crowd(Some(runnable_tasks().is_some_and(|r| r > self.cores)));
+        }
     }
 
     /// Waits on `wakeup` until `ready()` holds (`true`) or `timeout` passed (`false`): spins for
@@ -249,12 +272,13 @@ impl Spinner {
     /// [`Spinner::wait`] over any [`Futex`] implementation.
     pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
         let start = Instant::now();
+        self.sample_load(ready, start);
         let budget = self.budget().min(timeout);
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
         let (ready_in_spin, stalled) = spin(ready, start + budget, self.settings.probe);
-        self.record_stall(stalled);
+        self.record_crowd(stalled);
         if ready_in_spin {
             self.record(Instant::now() - start);
             return true;
@@ -267,9 +291,9 @@ impl Spinner {
 }
 
 /// Looks at `ready()` until it holds or `until` passed (at least once), probing with `probe`.
-/// Returns whether it held and whether the spin stalled: `Some(true)` when two looks were
-/// [`STALL`] or more apart (the waiter was off its core for a time slice), `Some(false)` when it
-/// yielded without that, `None` when it neither yielded nor stalled (no evidence either way).
+/// Returns whether it held and, for [`Probe::Yield`], whether the spin stalled: `Some(true)` when
+/// two looks were [`STALL`] or more apart (the waiter was off its core for a time slice),
+/// `Some(false)` when it yielded without that, `None` when it did not yield.
 fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe) -> (bool, Option<bool>) {
     let mut looks = 0u32;
     let mut last: Option<Instant> = None;
@@ -280,9 +304,7 @@ fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe) -> (bool,
         longest = longest.max(last.map_or(Duration::ZERO, |l| now - l));
         last = Some(now);
         if is_ready || now >= until {
-            let yielded = looks >= 1 && (probe == Probe::Yield || looks >= YIELD_EVERY);
-            let stalled = (longest >= STALL).then_some(true).or(yielded.then_some(false));
-            return (is_ready, stalled);
+            return (is_ready, (probe == Probe::Yield && looks >= 1).then_some(longest >= STALL));
         }
         looks = looks.wrapping_add(1);
         if probe == Probe::Pause && !looks.is_multiple_of(YIELD_EVERY) {
@@ -291,6 +313,21 @@ fn spin(ready: &mut dyn FnMut() -> bool, until: Instant, probe: Probe) -> (bool,
             yield_now();
         }
     }
+}
+
+/// The machine's runnable tasks now, the caller included: `running` of `/proc/loadavg`'s fourth
+/// field (`running/total`, proc(5)); `None` where it cannot be read, and always under loom.
+fn runnable_tasks() -> Option<u32> {
+    #[cfg(loom)]
+    return None;
+    #[cfg(not(loom))]
+    parse_running(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+/// `running` from the text of `/proc/loadavg` (`"0.52 0.58 0.59 3/467 12345"`).
+#[cfg_attr(loom, allow(dead_code))]
+fn parse_running(text: &str) -> Option<u32> {
+    text.split_ascii_whitespace().nth(3)?.split_once('/')?.0.parse().ok()
 }
 
 /// `sched_yield`, or a yield to loom's scheduler.
@@ -376,30 +413,36 @@ mod tests {
     }
 
     #[test]
-    fn stalled_spins_in_a_row_cut_an_auto_waiters_spin_until_clean_ones_restore_it() {
-        for probe in [Probe::Yield, Probe::Pause] {
-            let until = Instant::now() + Duration::from_secs(5);
-            assert_eq!(spin(&mut stalling_ready(), until, probe), (true, Some(true)), "{probe:?}");
-            assert_eq!(spin(&mut || true, until, probe), (true, None), "{probe:?}: one look, no evidence");
-        }
+    fn crowded_samples_in_a_row_cut_an_auto_waiters_spin_until_fitting_ones_restore_it() {
+        assert_eq!(
+            spin(&mut stalling_ready(), Instant::now() + Duration::from_secs(5), Probe::Yield),
+            (true, Some(true))
+        );
+        assert_eq!(spin(&mut stalling_ready(), Instant::now() + Duration::from_secs(5), Probe::Pause), (true, None));
+        assert_eq!(spin(&mut || true, Instant::now(), Probe::Yield), (true, None), "one look: no evidence");
         let mut s = spinner(SpinPolicy::AUTO, Probe::Yield);
         assert!(s.wait(&Wakeup::default(), stalling_ready(), Duration::from_secs(5)));
-        assert_eq!(s.stalls, 1, "a wait learns its spin's stall");
-        s.average_ns = 50_000;
-        let full = s.budget();
-        s.record_stall(None); // no evidence either way
-        s.record_stall(Some(true));
-        assert_eq!(s.budget(), full, "{} stalls", CUT_AT - 1);
-        s.record_stall(Some(true));
-        assert_eq!(s.budget(), SpinPolicy::AUTO_BOUND / 10, "{CUT_AT} in a row: cut to B / 10");
-        (0..5).for_each(|_| s.record_stall(Some(true)));
-        s.record_stall(Some(false));
-        assert!(s.stalled(), "one clean spin does not end the cut");
-        s.record_stall(Some(false));
-        assert_eq!(s.budget(), full, "two do");
-        let mut fixed = spinner(SpinPolicy { spin: BOUND }, Probe::Yield);
-        (0..5).for_each(|_| fixed.record_stall(Some(true)));
-        assert!(!fixed.stalled(), "a fixed bound is the user's");
+        assert_eq!(s.crowd, 1, "a yielding wait learns its spin's stall");
+        for (probe, cut) in [(Probe::Yield, SpinPolicy::AUTO_BOUND / 10), (Probe::Pause, Duration::ZERO)] {
+            let mut s = spinner(SpinPolicy::AUTO, probe);
+            s.average_ns = 50_000;
+            let full = s.budget();
+            s.record_crowd(None); // no evidence either way
+            (0..CUT_AT - 1).for_each(|_| s.record_crowd(Some(true)));
+            assert_eq!(s.budget(), full, "{probe:?}");
+            (0..5).for_each(|_| s.record_crowd(Some(true)));
+            assert_eq!(s.budget(), cut, "{probe:?}: {CUT_AT} in a row cut it");
+            s.record_crowd(Some(false));
+            assert!(s.crowded(), "{probe:?}: one fitting sample does not end the cut");
+            s.record_crowd(Some(false));
+            assert_eq!(s.budget(), full, "{probe:?}: two do");
+        }
+        let mut fixed = spinner(SpinPolicy { spin: BOUND }, Probe::Pause);
+        (0..5).for_each(|_| fixed.record_crowd(Some(true)));
+        assert!(!fixed.crowded(), "a fixed bound is the user's");
+        assert_eq!(parse_running("0.52 0.58 0.59 3/467 12345\n"), Some(3));
+        assert_eq!(parse_running("0.5 0.5 0.5 x/10 1"), None);
+        assert!(runnable_tasks().is_some_and(|r| r >= 1), "the reader itself runs");
     }
 
     #[test]
