@@ -4,8 +4,12 @@
 //! worker waiting for its next command); the handshake it ends in is [`Wakeup`]'s.
 //!
 //! - **A fixed bound `B`.** `spin_us` when the user gives one ([`SpinPolicy`]; `0` never spins),
-//!   else [`SpinPolicy::AUTO`]'s 400 µs: about eight futex wake-ups of the VMs measured (25-90
-//!   µs). No wait spins longer than `B`.
+//!   else [`SpinPolicy::AUTO`]'s: 1 ms when each of the pool's processes has a core (a spinner
+//!   then costs CPU, not throughput, and spins through a worker's wait for the main process's
+//!   turnaround, which grows with the work per step), 400 µs when they outnumber the cores (a
+//!   spinner there holds a core a peer needs: a 40 µs env with 4 workers on 2 cores lost up to
+//!   18% with longer bounds). Both are at least eight futex wake-ups (25-90 µs on the VMs
+//!   measured). No wait spins longer than `B`.
 //! - **One learned quantity: the peer-ready time.** A moving average `a` (`a += (t - a) / 8`,
 //!   glibc's adaptive mutex) of how long after a wait began its peer published, each sample at
 //!   most `4 B`. A wait spins for `2 a + B / 10` when that fits within `B`, else it sleeps at once:
@@ -14,8 +18,8 @@
 //!   wake-up latency: the producer that woke it stamps the time in the [`Wakeup`]
 //!   (`CLOCK_MONOTONIC`), and `t` is the wait's length less the time since that stamp, at least
 //!   what it spun. Learning the whole wait traps a waiter asleep on a VM with slow wake-ups (its
-//!   waits look long because it sleeps; `benches/wakeup_trap.rs`). With `B` about eight wake-ups
-//!   the threshold `0.45 B` is ~3.5 of them, so two sides that both sleep (each one's peer-ready
+//!   waits look long because it sleeps; `benches/wakeup_trap.rs`). With `B` eight wake-ups or
+//!   more the threshold `0.45 B` is ~3.5 of them or more, so two sides that both sleep (each one's peer-ready
 //!   time holds the other's wake-up) spin again whenever the work is under ~2.5 wake-ups.
 //! - **How it spins** ([`Probe`]): the CPU's pause instruction, yielding the core every
 //!   [`YIELD_EVERY`]th look, when the pool's processes (workers and the main process) fit the
@@ -59,8 +63,9 @@ use crate::sync::{spin_loop, Instant};
 use crate::wakeup::Wakeup;
 use std::time::Duration;
 
-/// The bound of every wait's spin phase: `spin`, or [`SpinPolicy::AUTO_BOUND`] for
-/// [`SpinPolicy::AUTO`] (the default, which also cuts stalled spins); zero sleeps at once.
+/// The bound of every wait's spin phase: `spin`, or for [`SpinPolicy::AUTO`] (the default, which
+/// also cuts spins on a crowded machine) [`SpinPolicy::AUTO_BOUND`] or
+/// [`SpinPolicy::AUTO_BOUND_OVERSUBSCRIBED`]; zero sleeps at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpinPolicy {
     /// Upper bound of one wait's spin phase; `u64::MAX` ns or more is [`SpinPolicy::AUTO`] (the
@@ -69,8 +74,10 @@ pub struct SpinPolicy {
 }
 
 impl SpinPolicy {
-    /// AUTO's bound: 400 µs, about eight futex wake-ups (see the module docs).
-    pub const AUTO_BOUND: Duration = Duration::from_micros(400);
+    /// AUTO's bound when each of the pool's processes has a core ([`Probe::Pause`]): 1 ms.
+    pub const AUTO_BOUND: Duration = Duration::from_millis(1);
+    /// AUTO's bound when the pool's processes outnumber the cores ([`Probe::Yield`]): 400 µs.
+    pub const AUTO_BOUND_OVERSUBSCRIBED: Duration = Duration::from_micros(400);
     /// The default policy, stored in the segment header as `u64::MAX` ns.
     pub const AUTO: SpinPolicy = SpinPolicy { spin: Duration::from_nanos(u64::MAX) };
     /// Never spin: every wait announces itself and sleeps on the futex at once.
@@ -79,15 +86,6 @@ impl SpinPolicy {
     /// Whether this is [`SpinPolicy::AUTO`].
     pub fn is_auto(self) -> bool {
         self.spin.as_nanos() >= u128::from(u64::MAX)
-    }
-
-    /// The bound of one wait's spin phase.
-    pub fn bound(self) -> Duration {
-        if self.is_auto() {
-            Self::AUTO_BOUND
-        } else {
-            self.spin
-        }
     }
 }
 
@@ -190,7 +188,12 @@ impl Spinner {
     /// A spinner following `settings`, starting from the largest average that still spins, so
     /// its first wait spins the whole bound.
     pub fn new(settings: SpinSettings) -> Spinner {
-        let bound_ns = settings.policy.bound().as_nanos() as u64; // under u64::MAX: else AUTO
+        let bound = match (settings.policy.is_auto(), settings.probe) {
+            (false, _) => settings.policy.spin, // under u64::MAX ns: else AUTO
+            (true, Probe::Pause) => SpinPolicy::AUTO_BOUND,
+            (true, Probe::Yield) => SpinPolicy::AUTO_BOUND_OVERSUBSCRIBED,
+        };
+        let bound_ns = bound.as_nanos() as u64;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(u32::MAX as usize) as u32;
         let average_ns = (bound_ns - bound_ns / 10) / 2;
         Spinner { settings, bound_ns, average_ns, crowd: 0, cores, next_load_check: None }
@@ -364,6 +367,7 @@ mod tests {
         });
         assert_eq!(asleep.count(), 17, "the eighteenth short wait spins again");
         assert_eq!(spinner(SpinPolicy::AUTO, Probe::Pause).bound(), SpinPolicy::AUTO_BOUND);
+        assert_eq!(spinner(SpinPolicy::AUTO, Probe::Yield).bound(), SpinPolicy::AUTO_BOUND_OVERSUBSCRIBED);
         for p in [Probe::Pause, Probe::Yield] {
             assert_eq!(Probe::from_code(p.code()), Some(p));
         }
@@ -423,7 +427,8 @@ mod tests {
         let mut s = spinner(SpinPolicy::AUTO, Probe::Yield);
         assert!(s.wait(&Wakeup::default(), stalling_ready(), Duration::from_secs(5)));
         assert_eq!(s.crowd, 1, "a yielding wait learns its spin's stall");
-        for (probe, cut) in [(Probe::Yield, SpinPolicy::AUTO_BOUND / 10), (Probe::Pause, Duration::ZERO)] {
+        for (probe, cut) in [(Probe::Yield, SpinPolicy::AUTO_BOUND_OVERSUBSCRIBED / 10), (Probe::Pause, Duration::ZERO)]
+        {
             let mut s = spinner(SpinPolicy::AUTO, probe);
             s.average_ns = 50_000;
             let full = s.budget();

@@ -38,7 +38,8 @@ class Pool:
 
     ``spin_us`` bounds how long, in microseconds, a waiting process (the main process waiting for
     completions, a worker waiting for commands) spins before it sleeps on the futex. ``None``: the
-    default, a bound of 400 us (about 8 wake-ups). Within the bound each waiter learns from its peers' recent ready times how long to spin (not at all when
+    default, a bound of 1 ms (400 us when the workers plus the main process outnumber the cores).
+    Within the bound each waiter learns from its peers' recent ready times how long to spin (not at all when
     they outlast the bound), and when the workers plus the main process
     outnumber the cores, spinners yield the core between probes (docs/WAKEUP.md). ``0``: never
     spin. Raises ValueError for a negative or non-finite value.
