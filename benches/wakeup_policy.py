@@ -35,8 +35,9 @@ With ``--baseline DIR`` (``DIR``: a ``PYTHONPATH`` entry holding another build's
 ``benches/ab.py``) only the default policy runs, each row (env, worker count, condition) measured
 ``--ab-repeats`` rounds with each build alternately, each measurement in its own subprocess; the
 table gives both medians and new/old, and nothing is written to ``benches/RESULTS.md``.
-``--quick`` shortens the rounds to 0.3 s (with ``--baseline`` and the default envs, workers and
-conditions: 24 rows, about 4 minutes on 2 cores).
+``--quick`` shortens the rounds to 0.3 s (with ``--baseline`` and the default envs, workers,
+conditions and 3 rounds: 24 rows, 144 measurements of about 2 s each with the subprocess's start,
+5-6 minutes on 2 cores).
 
 Usage::
 
