@@ -104,7 +104,8 @@ def section(title: str, results: List[Dict[str, Any]], baseline: str, repeats: i
         mark = "" if r["ratio"] >= floor else f" **below {floor:.2f}**"
         if mark:
             below.append(f"{r['label']} ({r['condition']}): {r['ratio']:.3f}")
-        lines.append(f"| {r['label']} | {r['condition']} | {r['old']:,.0f} | {r['new']:,.0f} | {r['ratio']:.3f}{mark} |")
+        lines.append(f"| {r['label']} | {r['condition']} | {r['old']:,.0f} | {r['new']:,.0f} | "
+                     f"{r['ratio']:.3f}{mark} |")
     lines += ["", f"{len(results) - len(below)} of {len(results)} rows within tolerance"
               + (f"; below: {'; '.join(below)}." if below else ".")]
     return lines

@@ -19,8 +19,8 @@
 //!   (`CLOCK_MONOTONIC`), and `t` is the wait's length less the time since that stamp, at least
 //!   what it spun. Learning the whole wait traps a waiter asleep on a VM with slow wake-ups (its
 //!   waits look long because it sleeps; `benches/wakeup_trap.rs`). With `B` eight wake-ups or
-//!   more the threshold `0.45 B` is ~3.5 of them or more, so two sides that both sleep (each one's peer-ready
-//!   time holds the other's wake-up) spin again whenever the work is under ~2.5 wake-ups.
+//!   more, the threshold `0.45 B` is ~3.5 of them or more, so two sides that both sleep (each
+//!   one's peer-ready time holds the other's wake-up) spin again when the work is under ~2.5.
 //! - **How it spins** ([`Probe`]): the CPU's pause instruction, yielding the core every
 //!   [`YIELD_EVERY`]th look, when the pool's processes (workers and the main process) fit the
 //!   cores; `sched_yield` at every look when they outnumber them (pausing spinners then hold the
