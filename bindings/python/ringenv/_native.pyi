@@ -38,10 +38,8 @@ class Pool:
 
     ``spin_us`` bounds how long, in microseconds, a waiting process (the main process waiting for
     completions, a worker waiting for commands) spins before it sleeps on the futex. ``None``: the
-    default, a bound of 8 wake-up latencies as each waiter measures them (200 us..1 ms), or twice
-    the waiter's own work per command where that is longer (at most 1 ms; from 1 ms of work on,
-    three times it, at most 4 ms). Within the
-    bound each waiter learns from its peers' recent ready times how long to spin (not at all when
+    default, a bound of 1 ms (400 us when the workers plus the main process outnumber the cores).
+    Within the bound each waiter learns from its peers' recent ready times how long to spin (not at all when
     they outlast the bound), and when the workers plus the main process
     outnumber the cores, spinners yield the core between probes (docs/WAKEUP.md). ``0``: never
     spin. Raises ValueError for a negative or non-finite value.

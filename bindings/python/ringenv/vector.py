@@ -172,11 +172,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             Raises ``ValueError`` for other spaces before any worker starts. See docs/GPU.md.
         spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
             process waiting for results, a worker waiting for its next command) spins before it
-            sleeps on a futex. ``None`` (default): a bound of 8 wake-up latencies measured by each
-            waiter (200 µs..1 ms), or twice the waiter's own work per command where that is
-            longer (at most 1 ms; from 1 ms of work on, three times it, at most 4 ms), within
-            which it spins only as long as its peers' recent ready times suggest, and not at all
-            once they outgrow the bound;
+            sleeps on a futex. ``None`` (default): a bound of 1 ms (400 µs when the workers plus
+            the main process outnumber the cores), within which it spins only as long as its
+            peers' recent ready times suggest, not at all once they outgrow the bound, and less
+            while other processes crowd the machine;
             ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM);
             at most ``ringenv._checks.SPIN_US_MAX`` (10 s).
             Spinners yield the core between looks when the processes outnumber the cores. See
