@@ -4,8 +4,11 @@
 ``ringenv bench ENV`` compares ringenv with the other vector-env runtimes installed;
 ``ringenv top`` shows the pools running on this machine, live. See docs/CLI.md.
 
+``ringenv --version`` prints the package version.
+
 Exit status: 0 on success, 1 when a measurement fails (an env that cannot be built or stepped),
-2 for a bad command line (one line on stderr naming the argument), 130 on Ctrl-C.
+2 for a bad command line (one line on stderr naming the argument), 130 on Ctrl-C, 143 when
+``top`` gets SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ ringenv's command line: 'ringenv tune ENV' measures ENV through ringenv with eac
 recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed;
 'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
 command's options (docs/CLI.md in ringenv's repository has examples). Exit status: 0 done, 1 a
-measurement failed, 2 bad arguments, 130 interrupted."""
+measurement failed, 2 bad arguments, 130 interrupted, 143 terminated (SIGTERM)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,10 +38,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import ringenv
     from ringenv.cli import bench, top, tune
 
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ringenv {ringenv.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, summary in [("tune", tune, "measure ENV with each worker count, with and without the "
                                                  "inline share, and recommend one"),
