@@ -347,7 +347,7 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
         assert (column in header) == (wide or column in columns), (column, header)
     rows = [m for m in map(WIDE_ROW.match if wide else ROW.match, stdout.splitlines()) if m]
     assert [_row_config(m) for m in rows] == expected, stdout
-    mark = 12 if wide else 7
+    mark = 11 if wide else 7
     assert sum(1 for m in rows if m.group(mark)) == 1, "exactly one row is marked recommended"
     names = ", ".join(tune_mod.config_text(w, i) for w, i in expected)
     assert f"configurations {names};" in _flat(stdout)
@@ -387,9 +387,9 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
         assert m.group(2) == f"{c['steps_per_s']:,.0f}"
         assert m.group(3) == f"{100 * tune_mod.noise(c):.0f}"
         assert len(c["steps_per_s_parts"]) == tune_mod.PARTS
-        assert m.group(8 if wide else 6) == f"{cpu['tree_cores']:.2f}"
+        assert m.group(7 if wide else 6) == f"{cpu['tree_cores']:.2f}"
         if wide:
-            assert m.group(9) == f"{cpu['main_cores']:.2f}"
+            assert m.group(8) == f"{cpu['main_cores']:.2f}"
 
     rec = report["recommendation"]
     assert (rec["workers"], rec["inline"]) in expected and (rec["fastest_workers"], rec["fastest_inline"]) in expected
