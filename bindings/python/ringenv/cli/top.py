@@ -49,6 +49,8 @@ work for it."""
 Key = Tuple[int, int]  # (pid, segment fd) of the process holding a pool's segment
 
 _MAX_ERROR_CHARS = 60
+#: Characters of the last error column at most (cut in the middle: ``_printable_middle``).
+_MAX_LAST_ERROR_CHARS = 80
 _MAX_REFUSED_LINES = 5
 
 
@@ -110,7 +112,7 @@ def _printable(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
     return out if len(out) <= limit else out[:limit - 1] + "\u2026"
 
 
-def _printable_middle(text: str, limit: int) -> str:
+def _printable_middle(text: str, limit: int = _MAX_LAST_ERROR_CHARS) -> str:
     """:func:`_printable`, but a long text keeps its first third and its last two thirds (where a
     panic's ``(panicked at file:line:column)`` and the env are), with ``…`` in between."""
     out = _printable(text, len(text) * 10 + 1)  # every character escaped, nothing cut (<= 10 chars each)
@@ -124,7 +126,7 @@ def _rate(now: float, before: Optional[float], seconds: float) -> Optional[float
     return None if before is None or seconds <= 0 else max(0.0, now - before) / seconds
 
 
-def _table(snap: dict, old: Optional[dict], seconds: float, width: int, wide: bool) -> Table:
+def _table(snap: dict, old: Optional[dict], seconds: float, width: Optional[int], wide: bool) -> Table:
     names = ["worker", "pid", *(["env ids", "env steps"] if wide else []), "steps/s", "busy %", "wait %",
              *(["sleeps/s"] if wide else []), "restarts"]
     rows = []
@@ -141,9 +143,11 @@ def _table(snap: dict, old: Optional[dict], seconds: float, width: int, wide: bo
                  "restarts": str(ws["restarts"])}
         rows.append([cells[n] for n in names] + [ws["last_error"]])
     # Each column as wide as its widest cell; the last error gets what is left of the line (at
-    # least its heading), its middle cut (where a long text is least telling).
+    # least its heading, at most _MAX_LAST_ERROR_CHARS), its middle cut (where a long text is least
+    # telling).
     widths = [max(len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
-    room = max(len("last error"), width - sum(widths) - 2 * len(names))
+    room = _MAX_LAST_ERROR_CHARS if width is None else width - sum(widths) - 2 * len(names)
+    room = max(len("last error"), min(room, _MAX_LAST_ERROR_CHARS))
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for n in names:
         t.add_column(n, justify="left" if n == "env ids" else "right", no_wrap=True)
@@ -154,9 +158,9 @@ def _table(snap: dict, old: Optional[dict], seconds: float, width: int, wide: bo
 
 
 def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, ended: Sequence[Key],
-          refused: Sequence[str] = (), width: int = 80, wide: bool = False, now_ns: Optional[int] = None
-          ) -> RenderableType:
-    """The rendered view, ``width`` columns wide. Every text is a ``rich.text.Text`` (never parsed
+          refused: Sequence[str] = (), width: Optional[int] = None, wide: bool = False,
+          now_ns: Optional[int] = None) -> RenderableType:
+    """The rendered view, ``width`` columns wide (``None``: as wide as it needs). Every text is a ``rich.text.Text`` (never parsed
     as markup) and every text read from a segment goes through ``_printable``."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     parts: List[RenderableType] = []
