@@ -223,12 +223,13 @@ def _loop(args: argparse.Namespace, console: Console) -> None:
     def view(current, previous, seconds, ended, refused=()) -> RenderableType:
         return _view(current, previous, seconds, ended, refused, width=console.width, wide=args.wide)
 
-    previous = _snapshots()
+    # Rates are over the time between two snapshots as measured, not the interval asked for.
+    previous, then = _snapshots(), time.monotonic()
     if args.once:
         time.sleep(args.interval)
         refused: List[str] = []
         current = _snapshots(refused)
-        console.print(view(current, previous, args.interval, _ended(previous, current), refused))
+        console.print(view(current, previous, time.monotonic() - then, _ended(previous, current), refused))
         return
     live = console.is_terminal
     ended: List[Key] = []
@@ -238,16 +239,16 @@ def _loop(args: argparse.Namespace, console: Console) -> None:
         while args.iterations is None or refreshes < args.iterations:
             time.sleep(args.interval)
             refused = []
-            current = _snapshots(refused)
+            current, now = _snapshots(refused), time.monotonic()
             now_ended = _ended(previous, current)
             ended = now_ended + [k for k in ended if k not in now_ended][:5]
-            frame = view(current, previous, args.interval, ended, refused)
+            frame = view(current, previous, now - then, ended, refused)
             if screen is not None:
                 screen.update(frame, refresh=True)
             else:
                 console.print(frame)
                 console.print()
                 console.file.flush()
-            previous = current
+            previous, then = current, now
             refreshes += 1
 
