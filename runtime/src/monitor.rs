@@ -301,9 +301,9 @@ impl Monitor {
 /// The pools of this user's processes (in this pid namespace), one entry per segment: the
 /// descriptor of the main process its header records, or of the lowest pid holding it when that
 /// process holds none (the main process died, or the header is corrupt; [`Monitor::open`] tells).
-/// A segment whose recorded main process is alive but no longer holds it is a copy a fork child
-/// inherited from a pool since closed, and is left out. Entries are claims: check one with
-/// [`Monitor::open`].
+/// A closed pool (its header records main pid 0) is left out, and so is a segment whose recorded
+/// main process runs but no longer holds it (a copy a fork child inherited from a pool since
+/// closed). Entries are claims: check one with [`Monitor::open`].
 pub fn list_pools() -> Vec<PoolEntry> {
     let ours = euid();
     let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
@@ -330,6 +330,7 @@ pub fn list_pools() -> Vec<PoolEntry> {
         holders.sort();
         let main = Monitor::open(&holders[0]).ok().map(|m| m.segment.pool_metrics().main_pid);
         match main.and_then(|m| holders.iter().find(|h| h.pid == m)) {
+            _ if main == Some(0) => {} // closed (`PoolMetrics::mark_closed`)
             Some(h) => pools.push(h.clone()),
             None if main.is_some_and(|m| is_ours_running(m, ours)) => {} // a closed pool's copy
             None => pools.push(holders.swap_remove(0)),
@@ -492,7 +493,7 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_whose_recorded_main_process_runs_without_it_is_left_out_and_a_dead_one_kept() {
+    fn a_closed_pool_or_a_copy_whose_main_process_runs_without_it_is_left_out_and_a_dead_one_kept() {
         let me = std::process::id();
         let segment = Segment::create(layout(2, 1)).unwrap();
         let fd = segment.fd().as_raw_fd();
@@ -503,6 +504,9 @@ mod tests {
         // No such process (pids are below 2^22): the main process died, or the header is corrupt.
         segment.pool_metrics().init(u32::MAX);
         assert!(listed());
+        // Closed.
+        segment.pool_metrics().mark_closed();
+        assert!(!listed());
     }
 
     #[test]

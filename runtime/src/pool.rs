@@ -1063,6 +1063,7 @@ impl Pool {
         self.request_close();
         stop_all(&mut self.workers, grace);
         self.closed = true;
+        self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
     /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the
