@@ -160,8 +160,9 @@ def _table(snap: dict, old: Optional[dict], seconds: float, width: Optional[int]
 def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, ended: Sequence[Key],
           refused: Sequence[str] = (), width: Optional[int] = None, wide: bool = False,
           now_ns: Optional[int] = None) -> RenderableType:
-    """The rendered view, ``width`` columns wide (``None``: as wide as it needs). Every text is a ``rich.text.Text`` (never parsed
-    as markup) and every text read from a segment goes through ``_printable``."""
+    """The rendered view, ``width`` columns wide (``None``: as wide as it needs). Every text is a
+    ``rich.text.Text`` (never parsed as markup) and every text read from a segment goes through
+    ``_printable``."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     parts: List[RenderableType] = []
     if not current and not ended:
@@ -200,8 +201,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"argument --iterations: must be at least 1, got {args.iterations}")
 
+    # SIGTERM ends top between two frames, never in the middle of a line.
+    state = {"printing": False, "terminated": False}
+
     def terminate(signum, frame):
-        raise _Terminated()
+        state["terminated"] = True
+        if not state["printing"]:
+            raise _Terminated()
 
     signal.signal(signal.SIGTERM, terminate)
     # Not a terminal (a pipe, a log): one frame after another, each flushed. The width is the
@@ -210,7 +216,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.wide and console.width < WIDE_COLUMNS:
         console = Console(highlight=False, emoji=False, width=WIDE_COLUMNS)
     try:
-        _loop(args, console)
+        _loop(args, console, state)
     except _Terminated:
         print("ringenv top: terminated", file=sys.stderr)
         return TERMINATED
@@ -219,7 +225,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return 0
 
 
-def _loop(args: argparse.Namespace, console: Console) -> None:
+def _loop(args: argparse.Namespace, console: Console, state: Dict[str, bool]) -> None:
     def view(current, previous, seconds, ended, refused=()) -> RenderableType:
         return _view(current, previous, seconds, ended, refused, width=console.width, wide=args.wide)
 
@@ -243,12 +249,16 @@ def _loop(args: argparse.Namespace, console: Console) -> None:
             now_ended = _ended(previous, current)
             ended = now_ended + [k for k in ended if k not in now_ended][:5]
             frame = view(current, previous, now - then, ended, refused)
+            state["printing"] = True
             if screen is not None:
                 screen.update(frame, refresh=True)
             else:
                 console.print(frame)
                 console.print()
                 console.file.flush()
+            state["printing"] = False
+            if state["terminated"]:
+                raise _Terminated()
             previous, then = current, now
             refreshes += 1
 

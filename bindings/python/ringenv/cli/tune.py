@@ -122,10 +122,6 @@ def validate(args) -> List[int]:
     return workers
 
 
-def workers_text(n: int) -> str:
-    return f"{n} worker" if n == 1 else f"{n} workers"
-
-
 #: How the configuration of no worker process (``num_workers=0``) is named.
 IN_PROCESS = "0 workers (in-process)"
 
@@ -135,7 +131,7 @@ def config_text(workers: int, inline: bool) -> str:
     :data:`IN_PROCESS`."""
     if workers == 0:
         return IN_PROCESS
-    return workers_text(workers) + (" + inline" if inline else "")
+    return f"{workers} worker{'' if workers == 1 else 's'}" + (" + inline" if inline else "")
 
 
 def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, workers: List[int], inline: str,
@@ -463,15 +459,9 @@ def run(args, argv: Optional[List[str]] = None) -> int:
     out.print()
     out.print(f"recommended: {config_text(rec['workers'], rec['inline'])} ({arguments_text(rec['arguments'])}) "
               f"- {rec['reason']}")
-    inline_note = (" (+ inline: the main process steps the last block of envs itself, AsyncVectorEnv(inline=True))"
-                   if any(c["inline"] for c in [*configs, *skipped]) else "")
-    out.print(f"columns: workers = worker processes{inline_note}; steps/s = env steps per second; noise = spread of "
-              f"steps/s over the {PARTS} parts of the run (max - min over the mean); p50/p99 ms = latency of one vector "
-              "step (with async batches: one recv/send cycle); tree CPU = CPU seconds per wall second (cores busy) "
-              "of main process + workers" + ("; µs/step = wall µs per env step; main CPU = the main process's; "
-                                             "µs CPU/step = CPU µs per env step" if args.wide else
-                                             "; --wide shows µs per step and the main process's CPU"),
-              style="dim")
+    out.print(f"columns: noise = spread of steps/s over {PARTS} parts of the run; p50/p99 ms = latency of one "
+              "vector step; CPU = cores busy" + ("" if args.wide else "; --wide shows every column") +
+              " (docs/CLI.md)", style="dim")
     report = {
         "schema": "ringenv.tune/2",
         "command": ["ringenv", *(argv or [])],
