@@ -46,9 +46,9 @@ CPU_SAVING = 0.25  # "at >= 25% less tree CPU"
 PARTS = 5
 RULE = ("the configuration (worker processes, with or without the inline share) with the highest steps/s, unless "
         "another is within 5% of its steps/s while using at least 25% less tree CPU (cores busy); then, of those, "
-        "the one using the least tree CPU. AsyncVectorEnv's default configuration instead, when measured and "
-        "behind the pick by less than the noise: the larger relative spread (max - min over the mean) of the two "
-        f"configurations' steps/s over the {PARTS} equal parts of their timed windows")
+        "the one using the least tree CPU. Without such a one, AsyncVectorEnv's default configuration when it was "
+        "measured and the fastest is ahead of it by no more than the noise: the larger relative spread (max - min "
+        f"over the mean) of the two configurations' steps/s over the {PARTS} equal parts of their timed windows")
 #: The values of ``--inline``.
 INLINE_MODES = ("auto", "on", "off")
 #: The columns of the table without ``--wide``: what fits 80 columns.
@@ -251,7 +251,7 @@ def recommend(configs: List[Dict[str, Any]], default: Optional[Tuple[int, bool]]
                   f"{behind(pick):.1%} less) while the process tree uses {saving:.0%} less CPU "
                   f"({pick['cpu']['tree_cores']:.2f} vs {best_cpu:.2f} cores busy)")
         limit = threshold(pick)
-    elif base is not None and base is not fastest and behind(base) < threshold(base):
+    elif base is not None and base is not fastest and behind(base) <= threshold(base):
         pick, kept, limit = base, True, threshold(base)
         reason = (f"AsyncVectorEnv's default, kept: the fastest ({config_text(fastest['workers'], fastest['inline'])}, "
                   f"{fastest['steps_per_s']:,.0f} steps/s) is {behind(base):.1%} ahead, within the noise of "
@@ -264,7 +264,7 @@ def recommend(configs: List[Dict[str, Any]], default: Optional[Tuple[int, bool]]
         if others:
             runner = others[0]
             limit = threshold(runner)
-            within = behind(runner) < limit
+            within = behind(runner) <= limit
             reason += (f", {behind(runner):.1%} ahead of the next best "
                        f"({config_text(runner['workers'], runner['inline'])}), "
                        + ("within" if within else "beyond") + f" the noise of {limit:.1%} (the spread of steps/s "
