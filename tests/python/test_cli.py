@@ -114,6 +114,13 @@ def test_bad_arguments_in_subprocess(argv, names, detail):
     _check_usage_error(p.returncode, p.stdout, p.stderr, argv, names, detail)
 
 
+@pytest.mark.parametrize("command", [[], ["tune"], ["bench"], ["top"]])
+def test_help_fits_80_columns(command):
+    p = run_cli(*command, "--help", extra_env={"COLUMNS": "80"})
+    assert p.returncode == 0 and "usage: ringenv" in p.stdout, p.stderr
+    _fits(p.stdout)
+
+
 def test_version_prints_the_package_version(capsys):
     import ringenv
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Optional, Sequence
 
 from ringenv.cli._common import RunError, UsageError
@@ -27,6 +28,15 @@ recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env r
 'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
 command's options (docs/CLI.md in ringenv's repository has examples). Exit status: 0 done, 1 a
 measurement failed, 2 bad arguments, 130 interrupted, 143 terminated (SIGTERM)."""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills each paragraph of a description to the terminal's width (``COLUMNS``, else 80),
+    keeping the blank lines between paragraphs."""
+
+    def _fill_text(self, text, width, indent):
+        return "\n\n".join(textwrap.fill(" ".join(p.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent) for p in text.split("\n\n"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ringenv.cli import bench, top, tune
 
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"ringenv {ringenv.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, summary in [("tune", tune, "measure ENV with each worker count, with and without the "
@@ -50,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   ("bench", bench, "compare ringenv with the other vector-env runtimes installed"),
                                   ("top", top, "show the ringenv pools running on this machine, live")]:
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=_Formatter)
         module.add_arguments(p)
         p.set_defaults(run=module.run)
     return parser

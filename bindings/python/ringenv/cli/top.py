@@ -40,11 +40,11 @@ WIDE_COLUMNS = 160
 TERMINATED = 128 + signal.SIGTERM
 
 DESCRIPTION = """\
-Shows the ringenv pools of this user, refreshed every --interval seconds, until Ctrl-C (or after
---iterations refreshes; --once prints one view and exits). Per worker: steps/s, busy and waiting
-share of wall time, restarts and the last error; --wide adds env ids, env steps and futex sleeps.
-Rates are measured between two refreshes. Reading a pool never changes it, and a pool does no
-work for it."""
+Shows the ringenv pools of this user, refreshed every --interval seconds, until Ctrl-C or SIGTERM
+(or after --iterations refreshes; --once prints one view and exits). Per worker: steps/s, busy
+and waiting share of wall time, restarts and the last error; --wide adds env ids, env steps and
+futex sleeps. Rates are measured between two refreshes. Reading a pool never changes it, and a
+pool does no work for it."""
 
 Key = Tuple[int, int]  # (pid, segment fd) of the process holding a pool's segment
 
