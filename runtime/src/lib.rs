@@ -20,7 +20,6 @@ compile_error!(
 );
 
 mod action_bounds;
-mod advert;
 mod async_batch;
 mod control;
 mod descriptor;
@@ -48,10 +47,6 @@ mod wait;
 mod wakeup;
 
 pub use action_bounds::ActionBounds;
-pub use advert::{
-    check_peer, check_segment_fd, connect as connect_to_pool, list as list_pools, Advert, AdvertError, Peer, PoolEntry,
-    MAX_SEGMENT_BYTES,
-};
 pub use async_batch::{RecvOrder, WorkerOutcome};
 pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX_FRAME};
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
@@ -71,7 +66,8 @@ pub use layout::{
 pub use memory::{HeapMemory, Memory};
 pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
 pub use monitor::{
-    Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
+    list_pools, Monitor, MonitorError, PoolEntry, PoolView, WorkerView, MAX_SEGMENT_BYTES,
+    MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
 pub use pool::{Outcome, Pool, PoolConfig};
 pub use process_id::current_pid;

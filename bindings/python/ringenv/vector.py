@@ -23,7 +23,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ringenv import _layout, _native
-from ringenv._allocator import settle_allocator
 from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
 from ringenv._checks import (check_count, check_factories, check_options, check_segment_fits, reset_mask_of,
@@ -331,7 +330,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         inits = [program.make_init(a, b, use_inline and w == num_workers - 1)
                  for w, (a, b) in enumerate(worker_ranges(n, num_workers))]
         self._creator_pid = os.getpid()
-        settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         try:
             self._pool = _native.Pool(
                 n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
