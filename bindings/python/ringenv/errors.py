@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import re
 from typing import Optional, Sequence
 
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, Error, NoAsyncCallError
@@ -134,21 +135,26 @@ class InternalError(RingenvError):
 
 
 class WorkerStartupError(RingenvError):
-    """A worker could not build its envs (a factory raised, spaces differ, ...).
+    """A worker could not build its envs (a factory raised, spaces differ, ...). The message
+    names the env that failed (or the worker and its envs, when it failed before building any:
+    importing the factories' modules) and the remote exception's type and message; its
+    traceback is the ``__cause__``'s, printed once above.
 
     Attributes:
         worker (int): index of the worker.
         env_ids (tuple[int, ...]): the env indices it was to build, e.g. ``(2, 3)``.
+        env_id (int | None): the env whose factory or space check raised, e.g. ``3``.
         remote_type (str): the type name of the remote exception.
         remote_traceback (str): the worker's formatted traceback.
 
-    ``__cause__`` is the original exception when it could be unpickled.
+    ``__cause__`` is the original exception when it could be unpickled (a
+    :class:`RemoteEnvError` otherwise), its own ``__cause__`` the :class:`RemoteTraceback`.
     """
 
     def __init__(self, message: str, worker: int = -1, env_ids: Sequence[int] = (),
-                 remote_type: str = "", remote_traceback: str = ""):
+                 remote_type: str = "", remote_traceback: str = "", env_id: Optional[int] = None):
         super().__init__(message)
-        self.worker, self.env_ids = worker, tuple(env_ids)
+        self.worker, self.env_ids, self.env_id = worker, tuple(env_ids), env_id
         self.remote_type, self.remote_traceback = remote_type, remote_traceback
 
 
@@ -253,8 +259,10 @@ class RemoteTraceback(Exception):
         return self.tb
 
 
-def _remote_exception(remote: dict) -> BaseException:
-    """Rebuilds the exception described by a worker's error dict."""
+def _remote_exception(remote: dict, named: bool = True) -> BaseException:
+    """Rebuilds the exception described by a worker's error dict. An exception of the env's own
+    type keeps its own message (as ``SyncVectorEnv`` raises it); unless ``named`` is false, a
+    note (PEP 678, :data:`_RAISED_IN`) names the env that raised it."""
     exc: Optional[BaseException] = None
     if remote.get("payload"):
         try:
@@ -269,10 +277,17 @@ def _remote_exception(remote: dict) -> BaseException:
             env_id=env_id, remote_type=remote["kind"], remote_message=remote["message"],
             remote_traceback=remote.get("traceback", ""),
         )
+    elif named and env_id is not None and not _names_env(str(exc), env_id):
+        _add_note(exc, _RAISED_IN.format(env_id))
     exc.__cause__ = RemoteTraceback(remote.get("traceback") or f"{remote['kind']}: {remote['message']}")
     exc.remote_traceback = remote.get("traceback", "")  # type: ignore[attr-defined]
     exc.env_id = env_id  # type: ignore[attr-defined]
     return exc
+
+
+def _names_env(text: str, env_id: int) -> bool:
+    """Whether ``text`` names env ``env_id`` (``"env 3"``, not ``"env 31"``)."""
+    return re.search(rf"\benv {env_id}\b", text) is not None
 
 
 def _remote_errors(remotes: Sequence[dict]) -> BaseException:
@@ -283,6 +298,8 @@ def _remote_errors(remotes: Sequence[dict]) -> BaseException:
 
 
 _NOTE_HEAD = "env {} raised in the same call too:"
+#: The note naming the env on an exception of the env's own type (its message is the env's).
+_RAISED_IN = "(raised in env {})"
 
 
 def _merged(errors: Sequence[BaseException]) -> BaseException:
@@ -310,7 +327,8 @@ def _merged(errors: Sequence[BaseException]) -> BaseException:
         _add_note(first, f"{head}\n{text.rstrip()}")
         notes = getattr(other, "__notes__", None)
         for note in notes if isinstance(notes, list) else ():
-            _add_note(first, note)
+            if note != _RAISED_IN.format(env_id):  # (the head names it)
+                _add_note(first, note)
     return first
 
 
@@ -321,6 +339,10 @@ def _shift_notes(error: BaseException, start: int) -> None:
     if not start or not isinstance(notes, list):
         return
     for i, note in enumerate(notes):
+        if isinstance(note, str) and note.startswith("(raised in env ") and note.endswith(")") \
+                and note[15:-1].isdigit() and note == _RAISED_IN.format(note[15:-1]):
+            notes[i] = _RAISED_IN.format(int(note[15:-1]) + start)
+            continue
         head, sep, rest = note.partition(":") if isinstance(note, str) else ("", "", "")
         words = head.split()
         if sep and len(words) > 1 and words[1].isdigit() and head == _NOTE_HEAD.format(words[1])[:-1]:
@@ -355,14 +377,20 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return SharedMemoryCorruptError(message, **fields)
     if kind == "internal":
         return InternalError(message)
-    if kind == "startup":
-        remote = fields["remote"]
-        err = WorkerStartupError(message, worker=fields["worker"], env_ids=fields["env_ids"],
-                                 remote_type=remote["kind"], remote_traceback=remote["traceback"])
-        err.__cause__ = _remote_exception(remote)
+    if kind == "startup":  # fields: worker, env_ids, remote
+        remote, worker, env_ids = fields["remote"], fields["worker"], fields["env_ids"]
+        env_id = remote.get("env_id")
+        who = f"env {env_id} (worker {worker})" if env_id is not None else \
+            f"worker {worker} (envs {_env_ids_text(env_ids)})"
+        err = WorkerStartupError(f"{who} failed to start: {remote['kind']}: {remote['message']}", worker=worker,
+                                 env_ids=env_ids, remote_type=remote["kind"], remote_traceback=remote["traceback"],
+                                 env_id=env_id)
+        err.__cause__ = _remote_exception(remote, named=False)
         return err
-    if kind == "timeout":
-        return multiprocessing.TimeoutError(message)
+    if kind == "timeout":  # fields: seconds, waiting_for (the worker indices late)
+        error = multiprocessing.TimeoutError(message)
+        error.waiting_for = tuple(fields.get("waiting_for", ()))  # type: ignore[attr-defined]
+        return error
     if kind == "startup_timeout":  # fields: worker, pid, env_ids, seconds, building, program
         return StartupTimeoutError(_startup_timeout_message(**fields), **fields)
     if kind == "no_pending":
