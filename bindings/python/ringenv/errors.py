@@ -6,16 +6,20 @@ Protocol errors reuse Gymnasium's classes, so code written against
 - ``gymnasium.error.AlreadyPendingCallError``: ``step_async``/``reset_async`` while a call is pending;
 - ``gymnasium.error.NoAsyncCallError``: ``step_wait``/``reset_wait`` with no call pending;
 - ``gymnasium.error.ClosedEnvironmentError``: any call after ``close()``;
-- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` ran out of time
-  (the call stays pending; wait again or close); a worker that did not start within
-  ``startup_timeout`` raises :class:`StartupTimeoutError`, a subclass naming it.
+- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` /
+  ``call_wait(timeout)`` ran out of time (the call stays pending; wait again or close); its
+  message and ``env_ids`` name the envs that had not finished, and say so when this process
+  steps them itself (the inline share, which a timeout cannot interrupt: ``inline=False`` steps
+  every env in a worker process); a worker that did not start within ``startup_timeout`` raises
+  :class:`StartupTimeoutError`, a subclass naming it.
 
 Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indices, e.g.
 ``(2, 3)`` for a worker stepping envs 2 and 3.
 
-An exception raised inside an env is re-raised in the caller with its own type (unpickled from
-the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
-traceback. When envs of several workers raise in one call, the lowest env id's exception is
+An exception raised inside an env is re-raised in the caller with its own type and message
+(unpickled from the worker), its ``env_id`` the env's index, a note ``"(raised in env 3)"``
+naming the env where its message does not, and its ``__cause__`` a :class:`RemoteTraceback`
+holding the worker's formatted traceback. When envs of several workers raise in one call, the lowest env id's exception is
 raised, and each other env's error is a note on it (PEP 678) naming the env, with its traceback.
 Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
 staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
@@ -26,7 +30,7 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import re
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, Error, NoAsyncCallError
 
@@ -197,6 +201,26 @@ def _startup_timeout_message(worker: int, pid: int, env_ids: Sequence[int], seco
             f"(startup_timeout): {doing}; it runs {program}. If building them is only slow, pass a larger "
             f"startup_timeout= (seconds); otherwise something in it hangs (a constructor waiting for a lock, a pipe "
             f"or a server that never answers)")
+
+
+def _timeout_message(seconds: float, late: Sequence[Tuple[int, Sequence[int]]], inline: Optional[int]) -> str:
+    """The message of a ``*_wait(timeout)`` that ran out of ``seconds``: the envs of the workers
+    ``late`` (``(worker, env ids)`` pairs) that had not finished. Envs of the inline share
+    (worker ``inline``, stepped in the calling process) are said to be, with why the error came
+    only once they returned and the fix."""
+    processes = [(w, ids) for w, ids in late if w != inline]
+    parts = []
+    if processes:
+        workers = ", ".join(str(w) for w, _ in processes)
+        ids = [i for _, block in processes for i in block]
+        parts.append(f"envs {_env_ids_text(ids)} (worker{'s' if len(processes) > 1 else ''} {workers})")
+    own = [i for w, block in late if w == inline for i in block]
+    if own:
+        parts.append(f"envs {_env_ids_text(own)}, which this process steps itself (the inline share): it cannot "
+                     f"interrupt them while they step, so this error came only once they returned; pass "
+                     f"inline=False for envs that may hang, so that every env steps in a worker process and a "
+                     f"timeout is raised on time")
+    return f"timed out after {seconds:g} s waiting for " + "; and for ".join(parts or ["the workers"])
 
 
 class RemoteEnvError(RingenvError):
@@ -389,6 +413,7 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return err
     if kind == "timeout":  # fields: seconds, waiting_for (the worker indices late)
         error = multiprocessing.TimeoutError(message)
+        error.seconds = fields.get("seconds", 0.0)  # type: ignore[attr-defined]
         error.waiting_for = tuple(fields.get("waiting_for", ()))  # type: ignore[attr-defined]
         return error
     if kind == "startup_timeout":  # fields: worker, pid, env_ids, seconds, building, program

@@ -9,6 +9,7 @@ workers run (``_program.py``); the argument checks (``_checks.py``); the views o
 from __future__ import annotations
 
 import atexit
+import multiprocessing
 import operator
 import os
 import pickle
@@ -36,7 +37,7 @@ from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, reset_payload
 from ringenv._worker import refuse_during_factory_loading, worker_environ
-from ringenv.errors import StartupTimeoutError, WorkerDiedError
+from ringenv.errors import StartupTimeoutError, WorkerDiedError, _timeout_message
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
@@ -621,6 +622,20 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
         self.step_async(actions)
         return self.step_wait()
+
+    def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
+        """``PoolVectorEnv._wait``, its timeout error naming the envs that had not finished and
+        whether this process steps them (the inline share, which a timeout cannot interrupt)."""
+        try:
+            return super()._wait(call, state, timeout)
+        except multiprocessing.TimeoutError as e:
+            waiting = getattr(e, "waiting_for", None)
+            if not waiting:
+                raise
+            late = [(w, self._pool.env_ids(w)) for w in waiting]
+            e.args = (_timeout_message(getattr(e, "seconds", timeout or 0.0), late, self._pool.inline_worker),)
+            e.env_ids = tuple(i for _, ids in late for i in ids)  # type: ignore[attr-defined]
+            raise
 
     def _program_text(self, env_ids: Sequence[int]) -> str:
         """What builds the envs ``env_ids`` (indices), for an error naming a worker: their env
