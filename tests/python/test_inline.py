@@ -371,6 +371,7 @@ def test_a_factory_failing_in_the_inline_share_is_a_startup_error_naming_the_env
     with pytest.raises(ringenv.errors.WorkerStartupError, match="factory of env 3 refuses to build") as info:
         ringenv.AsyncVectorEnv([functools.partial(failing_factory, i, 3) for i in range(4)], num_workers=1,
                                inline=True)
-    assert "envs [2, 3]" in str(info.value) and info.value.env_ids == (2, 3)
+    assert str(info.value).startswith("env 3 (worker 1) failed to start")
+    assert info.value.env_id == 3 and info.value.env_ids == (2, 3)
     assert isinstance(info.value.__cause__, ValueError)
     assert wait_new_children_gone({p.pid for p in before}, timeout=30) == set()

@@ -75,8 +75,8 @@ def _writer(space: spaces.Space, index: int, memory: Any, path: str) -> Writer:
                 try:
                     value = values[key]
                 except KeyError:
-                    raise KeyError(f"env {index} returned a Dict observation{_at(path)} without the key {key!r} "
-                                   f"of its space {space}") from None
+                    raise KeyError(f"env {index} returned a Dict observation without the key {key!r} of its "
+                                   f"space {space}{_at(path)}") from None
                 write(value)
 
         return write_dict
@@ -93,8 +93,8 @@ def _writer(space: spaces.Space, index: int, memory: Any, path: str) -> Writer:
             else:
                 count = len(values)
             if count != len(items):  # Gymnasium before 1.4 zips the items without a check
-                raise ValueError(f"env {index} returned a Tuple observation{_at(path)} of {count} items; its "
-                                 f"observation space has {len(items)}: {space}")
+                raise ValueError(f"env {index} returned a Tuple observation of {count} items; its observation "
+                                 f"space has {len(items)}: {space}{_at(path)}")
             for write, value in zip(items, values):  # as Gymnasium's function zips them
                 write(value)
 
@@ -158,7 +158,9 @@ def _leaf_writer(space: spaces.Space, index: int, memory: Any, path: str = "") -
 
 
 def _at(path: str) -> str:
-    return f" at {path}" if path else ""
+    """Where a Dict or Tuple is in the observation: ``" (the value at ['inner'])"``, or nothing for
+    the observation itself."""
+    return f" (the value at {path})" if path else ""
 
 
 def misfit(env_id: int, path: str, space: spaces.Space, value: Any, error: Exception) -> Exception:

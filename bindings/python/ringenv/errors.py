@@ -357,15 +357,15 @@ def _merged(errors: Sequence[BaseException]) -> BaseException:
 
 
 def _shift_notes(error: BaseException, start: int) -> None:
-    """Makes the env ids of ``error``'s :func:`_merged` notes global: ``start`` added to each
-    (a pool of one block of a larger vector env counts its envs from 0)."""
+    """Makes the env ids of ``error``'s :func:`_merged` and :data:`_RAISED_IN` notes global:
+    ``start`` added to each (a pool of one block of a larger vector env counts its envs from 0)."""
     notes = getattr(error, "__notes__", None)
     if not start or not isinstance(notes, list):
         return
     for i, note in enumerate(notes):
-        if isinstance(note, str) and note.startswith("(raised in env ") and note.endswith(")") \
-                and note[15:-1].isdigit() and note == _RAISED_IN.format(note[15:-1]):
-            notes[i] = _RAISED_IN.format(int(note[15:-1]) + start)
+        raised_in = re.fullmatch(r"\(raised in env (\d+)\)", note) if isinstance(note, str) else None
+        if raised_in:
+            notes[i] = _RAISED_IN.format(int(raised_in[1]) + start)
             continue
         head, sep, rest = note.partition(":") if isinstance(note, str) else ("", "", "")
         words = head.split()
