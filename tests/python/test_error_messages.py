@@ -173,6 +173,20 @@ def test_a_timeout_names_the_late_envs_of_the_worker_processes(closing, tmp_path
     envs.step_wait()
 
 
+def test_a_recv_timeout_names_the_late_envs(closing, tmp_path):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(BlockingEnv, os.getpid(), str(tmp_path))] * N,
+                                          num_workers=2, inline=False, batch_size=2))
+    envs.async_reset(seed=0)
+    envs.recv()
+    envs.recv()
+    envs.send(np.zeros(2, np.int64), [0, 1])
+    with pytest.raises(multiprocessing.TimeoutError) as info:
+        envs.recv(timeout=0.05)
+    assert str(info.value) == "timed out after 0.05 s waiting for envs [0, 1] (worker 0)"
+    (tmp_path / "release").touch()
+    envs.recv()
+
+
 class MainProcessNapEnv(gym.Env):
     """Sleeps ``NAP_S`` in each step it takes in the process ``main_pid``."""
 

@@ -461,6 +461,9 @@ class AsyncVectorEnv(PoolVectorEnv):
                 except WorkerDiedError:
                     self._release(0.0)  # closed: every descriptor goes now
                     raise
+                except multiprocessing.TimeoutError as e:
+                    self._name_late(e)
+                    raise
                 try:
                     result = batches.take(batch, self.copy, self._absorb)
                 except Exception as e:
@@ -624,18 +627,22 @@ class AsyncVectorEnv(PoolVectorEnv):
         return self.step_wait()
 
     def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
-        """``PoolVectorEnv._wait``, its timeout error naming the envs that had not finished and
-        whether this process steps them (the inline share, which a timeout cannot interrupt)."""
+        """``PoolVectorEnv._wait``, its timeout error naming the late envs (:meth:`_name_late`)."""
         try:
             return super()._wait(call, state, timeout)
         except multiprocessing.TimeoutError as e:
-            waiting = getattr(e, "waiting_for", None)
-            if not waiting:
-                raise
-            late = [(w, self._pool.env_ids(w)) for w in waiting]
-            e.args = (_timeout_message(getattr(e, "seconds", timeout or 0.0), late, self._pool.inline_worker),)
-            e.env_ids = tuple(i for _, ids in late for i in ids)  # type: ignore[attr-defined]
+            self._name_late(e)
             raise
+
+    def _name_late(self, error: multiprocessing.TimeoutError) -> None:
+        """Rewrites the pool's timeout ``error`` (which names the late workers, ``waiting_for``)
+        to name their envs (``env_ids``, and in its message) and whether this process steps them
+        (the inline share, which a timeout cannot interrupt)."""
+        waiting = getattr(error, "waiting_for", None)
+        if waiting:
+            late = [(w, self._pool.env_ids(w)) for w in waiting]
+            error.args = (_timeout_message(getattr(error, "seconds", 0.0), late, self._pool.inline_worker),)
+            error.env_ids = tuple(i for _, ids in late for i in ids)  # type: ignore[attr-defined]
 
     def _program_text(self, env_ids: Sequence[int]) -> str:
         """What builds the envs ``env_ids`` (indices), for an error naming a worker: their env
