@@ -398,7 +398,17 @@ impl PyEnvs {
                 if let Some(keys) = keys {
                     let part = PyDict::new(py);
                     for key in keys {
-                        part.set_item(key, obs.get_item(key)?)?;
+                        let value = obs.get_item(key).map_err(|e| {
+                            if !e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) {
+                                return e;
+                            }
+                            let key = key.bind(py).repr().map(|r| r.to_string()).unwrap_or_default();
+                            let id = self.env_ids.start + k;
+                            pyo3::exceptions::PyKeyError::new_err(format!(
+                                "env {id} returned a Dict observation without the key {key} of its observation space"
+                            ))
+                        })?;
+                        part.set_item(key, value)?;
                     }
                     pickled.push(part.into_any());
                 }

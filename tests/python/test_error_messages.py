@@ -18,7 +18,7 @@ import pytest
 from gymnasium import spaces
 
 import ringenv
-from helper_envs import BlockingEnv, StepError, failing_factory
+from helper_envs import BlockingEnv, ColourSpace, StepError, failing_factory
 from ringenv.errors import WorkerStartupError
 
 N = 4
@@ -91,6 +91,30 @@ def test_a_missing_key_names_the_env_and_the_key(closing, host):
     error = _reset_error(closing, host, TREE, {"img": None})
     assert type(error) is KeyError
     assert "env 1 returned a Dict observation without the key 'img' of its space Dict(" in str(error)
+
+
+class SplitDictEnv(gym.Env):
+    """A Dict of a Box (laid out in shared memory) and a :class:`ColourSpace` (pickled), as
+    MiniGrid's; env 1's reset leaves the colour out."""
+
+    def __init__(self, env_id):
+        self.env_id = env_id
+        self.observation_space = spaces.Dict({"img": BOX, "colour": ColourSpace()})
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        obs = {"img": np.zeros(25, np.float32), "colour": "red"}
+        if self.env_id == 1:
+            del obs["colour"]
+        return obs, {}
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_missing_key_of_a_split_dict_names_the_env_and_the_key(closing, host):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(SplitDictEnv, i) for i in range(N)], **HOSTS[host]))
+    with pytest.raises(KeyError) as info:
+        envs.reset(seed=0)
+    assert "env 1 returned a Dict observation without the key 'colour'" in str(info.value), info.value
 
 
 @pytest.mark.parametrize("host", HOSTS)
