@@ -19,8 +19,9 @@ Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indi
 An exception raised inside an env is re-raised in the caller with its own type and message
 (unpickled from the worker), its ``env_id`` the env's index, a note ``"(raised in env 3)"``
 naming the env where its message does not, and its ``__cause__`` a :class:`RemoteTraceback`
-holding the worker's formatted traceback. When envs of several workers raise in one call, the lowest env id's exception is
-raised, and each other env's error is a note on it (PEP 678) naming the env, with its traceback.
+holding the worker's formatted traceback. When envs of several workers raise in one call, the
+lowest env id's exception is raised, and each other env's error is a note on it (PEP 678) naming
+the env, with its traceback.
 Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
 staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
 """
