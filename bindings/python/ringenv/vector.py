@@ -9,6 +9,7 @@ workers run (``_program.py``); the argument checks (``_checks.py``); the views o
 from __future__ import annotations
 
 import atexit
+import multiprocessing
 import operator
 import os
 import pickle
@@ -35,7 +36,7 @@ from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, reset_payload
 from ringenv._worker import refuse_during_factory_loading, worker_environ
-from ringenv.errors import StartupTimeoutError, WorkerDiedError
+from ringenv.errors import StartupTimeoutError, WorkerDiedError, _timeout_message
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
@@ -457,6 +458,9 @@ class AsyncVectorEnv(PoolVectorEnv):
                 except WorkerDiedError:
                     self._release(0.0)  # closed: every descriptor goes now
                     raise
+                except multiprocessing.TimeoutError as e:
+                    self._name_late(e)
+                    raise
                 try:
                     result = batches.take(batch, self.copy, self._absorb)
                 except Exception as e:
@@ -618,6 +622,24 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Steps every sub-env; see :meth:`step_async` and :meth:`step_wait`."""
         self.step_async(actions)
         return self.step_wait()
+
+    def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
+        """``PoolVectorEnv._wait``, its timeout error naming the late envs (:meth:`_name_late`)."""
+        try:
+            return super()._wait(call, state, timeout)
+        except multiprocessing.TimeoutError as e:
+            self._name_late(e)
+            raise
+
+    def _name_late(self, error: multiprocessing.TimeoutError) -> None:
+        """Rewrites the pool's timeout ``error`` (which names the late workers, ``waiting_for``)
+        to name their envs (``env_ids``, and in its message) and whether this process steps them
+        (the inline share, which a timeout cannot interrupt)."""
+        waiting = getattr(error, "waiting_for", None)
+        if waiting:
+            late = [(w, self._pool.env_ids(w)) for w in waiting]
+            error.args = (_timeout_message(getattr(error, "seconds", 0.0), late, self._pool.inline_worker),)
+            error.env_ids = tuple(i for _, ids in late for i in ids)  # type: ignore[attr-defined]
 
     def _program_text(self, env_ids: Sequence[int]) -> str:
         """What builds the envs ``env_ids`` (indices), for an error naming a worker: their env
