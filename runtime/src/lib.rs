@@ -30,6 +30,7 @@ mod error;
 mod futex;
 mod header;
 mod info_arena;
+pub mod infos;
 mod layout;
 mod machine_load;
 mod memory;

@@ -1,4 +1,4 @@
-"""Typed infos (``bindings/src/typed_infos.rs``): when every env of a worker's command returns an
+"""Typed infos (``bindings/src/infos.rs``): when every env of a worker's command returns an
 info of the same number-valued keys, the worker sends them as typed columns in one binary message
 and the main process builds Gymnasium's columns from it without unpickling dicts. Whatever path
 each step takes, the vectorised infos are Gymnasium's (key order, dtypes, bytes, masks) and
@@ -245,8 +245,8 @@ def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypa
 
 def _message(first: int, count: int, names) -> bytes:
     """A typed message of ``count`` envs from ``first`` with ``int`` keys ``names`` (the layout of
-    bindings/src/typed_infos.rs); env ``i``'s value of key ``k`` is ``100 * i + k``."""
-    out = [b"\0RTI", struct.pack("=IIH", first, count, len(names))]
+    bindings/src/infos.rs); env ``i``'s value of key ``k`` is ``100 * i + k``."""
+    out = [b"\0RTI", struct.pack("=IIHI", first, count, len(names), 0)]
     for name in names:
         raw = name.encode()
         out.append(b"i\0" + struct.pack("=H", len(raw)) + raw)
@@ -276,7 +276,7 @@ def _sequence_message(kind, codes, cells, text=b"") -> bytes:
     whose items have the kinds ``codes`` (two bytes each), the 8-byte ``cells`` and the strings'
     ``text``."""
     head = kind + bytes([len(codes)]) + struct.pack("=H", 2) + b"".join(codes) + b"xy"
-    return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + b"".join(cells) + text
+    return b"\0RTI" + struct.pack("=IIHI", 0, 1, 1, len(text)) + head + b"".join(cells) + text
 
 
 def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
@@ -293,7 +293,7 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
     assert _native.typed_dicts(_sequence_message(b"t", [], []), 1) == [(0, {"xy": ()})]
     for bad, what in [
         (_sequence_message(b"t", [b"i\0", b"y\0"], cells[:2]), "unknown value kind"),
-        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "bytes of values for 1 envs x 2 cells"),
+        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "not starting with the typed header"),
         (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:2], b"x"), "bytes of values for 1 envs x 2 cells"),
         (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a data section of 8 bytes"),
         (_sequence_message(b"t", [b"s\0"], [string], b"\xff" * len(text)), "not UTF-8"),
@@ -378,7 +378,7 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
         name = b"pos"
         head = b"a" + bytes([num]) + struct.pack("=H", len(name)) + bytes([len(shape)])
         head += b"".join(struct.pack("=I", d) for d in shape) + name
-        return b"\0RTI" + struct.pack("=IIH", 0, len(cells), 1) + head + b"".join(cells) + data
+        return b"\0RTI" + struct.pack("=IIHI", 0, len(cells), 1, len(data)) + head + b"".join(cells) + data
 
     data = np.array([1.5, -2.0, 3.0, 4.0], dtype=np.float32).tobytes()
     f32, whole = np.dtype(np.float32).num, struct.pack("=II", 0, 8)
@@ -401,7 +401,7 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
 def test_a_list_key_decodes_to_new_lists_of_its_items_and_a_bad_one_names_what_is_wrong():
     def list_message(cell, data):
         head = b"l\0" + struct.pack("=H", 8) + b"commands"
-        return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + cell + data
+        return b"\0RTI" + struct.pack("=IIHI", 0, 1, 1, len(data)) + head + cell + data
 
     text = "d\u00e9j\u00e0".encode()
     items = (b"s\0" + struct.pack("=II", 0, len(text)) + b"i\0" + struct.pack("=q", -3) + b"z\0" + bytes(8)
@@ -436,7 +436,7 @@ def test_the_shares_list_column_entries_are_its_envs_own_lists_and_a_bad_payload
             items += b"s\0" + struct.pack("=II", at, len(w.encode()))
             at += len(w.encode())
         head = b"l\0" + struct.pack("=H", 8) + b"commands"
-        return (b"\0RTI" + struct.pack("=IIH", first, 1, 1) + head
+        return (b"\0RTI" + struct.pack("=IIHI", first, 1, 1, len(data) + len(items)) + head
                 + struct.pack("=II", len(data), len(items)) + data + items)
 
     worker, share = list_message(0, ["look"]), list_message(1, ["go north", "take key"])

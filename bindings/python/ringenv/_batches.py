@@ -171,9 +171,9 @@ class AsyncBatches:
             kept = self._id_runs[(start, stop)] = np.arange(start, stop, dtype=np.int32)
         return kept
 
-    def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
+    def reset(self, seeds: List[Optional[int]], options: Optional[dict], rust_envs: bool = False) -> None:
         """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
-        (:meth:`ringenv.AsyncVectorEnv.async_reset`).
+        (:meth:`ringenv.AsyncVectorEnv.async_reset`; ``rust_envs``: options as JSON).
 
         Raises:
             ValueError: ``options["reset_mask"]``.
@@ -186,7 +186,7 @@ class AsyncBatches:
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
         self.taken = True
         slots = [self._slots.next_slot(w) for w in workers]
-        shared_seeds, payload = reset_payload(seeds, options)
+        shared_seeds, payload = reset_payload(seeds, options, rust_envs)
         self._pool.write_seeds(shared_seeds, None)
         self._slots.before_reuse(slots)
         self._send(workers, "reset", payload)

@@ -384,7 +384,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._assert_default("async_reset")
         try:
             with batches.guard:
-                batches.reset(seeds, options)
+                batches.reset(seeds, options, self._rust_envs is not None)
         except _native.CallGuardBusy:
             raise busy_error("async_reset") from None
         self._reset_needed = False
@@ -497,7 +497,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         def send() -> None:
             mask = reset_mask_of(options, self.num_envs)
             slot = self._slots.next_slot()
-            shared_seeds, payload = reset_payload(seeds, options)
+            shared_seeds, payload = reset_payload(seeds, options, self._rust_envs is not None)
             self._pool.write_seeds(shared_seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             # The envs not reset keep their last observations, from the slots they are in now.
