@@ -47,7 +47,7 @@ _worker_of = operator.itemgetter(0)
 #: Unpickles a worker's message (``cloudpickle.loads`` is this function).
 _loads = pickle.loads
 
-#: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
+#: The first bytes of a typed message (``runtime/src/infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
 
 
@@ -643,9 +643,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         and, on the pickled path, takes in the observations.
 
         A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
-        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: every
-        env of a worker's command had an info of the same keys of typed values; see
-        ``bindings/src/typed_infos.rs``), which the share hands over as
+        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: runs of
+        envs whose infos have the same keys of typed values, a Rust worker's always; see
+        ``runtime/src/infos.rs``), which the share hands over as
         ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
         When every message is typed with the same keys, the columns are built from them natively
         and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""
