@@ -1,4 +1,4 @@
-"""Envs returning non-empty infos on every step, for the info-arena tests (test_infos_shm.py).
+"""Envs returning non-empty infos on every step, for the infos tests (test_infos.py).
 
 They live in a module of their own so that worker processes import them by reference.
 """

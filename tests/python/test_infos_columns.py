@@ -255,7 +255,7 @@ def _same_keys_batch(rng: random.Random, env_ids):
 
 @pytest.mark.parametrize("seed", range(120))
 def test_every_env_with_the_same_keys_in_the_same_order_equals_gymnasiums(seed):
-    """The per-step case that builds each column in one pass (`_uniform`): over every env
+    """The per-step case, every env with the same keys: over every env
     (`add_infos`) and over a batch (`add_batch_infos`), equal to Gymnasium's env-by-env
     `_add_info` (then the batch's rows), and refused where Gymnasium refuses."""
     rng = random.Random(seed)
