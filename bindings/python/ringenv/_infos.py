@@ -21,6 +21,11 @@ and with one ``object`` array filled item by item when no value is a number, an 
 dtype=object)`` with each env's value assigned, the same objects). Every other key (nested
 dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
 through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
+
+This is the vectoriser of info dicts: the pickled fallback's, the inline share's, and the typed
+messages' whenever they do not cover the call's envs with one set of keys. When they do, the
+columns are read straight from the messages' bytes (``ringenv._native.typed_columns``,
+``bindings/src/infos.rs``): the same arrays without a Python object per value.
 """
 
 from __future__ import annotations
