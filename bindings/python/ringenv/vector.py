@@ -489,15 +489,16 @@ class AsyncVectorEnv(PoolVectorEnv):
             ValueError: a seed list of the wrong length, a negative seed, one of ``2**64`` or more
                 for a Rust env (``ringenv.errors.SeedError``), a reset mask of the wrong shape or
                 with no True value.
-            TypeError: a reset mask that is not a bool NumPy array.
+            TypeError: a reset mask that is not a bool NumPy array; options of a Rust env that are
+                not JSON data.
         """
         self._assert_open("reset_async")
         seeds = seeds_of(seed, self.num_envs, self._rust_envs is not None)
 
         def send() -> None:
             mask = reset_mask_of(options, self.num_envs)
-            slot = self._slots.next_slot()
             shared_seeds, payload = reset_payload(seeds, options, self._rust_envs is not None)
+            slot = self._slots.next_slot()
             self._pool.write_seeds(shared_seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             # The envs not reset keep their last observations, from the slots they are in now.
