@@ -44,8 +44,8 @@
 //! let message = w.finish();
 //! let runs = infos::parse(&message, 5).unwrap();
 //! assert_eq!((runs[0].first, runs[0].count), (3, 2));
-//! assert_eq!(runs[0].value(1, 1, 0).unwrap(), Value::Int(8));
-//! assert_eq!(runs[0].value(0, 1, 0).unwrap(), Value::Str("hi"));
+//! assert_eq!(runs[0].value(1, 0, 0).unwrap(), Value::Int(8)); // env 1 of the run, key 0
+//! assert_eq!(runs[0].value(0, 1, 0).unwrap(), Value::Str("hi")); // env 0, key 1
 //! assert!(infos::parse(&message[..20], 5).is_err());
 //! ```
 
