@@ -337,9 +337,11 @@ impl<'py> Decoder<'py> {
     /// # Errors
     /// `ValueError` when they are not in the data section or not of the array's size.
     fn array_bytes<'a>(&self, run: &Run<'a>, i: usize, k: usize) -> PyResult<&'a [u8]> {
-        let nbytes = self.array.as_ref().map_or(0, |(_, n)| *n);
+        let (Field::Array { shape, .. }, Some((_, nbytes))) = (&self.field, &self.array) else {
+            unreachable!("the bytes of an array key only")
+        };
         let bytes = run.span(run.cell(i, k, 0), "an array").map_err(to_pyerr)?;
-        if let (Field::Array { shape, .. }, false) = (&self.field, bytes.len() == nbytes) {
+        if bytes.len() != *nbytes {
             return Err(malformed(format!("an array of {} bytes for shape {shape:?} of {nbytes} bytes", bytes.len())));
         }
         Ok(bytes)
