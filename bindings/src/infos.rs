@@ -409,6 +409,36 @@ pub fn typed_columns<'py>(
             at += count;
         }
     }
+    columns(py, &runs, env_ids, num_envs)
+}
+
+/// Gymnasium's vectorised infos of `pairs` (`(env_id, info)` pairs, env ids `0..num_envs` in
+/// order) when every value is typed and every info has the first one's keys in its order: the
+/// columns [`typed_columns`] builds from the message [`encode`] makes of them, a list key's
+/// entries the envs' own lists. `None` where the general path must decide.
+///
+/// # Errors
+/// `MemoryError`.
+#[pyfunction]
+pub fn dict_columns<'py>(
+    py: Python<'py>,
+    pairs: &Bound<'py, PyList>,
+    num_envs: usize,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Ok(infos) = pairs.extract::<Vec<(usize, Bound<'py, PyDict>)>>() else { return Ok(None) };
+    let Some((message, _)) = encode(&infos) else { return Ok(None) };
+    let runs = infos::parse(&message, num_envs).map_err(to_pyerr)?;
+    columns(py, &runs.into_iter().map(|run| (run, Some(pairs), 0)).collect::<Vec<_>>(), None, num_envs)
+}
+
+/// The columns of `runs` (see [`typed_columns`]).
+#[allow(clippy::type_complexity)]
+fn columns<'py>(
+    py: Python<'py>,
+    runs: &[(Run<'_>, Option<&Bound<'py, PyList>>, usize)],
+    env_ids: Option<Vec<usize>>,
+    num_envs: usize,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
     let Some((head, _, _)) = runs.first() else { return Ok(None) };
     if runs.iter().any(|(r, _, _)| !r.same_keys(head)) {
         return Ok(None);
@@ -435,7 +465,7 @@ pub fn typed_columns<'py>(
             (Field::Scalar(kind), Some(descr)) => {
                 let itemsize = descr.itemsize();
                 let (column, data) = new_array(py, &descr, &[n])?;
-                for (row, (run, i)) in rows(&runs).enumerate() {
+                for (row, (run, i)) in rows(runs).enumerate() {
                     let cell = run.cell(i, k, 0);
                     // SAFETY: `data` is the new column's `n * itemsize` bytes (itemsize <= CELL)
                     // and `row < n`; a bool's byte is made 0 or 1, as NumPy's bool holds.
@@ -452,7 +482,7 @@ pub fn typed_columns<'py>(
             (Field::Array { shape, .. }, _) => {
                 // Every row's bytes are checked before the column is made, so a malformed shape
                 // cannot allocate more than the messages hold.
-                let bytes = rows(&runs).map(|(run, i)| decoder.array_bytes(run, i, k)).collect::<PyResult<Vec<_>>>()?;
+                let bytes = rows(runs).map(|(run, i)| decoder.array_bytes(run, i, k)).collect::<PyResult<Vec<_>>>()?;
                 let (descr, nbytes) = decoder.array.as_ref().expect("an array key's layout");
                 let shape: Vec<usize> = std::iter::once(n).chain(shape.iter().copied()).collect();
                 let (column, to) = new_array(py, descr, &shape)?;
@@ -467,7 +497,7 @@ pub fn typed_columns<'py>(
                 let (column, data) = new_array(py, &PyArrayDescr::object(py), &[n])?;
                 let entries = data.cast::<*mut pyo3::ffi::PyObject>();
                 let mut row = 0;
-                for (run, own, at) in &runs {
+                for (run, own, at) in runs {
                     for i in 0..run.count {
                         let kept = match own {
                             Some(own) if *field == Field::List => own_list(own, at + i, run.first + i, name),

@@ -58,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(monitor::pool_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(infos::typed_columns, m)?)?;
     m.add_function(wrap_pyfunction!(infos::typed_dicts, m)?)?;
+    m.add_function(wrap_pyfunction!(infos::dict_columns, m)?)?;
     m.add("LAYOUT_VERSION", ringenv_runtime::LAYOUT_VERSION)?;
     Ok(())
 }

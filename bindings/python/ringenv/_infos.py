@@ -22,10 +22,12 @@ dtype=object)`` with each env's value assigned, the same objects). Every other k
 dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
 through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
 
-This is the vectoriser of info dicts: the pickled fallback's, the inline share's, and the typed
-messages' whenever they do not cover the call's envs with one set of keys. When they do, the
-columns are read straight from the messages' bytes (``ringenv._native.typed_columns``,
-``bindings/src/infos.rs``): the same arrays without a Python object per value.
+The columns of typed values (``runtime/src/infos.rs``) are built natively: straight from the
+typed messages' bytes when they cover the call's envs with one set of keys
+(``ringenv._native.typed_columns``), and, when every env's info has the same keys of typed
+values, from the message ``ringenv._native.dict_columns`` makes of the dicts (the same arrays
+without a Python call per column: 8 envs x 3 scalar keys ~4 µs against ~18 µs here). This module
+vectorises the rest.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from gymnasium.vector.vector_env import VectorEnv
+
+from ringenv import _native
 
 AddInfo = Callable[[Dict[str, Any], Dict[str, Any], int], Dict[str, Any]]
 
@@ -223,6 +227,10 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
         return infos
     before = dict(infos)
     try:
+        if not infos and len(env_infos) == num_envs:  # every env (each once, in order)
+            typed = _native.dict_columns(env_infos if type(env_infos) is list else list(env_infos), num_envs)
+            if typed is not None:
+                return typed
         columns = _columns(env_infos)
         if not _clash(columns):
             return _fill(infos, columns, [_column_type(values) for _, values in columns.values()], num_envs,
@@ -298,6 +306,10 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
     if outside:
         raise KeyError(f"env {outside[0]} returned an info but is not in the batch {ids}")
     try:
+        if len(at) == n:  # every env of the batch (each once, in order)
+            typed = _native.dict_columns(at, n)
+            if typed is not None:
+                return typed
         columns = _columns(at)
         types = [_column_type(values) for _, values in columns.values()]
         if not any(t is None and any(isinstance(v, dict) for v in values)
