@@ -368,7 +368,8 @@ def test_a_rust_envs_reset_options_travel_as_json_and_other_values_are_refused_n
 
     options = {"level": 2, "path": (1, "a", None), "deep": {"x": [0.5, True]}}
     seeds, payload = reset_payload([3, None], options, rust_envs=True)
-    assert seeds == [3, None] and json.loads(payload) == {"level": 2, "path": [1, "a", None], "deep": {"x": [0.5, True]}}
+    assert seeds == [3, None]
+    assert json.loads(payload) == {"level": 2, "path": [1, "a", None], "deep": {"x": [0.5, True]}}
     assert reset_payload([None], None, rust_envs=True) == ([None], None)
     for bad in ({"level": np.int64(2)}, {1: "a"}, {"x": [float("nan")]}, {"f": object()}):
         with pytest.raises(TypeError, match="the reset options of a Rust env must"):

@@ -3,11 +3,11 @@
 //! `main` serves a [`Registry`] when a pool starts it with the worker arguments (or when asked to
 //! `describe`), and otherwise runs the tests below, each of which starts pools of this very
 //! executable: a Dict observation of every space kind laid out leaf by leaf and equal to an
-//! in-process reference, infos crossing as typed messages and reset options as JSON, the reset mask, a panic
-//! reported with its location (and the env's next step resetting it), a panic ending the worker
-//! under `on_panic: exit` with the panic as its last error, a panic nothing catches reported the
-//! same way, and the `describe` command. (`harness = false`: libtest's `main` would
-//! refuse the worker arguments.)
+//! in-process reference, infos crossing as typed messages and reset options as JSON, the reset
+//! mask, a panic reported with its location (and the env's next step resetting it), a panic
+//! ending the worker under `on_panic: exit` with the panic as its last error, a panic nothing
+//! catches reported the same way, and the `describe` command. (`harness = false`: libtest's
+//! `main` would refuse the worker arguments.)
 
 use ringenv_runtime::{Array, CommandKind, ExitStatus, Layout, Outcome, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::rand::Rng;
