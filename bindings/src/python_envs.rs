@@ -19,7 +19,7 @@
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
 //! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
 //! when every env of a command returned the same keys of numbers they go as one typed message
-//! ([`crate::typed_infos`]), otherwise the non-empty ones are pickled together into one payload;
+//! ([`crate::infos`]), otherwise the non-empty ones are pickled together into one payload;
 //! the endpoint leaves either in the worker's info arena in the segment (the control socket only
 //! when it does not fit; see `ringenv_runtime::info_arena`). The inline share's message never
 //! leaves the process, so it is not pickled: it is handed over as the Python objects themselves
@@ -585,7 +585,7 @@ impl PyEnvs {
     }
 
     /// The command's message: pickled observations (pickled path) and non-empty infos, or the
-    /// infos' typed message ([`crate::typed_infos::encode`]) when there are no pickled observations.
+    /// infos' typed message ([`crate::infos::encode`]) when there are no pickled observations.
     /// The inline share hands over its Python objects instead: the typed message (as `bytes`), or
     /// `(None, infos, message)` when the message holds copies of arrays (its envs' own dicts kept
     /// for `env_infos()`), or `(observations, infos)`.
@@ -604,7 +604,7 @@ impl PyEnvs {
             return Ok(None);
         }
         if !has_obs {
-            if let Some((message, mutable)) = crate::typed_infos::encode(&infos) {
+            if let Some((message, mutable)) = crate::infos::encode(&infos) {
                 if let Some(handover) = &self.handover {
                     let message = PyBytes::new(py, &message).into_any();
                     let message = if mutable {

@@ -29,6 +29,7 @@ mod error;
 mod futex;
 mod header;
 mod info_arena;
+pub mod infos;
 mod layout;
 mod memory;
 mod metrics;

@@ -47,7 +47,7 @@ _worker_of = operator.itemgetter(0)
 #: Unpickles a worker's message (``cloudpickle.loads`` is this function).
 _loads = pickle.loads
 
-#: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
+#: The first bytes of a typed message (``runtime/src/infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
 
 
@@ -382,7 +382,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._assert_default("async_reset")
         try:
             with batches.guard:
-                batches.reset(seeds, options)
+                batches.reset(seeds, options, self._rust_envs is not None)
         except _native.CallGuardBusy:
             raise busy_error("async_reset") from None
         self._reset_needed = False
@@ -490,15 +490,16 @@ class AsyncVectorEnv(PoolVectorEnv):
             ValueError: a seed list of the wrong length, a negative seed, one of ``2**64`` or more
                 for a Rust env (``ringenv.errors.SeedError``), a reset mask of the wrong shape or
                 with no True value.
-            TypeError: a reset mask that is not a bool NumPy array.
+            TypeError: a reset mask that is not a bool NumPy array; options of a Rust env that are
+                not JSON data.
         """
         self._assert_open("reset_async")
         seeds = seeds_of(seed, self.num_envs, self._rust_envs is not None)
 
         def send() -> None:
             mask = reset_mask_of(options, self.num_envs)
+            shared_seeds, payload = reset_payload(seeds, options, self._rust_envs is not None)
             slot = self._slots.next_slot()
-            shared_seeds, payload = reset_payload(seeds, options)
             self._pool.write_seeds(shared_seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             # The envs not reset keep their last observations, from the slots they are in now.
@@ -662,9 +663,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         and, on the pickled path, takes in the observations.
 
         A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
-        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: every
-        env of a worker's command had an info of the same keys of typed values; see
-        ``bindings/src/typed_infos.rs``), which the share hands over as
+        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: runs of
+        envs whose infos have the same keys of typed values, a Rust worker's always; see
+        ``runtime/src/infos.rs``), which the share hands over as
         ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
         When every message is typed with the same keys, the columns are built from them natively
         and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""
