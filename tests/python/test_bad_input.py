@@ -124,16 +124,16 @@ def test_make_vec_refuses_an_id_that_is_neither_a_str_nor_an_env_spec_by_name():
             ringenv.make_vec(bad, 2)
 
 
-def test_rust_env_kwargs_may_be_numpy_numbers(closing):
+def test_rust_env_kwargs_may_be_numpy_numbers(closing, symbolic_worker):
     """A Rust env's kwargs travel as JSON: NumPy scalars (a count read from an array) are taken as
     the Python numbers they hold; other objects are a TypeError naming them."""
-    envs = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=np.int64(3)))
-    three = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=3))
-    four = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=4))
+    envs = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=np.int64(3)))
+    three = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=3))
+    four = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=4))
     assert envs.single_observation_space == three.single_observation_space != four.single_observation_space
     np.testing.assert_array_equal(envs.reset(seed=1)[0], three.reset(seed=1)[0])
     with pytest.raises(TypeError, match="env_kwargs of a Rust env must be JSON data .*object"):
-        ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=object())
+        ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=object())
 
 
 @pytest.mark.parametrize("seed,env_id,message", [

@@ -208,7 +208,7 @@ def test_recommend_breaks_a_tie_towards_no_inline_share():
 
 PY_ENV = EnvTarget("helper_envs:CounterEnv", "factory", python_factory=lambda: None)
 RUST_ENV = EnvTarget("CartPole-v1", "builtin")
-BINARY_ENV = EnvTarget("BlocksWorld-v0", "builtin", worker="target/release/ringenv-worker")
+BINARY_ENV = EnvTarget("CartPole-v1", "builtin", worker="target/release/ringenv-worker")
 F, T = False, True
 
 
@@ -676,14 +676,14 @@ REPO = TESTS_DIR.parents[1]
 def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     # what the Rust `ringenv tune` did: a worker binary built on the SDK, tuned as BINARY:ID
     report = tmp_path / "tune.json"
-    p = run_cli("tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--spin-us", "50",
-                "--env-kwargs", '{"num_blocks": 4}', "--json", report, timeout=120)
+    p = run_cli("tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "1,2", "--spin-us", "50",
+                "--env-kwargs", '{}', "--json", report, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert f"BlocksWorld-v0 (Rust, worker binary {worker_binary})" in p.stdout
+    assert f"CartPole-v1 (Rust, worker binary {worker_binary})" in p.stdout
     assert "spin bound 50 µs" in p.stdout and "recommended:" in p.stdout
     data = json.loads(report.read_text())
-    assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "BlocksWorld-v0"
-    assert data["env"]["kwargs"] == {"num_blocks": 4} and data["settings"]["spin_us"] == 50.0
+    assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "CartPole-v1"
+    assert data["env"]["kwargs"] == {} and data["settings"]["spin_us"] == 50.0
     assert data["settings"]["inline"] == "auto"
     # auto never steps a worker binary's envs inline: only its processes can run them
     assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(1, False), (2, False)]
@@ -694,7 +694,7 @@ def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
 
 
 def test_tune_a_worker_binary_with_inline_on_is_a_usage_error(worker_binary, capsys):
-    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--inline", "on"]
+    argv = ["tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "1,2", "--inline", "on"]
     code = ringenv.cli.main(argv)
     captured = capsys.readouterr()
     _check_usage_error(code, captured.out, captured.err, argv, "argument --inline",
@@ -713,7 +713,7 @@ def test_an_unknown_id_names_the_package_form_and_that_form_imports_the_package(
 
 
 def test_tune_a_worker_binary_with_workers_0_names_why_nothing_is_measured(worker_binary, capsys):
-    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "0"]
+    argv = ["tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "0"]
     code = ringenv.cli.main(argv)
     captured = capsys.readouterr()
     _check_usage_error(code, captured.out, captured.err, argv, "argument --workers",
@@ -992,12 +992,12 @@ def test_bench_factory_in_process(tmp_path, capsys):
     _check_peer_rows(rows, data["rows"])
 
 
-def test_bench_builtin_without_a_gymnasium_env_says_the_peers_cannot_run_it(capsys):
-    code = ringenv.cli.main(["bench", "BlocksWorld-v0", *TINY])
+def test_bench_of_a_rust_env_without_a_gymnasium_env_says_the_peers_cannot_run_it(symbolic_worker, capsys):
+    code = ringenv.cli.main(["bench", f"{symbolic_worker}:BlocksWorld-v0", *TINY])
     out = capsys.readouterr().out
     assert code == 0
     rows = _bench_rows(out)
-    assert "BlocksWorld-v0 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
+    assert "BlocksWorld-v0 (Rust" in rows["ringenv AsyncVectorEnv"][0]
     for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
         assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
 
