@@ -1002,7 +1002,7 @@ def test_bench_of_a_rust_env_without_a_gymnasium_env_says_the_peers_cannot_run_i
         assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
 
 
-# -- benches/grid.py: verdicts and the RESULTS.md section, from made-up figures (nothing timed) ------
+# -- benches/grid.py: verdicts and the section's table, from made-up figures (nothing timed) -------
 
 
 def _grid():
@@ -1070,62 +1070,3 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert "**NOT met**: 1 of 5 rows below" in text and "700 (1.75x)" in text and "**400**" in text
     assert "make_vec 0w (in-process)" in text and "| 16 | **100** | not installed | 350 (3.50x) | 250 (2.50x) | " \
         "120 (1.20x) | 2.50x |" in text, "the in-process row is shown, and left out of the target's worst"
-    # What grid.py's main writes: a new grid section goes before the first "## " heading, a
-    # second run replaces it.
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nintro\n\n## Other section\nkept\n")
-    grid.results_sections.write(results, "grid", lines)
-    once = results.read_text()
-    assert once.index(grid.BEGIN) < once.index("## Other section") and once.endswith("## Other section\nkept\n")
-    grid.results_sections.write(results, "grid", [grid.BEGIN, "new figures", grid.END])
-    again = results.read_text()
-    assert "new figures" in again and "700 (1.75x)" not in again and again.count(grid.BEGIN) == 1
-    assert grid.results_sections.extract(again, grid.BEGIN, grid.END) == [grid.BEGIN, "new figures", grid.END]
-
-
-def test_a_section_published_to_dash_is_printed_and_no_file_is_written(tmp_path, monkeypatch, capsys):
-    """``results_sections.publish``, which every bench script (``grid.py`` and ``ray_scaling.py``
-    included) ends with: ``-`` prints the section and writes nothing (``grid.py`` wrote a file
-    named ``-`` before it used this); a path gets the section written into it."""
-    sections = _grid().results_sections
-    lines = [*sections.markers("grid")]
-    lines.insert(1, "figures")
-    monkeypatch.chdir(tmp_path)
-    sections.publish("grid", lines, "-")
-    assert "figures" in capsys.readouterr().out and list(tmp_path.iterdir()) == []
-    sections.publish("grid", lines, str(tmp_path / "RESULTS.md"))
-    assert "figures" in (tmp_path / "RESULTS.md").read_text()
-
-
-def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
-    """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py``,
-    ``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py``,
-    ``benches/obs_copies.py``, ``benches/text_obs.py`` and ``benches/own_step.py`` own, and the 16-core machine's
-    transcribed ``device`` section,
-    each between its markers, as they were; each script writes only its own."""
-    import importlib
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    sys.path.insert(0, str(REPO / "benches"))
-    try:
-        bench, grid, ray_scaling, results_sections = (
-            importlib.import_module(m) for m in ("bench", "grid", "ray_scaling", "results_sections"))
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-        sys.path.remove(str(REPO / "benches"))
-    sections = {name: [*results_sections.markers(name)] for name in results_sections.OWNED}
-    assert sections["grid"] == [grid.BEGIN, grid.END] and sections["ray"] == [ray_scaling.BEGIN, ray_scaling.END]
-    owned = {name: [begin, f"{name} figures", end] for name, (begin, end) in sections.items()}
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(owned["grid"]) + "\n\n## Old tables\nold\n\n"
-                       + "\n\n".join("\n".join(owned[n]) for n in owned if n != "grid") + "\n")
-    bench.write(str(results), ["# Benchmark results", "", "new intro", "", "## New tables", "new"])
-    text = results.read_text()
-    assert "new intro" in text and "## New tables" in text and "old intro" not in text and "## Old tables" not in text
-    for name, lines in owned.items():
-        assert text.count(lines[0]) == 1 and "\n".join(lines) in text, name
-    assert text.index(grid.BEGIN) < text.index("## New tables") < text.index(ray_scaling.BEGIN)
-    results_sections.write(results, "wakeup", [sections["wakeup"][0], "new wakeup figures", sections["wakeup"][1]])
-    again = results.read_text()
-    assert "new wakeup figures" in again and "wakeup figures\n" not in again.replace("new wakeup figures\n", "")
-    assert all("\n".join(owned[n]) in again for n in owned if n != "wakeup")
