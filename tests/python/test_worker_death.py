@@ -289,7 +289,10 @@ def test_killing_the_main_process_ends_every_worker_and_leaves_no_file(tmp_path,
         # Each worker's watcher thread is woken by the kernel when the main process ends; the bound
         # only catches a hang, not a latency (see benches for that).
         assert wait_pids_gone(workers, timeout=30.0) == [], "every worker exits with the main process"
-        assert set(glob.glob("/dev/shm/*")) - shm_before == set()
+        # Other processes (another test worker's torch or multiprocessing) may add to /dev/shm
+        # meanwhile: what counts is an entry named after ringenv or the killed process.
+        new = set(glob.glob("/dev/shm/*")) - shm_before
+        assert [p for p in new if "ringenv" in p or str(owner.pid) in p] == []
         assert set(os.listdir(private_tmp)) == set(), "nothing left in the owner's TMPDIR"
         assert [p for p in ringenv._native.list_pools() if p["pid"] == owner.pid] == []
     finally:
