@@ -18,7 +18,7 @@ threads = workers). The target of issue 5, ringenv's best row at least as fast a
 is computed by :func:`evaluate_targets`.
 
 Usage: ``python benches/envpool_cartpole.py [--seconds 3] [--num-envs 16,32] [--workers 1,2]
-[--json PATH]``; ``scripts/bench.py`` runs it and writes the figures into ``benches/RESULTS.md``.
+[--json PATH]``; ``benches/run_all.py`` runs it and writes the figures into ``benches/RESULTS.md``.
 Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``);
 EnvPool runs behind ``ringenv.cli.bench.EnvPoolVector``.
 """

@@ -1,8 +1,8 @@
 """The busy neighbour of the benchmarks: one other process that keeps a core busy, as another
 user's job on a shared machine would.
 
-Used by ``benches/grid.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py``, so each
-measures beside the same neighbour, started the same way.
+Used by ``benches/run_all.py``, ``benches/grid.py``, ``benches/wakeup_policy.py`` and
+``benches/info_kinds.py``, so each measures beside the same neighbour, started the same way.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.
 same as ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and ``benches/grid.py``).
 
 Usage: ``python benches/python_envs.py [--seconds 3] [--costs 0,40,750] [--max-workers 4]
-[--num-envs 32] [--device cuda] [--json PATH]``. ``scripts/bench.py`` runs it and writes the
+[--num-envs 32] [--device cuda] [--json PATH]``. ``benches/run_all.py`` runs it and writes the
 figures and the targets' verdicts (:func:`evaluate_targets`) into ``benches/RESULTS.md``.
 """
 
@@ -377,7 +377,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                 "ceiling_steps_per_s": cores * before, "rows": []}
         t = table(cost)
         # On a terminal the table grows row by row (then makes way for the final one); elsewhere
-        # (a pipe, scripts/bench.py) a line per row on stderr says how far the run is.
+        # (a pipe, benches/run_all.py) a line per row on stderr says how far the run is.
         with Live(t, console=console, auto_refresh=False, transient=True) as live:
             for row in configurations(args.num_envs, args.max_workers, device):
                 try:

@@ -1,6 +1,6 @@
 """Sections of ``benches/RESULTS.md`` that one script owns: the lines between that script's two
 markers (``<!-- NAME:begin -->``, ``<!-- NAME:end -->``), replaced by its own run and kept as they
-are by every other writer of the file (:data:`OWNED` lists them; ``scripts/bench.py`` rewrites
+are by every other writer of the file (:data:`OWNED` lists them; ``benches/run_all.py`` rewrites
 the rest of the file and keeps them all, :func:`keep`)."""
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 #: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
-#: ``benches/async_share.py``: ``async_share``, ``benches/wakeup_policy.py``: ``wakeup``,
-#: ``benches/obs_copies.py``: ``obs_copies``, ``benches/text_obs.py``: ``text_obs``,
-#: ``benches/own_step.py``: ``own_step``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``, ``benches/info_kinds.py``: ``info_kinds``; ``device``: the runs of ``benches/device_rows.py`` and
+#: ``benches/wakeup_policy.py``: ``wakeup``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``, ``benches/info_kinds.py``: ``info_kinds``; ``device``: the runs of ``benches/device_rows.py`` and
 #: ``benches/python_envs.py`` on a lent 16-core GPU machine, transcribed from their output, since
 #: no such machine runs ``scripts/bench.sh``; ``builds``: two builds of the same code measured
 #: alternately, transcribed, since one run of ``scripts/bench.sh`` has one build; ``guards``,
 #: ``audit``, ``audit3``, ``audit4``, ``audit5``, ``audit6``, ``audit7``, ``audit8``, ``audit9``, ``audit10``, ``audit11``, ``audit12``, ``audit13``, ``audit14``, ``audit15``, ``audit16`` and ``audit17``: a stop's A/B of a change and its main-job runs, transcribed;
 #: ``main_job_history``: the main job's runs on fresh clones, transcribed from the README), and
 #: whether a new one goes before the file's first ``## `` heading (else at the end).
-OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False, "text_obs": False,
-         "own_step": False, "device": False, "builds": False, "guards": False,
+OWNED = {"grid": True, "ray": False, "wakeup": False, "device": False, "builds": False, "guards": False,
          "audit": False, "audit3": False, "main_job_history": False, "audit4": False,
          "audit5": False, "audit6": False, "idle_cpu": False, "audit7": False, "audit8": False,
          "audit9": False, "startup": False, "audit10": False, "audit11": False, "audit12": False,

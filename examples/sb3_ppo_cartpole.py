@@ -13,7 +13,7 @@ threshold; the maximum is 500). ``--json PATH`` also writes the figures to a JSO
 ``eval_episodes``, ``mean_return``, ``std_return``, ``reward_threshold``, ``solved`` (bool),
 ``train_s`` and ``wall_s`` (seconds), ``steps_per_s`` (env steps per second of training, policy
 updates included), ``torch_threads`` and ``versions``), whether or not the policy solved the task;
-scripts/bench.py renders it into benches/RESULTS.md.
+benches/run_all.py renders it into benches/RESULTS.md.
 
     python examples/sb3_ppo_cartpole.py [--timesteps 100000] [--seed 0] [--json PATH]
 """

@@ -19,7 +19,7 @@ to its last: ``steps/s`` counts the frames of the batches after the first.
 ``versions``, ``runs`` (one object per runtime run: ``name``, ``processes`` (worker processes),
 ``startup_s`` (seconds to the first batch), ``frames`` (timed frames), ``elapsed_s`` (their
 seconds), ``steps_per_s``) and ``ratio`` (ringenv's steps/s over TorchRL's; null unless both
-ran). scripts/bench.py renders it into benches/RESULTS.md.
+ran). benches/run_all.py renders it into benches/RESULTS.md.
 
     .venv/bin/python examples/torchrl_collector.py --env-cost-us 0
     .venv/bin/python examples/torchrl_collector.py --env-cost-us 2000 --total-frames 8000

@@ -30,4 +30,4 @@ scripts/wheel_smoke.sh
 echo "== RLlib: one PPO iteration on ringenv pools (vector_entry_point), under RLlib's own Gymnasium in a throwaway venv"
 scripts/rllib_smoke.sh
 echo "== pytest"
-"${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q -rs
+"${RINGENV_VENV:-.venv}/bin/python" -m pytest tests/python -q -rs -n 2 --dist loadfile

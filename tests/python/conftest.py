@@ -140,3 +140,24 @@ def worker_binary() -> str:
     path = target / "debug" / "ringenv-worker"
     assert os.access(path, os.X_OK), path
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def symbolic_worker() -> str:
+    """The worker binary of the example crate ``examples/symbolic`` (``BlocksWorld-v0``, typed
+    arguments), built by the crate's own ``cargo test`` (its unit tests, doctests and the binary's
+    tests must pass) into the workspace's target directory, offline first."""
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed: no worker binary can be built")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    env = {k: v for k, v in os.environ.items() if k != "CARGO_TARGET_DIR"}
+    done = None
+    for offline in (["--offline"], []):
+        done = subprocess.run(["cargo", "test", *offline, "--target-dir", str(target)], cwd=REPO / "examples" / "symbolic",
+                              env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode == 0:
+            break
+    assert done is not None and done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    path = target / "debug" / "symbolic"
+    assert os.access(path, os.X_OK), path
+    return str(path)

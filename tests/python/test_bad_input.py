@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -16,9 +17,12 @@ import psutil
 import pytest
 
 import ringenv
-from helper_envs import CallEnv, CounterEnv, SpaceEnv
 from ringenv._checks import available_memory
 
+from helper_envs import CallEnv, CounterEnv, FaultEnv, SpaceEnv
+
+
+from vec_asserts import child_pids, wait_pids_gone
 
 def _children() -> set:
     return {p.pid for p in psutil.Process().children(recursive=True)}
@@ -124,16 +128,16 @@ def test_make_vec_refuses_an_id_that_is_neither_a_str_nor_an_env_spec_by_name():
             ringenv.make_vec(bad, 2)
 
 
-def test_rust_env_kwargs_may_be_numpy_numbers(closing):
+def test_rust_env_kwargs_may_be_numpy_numbers(closing, symbolic_worker):
     """A Rust env's kwargs travel as JSON: NumPy scalars (a count read from an array) are taken as
     the Python numbers they hold; other objects are a TypeError naming them."""
-    envs = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=np.int64(3)))
-    three = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=3))
-    four = closing(ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=4))
+    envs = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=np.int64(3)))
+    three = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=3))
+    four = closing(ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=4))
     assert envs.single_observation_space == three.single_observation_space != four.single_observation_space
     np.testing.assert_array_equal(envs.reset(seed=1)[0], three.reset(seed=1)[0])
     with pytest.raises(TypeError, match="env_kwargs of a Rust env must be JSON data .*object"):
-        ringenv.make_vec("BlocksWorld-v0", 2, num_blocks=object())
+        ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, num_blocks=object())
 
 
 @pytest.mark.parametrize("seed,env_id,message", [
@@ -237,9 +241,12 @@ def test_rust_env_counts_are_checked_too():
         ringenv.make_vec("CartPole-v1", num_envs=2, vector_kwargs={"num_workers": 5})
 
 
-@pytest.fixture
-def pendulums(closing):
-    return closing(ringenv.AsyncVectorEnv([functools.partial(gym.make, "Pendulum-v1")] * 2, num_workers=2))
+@pytest.fixture(scope="module")
+def pendulums():
+    """Two Pendulums shared by the module's tests, each of which resets them first."""
+    envs = ringenv.AsyncVectorEnv([functools.partial(gym.make, "Pendulum-v1")] * 2, num_workers=2)
+    yield envs
+    envs.close(timeout=10.0)
 
 
 @pytest.mark.parametrize("actions, env", [
@@ -547,3 +554,80 @@ def test_bounds_beyond_int64_are_checked_by_the_numpy_path():
             env.step(np.array([[2**63 + 5], [0]], np.uint64))
     finally:
         env.close()
+
+# -- actions and observations that do not fit ---------------------------------------------------
+
+
+def _faulty(closing, n=4, workers=2, faults=None, **kwargs):
+    faults = faults or {}
+    fns = [functools.partial(FaultEnv, **faults.get(i, {})) for i in range(n)]
+    return closing(ringenv.AsyncVectorEnv(fns, num_workers=workers, **kwargs))
+
+
+ONES = np.ones(4, dtype=np.int64)
+
+
+def test_out_of_range_and_nan_actions_are_refused_before_anything_is_sent(closing):
+    envs = _faulty(closing, check_actions=True)
+    envs.reset(seed=0)
+    for bad, word in [([0, 1, 3, 0], "env 2"), ([-1, 0, 0, 0], "env 0")]:
+        with pytest.raises(ValueError, match=word):
+            envs.step(np.array(bad))
+    obs, *_ = envs.step(ONES)  # still usable, and the refused steps never ran
+    assert obs[:, 0].tolist() == [1.0] * 4
+    box = closing(ringenv.AsyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2, num_workers=1, check_actions=True))
+    box.reset(seed=0)
+    with pytest.raises(ValueError, match="NaN"):
+        box.step(np.array([[0.0], [np.nan]], dtype=np.float32))
+    box.step(np.zeros((2, 1), np.float32))
+
+
+def test_an_observation_of_the_wrong_shape_is_an_error_naming_the_env(closing):
+    envs = _faulty(closing, faults={2: {"bad_obs_at": 2}})
+    envs.reset(seed=0)
+    envs.step(ONES)
+    with pytest.raises(ValueError, match=r"env 2 returned an observation of shape \(3,\)"):
+        envs.step(ONES)
+    obs, *_ = envs.step(ONES)  # the env stays usable
+    assert obs.shape == (4, 1)
+
+
+class _UnfitObservationEnv(CounterEnv):
+    """A Tuple-and-Text observation env whose env 2 returns a value its space cannot hold once
+    (``unfit``), at its first step (a :class:`CounterEnv` otherwise)."""
+
+    def __init__(self, env_id, unfit):
+        super().__init__(env_id)
+        self.observation_space = gym.spaces.Dict({"pair": gym.spaces.Tuple((gym.spaces.Discrete(2),) * 2),
+                                                  "text": gym.spaces.Text(4, charset="ab")})
+        self.unfit = unfit
+
+    def _obs(self):
+        obs = {"pair": (1, 0), "text": "ab"}
+        if self.env_index == 2 and self.t == 1:
+            obs.update(self.unfit)
+        return obs
+
+
+@pytest.mark.parametrize("unfit,error,message", [
+    ({"pair": (1,)}, ValueError, r"env 2 returned a Tuple observation of 1 items; its observation space has 2"),
+    ({"pair": (1, 0, 1)}, ValueError, r"env 2 returned a Tuple observation of 3 items"),
+    ({"text": b"ab"}, TypeError, r"env 2 returned a Text observation of type bytes"),
+    ({"text": "abab!"}, ValueError, r"env 2 returned a Text observation of 5 characters"),
+], ids=["tuple-short", "tuple-long", "text-bytes", "text-long"])
+def test_an_observation_its_space_cannot_hold_is_an_error_naming_the_env(closing, unfit, error, message):
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(_UnfitObservationEnv, i, unfit) for i in range(4)],
+                                          num_workers=2))
+    envs.reset(seed=0)
+    with pytest.raises(error, match=message):
+        envs.step(np.zeros(4, np.int64))
+    obs, *_ = envs.step(np.zeros(4, np.int64))  # the env stays usable
+    assert obs["text"] == ("ab",) * 4
+
+
+def test_an_unpicklable_factory_is_refused_before_any_worker_starts():
+    import threading
+
+    lock = threading.Lock()
+    with pytest.raises(ValueError, match=r"env_fns\[1\] cannot be pickled"):
+        ringenv.AsyncVectorEnv([FaultEnv, lambda: (lock, FaultEnv())[1]], num_workers=2)

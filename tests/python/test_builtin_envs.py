@@ -1,5 +1,5 @@
-"""ringenv.make_vec: the built-in Rust envs (CartPole-v1, BlocksWorld-v0), their arguments, and
-the Gymnasium fallback for other ids."""
+"""ringenv.make_vec: the built-in Rust env (CartPole-v1), a Rust env with typed arguments from a
+worker binary (the example crate's BlocksWorld-v0), and the Gymnasium fallback for other ids."""
 
 from __future__ import annotations
 
@@ -17,16 +17,40 @@ def _make(closing, id, num_envs, num_workers=2, **kwargs):
     return closing(ringenv.make_vec(id, num_envs, vector_kwargs={"num_workers": num_workers}, **kwargs))
 
 
+def _shared(id, num_envs, **kwargs):
+    """A vector env shared by the module's tests (each resets it with a seed before it steps)."""
+    envs = ringenv.make_vec(id, num_envs, vector_kwargs={"num_workers": 2}, **kwargs)
+    yield envs
+    envs.close(timeout=10.0)
+
+
+@pytest.fixture(scope="module")
+def cartpoles():
+    """4 Rust CartPoles in 2 workers."""
+    yield from _shared("CartPole-v1", 4)
+
+
+@pytest.fixture(scope="module")
+def python_cartpoles():
+    """4 Gymnasium CartPoles (``prefer_builtin=False``) in 2 workers."""
+    yield from _shared("CartPole-v1", 4, prefer_builtin=False)
+
+
+@pytest.fixture(scope="module")
+def blocks_worlds(symbolic_worker):
+    """3 BlocksWorlds of 3 blocks from examples/symbolic's worker binary, in 2 workers."""
+    yield from _shared("BlocksWorld-v0", 3, worker=symbolic_worker, num_blocks=3)
+
+
 def test_builtin_ids():
-    assert set(ringenv.builtin_env_ids()) == {"CartPole-v1", "BlocksWorld-v0"}
+    assert ringenv.builtin_env_ids() == ["CartPole-v1"]
 
 
 # -- CartPole-v1 ----------------------------------------------------------------------------------
 
 
-def test_cartpole_spaces_match_gymnasium(closing):
-    n = 4
-    envs = _make(closing, "CartPole-v1", n)
+def test_cartpole_spaces_match_gymnasium(cartpoles):
+    n, envs = 4, cartpoles
     ref = gym.make("CartPole-v1")
     try:
         assert envs.single_observation_space == ref.observation_space
@@ -37,9 +61,8 @@ def test_cartpole_spaces_match_gymnasium(closing):
     assert envs.action_space == gym.spaces.MultiDiscrete([2] * n)
 
 
-def test_cartpole_reset_is_seeded(closing):
-    n = 4
-    envs = _make(closing, "CartPole-v1", n)
+def test_cartpole_reset_is_seeded(cartpoles):
+    n, envs = 4, cartpoles
     obs, infos = envs.reset(seed=123)
     assert obs.dtype == np.float32 and obs.shape == (n, 4)
     assert isinstance(infos, dict)
@@ -55,12 +78,11 @@ def test_cartpole_reset_is_seeded(closing):
     assert_identical(other[:-1], obs[1:], "shifted seeds")
 
 
-def test_cartpole_next_step_autoreset_and_time_limit(closing):
+def test_cartpole_next_step_autoreset_and_time_limit(cartpoles):
     """Envs 0-1 take random actions (short episodes, terminated); envs 2-3 balance the pole
     (episodes truncated at exactly 500 steps). The step after an episode's end is the autoreset:
     reward 0, not terminated nor truncated, and a fresh start state."""
-    n, steps = 4, 1100
-    envs = _make(closing, "CartPole-v1", n)
+    n, steps, envs = 4, 1100, cartpoles
     rng = np.random.default_rng(0)
     obs, _ = envs.reset(seed=5)
     lengths = np.zeros(n, dtype=np.int64)
@@ -99,12 +121,11 @@ def test_cartpole_bad_kwargs_raise_value_error():
         ringenv.make_vec("CartPole-v1", 2, foo=1)
 
 
-# -- BlocksWorld-v0 -------------------------------------------------------------------------------
+# -- BlocksWorld-v0, from examples/symbolic's worker binary ----------------------------------------
 
 
-def test_blocksworld_spaces_and_observations(closing):
-    n, blocks = 3, 3
-    envs = _make(closing, "BlocksWorld-v0", n, num_blocks=blocks)
+def test_blocksworld_spaces_and_observations(blocks_worlds):
+    n, blocks, envs = 3, 3, blocks_worlds
     obs_len = 2 * blocks * (blocks + 1) + blocks
     assert obs_len == 27
     assert envs.single_observation_space.shape == (obs_len,)
@@ -125,8 +146,8 @@ def test_blocksworld_spaces_and_observations(closing):
         assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
 
 
-def test_blocksworld_reset_is_seeded(closing):
-    envs = _make(closing, "BlocksWorld-v0", 4, num_blocks=5)
+def test_blocksworld_reset_is_seeded(blocks_worlds):
+    envs = blocks_worlds
     a, _ = envs.reset(seed=9)
     b, _ = envs.reset(seed=9)
     assert_identical(a, b)
@@ -135,9 +156,9 @@ def test_blocksworld_reset_is_seeded(closing):
 @pytest.mark.parametrize("kwargs,named", [({"num_blocks": 1}, "num_blocks"), ({"num_blocks": 9}, "num_blocks"),
                                           ({"num_blocks": "3"}, "num_blocks"), ({"colour": 2}, "colour")],
                          ids=["num_blocks=1", "num_blocks=9", "num_blocks-str", "unknown-kwarg"])
-def test_blocksworld_bad_kwargs_raise_value_error(kwargs, named):
+def test_blocksworld_bad_kwargs_raise_value_error(kwargs, named, symbolic_worker):
     with pytest.raises(ValueError, match=named):
-        ringenv.make_vec("BlocksWorld-v0", 2, **kwargs)
+        ringenv.make_vec("BlocksWorld-v0", 2, worker=symbolic_worker, **kwargs)
 
 
 def test_wrappers_with_builtin_env_raise_value_error():
@@ -154,12 +175,12 @@ def test_builtin_env_refuses_the_options_of_python_envs_naming_them(option, valu
         ringenv.make_vec("CartPole-v1", 2, vector_kwargs={option: value})
 
 
-def test_builtin_env_checks_action_values_by_default(closing):
-    envs = _make(closing, "CartPole-v1", 2)
+def test_builtin_env_checks_action_values_by_default(cartpoles):
+    envs = cartpoles
     envs.reset(seed=0)
     with pytest.raises(ValueError, match=r"action 2 of env 1 is outside Discrete\(2\)"):
-        envs.step(np.array([0, 2]))
-    envs.step(np.array([0, 1]))  # nothing was sent: the env goes on
+        envs.step(np.array([0, 2, 0, 0]))
+    envs.step(np.array([0, 1, 0, 1]))  # nothing was sent: the env goes on
 
 
 # -- Gymnasium ids ---------------------------------------------------------------------------------
@@ -190,8 +211,8 @@ def test_non_builtin_gymnasium_id_matches_sync_vector_env(closing):
 
 
 @pytest.mark.parametrize("seed", [0, 42])
-def test_cartpole_prefer_builtin_false_matches_sync_vector_env(closing, seed):
-    envs = _make(closing, "CartPole-v1", 4, prefer_builtin=False)
+def test_cartpole_prefer_builtin_false_matches_sync_vector_env(python_cartpoles, seed):
+    envs = python_cartpoles
     assert envs.spec is not None and envs.spec.id == "CartPole-v1"  # a Gymnasium env, not the Rust one
     ends = _compare_with_sync(envs, "CartPole-v1", 4, seed=seed, steps=300)
     assert ends > 0

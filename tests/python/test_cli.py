@@ -269,7 +269,7 @@ def test_recommend_without_the_default_measured_says_the_order_is_within_the_noi
 
 PY_ENV = EnvTarget("helper_envs:CounterEnv", "factory", python_factory=lambda: None)
 RUST_ENV = EnvTarget("CartPole-v1", "builtin")
-BINARY_ENV = EnvTarget("BlocksWorld-v0", "builtin", worker="target/release/ringenv-worker")
+BINARY_ENV = EnvTarget("CartPole-v1", "builtin", worker="target/release/ringenv-worker")
 F, T = False, True
 
 
@@ -755,14 +755,14 @@ REPO = TESTS_DIR.parents[1]
 def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     # what the Rust `ringenv tune` did: a worker binary built on the SDK, tuned as BINARY:ID
     report = tmp_path / "tune.json"
-    p = run_cli("tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--spin-us", "50",
-                "--env-kwargs", '{"num_blocks": 4}', "--json", report, timeout=120)
+    p = run_cli("tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "1,2", "--spin-us", "50",
+                "--env-kwargs", '{}', "--json", report, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert f"BlocksWorld-v0 (Rust, worker binary {worker_binary})" in _flat(p.stdout)
+    assert f"CartPole-v1 (Rust, worker binary {worker_binary})" in _flat(p.stdout)
     assert "spin bound 50 µs" in _flat(p.stdout) and "recommended:" in _flat(p.stdout)
     data = json.loads(report.read_text())
-    assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "BlocksWorld-v0"
-    assert data["env"]["kwargs"] == {"num_blocks": 4} and data["settings"]["spin_us"] == 50.0
+    assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "CartPole-v1"
+    assert data["env"]["kwargs"] == {} and data["settings"]["spin_us"] == 50.0
     assert data["settings"]["inline"] == "auto"
     # auto never steps a worker binary's envs inline: only its processes can run them
     assert [(c["workers"], c["inline"]) for c in data["configurations"]] == [(1, False), (2, False)]
@@ -773,7 +773,7 @@ def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
 
 
 def test_tune_a_worker_binary_with_inline_on_is_a_usage_error(worker_binary, capsys):
-    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--inline", "on"]
+    argv = ["tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "1,2", "--inline", "on"]
     code = ringenv.cli.main(argv)
     captured = capsys.readouterr()
     _check_usage_error(code, captured.out, captured.err, argv, "argument --inline",
@@ -792,7 +792,7 @@ def test_an_unknown_id_names_the_package_form_and_that_form_imports_the_package(
 
 
 def test_tune_a_worker_binary_with_workers_0_names_why_nothing_is_measured(worker_binary, capsys):
-    argv = ["tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "0"]
+    argv = ["tune", f"{worker_binary}:CartPole-v1", *TINY, "--workers", "0"]
     code = ringenv.cli.main(argv)
     captured = capsys.readouterr()
     _check_usage_error(code, captured.out, captured.err, argv, "argument --workers",
@@ -1071,17 +1071,17 @@ def test_bench_factory_in_process(tmp_path, capsys):
     _check_peer_rows(rows, data["rows"])
 
 
-def test_bench_builtin_without_a_gymnasium_env_says_the_peers_cannot_run_it(capsys):
-    code = ringenv.cli.main(["bench", "BlocksWorld-v0", *TINY])
+def test_bench_of_a_rust_env_without_a_gymnasium_env_says_the_peers_cannot_run_it(symbolic_worker, capsys):
+    code = ringenv.cli.main(["bench", f"{symbolic_worker}:BlocksWorld-v0", *TINY])
     out = capsys.readouterr().out
     assert code == 0
     rows = _bench_rows(out)
-    assert "BlocksWorld-v0 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
+    assert "BlocksWorld-v0 (Rust" in rows["ringenv AsyncVectorEnv"][0]
     for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
         assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
 
 
-# -- benches/grid.py: verdicts and the RESULTS.md section, from made-up figures (nothing timed) ------
+# -- benches/grid.py: verdicts and the section's table, from made-up figures (nothing timed) -------
 
 
 def _grid():
@@ -1149,62 +1149,3 @@ def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_n
     assert "**NOT met**: 1 of 5 rows below" in text and "700 (1.75x)" in text and "**400**" in text
     assert "make_vec 0w (in-process)" in text and "| 16 | **100** | not installed | 350 (3.50x) | 250 (2.50x) | " \
         "120 (1.20x) | 2.50x |" in text, "the in-process row is shown, and left out of the target's worst"
-    # What grid.py's main writes: a new grid section goes before the first "## " heading, a
-    # second run replaces it.
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nintro\n\n## Other section\nkept\n")
-    grid.results_sections.write(results, "grid", lines)
-    once = results.read_text()
-    assert once.index(grid.BEGIN) < once.index("## Other section") and once.endswith("## Other section\nkept\n")
-    grid.results_sections.write(results, "grid", [grid.BEGIN, "new figures", grid.END])
-    again = results.read_text()
-    assert "new figures" in again and "700 (1.75x)" not in again and again.count(grid.BEGIN) == 1
-    assert grid.results_sections.extract(again, grid.BEGIN, grid.END) == [grid.BEGIN, "new figures", grid.END]
-
-
-def test_a_section_published_to_dash_is_printed_and_no_file_is_written(tmp_path, monkeypatch, capsys):
-    """``results_sections.publish``, which every bench script (``grid.py`` and ``ray_scaling.py``
-    included) ends with: ``-`` prints the section and writes nothing (``grid.py`` wrote a file
-    named ``-`` before it used this); a path gets the section written into it."""
-    sections = _grid().results_sections
-    lines = [*sections.markers("grid")]
-    lines.insert(1, "figures")
-    monkeypatch.chdir(tmp_path)
-    sections.publish("grid", lines, "-")
-    assert "figures" in capsys.readouterr().out and list(tmp_path.iterdir()) == []
-    sections.publish("grid", lines, str(tmp_path / "RESULTS.md"))
-    assert "figures" in (tmp_path / "RESULTS.md").read_text()
-
-
-def test_scripts_bench_keeps_every_section_a_benchmark_script_owns_in_results_md(tmp_path):
-    """``scripts/bench.py`` rewrites RESULTS.md but keeps the sections that ``benches/grid.py``,
-    ``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py``,
-    ``benches/obs_copies.py``, ``benches/text_obs.py`` and ``benches/own_step.py`` own, and the 16-core machine's
-    transcribed ``device`` section,
-    each between its markers, as they were; each script writes only its own."""
-    import importlib
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    sys.path.insert(0, str(REPO / "benches"))
-    try:
-        bench, grid, ray_scaling, results_sections = (
-            importlib.import_module(m) for m in ("bench", "grid", "ray_scaling", "results_sections"))
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-        sys.path.remove(str(REPO / "benches"))
-    sections = {name: [*results_sections.markers(name)] for name in results_sections.OWNED}
-    assert sections["grid"] == [grid.BEGIN, grid.END] and sections["ray"] == [ray_scaling.BEGIN, ray_scaling.END]
-    owned = {name: [begin, f"{name} figures", end] for name, (begin, end) in sections.items()}
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nold intro\n\n" + "\n".join(owned["grid"]) + "\n\n## Old tables\nold\n\n"
-                       + "\n\n".join("\n".join(owned[n]) for n in owned if n != "grid") + "\n")
-    bench.write(str(results), ["# Benchmark results", "", "new intro", "", "## New tables", "new"])
-    text = results.read_text()
-    assert "new intro" in text and "## New tables" in text and "old intro" not in text and "## Old tables" not in text
-    for name, lines in owned.items():
-        assert text.count(lines[0]) == 1 and "\n".join(lines) in text, name
-    assert text.index(grid.BEGIN) < text.index("## New tables") < text.index(ray_scaling.BEGIN)
-    results_sections.write(results, "wakeup", [sections["wakeup"][0], "new wakeup figures", sections["wakeup"][1]])
-    again = results.read_text()
-    assert "new wakeup figures" in again and "wakeup figures\n" not in again.replace("new wakeup figures\n", "")
-    assert all("\n".join(owned[n]) in again for n in owned if n != "wakeup")

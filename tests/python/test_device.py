@@ -349,8 +349,11 @@ def _assert_async_tree_runs_agree(closing, device):
         return out
 
     ours, ref = run(device), run(None)
-    assert ours.keys() == ref.keys()
-    for i in ours:  # each env's sequence of results, as far as both ran it
+    # Which envs a run's batches held depends on how its workers were scheduled (on a busy machine
+    # one worker may deliver no batch of the 40): the envs both runs stepped are compared.
+    both = sorted(ours.keys() & ref.keys())
+    assert both, (ours.keys(), ref.keys())
+    for i in both:  # each env's sequence of results, as far as both ran it
         n = min(len(ours[i]), len(ref[i]))
         assert n > 0 and ours[i][:n] == ref[i][:n], i
 

@@ -6,16 +6,12 @@
 - A binary's path without ``:ID`` (``make_vec(PATH)``, ``ringenv tune PATH``) names the spelling
   ``PATH:ID`` and lists the ids the binary serves (``PATH list``), instead of Gymnasium's
   "malformed id".
-- The binary's ``describe`` and ``check`` take ``--env-kwargs``, the command line's spelling.
 
-The binary is ringenv's own worker program ``ringenv-worker`` (built with the SDK; it serves the
-built-in envs), built once per session with cargo.
+The binary is the example crate ``examples/symbolic``'s (it serves ``BlocksWorld-v0``), built once
+per session with cargo (conftest's ``symbolic_worker``).
 """
 
 from __future__ import annotations
-
-import json
-import subprocess
 
 import gymnasium as gym
 import pytest
@@ -25,13 +21,12 @@ import ringenv.cli
 from ringenv import registration
 from ringenv.registration import WorkerIdMissing, WorkerNameNotFound, WorkerVersionNotFound
 
-IDS = '["CartPole-v1", "BlocksWorld-v0"]'
+IDS = '["BlocksWorld-v0"]'
 
 
 @pytest.fixture
-def binary(worker_binary: str) -> str:
-    """``ringenv-worker`` (conftest's ``worker_binary``)."""
-    return worker_binary
+def binary(symbolic_worker: str) -> str:
+    return symbolic_worker
 
 
 def test_an_unknown_id_is_gymnasiums_name_not_found_and_a_value_error(binary):
@@ -40,25 +35,25 @@ def test_an_unknown_id_is_gymnasiums_name_not_found_and_a_value_error(binary):
         with pytest.raises(gym.error.NameNotFound) as info:
             call()
         assert type(info.value) is WorkerNameNotFound and isinstance(info.value, ValueError)
-        assert str(info.value) == (f"worker binary {binary!r}: no env \"Nope-v0\" in ringenv; its ids are {IDS} "
-                                   "(also spelled ringenv:ID)")
+        assert str(info.value) == (f"worker binary {binary!r}: no env \"Nope-v0\" in symbolic; its ids are {IDS} "
+                                   "(also spelled symbolic:ID)")
 
 
 def test_an_unknown_version_of_a_served_env_is_version_not_found(binary):
     with pytest.raises(gym.error.VersionNotFound) as info:
         ringenv.make_vec(f"{binary}:BlocksWorld-v9", 2)
     assert type(info.value) is WorkerVersionNotFound and isinstance(info.value, ValueError)
-    assert str(info.value) == (f"worker binary {binary!r}: no env \"BlocksWorld-v9\" in ringenv (BlocksWorld is "
-                               f"served as BlocksWorld-v0); its ids are {IDS} (also spelled ringenv:ID)")
+    assert str(info.value) == (f"worker binary {binary!r}: no env \"BlocksWorld-v9\" in symbolic (BlocksWorld is "
+                               f"served as BlocksWorld-v0); its ids are {IDS} (also spelled symbolic:ID)")
     # an unknown name is not a version problem
     with pytest.raises(WorkerNameNotFound):
-        ringenv.make_vec("ringenv:Blocks-v0", 2, worker=binary)
+        ringenv.make_vec("symbolic:Blocks-v0", 2, worker=binary)
 
 
 def test_gymnasium_make_vec_of_a_registered_id_the_binary_does_not_serve_raises_name_not_found(binary):
     ringenv.register("hB/NotServed-v0", worker=binary, rust_id="NotServed-v0")
     try:
-        with pytest.raises(gym.error.NameNotFound, match=r'no env "NotServed-v0" in ringenv; its ids are'):
+        with pytest.raises(gym.error.NameNotFound, match=r'no env "NotServed-v0" in symbolic; its ids are'):
             gym.make_vec("hB/NotServed-v0", 2, vectorization_mode="vector_entry_point")
     finally:
         del gym.registry["hB/NotServed-v0"]
@@ -68,9 +63,9 @@ def test_a_binary_without_an_id_lists_its_ids(binary):
     with pytest.raises(WorkerIdMissing) as info:
         ringenv.make_vec(binary, 2)
     assert isinstance(info.value, gym.error.Error) and isinstance(info.value, ValueError)
-    assert str(info.value) == (f"{binary} is a worker binary: name an env as {binary}:ID; it serves CartPole-v1, "
+    assert str(info.value) == (f"{binary} is a worker binary: name an env as {binary}:ID; it serves "
                                "BlocksWorld-v0")
-    assert registration.worker_env_ids(binary) == ["CartPole-v1", "BlocksWorld-v0"]
+    assert registration.worker_env_ids(binary) == ["BlocksWorld-v0"]
 
 
 def test_a_program_that_is_not_a_worker_binary_given_as_an_id_is_named_and_not_run(tmp_path):
@@ -118,22 +113,11 @@ def test_tune_of_a_binary_without_an_id_is_a_usage_error_listing_its_ids(binary,
     captured = capsys.readouterr()
     assert (code, captured.out) == (2, "")
     assert captured.err == (f"ringenv tune: error: argument ENV: {binary} is a worker binary: name an env as "
-                            f"{binary}:ID; it serves CartPole-v1, BlocksWorld-v0\n")
+                            f"{binary}:ID; it serves BlocksWorld-v0\n")
 
 
 def test_tune_of_an_unknown_version_names_the_served_one(binary, capsys):
-    code = ringenv.cli.main(["tune", f"{binary}:CartPole-v0", "--num-envs", "2", "--workers", "1"])
+    code = ringenv.cli.main(["tune", f"{binary}:BlocksWorld-v1", "--num-envs", "2", "--workers", "1"])
     captured = capsys.readouterr()
     assert code == 2
-    assert "(CartPole is served as CartPole-v1)" in captured.err, captured.err
-
-
-@pytest.mark.parametrize("option", ["--env-kwargs", "--kwargs"])
-def test_the_binary_takes_env_kwargs_and_its_older_spelling(binary, option):
-    done = subprocess.run([binary, "describe", "BlocksWorld-v0", option, '{"num_blocks": 4}'], capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["observation_space"]["shape"] == [44]
-    done = subprocess.run([binary, "check", "BlocksWorld-v0", option, '{"num_blocks": 3}', "--steps", "300"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.rstrip().endswith("PASSED"), done.stdout + done.stderr
+    assert "(BlocksWorld is served as BlocksWorld-v0)" in captured.err, captured.err

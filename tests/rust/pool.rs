@@ -110,9 +110,10 @@ fn unknown_id_fails_start_up_with_the_id_and_the_known_ids() {
 
 #[test]
 fn worker_refuses_a_layout_its_env_does_not_fit() {
-    // BlocksWorld observations are uint8; a float32 segment must be refused, naming both.
-    let layout = cartpole_shaped_layout(2);
-    let init = br#"{"id": "BlocksWorld-v0"}"#.to_vec();
+    // CartPole observations are float32[4]; a uint8[44] segment must be refused, naming both.
+    let (obs, act) = (ArraySpec::new(DType::U8, &[44]), ArraySpec::new(DType::I64, &[]));
+    let layout = Layout::single(2, 1, 2, obs, act, DType::F32).unwrap();
+    let init = br#"{"id": "CartPole-v1"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     let err = Pool::spawn(PoolConfig::new(layout, cmd, init)).err().expect("a mismatch error");
     let text = err.to_string();
@@ -121,7 +122,7 @@ fn worker_refuses_a_layout_its_env_does_not_fit() {
 
 #[test]
 fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
-    let mut pool = pool("BlocksWorld-v0", 3, 1).unwrap();
+    let mut pool = pool("CartPole-v1", 3, 1).unwrap();
     assert!(matches!(pool.wait(Some(Duration::ZERO)), Err(PoolError::NoPendingCall)));
     pool.submit(ringenv_runtime::CommandKind::Reset, None).unwrap();
     assert!(matches!(pool.submit(ringenv_runtime::CommandKind::Step, None), Err(PoolError::AlreadyPending)));
@@ -163,10 +164,10 @@ fn set_next_slot_picks_the_slot_a_command_writes_and_refuses_while_one_is_in_fli
 #[test]
 fn a_running_pool_is_listed_and_its_metrics_read_from_outside() {
     use ringenv_runtime::{list_pools, Monitor};
-    let mut pool = pool("BlocksWorld-v0", 7, 2).unwrap(); // 7 envs: no other test uses 7
+    let mut pool = pool("CartPole-v1", 7, 2).unwrap(); // 7 envs: no other test uses 7
     pool.reset(&[Some(3); 7]).unwrap();
     for t in 0..40i64 {
-        pool.step(bytemuck::cast_slice(&[t % 20; 7])).unwrap();
+        pool.step(bytemuck::cast_slice(&[t % 2; 7])).unwrap();
     }
     let me = std::process::id();
     let entries: Vec<_> = list_pools().into_iter().filter(|e| e.pid == me).collect();

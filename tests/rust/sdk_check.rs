@@ -167,12 +167,10 @@ fn spaces_that_do_not_fit_the_types_are_refused() {
 }
 
 #[test]
-fn builtin_envs_pass() {
+fn the_builtin_env_passes() {
     let report = check_env(ringenv_worker::envs::CartPole::new, &CheckOptions { steps: 2000, seed: 0 });
     assert!(report.is_ok(), "{report}");
     assert!(report.episodes > 20);
-    let report = check_env(|| ringenv_worker::envs::BlocksWorld::new(5), &OPTIONS);
-    assert!(report.is_ok(), "{report}");
 }
 
 #[test]

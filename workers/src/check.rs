@@ -27,8 +27,8 @@
 //! [`ProblemKind::Spaces`] problem, and run 2 is not compared.
 //!
 //! ```
-//! use ringenv_worker::{check_env, envs::BlocksWorld, CheckOptions};
-//! let report = check_env(|| BlocksWorld::new(3), &CheckOptions { steps: 300, seed: 1 });
+//! use ringenv_worker::{check_env, envs::CartPole, CheckOptions};
+//! let report = check_env(CartPole::new, &CheckOptions { steps: 300, seed: 1 });
 //! assert!(report.is_ok(), "{report}");
 //! assert_eq!(report.steps, 300);
 //! assert!(report.episodes >= 3);
@@ -63,8 +63,8 @@ impl Default for CheckOptions {
 /// What kind of problem [`check_env`] found.
 ///
 /// ```
-/// use ringenv_worker::{check_env, envs::BlocksWorld, CheckOptions, ProblemKind};
-/// let report = check_env(|| BlocksWorld::new(3), &CheckOptions { steps: 50, seed: 0 });
+/// use ringenv_worker::{check_env, envs::CartPole, CheckOptions, ProblemKind};
+/// let report = check_env(CartPole::new, &CheckOptions { steps: 50, seed: 0 });
 /// assert!(!report.has(ProblemKind::NonDeterministic));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

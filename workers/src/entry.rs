@@ -149,8 +149,9 @@ impl Registry {
 /// // src/main.rs of a crate: the whole file.
 /// ringenv_worker::worker_main! {
 ///     "CartPole-v1" => ringenv_worker::envs::CartPole::new,            // no arguments
-///     "Blocks-v0" => |a: ringenv_worker::envs::blocks_world::BlocksWorldArgs| {
-///         ringenv_worker::envs::BlocksWorld::try_new(a.num_blocks)      // typed arguments, Result
+///     "Poles-v0" => |n: usize| match n {                                // typed arguments, Result
+///         0 => Err("n must be positive"),
+///         _ => Ok(ringenv_worker::envs::CartPole::new()),
 ///     },
 /// }
 /// # // (rustdoc wraps this example in its own `main`; the macro's `main` and allocator are
@@ -174,10 +175,13 @@ macro_rules! worker_main {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envs::{BlocksWorld, CartPole};
+    use crate::envs::CartPole;
 
     fn registry() -> Registry {
-        Registry::new("demo").env("CartPole-v1", CartPole::new).env("Blocks-v0", |n: usize| BlocksWorld::try_new(n))
+        Registry::new("demo").env("CartPole-v1", CartPole::new).env("Poles-v0", |n: usize| match n {
+            0 => Err("n must be positive"),
+            _ => Ok(CartPole::new()),
+        })
     }
 
     fn run(args: &[&str]) -> (i32, String) {
@@ -190,14 +194,16 @@ mod tests {
     #[test]
     fn env_kwargs_and_its_older_spelling_kwargs_are_one_option() {
         for option in ["--env-kwargs", "--kwargs"] {
-            let (status, out) = run(&["describe", "Blocks-v0", option, "4"]);
+            let (status, out) = run(&["describe", "Poles-v0", option, "4"]);
             let description: Value = serde_json::from_str(&out).unwrap();
-            assert_eq!((status, &description["observation_space"]["shape"]), (0, &json!([44])), "{option}: {out}");
-            let (status, out) = run(&["check", "Blocks-v0", option, "3", "--steps", "300"]);
+            assert_eq!((status, &description["observation_space"]["shape"]), (0, &json!([4])), "{option}: {out}");
+            let (status, out) = run(&["describe", "Poles-v0", option, "0"]);
+            assert!(status == 1 && out.contains("n must be positive"), "{option}: {out}");
+            let (status, out) = run(&["check", "Poles-v0", option, "3", "--steps", "300"]);
             assert_eq!(status, 0, "{option}: {out}");
             assert!(out.trim_end().ends_with("PASSED"), "{out}");
         }
-        let (status, out) = run(&["describe", "Blocks-v0", "--env-kwargs", "{nope"]);
+        let (status, out) = run(&["describe", "Poles-v0", "--env-kwargs", "{nope"]);
         assert_eq!(status, 1);
         assert!(out.contains("--env-kwargs is not JSON"), "{out}");
     }
@@ -206,7 +212,7 @@ mod tests {
     fn check_of_an_unknown_id_lists_the_ids_and_a_check_of_no_step_fails() {
         let (status, out) = run(&["check", "Nope-v0"]);
         assert_eq!(status, 1);
-        assert!(out.contains(r#"no env "Nope-v0" in demo; its ids are ["CartPole-v1", "Blocks-v0"]"#), "{out}");
+        assert!(out.contains(r#"no env "Nope-v0" in demo; its ids are ["CartPole-v1", "Poles-v0"]"#), "{out}");
         let (status, out) = run(&["check", "CartPole-v1", "--steps", "0"]);
         assert_eq!(status, 1, "{out}");
         assert!(out.contains("NOTHING CHECKED"), "{out}");

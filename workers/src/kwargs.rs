@@ -142,8 +142,10 @@ impl<'de> Deserializer<'de> for FieldProbe<'_> {
 /// (a map, `serde_json::Value`, a struct with `#[serde(flatten)]`, ...).
 ///
 /// ```
-/// use ringenv_worker::{envs::blocks_world::BlocksWorldArgs, kwargs::fields_of};
-/// assert_eq!(fields_of::<BlocksWorldArgs>(), Some(&["num_blocks"][..]));
+/// use ringenv_worker::kwargs::fields_of;
+/// #[derive(serde::Deserialize)]
+/// struct Args { num_blocks: usize, seed: u64 }
+/// assert_eq!(fields_of::<Args>(), Some(&["num_blocks", "seed"][..]));
 /// assert_eq!(fields_of::<serde_json::Value>(), None);
 /// ```
 pub fn fields_of<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
@@ -155,8 +157,10 @@ pub fn fields_of<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
 /// The arguments of env `id` from `kwargs` (a JSON object; `null` counts as `{}`).
 ///
 /// ```
-/// use ringenv_worker::envs::blocks_world::BlocksWorldArgs;
-/// let args: BlocksWorldArgs = ringenv_worker::kwargs::parse("BlocksWorld-v0", &serde_json::Value::Null).unwrap();
+/// #[derive(serde::Deserialize)]
+/// struct Args { #[serde(default = "four")] num_blocks: usize }
+/// fn four() -> usize { 4 }
+/// let args: Args = ringenv_worker::kwargs::parse("Blocks-v0", &serde_json::Value::Null).unwrap();
 /// assert_eq!(args.num_blocks, 4); // the default
 /// ```
 ///

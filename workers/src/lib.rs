@@ -61,18 +61,14 @@
 //! `list` and `check` (see [`entry`]). `examples/custom_env` in the repository walks through it
 //! from `cargo new`, and `docs/SDK.md` is the guide.
 //!
-//! # Symbolic envs
-//!
-//! [`facts`] numbers ground facts and keeps them in a bitset with an observation encoding;
-//! [`rules`] derives facts by forward chaining. The example crate's Sokoban
-//! (`examples/custom_env`) is built on them; the built-in [`envs::BlocksWorld`] predates them and
-//! keeps its own fixed-size bitset and rule list.
+//! `examples/symbolic` is a toolkit for symbolic envs built on this SDK (facts, forward-chaining
+//! rules, BlocksWorld); `examples/custom_env`'s Sokoban uses it.
 //!
 //! # Inside a worker
 //!
 //! [`RustEnvs`] hosts a group of envs with Gymnasium's next-step autoreset ([`host`]);
 //! [`worker_loop`] joins a pool and serves its commands; [`registration`] registers the built-in
-//! envs (`CartPole-v1`, `BlocksWorld-v0`) served by the `ringenv-worker` binary. A panic in an env is
+//! env (`CartPole-v1`) served by the `ringenv-worker` binary. A panic in an env is
 //! caught ([`mod@panic`]) and reported to Python with its message and location.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
@@ -82,7 +78,6 @@ pub mod cli;
 pub mod entry;
 pub mod env;
 pub mod envs;
-pub mod facts;
 pub mod host;
 pub mod info;
 pub mod kwargs;
@@ -91,7 +86,6 @@ pub mod local;
 pub mod panic;
 pub mod registration;
 pub mod registry;
-pub mod rules;
 pub mod rust_envs;
 pub mod space;
 pub mod values;

@@ -14,12 +14,13 @@
 //! action panics, naming the action, the element, its value and the bounds, before the env sees it.
 //!
 //! ```
-//! use ringenv_worker::{envs::BlocksWorld, LocalEnv};
-//! let mut env = LocalEnv::new(BlocksWorld::new(3)).unwrap();
+//! use ringenv_worker::{envs::CartPole, LocalEnv};
+//! let mut env = LocalEnv::new(CartPole::new()).unwrap();
 //! env.reset(Some(7));
 //! let first = env.obs().to_vec();
-//! let step = env.step(&[0]); // block 0 onto itself: illegal
-//! assert_eq!((step.reward, env.obs()), (-0.1, &first[..]));
+//! let step = env.step(&[1]); // push the cart right
+//! assert_eq!((step.reward, step.terminated), (1.0, false));
+//! assert!(env.obs()[1] > first[1], "the cart speeds up to the right");
 //! ```
 
 use crate::env::{declared_spaces, SpaceError};
@@ -315,13 +316,13 @@ mod tests {
         assert!(message.starts_with("LocalEnv::step_bytes: the action has 4 elements"), "{message}");
         assert_eq!(lights.obs().0, &[0, 0, 0][..], "no refused action reached the env");
 
-        let mut blocks = LocalEnv::new(crate::envs::BlocksWorld::new(3)).unwrap();
-        blocks.reset(Some(0));
+        let mut pole = LocalEnv::new(crate::envs::CartPole::new()).unwrap();
+        pole.reset(Some(0));
         let message = panic_message(|| {
-            blocks.step(&[-1]);
+            pole.step(&[-1]);
         });
         assert!(message.starts_with("LocalEnv::step: action [-1]: element 0 is -1, outside [0, "), "{message}");
-        blocks.step(&[0]); // (a legal action still steps)
+        pole.step(&[0]); // (a legal action still steps)
     }
 
     #[test]

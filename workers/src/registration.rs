@@ -1,7 +1,7 @@
-//! The registration of the built-in Rust envs, and how a worker builds them from its init payload.
+//! The registration of the built-in Rust env, and how a worker builds it from its init payload.
 //!
 //! The built-ins are a [`Registry`] named `ringenv` like any user's: `CartPole-v1` (no
-//! arguments) and `BlocksWorld-v0` (`num_blocks`, 2 to 8, default 4). The init payload of a Rust
+//! arguments). The init payload of a Rust
 //! worker is JSON: `{"id": "CartPole-v1", "kwargs": {...}}` (`id` is the registry string, as in
 //! Gymnasium; `env_id` is accepted as its old spelling). Unknown ids and arguments are errors that
 //! name the id or argument and list what is accepted.
@@ -9,13 +9,12 @@
 //! ```
 //! use ringenv_worker::registration;
 //! assert!(registration::ids().contains(&"CartPole-v1"));
-//! let (obs, act) = registration::spaces("BlocksWorld-v0", &serde_json::json!({"num_blocks": 3})).unwrap();
-//! assert_eq!(obs.array_spec().shape, vec![2 * 3 * 4 + 3]);
-//! assert_eq!(act, ringenv_worker::Space::Discrete { n: 12, start: 0 });
+//! let (obs, act) = registration::spaces("CartPole-v1", &serde_json::json!({})).unwrap();
+//! assert_eq!(obs.array_spec().shape, vec![4]);
+//! assert_eq!(act, ringenv_worker::Space::Discrete { n: 2, start: 0 });
 //! assert!(registration::spaces("Nope-v0", &serde_json::Value::Null).is_err());
 //! ```
 
-use crate::envs::blocks_world::{BlocksWorld, BlocksWorldArgs};
 use crate::envs::CartPole;
 use crate::host::EnvHost;
 use crate::{Registry, Space};
@@ -27,17 +26,13 @@ use std::sync::OnceLock;
 
 /// The ids of the built-in envs.
 pub fn ids() -> &'static [&'static str] {
-    &["CartPole-v1", "BlocksWorld-v0"]
+    &["CartPole-v1"]
 }
 
 /// The registry of the built-in envs (named `ringenv`).
 pub fn builtins() -> &'static Registry {
     static BUILTINS: OnceLock<Registry> = OnceLock::new();
-    BUILTINS.get_or_init(|| {
-        Registry::new("ringenv")
-            .env("CartPole-v1", CartPole::new)
-            .env("BlocksWorld-v0", |a: BlocksWorldArgs| BlocksWorld::try_new(a.num_blocks))
-    })
+    BUILTINS.get_or_init(|| Registry::new("ringenv").env("CartPole-v1", CartPole::new))
 }
 
 /// A Rust worker's init payload, `{"id": ..., "kwargs": {...}}`. Workers also read an
@@ -99,16 +94,8 @@ mod tests {
     #[test]
     fn ids_match_the_registry_and_arguments_are_checked() {
         assert_eq!(builtins().ids(), ids());
-        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": 9})).unwrap_err();
-        assert_eq!(err.message, "BlocksWorld-v0: num_blocks must be an integer from 2 to 8, got 9");
-        let err = spaces("BlocksWorld-v0", &json!({"num_blocks": "3"})).unwrap_err();
-        assert!(
-            err.message.starts_with("BlocksWorld-v0: argument \"num_blocks\" = \"3\" does not fit"),
-            "{}",
-            err.message
-        );
-        let err = spaces("BlocksWorld-v0", &json!({"colour": 2})).unwrap_err();
-        assert_eq!(err.message, "BlocksWorld-v0 takes no argument \"colour\"; it accepts num_blocks");
+        let err = spaces("CartPole-v1", &json!({"colour": 2})).unwrap_err();
+        assert_eq!(err.message, "CartPole-v1 takes no arguments, got \"colour\"");
         let err = spaces("Nope-v9", &Value::Null).unwrap_err();
         assert!(err.message.contains("Nope-v9") && err.message.contains("CartPole-v1"), "{}", err.message);
     }

@@ -15,15 +15,15 @@
 //! `Sokoban-v0` name the same env.
 //!
 //! ```
-//! use ringenv_worker::{envs::{BlocksWorld, CartPole}, Registry};
+//! use ringenv_worker::{envs::CartPole, Registry};
 //! use serde_json::json;
 //! let registry = Registry::new("my-envs")
 //!     .env("CartPole-v1", CartPole::new)
-//!     .env("Blocks-v0", |n: usize| BlocksWorld::try_new(n));
-//! let (obs, _) = registry.spaces("my_envs:Blocks-v0", &json!(3)).unwrap();
-//! assert_eq!(obs.array_spec().shape, vec![27]);
-//! let err = registry.spaces("Blocks-v0", &json!(9)).unwrap_err();
-//! assert_eq!(err.message, "Blocks-v0: num_blocks must be an integer from 2 to 8, got 9");
+//!     .env("Poles-v0", |n: usize| if n > 0 { Ok(CartPole::new()) } else { Err("n must be positive") });
+//! let (obs, _) = registry.spaces("my_envs:Poles-v0", &json!(3)).unwrap();
+//! assert_eq!(obs.array_spec().shape, vec![4]);
+//! let err = registry.spaces("Poles-v0", &json!(0)).unwrap_err();
+//! assert_eq!(err.message, "Poles-v0: n must be positive");
 //! assert_eq!(registry.spaces("Nope-v0", &json!({})).unwrap_err().kind, "NameNotFound");
 //! ```
 
@@ -41,10 +41,10 @@ use std::ops::Range;
 /// What a constructor returns: an env, or `Result<env, impl Display>`.
 ///
 /// ```
-/// use ringenv_worker::{envs::BlocksWorld, IntoEnv};
-/// assert!(BlocksWorld::new(3).into_env().is_ok());
-/// let refused = BlocksWorld::try_new(1).into_env().err().unwrap();
-/// assert_eq!(refused, "num_blocks must be an integer from 2 to 8, got 1");
+/// use ringenv_worker::{envs::CartPole, IntoEnv};
+/// assert!(CartPole::new().into_env().is_ok());
+/// let refused = Err::<CartPole, _>("no pole").into_env().err().unwrap();
+/// assert_eq!(refused, "no pole");
 /// ```
 pub trait IntoEnv {
     /// The env type.

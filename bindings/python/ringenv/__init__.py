@@ -35,6 +35,6 @@ from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["AsyncVectorEnv", "make_vec", "register", "VectorEntryPoint", "builtin_env_ids", "errors", "settle_allocator"]
 
-# Gymnasium ids "ringenv/CartPole-v1", "ringenv/BlocksWorld-v0" for gymnasium.make_vec (no process starts).
+# The Gymnasium id "ringenv/CartPole-v1" for gymnasium.make_vec (no process starts).
 register_builtins()
 __version__ = "0.1.0"

@@ -145,7 +145,9 @@ class Slots:
         Raises:
             CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
         """
-        self.device = DeviceBatches(device, self, segment)
+        arrays = [[*self.device_leaves(s), r, te, tr]
+                  for s, (r, te, tr) in enumerate(zip(self.reward, self.terminated, self.truncated))]
+        self.device = DeviceBatches(device, arrays, self.observation_tree, segment)
 
     def device_leaves(self, slot: int) -> List[np.ndarray]:
         """The ``(num_envs, ...)`` arrays of ``slot``'s observations, one per leaf of the

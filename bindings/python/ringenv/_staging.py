@@ -7,8 +7,8 @@ enqueues one host-to-device copy per array on ``torch.cuda.current_stream(device
 the slot's event after them; it never waits for the GPU. Before the workers rewrite a slot,
 :meth:`GpuStaging.before_reuse` waits for that slot's copy (by then long finished).
 
-The vector env's side of it is :class:`DeviceBatches`, made from the vector env's slots
-(:class:`ringenv._slots.Slots`), which call :meth:`DeviceBatches.before_reuse` before every
+The vector env's side of it is :class:`DeviceBatches`, made from the arrays of the vector env's
+slots (:class:`ringenv._slots.Slots`), which call :meth:`DeviceBatches.before_reuse` before every
 command that makes workers rewrite a slot (the copy of that slot's last batch must have finished:
 in a pipeline of depth 2 it has, and the call returns at once), and :meth:`DeviceBatches.batch`
 after every result; :func:`host_actions` takes actions that may be torch tensors (CUDA or CPU).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -30,8 +30,6 @@ from ringenv.errors import CudaUnavailableError
 
 if TYPE_CHECKING:
     import torch
-
-    from ringenv._slots import Slots
 
 __all__ = ["DeviceBatches", "GpuStaging", "host_actions", "parse_device"]
 
@@ -381,24 +379,22 @@ class DeviceBatches:
 
     Args:
         device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
-        slots: the vector env's :class:`ringenv._slots.Slots`, whose observations cross through
-            shared memory as arrays: one (a Box, Discrete, MultiDiscrete or MultiBinary space) or
-            a Dict or Tuple of them, nested or not. Per slot, each observation leaf
-            ``(num_envs, ...)`` and the ``(num_envs,)`` reward, terminated and truncated arrays are
-            staged, one host-to-device copy each (:meth:`Slots.device_leaves`); a Dict or Tuple
-            batch comes back as the same dicts and tuples of tensors (:meth:`Slots.observation_tree`).
+        arrays: per slot of the vector env, its observation leaves ``(num_envs, ...)`` (one for a
+            Box, Discrete, MultiDiscrete or MultiBinary space; one per leaf of a Dict or Tuple of
+            them, nested or not), then its ``(num_envs,)`` reward, terminated and truncated arrays:
+            staged one host-to-device copy each (:meth:`ringenv._slots.Slots.device_leaves`).
+        tree: puts a batch's leaf tensors back in the space's dicts and tuples
+            (:meth:`ringenv._slots.Slots.observation_tree`).
         segment: the pool's segment.
 
     Raises:
         CudaUnavailableError, CudaError: as :class:`ringenv._staging.GpuStaging`.
     """
 
-    def __init__(self, device: Any, slots: "Slots", segment: Any):
+    def __init__(self, device: Any, arrays: List[List[np.ndarray]], tree: Callable[[List[Any]], Any], segment: Any):
         self.device = device
-        leaves = [slots.device_leaves(s) for s in range(len(slots.reward))]
-        arrays = [[*obs, r, te, tr] for obs, r, te, tr in zip(leaves, slots.reward, slots.terminated, slots.truncated)]
-        self._num_leaves = len(leaves[0])
-        self._tree = slots.observation_tree
+        self._num_leaves = len(arrays[0]) - 3
+        self._tree = tree
         self.staging = GpuStaging(device, arrays, segment)
 
     def _split(self, tensors: List["torch.Tensor"]) -> Tuple[Any, List["torch.Tensor"]]:

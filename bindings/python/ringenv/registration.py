@@ -1,15 +1,14 @@
 """``ringenv.make_vec``: the counterpart of ``gymnasium.make_vec``, for Python envs, ringenv's
-built-in Rust envs, and Rust envs served by a worker binary made with the ``ringenv-worker`` SDK;
+built-in Rust env, and Rust envs served by a worker binary made with the ``ringenv-worker`` SDK;
 and ``ringenv.register``, which registers ids in Gymnasium's registry with a
 ``vector_entry_point`` that builds a ringenv vector env, so that ``gymnasium.make_vec`` (and
 RLlib, through it) gives one:
 
 >>> import gymnasium as gym
->>> import ringenv  # registers ringenv/CartPole-v1 and ringenv/BlocksWorld-v0
->>> envs = gym.make_vec("ringenv/BlocksWorld-v0", 4, vectorization_mode="vector_entry_point",
-...                     num_blocks=3, num_workers=2)
+>>> import ringenv  # registers ringenv/CartPole-v1
+>>> envs = gym.make_vec("ringenv/CartPole-v1", 4, vectorization_mode="vector_entry_point", num_workers=2)
 >>> type(envs).__name__, envs.num_workers, envs.single_observation_space.shape
-('AsyncVectorEnv', 2, (27,))
+('AsyncVectorEnv', 2, (4,))
 >>> envs.close()
 
 Keyword arguments of ``gymnasium.make_vec`` (Gymnasium refuses ``vector_kwargs`` in this mode)
@@ -85,7 +84,7 @@ class WorkerIdMissing(gym.error.Error, ValueError):
 
 
 def builtin_env_ids() -> list:
-    """The ids of ringenv's built-in Rust envs (``["CartPole-v1", "BlocksWorld-v0"]``)."""
+    """The ids of ringenv's built-in Rust envs (``["CartPole-v1"]``)."""
     return list(_native.builtin_env_ids())
 
 
@@ -325,7 +324,7 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
       the binary's ``describe`` command before any worker starts.
     - ``id`` a built-in Rust env (see :func:`builtin_env_ids`) and ``prefer_builtin`` true, or
       the built-in's registered id (``"ringenv/CartPole-v1"``): its Rust implementation runs in
-      the workers (``kwargs`` go to its constructor; for ``BlocksWorld-v0``: ``num_blocks``), and
+      the workers (``kwargs`` go to its constructor), and
       the vector env's ``spec`` is that registered id's.
     - Otherwise each sub-env is ``gymnasium.make(id, **kwargs)`` with ``wrappers`` applied, as
       ``gymnasium.make_vec`` does, Gymnasium's ``"module:Id"`` form included
@@ -661,10 +660,9 @@ def register(id: str, entry_point: Union[str, Callable[..., gym.Env], None] = No
 
 
 def register_builtins() -> None:
-    """Registers each built-in Rust env as ``"ringenv/<id>"`` (``"ringenv/CartPole-v1"``,
-    ``"ringenv/BlocksWorld-v0"``), with no single-env entry point: only
-    ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`` (the default for them)
-    makes them. Run by ``import ringenv``; starts no process; registering again does nothing."""
+    """Registers each built-in Rust env as ``"ringenv/<id>"`` (``"ringenv/CartPole-v1"``), with no
+    single-env entry point: only ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``
+    (the default for them) makes them. Run by ``import ringenv``; starts no process; registering again does nothing."""
     for rust_id in builtin_env_ids():
         id = f"{NAMESPACE}/{rust_id}"
         entry = VectorEntryPoint(id, rust_id)

@@ -28,11 +28,11 @@
 //! assert_eq!(env.info().get("is_success"), Some(true.into()));
 //! ```
 
-use ringenv_worker::facts::{Predicate, Schema};
 use ringenv_worker::rand::Rng;
-use ringenv_worker::rules::Rules;
-use ringenv_worker::{facts::FactSet, Ctx, DType, Env, Space, Step};
+use ringenv_worker::{Ctx, DType, Env, Space, Step};
 use serde::Deserialize;
+use symbolic::facts::{FactSet, Predicate, Schema};
+use symbolic::rules::Rules;
 
 /// Side of the (padded) grid.
 pub const SIDE: usize = 8;

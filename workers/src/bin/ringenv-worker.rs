@@ -1,5 +1,4 @@
-//! `ringenv-worker`: the worker program of ringenv's built-in Rust envs (`CartPole-v1`,
-//! `BlocksWorld-v0`). A pool starts it with the descriptors of its segment and control socket;
+//! `ringenv-worker`: the worker program of ringenv's built-in Rust env (`CartPole-v1`). A pool starts it with the descriptors of its segment and control socket;
 //! the env id arrives in the init payload. Like every worker binary made with the SDK, it also
 //! answers `describe ENV_ID`, `list` and `check ENV_ID` (see `ringenv_worker::entry`).
 

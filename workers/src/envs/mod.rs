@@ -1,23 +1,18 @@
-//! Built-in environments, implemented in Rust against the [`Env`](crate::Env) trait.
+//! The built-in environment, implemented in Rust against the [`Env`](crate::Env) trait.
 //!
 //! - [`CartPole`]: Gymnasium 1.4's `CartPole-v1`, bit-exact (`f32` observations, 2 actions).
-//! - [`BlocksWorld`]: a symbolic blocks world with a random goal per episode (`u8` observations,
-//!   `N * (N + 1)` move actions), solved by planning rather than control.
 //!
 //! ```
-//! use ringenv_worker::envs::{BlocksWorld, CartPole};
+//! use ringenv_worker::envs::CartPole;
 //! use ringenv_worker::{Env, Space};
 //! assert_eq!(CartPole::new().action_space(), Space::Discrete { n: 2, start: 0 });
-//! assert_eq!(BlocksWorld::new(4).action_space(), Space::Discrete { n: 20, start: 0 });
 //! ```
 
-pub mod blocks_world;
 pub mod cartpole;
 
-pub use blocks_world::BlocksWorld;
+use crate::EnvRng;
 pub use cartpole::CartPole;
 
-use crate::EnvRng;
 use rand::SeedableRng;
 
 /// The generator of a standalone reset (an env stepped on its own, outside a worker): a fresh one

@@ -26,6 +26,15 @@ from ringenv.vector import AsyncState
 __all__ = ["BlockBatchesMixin", "take"]
 
 
+class _RestartPending(Exception):
+    """A restarted actor's reset was still in flight at the caller's deadline (internal: the wait
+    raises ``multiprocessing.TimeoutError`` and keeps ``recovery`` to await it again)."""
+
+    def __init__(self, recovery: Dict[str, Any]):
+        super().__init__("an actor is being restarted")
+        self.recovery = recovery
+
+
 def take(space: spaces.Space, batch: Any, rows: Union[slice, np.ndarray], count: int) -> Any:
     """The rows ``rows`` of a batch of ``count`` elements of ``space`` (an action batch)."""
     if isinstance(batch, np.ndarray):
@@ -155,8 +164,6 @@ class BlockBatchesMixin:
             again).
             ClosedEnvironmentError: closed, or Ray was shut down (which closes it).
         """
-        from ringenv.ray.vector import _RestartPending  # the driver's module, which imports this one
-
         self._assert_open("recv")
         deadline = None if timeout is None else time.monotonic() + timeout
         block = self._blocks[0][1] - self._blocks[0][0]

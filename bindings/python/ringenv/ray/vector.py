@@ -30,7 +30,7 @@ from ringenv._staging import host_actions
 from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text,
                             _merged)
 from ringenv.ray._actor import PoolActor, StartupFailure
-from ringenv.ray._batches import BlockBatchesMixin, take
+from ringenv.ray._batches import BlockBatchesMixin, _RestartPending, take
 from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.ray._closed_meanwhile import closed_meanwhile
 from ringenv.vector import AsyncState
@@ -39,15 +39,6 @@ __all__ = ["RayVectorEnv"]
 
 #: Keys of each env's info dict that ringenv.ray adds: the env's actor was restarted.
 RESTARTED = "actor_restarted"
-
-
-class _RestartPending(Exception):
-    """A restarted actor's reset was still in flight at the caller's deadline (internal: the wait
-    raises ``multiprocessing.TimeoutError`` and keeps ``recovery`` to await it again)."""
-
-    def __init__(self, recovery: Dict[str, Any]):
-        super().__init__("an actor is being restarted")
-        self.recovery = recovery
 
 
 def _concat(space: spaces.Space, parts: List[Any]) -> Any:

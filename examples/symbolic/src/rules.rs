@@ -8,8 +8,8 @@
 //! The scratch set is allocated once, in [`Rules::new`]: saturating allocates nothing.
 //!
 //! ```
-//! use ringenv_worker::facts::Schema;
-//! use ringenv_worker::rules::Rules;
+//! use symbolic::facts::Schema;
+//! use symbolic::rules::Rules;
 //! // Reachability in a graph: reach(x) :- start(x); reach(y) :- reach(x), edge(x, y).
 //! let n = 4;
 //! let mut s = Schema::new();
@@ -39,7 +39,7 @@ type Rule<C> = Box<dyn Fn(&C, &FactSet, &mut FactSet) + Send>;
 /// A set of named rules over fact sets of one length, with their scratch space.
 ///
 /// ```
-/// use ringenv_worker::{facts::FactSet, rules::Rules};
+/// use symbolic::{facts::FactSet, rules::Rules};
 /// // Fact i+1 follows from fact i (i < 4), and fact 0 holds: everything up to 4 follows.
 /// let mut rules = Rules::new(6);
 /// rules.add("next", |_: &(), f: &FactSet, out: &mut FactSet| {

@@ -10,7 +10,7 @@
 //! [`Scalar`] element type).
 //!
 //! ```
-//! use ringenv_worker::facts::Schema;
+//! use symbolic::facts::Schema;
 //! let mut schema = Schema::new();
 //! let on = schema.predicate("on", &[3, 3]);     // on(x, y), x and y in 0..3
 //! let clear = schema.predicate("clear", &[3]);  // clear(x)
@@ -24,12 +24,12 @@
 //! assert_eq!(obs, [0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0]);
 //! ```
 
-use crate::{Scalar, Space};
+use ringenv_worker::{Scalar, Space};
 
 /// A block of fact indices for a predicate of up to 4 arguments.
 ///
 /// ```
-/// let mut schema = ringenv_worker::facts::Schema::new();
+/// let mut schema = symbolic::facts::Schema::new();
 /// let at = schema.predicate("at", &[3, 4]);
 /// assert_eq!((at.at(&[1, 2]), at.len(), at.range()), (6, 12, 0..12));
 /// assert_eq!(at.args(6), [1, 2]);
@@ -91,7 +91,7 @@ impl Predicate {
 /// The numbering of all ground facts: predicates in the order declared.
 ///
 /// ```
-/// let mut schema = ringenv_worker::facts::Schema::new();
+/// let mut schema = symbolic::facts::Schema::new();
 /// let (a, b) = (schema.predicate("a", &[2]), schema.predicate("b", &[]));
 /// assert_eq!((schema.len(), a.range(), b.at(&[])), (3, 0..2, 2));
 /// assert_eq!(schema.name_of(1), "a(1)");
@@ -152,7 +152,7 @@ impl Schema {
 /// A set of fact indices `0..len`, as a bitset of `u64` words allocated once.
 ///
 /// ```
-/// let mut facts = ringenv_worker::facts::FactSet::new(70);
+/// let mut facts = symbolic::facts::FactSet::new(70);
 /// assert!(facts.insert(69) && !facts.insert(69));
 /// facts.set(3, true);
 /// assert_eq!((facts.count(), facts.iter().collect::<Vec<_>>()), (2, vec![3, 69]));
@@ -301,7 +301,7 @@ impl FactSet {
 /// The value 1 of a scalar type (its dtype's one, whatever the width or kind).
 fn one<T: Scalar>() -> T {
     let mut bytes = [0u8; 8]; // every Scalar is at most 8 bytes
-    crate::values::write_f64(&mut bytes, T::DTYPE, 0, 1.0);
+    ringenv_worker::values::write_f64(&mut bytes, T::DTYPE, 0, 1.0);
     bytemuck::pod_read_unaligned(&bytes[..std::mem::size_of::<T>()])
 }
 

@@ -1,33 +1,29 @@
-"""Regenerates benches/RESULTS.md from measurements taken in one run on this machine.
+"""Regenerates benches/RESULTS.md: every table, from measurements taken in one run on this machine.
 
-Runs, in order: the criterion ring round-trip benchmark (with its Unix-socket peer), the main job's
-table (scripts/demo.py's groups: ringenv beside Gymnasium's SyncVectorEnv, AsyncVectorEnv and
-vectorised CartPole, with its ratio to the best peer), quiet and again beside one busy-looping
-neighbour process (``benches/neighbour.py``), ``ringenv bench`` for CartPole-v1 (every
-peer installed), benches/python_envs.py (null and busy Python envs through ringenv and
-Gymnasium's vector envs) and benches/envpool_cartpole.py
-(ringenv's Rust CartPole against EnvPool's), then issue 7's examples as subprocesses with
-``--json``: examples/sb3_ppo_cartpole.py (PPO, 1e5 timesteps; its verdict, mean return >= 475, is
-computed here from its figures) and examples/torchrl_collector.py twice (a CartPole with no added
-cost, 16,000 frames; with a 2000 µs busy-wait per step, 8,000 frames; TorchRL's ParallelEnv beside
-ringenv's). The file opens with issue 5's speed targets and whether each was met, computed from
-this run's figures. Run it through scripts/bench.sh, which sets everything up first. Each figure
-in the file comes from this run; about 11 minutes on 2 cores with the defaults (1 of them the main
-job beside a busy neighbour), plus about 2 to 3 for the examples (measured on 2 busy cores: PPO
-25 s; the collector halves about 55 s and 50 s, much of it TorchRL's 8 worker processes importing
-torch). ``--skip-examples`` leaves them out;
-``--only-examples`` runs only them (with ``--output`` elsewhere, and ``--ppo-timesteps 2048
---collector-frames-per-batch 200 --collector-total-frames 800`` to try the section in a minute).
+Runs, in order: the criterion ring round-trip benchmark (``benches/ring_roundtrip.rs``, with its
+Unix-socket peer); the main job's table (scripts/demo.py's groups: ringenv beside Gymnasium's
+SyncVectorEnv, AsyncVectorEnv and vectorised CartPole, with its ratio to the best peer), quiet
+and again beside one busy-looping neighbour process (``benches/neighbour.py``); ``ringenv bench``
+for CartPole-v1 (every peer installed); ``benches/python_envs.py`` (null and busy Python envs
+through ringenv and Gymnasium's vector envs) and ``benches/envpool_cartpole.py`` (ringenv's Rust
+CartPole against EnvPool's); the examples as subprocesses with ``--json``:
+examples/sb3_ppo_cartpole.py (PPO, 1e5 timesteps; its verdict, mean return >= 475, is computed
+here from its figures) and examples/torchrl_collector.py twice (a CartPole with no added cost,
+16,000 frames; with a 2000 µs busy-wait per step, 8,000 frames; TorchRL's ParallelEnv beside
+ringenv's). The file opens with the speed targets and whether each was met, computed from this
+run's figures. Then each script that owns a section of the file runs and replaces its section
+(:data:`SECTION_SCRIPTS`; ``benches/results_sections.py``); this script keeps those sections when
+it rewrites the rest. Every measurement is made by ringenv's one measurement loop
+(``ringenv.cli._measure``).
+
+Run it through scripts/bench.sh, which sets everything up first (the ``bench`` extra: envpool,
+minigrid). ``--skip-examples`` leaves the examples out; ``--only-examples`` runs only them (with
+``--output`` elsewhere, and ``--ppo-timesteps 2048 --collector-frames-per-batch 200
+--collector-total-frames 800`` to try the section in a minute); ``--skip-sections`` leaves the
+section scripts out (each also runs on its own: ``python benches/grid.py --help``).
 
 On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 16 --device cuda``
 adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
-
-The grid of issue 12 (``benches/grid.py``, which scripts/bench.sh runs after this script),
-``benches/ray_scaling.py``, ``benches/async_share.py``, ``benches/wakeup_policy.py`` and
-``benches/obs_copies.py`` each write
-their own section of the file, between their markers (``benches/results_sections.py``); this
-script keeps those sections when it rewrites the rest. Every measurement, here and in the grid, is
-made by ringenv's one measurement loop (``ringenv.cli._measure``).
 """
 
 from __future__ import annotations
@@ -46,6 +42,9 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benches"))
+
+#: The scripts that each write their own section of the file, run after its tables, in order.
+SECTION_SCRIPTS = ["grid.py", "ray_scaling.py", "wakeup_policy.py", "idle_cpu.py", "startup.py", "info_kinds.py"]
 
 
 def sh(*cmd: str, **kw) -> str:
@@ -145,7 +144,7 @@ def examples_section(report: dict, machine_line: str) -> list:
     first = collector[0]
     cv = first["versions"]
     lines = [
-        "## Examples (issue 7)",
+        "## Examples",
         "",
         f"Both examples run as subprocesses of this run with `--json`. Machine: {machine_line}.",
         "",
@@ -201,7 +200,7 @@ def targets_section(python_envs: dict, envpool_cartpole: dict, machine_line: str
     run's figures."""
     versions = {**python_envs["versions"], **envpool_cartpole["versions"]}
     lines = [
-        "## Speed targets (issue 5)",
+        "## Speed targets",
         "",
         "Each verdict is computed from this run's figures (`evaluate_targets` in `benches/python_envs.py`",
         "and `benches/envpool_cartpole.py`); the tables below hold every row. The ceiling is the",
@@ -319,9 +318,11 @@ def main() -> int:
     parser.add_argument("--device", default=None,
                         help="also measure benches/python_envs.py's ringenv rows with this device (cuda)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--skip-examples", action="store_true", help="leave out issue 7's examples")
+    which.add_argument("--skip-examples", action="store_true", help="leave out the examples")
     which.add_argument("--only-examples", action="store_true",
-                       help="run only issue 7's examples (the file then holds only their section)")
+                       help="run only the examples (the file then holds only their section)")
+    parser.add_argument("--skip-sections", action="store_true",
+                        help="leave out the scripts that write their own sections (" + ", ".join(SECTION_SCRIPTS) + ")")
     parser.add_argument("--ppo-timesteps", type=int, default=100_000,
                         help="timesteps of the PPO example (default 1e5, the zoo's; below that it is not expected "
                              "to solve CartPole)")
@@ -451,7 +452,12 @@ def main() -> int:
     lines += envpool_section(envpool_report)
     if examples is not None:
         lines += examples_section(examples, machine_line)
-    return write(args.output, lines)
+    written = write(args.output, lines)
+    if not args.skip_sections:
+        for script in SECTION_SCRIPTS:
+            print(f"== benches/{script}", file=sys.stderr)
+            subprocess.run([sys.executable, str(ROOT / "benches" / script)], check=True, cwd=ROOT)
+    return written
 
 
 def header(machine_line: str) -> list:
@@ -459,9 +465,9 @@ def header(machine_line: str) -> list:
     return [
         "# Benchmark results",
         "",
-        "Regenerated by `scripts/bench.sh` (this file is its output; edit `scripts/bench.py` and",
-        "`benches/grid.py`, not this file). The sections written by their own scripts (the grid, Ray,",
-        "asynchronous batches, the wake-up policy) each name the machine and time of their run; every",
+        "Regenerated by `scripts/bench.sh` (this file is its output; edit `benches/run_all.py` and",
+        "the scripts it runs, not this file). The sections written by their own scripts (the grid, Ray,",
+        "the wake-up policy, idle CPU, start-up, infos) each name the machine and time of their run; every",
         "other table was measured in one run, peers included, on:",
         "",
         f"> {machine_line}; {datetime.date.today().isoformat()}.",

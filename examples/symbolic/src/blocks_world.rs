@@ -5,8 +5,8 @@
 //! (nothing stands on `x`) and `above(x, y)` (the transitive closure of `on`) come from a tiny
 //! forward-chaining rule engine: facts are a bitset, rules are functions from the known facts to
 //! the facts they derive, and the rules are applied together until nothing new appears. This
-//! engine is the env's own (a `Copy` bitset of three words, laid out for 8 blocks), not the
-//! SDK's general [`crate::facts`] / [`crate::rules`], which it predates.
+//! engine is the env's own (a `Copy` bitset of three words, laid out for 8 blocks), not this
+//! crate's general [`crate::facts`] / [`crate::rules`].
 //!
 //! - Reset draws a random goal configuration and a different random initial configuration
 //!   (each made by shuffling the blocks and dropping them one by one on the table or on top of an
@@ -31,7 +31,7 @@
 //!   3. the goal's `on` relation as an `N x (N + 1)` matrix, encoded like part 1.
 //!
 //! ```
-//! use ringenv_worker::envs::blocks_world::{BlocksWorld, Fact};
+//! use symbolic::blocks_world::{BlocksWorld, Fact};
 //!
 //! let mut env = BlocksWorld::new(3);
 //! let mut obs = [0u8; 2 * 3 * 4 + 3];
@@ -46,11 +46,9 @@
 //! assert_eq!(env.holds(Fact::Clear(0)), obs[12] == 1);
 //! ```
 
-use crate::{Ctx, Env, EnvRng, Space, Step};
-use rand::seq::SliceRandom;
-use rand::Rng;
-use rand_pcg::Pcg64;
-use ringenv_runtime::DType;
+use ringenv_worker::rand::seq::SliceRandom;
+use ringenv_worker::rand::{Rng, SeedableRng};
+use ringenv_worker::{Ctx, DType, Env, EnvRng, Space, Step};
 
 /// Largest number of blocks; the fact bitset is laid out for this many.
 const MAX: usize = 8;
@@ -198,7 +196,7 @@ pub struct BlocksWorld {
     goal: Facts,
     /// The generator of [`BlocksWorld::reset`] (stepping on its own); `None` until its first
     /// call. Workers give the env theirs instead.
-    rng: Option<Pcg64>,
+    rng: Option<EnvRng>,
     elapsed_steps: u32,
     started: bool,
 }
@@ -260,7 +258,11 @@ impl BlocksWorld {
     /// Resets with the env's own generator: re-seeded by `Some(seed)`, continued by `None` (for
     /// stepping the env on its own; workers call [`Env::reset`] with theirs).
     pub fn reset(&mut self, seed: Option<u64>, obs: &mut [u8]) {
-        let mut rng = super::standalone_rng(seed, self.rng.take());
+        let mut rng = match (seed, self.rng.take()) {
+            (Some(seed), _) => EnvRng::seed_from_u64(seed),
+            (None, Some(rng)) => rng,
+            (None, None) => EnvRng::from_os_rng(),
+        };
         self.start(&mut rng, obs);
         self.rng = Some(rng);
     }
@@ -372,7 +374,6 @@ impl Env for BlocksWorld {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     /// Facts of a configuration given as `below[x]` (`n` meaning the table), with derivations.
     fn config(below: &[usize]) -> Facts {
@@ -483,7 +484,7 @@ mod tests {
         let mut obs = vec![7u8; env.obs_len()];
         assert_eq!(env.observation_space(), Space::boxed(DType::U8, &[2 * n * w + n], 0.0, 1.0));
         assert_eq!(env.action_space(), Space::Discrete { n: 30, start: 0 });
-        let mut rng = Pcg64::seed_from_u64(1);
+        let mut rng = EnvRng::seed_from_u64(1);
         env.reset(Some(1), &mut obs);
         for _ in 0..300 {
             let step = env.step(&[rng.random_range(0..30)], &mut obs);
@@ -529,7 +530,7 @@ mod tests {
     fn the_worker_path_equals_stepping_on_its_own() {
         let mut alone = BlocksWorld::new(5);
         let mut obs = vec![0u8; alone.obs_len()];
-        let mut hosted = crate::LocalEnv::new(BlocksWorld::new(5)).unwrap();
+        let mut hosted = ringenv_worker::LocalEnv::new(BlocksWorld::new(5)).unwrap();
         for seed in [3, 4] {
             alone.reset(Some(seed), &mut obs);
             hosted.reset(Some(seed));
