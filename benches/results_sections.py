@@ -12,20 +12,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: The owned sections, by name (``benches/grid.py``: ``grid``, ``benches/ray_scaling.py``: ``ray``,
-#: ``benches/wakeup_policy.py``: ``wakeup``, ``benches/idle_cpu.py``: ``idle_cpu``, ``benches/startup.py``: ``startup``, ``benches/info_kinds.py``: ``info_kinds``; ``device``: the runs of ``benches/device_rows.py`` and
-#: ``benches/python_envs.py`` on a lent 16-core GPU machine, transcribed from their output, since
-#: no such machine runs ``scripts/bench.sh``; ``builds``: two builds of the same code measured
-#: alternately, transcribed, since one run of ``scripts/bench.sh`` has one build; ``guards``,
-#: ``audit``, ``audit3``, ``audit4``, ``audit5``, ``audit6``, ``audit7``, ``audit8``, ``audit9``, ``audit10``, ``audit11``, ``audit12``, ``audit13``, ``audit14``, ``audit15``, ``audit16`` and ``audit17``: a stop's A/B of a change and its main-job runs, transcribed;
-#: ``main_job_history``: the main job's runs on fresh clones, transcribed from the README), and
-#: whether a new one goes before the file's first ``## `` heading (else at the end).
-OWNED = {"grid": True, "ray": False, "wakeup": False, "device": False, "builds": False, "guards": False,
-         "audit": False, "audit3": False, "main_job_history": False, "audit4": False,
-         "audit5": False, "audit6": False, "idle_cpu": False, "audit7": False, "audit8": False,
-         "audit9": False, "startup": False, "audit10": False, "audit11": False, "audit12": False,
-         "audit13": False, "audit14": False, "info_kinds": False,
-         "audit15": False, "audit16": False, "audit17": False}
+#: The owned sections, by name, and whether a new one goes before the file's first ``## ``
+#: heading (else at the end): ``grid`` (``benches/grid.py``), ``ray`` (``benches/ray_scaling.py``),
+#: ``async_share``, ``wakeup`` (``benches/wakeup_policy.py``), ``obs_copies``, ``text_obs``,
+#: ``idle_cpu``, ``startup`` and ``info_kinds`` (each ``benches/<name>.py``).
+OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False,
+         "text_obs": False, "idle_cpu": False, "startup": False, "info_kinds": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:

@@ -229,7 +229,7 @@ class EnvTarget:
     ``kind`` is ``"builtin"`` (a Rust env: one of ringenv's own, or, when ``worker`` is set, one
     served by that worker binary), ``"gymnasium"`` (a registered Gymnasium id) or ``"factory"``
     (a ``module:callable``). ``python_factory`` builds one Python (Gymnasium) env, or is ``None``
-    when there is no Python implementation (``BlocksWorld-v0``, worker binaries).
+    when there is no Python implementation (a worker binary's envs).
     """
 
     name: str

@@ -27,7 +27,7 @@ num_workers=1, inline=True); --inline picks which are measured. With --batch-siz
 --batch-size envs at a time); configurations for which a batch is not whole blocks of envs are
 skipped, with the reason in their row.
 
-ENV is a built-in ringenv env (CartPole-v1, BlocksWorld-v0; preferred, as ringenv.make_vec
+ENV is a built-in ringenv env (CartPole-v1; preferred, as ringenv.make_vec
 does), a Gymnasium id (CartPole-v1 with --no-builtin, Acrobot-v1, ...), a module:callable
 that builds one env (e.g. my_envs:make_env; the current directory is searched), or a worker
 binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md). --spin-us sets the wake-up

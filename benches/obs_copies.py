@@ -1,0 +1,351 @@
+"""How fast big structured observations move (issue 12, item 3): a Dict of ~150 KB in 14 leaves
+(uint8, int16, int64), as the issue describes it. Writes its section of ``benches/RESULTS.md``.
+
+Measures:
+
+- the worker's write path, one env's observation into its row of the segment: Gymnasium's
+  ``write_to_shared_memory`` (two copies per leaf: ``flatten``, then ``copyto``) against
+  ``ringenv._obs_writer`` (one ``copyto`` per leaf), over a segment-like buffer;
+- the same write inside the host that steps Python envs (``bindings/src/obs_copy.rs``): a step of
+  ``--envs`` envs hosted in this process (``num_workers=0``), each returning one kept observation
+  (no work of its own), per env: as a plain ``dict``, which the host walks in Rust (one ``memcpy``
+  per leaf), and as a ``collections.OrderedDict``, which it hands to ``ringenv._obs_writer``'s
+  writers (one ``copyto`` per leaf, the path every observation took before the walk); and a
+  16-float Box observation, the step's cost without the Dict;
+- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``Slots.observations``, what
+  ``step`` returns), in a loop that keeps the last batch as a policy loop does, each row in a
+  new process: ``copy=True`` as it is by default for these batches, lent (new views of the slot,
+  ``ringenv/_leases.py``); ``copy=True`` copied (one copy per leaf per batch into new arrays:
+  what a batch costs when the caller holds the pool's other slots, here forced by turning
+  lending off), with the default layout and with ``num_workers=0``, each with and without
+  ``ringenv.settle_allocator()`` (``ringenv/_allocator.py``, an opt-in), for this script's
+  observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
+  (views);
+- where lending starts to pay: ``Leases.lend`` (new views of one slot, the refcount checks)
+  against a ``copy()`` of a batch of one ``uint8`` leaf of 4 KiB to 1 MiB (:data:`LEND_KIB`;
+  ``ringenv._leases.LEASE_MIN_BYTES`` is the size lending starts at);
+- end to end, steps/s of the env (fresh arrays and infos every step, ~120 µs of Python work per
+  step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings, with every
+  ``copy=True`` batch copied (lending off), and with ``copy=False``, through the one measurement
+  loop (``ringenv.cli._measure``).
+
+Function timings use ``timeit`` (best of ``--repeats`` runs). Usage:
+``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--output RESULTS.md|-]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import functools
+import json
+import subprocess
+import sys
+import time
+import timeit
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory, write_to_shared_memory
+
+import results_sections
+
+LEAVES = (
+    [(f"rgb{i}", (80, 80, 3), np.uint8) for i in range(5)]
+    + [(f"map{i}", (48, 48), np.int16) for i in range(5)]
+    + [(f"ids{i}", (1000,), np.int64) for i in range(4)]
+)
+SPACE = spaces.Dict({k: spaces.Box(0, 100, shape, dtype) for k, shape, dtype in LEAVES})
+OBS_BYTES = sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in LEAVES)
+GRID_OBS_BYTES = 151_552  # benches/grid.py's Dict (grid.space_bytes(grid.dict_space()))
+
+#: The read paths of :func:`read_row`, by name.
+READ_PATHS = ("copy=True", "copy=True, copied", "copy=False")
+
+
+class BigDictEnv(gym.Env):
+    """New arrays every step (as real envs return), infos every step, ~``work_us`` µs of Python
+    work per step."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, work_us: float = 120.0):
+        self.observation_space = SPACE
+        self.action_space = spaces.Discrete(4)
+        self.work = max(1, int(work_us * 25))  # ~25 loop iterations per microsecond, roughly
+        self.t = 0
+        self.base = {k: np.zeros(shape, dtype) for k, shape, dtype in LEAVES}
+
+    def _obs(self):
+        return {k: v + (self.t % 7) for k, v in self.base.items()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {"t": 0}
+
+    def step(self, action):
+        self.t += 1
+        acc = 0
+        for i in range(self.work):
+            acc += i
+        return self._obs(), 1.0, False, self.t % 200 == 0, {"t": self.t, "score": acc % 97, "ok": True}
+
+
+def _best_s(fn: Callable[[], Any], seconds: float, repeats: int) -> float:
+    """Seconds per call of ``fn``: the best of ``repeats`` ``timeit`` runs of about
+    ``seconds / repeats`` each."""
+    timer = timeit.Timer(fn)
+    number, took = timer.autorange()
+    number = max(1, int(number * seconds / repeats / max(took, 1e-9)))
+    return min(timer.repeat(repeat=repeats, number=number)) / number
+
+
+def write_path(seconds: float, repeats: int) -> Dict[str, float]:
+    """Seconds to write one env's observation into its row, per writer."""
+    from ringenv import _layout, _obs_writer
+
+    n = 8
+    leaves = _layout.plan(SPACE, n)
+    bufs = [np.zeros(_layout.leaf_bytes(leaf) * n, np.uint8) for leaf in leaves]
+    mem = create_shared_memory(SPACE, n=n, ctx=_layout._BindContext(bufs))
+    value = BigDictEnv()._obs()
+    write = _obs_writer.writer(SPACE, 3, mem)
+    return {
+        "Gymnasium `write_to_shared_memory`": _best_s(lambda: write_to_shared_memory(SPACE, 3, value, mem),
+                                                      seconds, repeats),
+        "ringenv `_obs_writer` (one `copyto` per leaf)": _best_s(lambda: write(value), seconds, repeats),
+    }
+
+
+class KeptObsEnv(gym.Env):
+    """Returns the same observation object every step and does nothing else: ``form`` is ``"dict"``
+    (:data:`SPACE`, a plain dict), ``"OrderedDict"`` (the same leaves in an OrderedDict) or
+    ``"16 floats"`` (a Box of 16 float32s)."""
+
+    action_space = spaces.Discrete(4)
+
+    def __init__(self, form: str):
+        if form == "16 floats":
+            self.observation_space = spaces.Box(0, 100, (16,), np.float32)
+            self.obs: Any = np.zeros(16, np.float32)
+        else:
+            self.observation_space = SPACE
+            leaves = {k: np.ones(shape, dtype) for k, shape, dtype in LEAVES}
+            self.obs = leaves if form == "dict" else collections.OrderedDict(leaves)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.obs, {}
+
+    def step(self, action):
+        return self.obs, 0.0, False, False, {}
+
+
+#: The forms of :class:`KeptObsEnv`'s observation that :func:`host_write_path` times.
+HOST_FORMS = {
+    "dict": "Dict as a plain `dict`: the host's leaf walk (one `memcpy` per leaf)",
+    "OrderedDict": "Dict as an `OrderedDict`: `ringenv._obs_writer`'s writers (one `copyto` per leaf)",
+    "16 floats": "a Box of 16 float32s (the step without the Dict)",
+}
+
+
+def host_write_path(seconds: float, repeats: int, num_envs: int) -> Dict[str, float]:
+    """Seconds per env of one ``step`` of ``num_envs`` :class:`KeptObsEnv` envs hosted in this
+    process (``num_workers=0``), per form of :data:`HOST_FORMS`."""
+    import ringenv
+
+    out: Dict[str, float] = {}
+    actions = np.zeros(num_envs, np.int64)
+    for form in HOST_FORMS:
+        envs = ringenv.AsyncVectorEnv([functools.partial(KeptObsEnv, form)] * num_envs, num_workers=0)
+        try:
+            envs.reset(seed=0)
+            out[form] = _best_s(lambda: envs.step(actions), seconds, repeats) / num_envs
+        finally:
+            envs.close()
+    return out
+
+
+#: Batch sizes (KiB) of :func:`lend_vs_copy`.
+LEND_KIB = (4, 16, 64, 256, 1024)
+
+
+def lend_vs_copy(seconds: float, repeats: int) -> Dict[int, Dict[str, float]]:
+    """Per batch size of :data:`LEND_KIB`: seconds of ``Leases.lend`` of a slot of one ``uint8``
+    leaf of 8 rows, and of a ``copy()`` of the same batch (over a segment-like buffer)."""
+    from ringenv._leases import Leases
+
+    out: Dict[int, Dict[str, float]] = {}
+    segment = np.zeros(3 * max(LEND_KIB) * 1024, np.uint8)
+    for kib in LEND_KIB:
+        size = kib * 1024
+        leases = Leases(segment, [(s * size, (s + 1) * size) for s in range(3)],
+                        lambda s, token, start, size=size: np.frombuffer(token, np.uint8, size).reshape(8, -1),
+                        lambda batch, rows: batch.view())
+        batch = segment[:size].reshape(8, -1)
+        out[kib] = {"lend": _best_s(lambda: leases.lend(0), seconds, repeats),
+                    "copy": _best_s(batch.copy, seconds, repeats)}
+    return out
+
+
+def _env(obs: str) -> Callable[[], gym.Env]:
+    """A factory of the env of the read rows' observation ``obs`` (one of :data:`READ_OBS`)."""
+    if obs == "14 leaves":
+        return BigDictEnv
+    from grid import make_grid_env  # benches/grid.py's env: its 12-leaf Dict, one preallocated observation
+
+    return functools.partial(make_grid_env, 0.0, "Dict 148 KiB", "none")
+
+
+def read_row(obs: str, path: str, workers: Optional[int], settle: bool, envs: int, seconds: float,
+             repeats: int) -> float:
+    """Seconds per batch of the read ``path`` (one of :data:`READ_PATHS`) of a live vector env of
+    ``envs`` envs of observation ``obs`` (``workers``: its ``num_workers``, ``None`` for the
+    default), in this process, keeping the last batch as a policy loop does; with ``settle``, after
+    :func:`ringenv.settle_allocator`."""
+    import ringenv
+    import ringenv.vector
+
+    if settle:
+        ringenv.settle_allocator()
+    if path == "copy=True, copied":
+        ringenv.vector.lends = lambda *args: False
+    vec = ringenv.AsyncVectorEnv([_env(obs)] * envs, num_workers=workers, copy=path != "copy=False")
+    try:
+        vec.reset(seed=0)
+        slots, held = vec._slots, [None]
+
+        def read() -> None:
+            held[0] = slots.observations(0, vec.copy)
+
+        return _best_s(read, seconds, repeats)
+    finally:
+        vec.close()
+
+
+def _read_in_child(row: Dict[str, Any], envs: int, seconds: float, repeats: int) -> float:
+    """:func:`read_row` of ``row`` (a :data:`READ_ROWS` entry as a dict) in a new Python process
+    (its allocator as a fresh program's)."""
+    spec = json.dumps({**row, "envs": envs, "seconds": seconds, "repeats": repeats})
+    out = subprocess.run([sys.executable, __file__, "--read-row", spec], check=True, capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parent)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+#: The observations of the read rows: this script's (a batch of 8 has leaves of 37-154 KB, the
+#: largest above glibc's first mmap threshold, 128 KiB) and ``benches/grid.py``'s (every leaf of
+#: a batch of 8 at or below it: served from the heap, whose top glibc trims until it is settled).
+READ_OBS = ("14 leaves", "grid Dict")
+
+#: The read rows: (observation, path, num_workers, settle).
+READ_ROWS = [(obs, "copy=True", None, True) for obs in READ_OBS] \
+    + [(obs, "copy=True, copied", workers, settle) for obs in READ_OBS for workers in (None, 0) for settle in (True, False)] \
+    + [("14 leaves", "copy=False", None, True)]
+
+
+def end_to_end(seconds: float, envs: int) -> Dict[str, float]:
+    """Steps/s through the one measurement loop, per runtime."""
+    import ringenv
+    import ringenv.vector
+    from ringenv.cli._measure import measure
+
+    def copied():
+        lends, ringenv.vector.lends = ringenv.vector.lends, lambda *args: False
+        try:
+            return ringenv.AsyncVectorEnv([BigDictEnv] * envs)
+        finally:
+            ringenv.vector.lends = lends
+
+    makers = {
+        "Gymnasium `SyncVectorEnv`": lambda: gym.vector.SyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, default (`copy=True`, batches lent)": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs),
+        "ringenv, `copy=True`, every batch copied (lending off)": copied,
+        "ringenv, `copy=False`": lambda: ringenv.AsyncVectorEnv([BigDictEnv] * envs, copy=False),
+    }
+    return {name: measure(make, num_envs=envs, seconds=seconds, seed=0).steps_per_s for name, make in makers.items()}
+
+
+def section(report: Dict[str, Any]) -> List[str]:
+    envs, batch = report["envs"], report["envs"] * OBS_BYTES
+    end = results_sections.markers("obs_copies")[1]
+    lines = results_sections.section_head(
+        "obs_copies", "Big structured observations: the copies of issue 12 item 3", report) + [
+        f"Observation: a Dict of {len(LEAVES)} leaves (uint8, int16, int64), {OBS_BYTES:,} bytes per env; "
+        f"{envs} envs ({batch:,} bytes a batch). Function timings: best of {report['repeats']} `timeit` runs.",
+        "",
+        "| path | µs | GB/s |",
+        "|---|---:|---:|",
+    ]
+    for name, s in report["write"].items():
+        lines.append(f"| worker: one env's observation into its row, {name} | {s * 1e6:,.1f} | "
+                     f"{OBS_BYTES / s / 1e9:.1f} |")
+    for form, s in report["host_write"].items():
+        lines.append(f"| host: one env's step in a `num_workers=0` step of {envs}, observation "
+                     f"{HOST_FORMS[form]} | {s * 1e6:,.1f} | |")
+    for row in report["read"]:
+        layout = "default layout" if row["workers"] is None else f"`num_workers={row['workers']}`"
+        state = ", after `ringenv.settle_allocator()`" if row["settle"] else ""
+        what = {"copy=True": "`copy=True`, lent (the default for this batch: new views of the slot)",
+                "copy=True, copied": "`copy=True`, copied (lending off, as when the caller holds the other slots)",
+                "copy=False": "`copy=False` (views of the slot)"}[row["path"]]
+        obs = (f"{OBS_BYTES:,} B in 14 leaves" if row["obs"] == "14 leaves"
+               else f"{GRID_OBS_BYTES:,} B in 12 leaves, `grid.py`'s")
+        lines.append(f"| main: a batch of {envs} of {obs}, {what}, {layout}{state} | {row['s'] * 1e6:,.1f} | "
+                     f"{envs * (OBS_BYTES if row['obs'] == '14 leaves' else GRID_OBS_BYTES) / row['s'] / 1e9:.1f} |")
+    from ringenv._leases import LEASE_MIN_BYTES
+
+    lines += ["", f"Lending against copying one batch of one `uint8` leaf (8 rows), by size; lending starts at "
+              f"{LEASE_MIN_BYTES // 1024} KiB (`ringenv._leases.LEASE_MIN_BYTES`):", "",
+              "| batch | lend µs | copy µs |", "|---:|---:|---:|"]
+    for kib, t in report["lend_vs_copy"].items():
+        lines.append(f"| {kib} KiB | {t['lend'] * 1e6:.2f} | {t['copy'] * 1e6:.2f} |")
+    lines += ["", f"End to end, {envs} envs of ~120 µs of Python work per step, infos every step, "
+              f"{report['seconds']:g} s per row through the one measurement loop (`ringenv.cli._measure`, "
+              "which settles the allocator first):", "", "| runtime | steps/s | x SyncVectorEnv |", "|---|---:|---:|"]
+    sync = report["end_to_end"]["Gymnasium `SyncVectorEnv`"]
+    for name, sps in report["end_to_end"].items():
+        lines.append(f"| {name} | {sps:,.0f} | {sps / sync:.2f}x |")
+    return lines + [end]
+
+
+def main(argv: List[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=1.0, help="seconds per row (timeit rows: all repeats)")
+    p.add_argument("--envs", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
+                   help="the results file to write this run's section into; - for none")
+    p.add_argument("--read-row", help=argparse.SUPPRESS)  # internal: one read_row in this process
+    a = p.parse_args(argv)
+    if a.read_row:
+        spec = json.loads(a.read_row)
+        print(read_row(spec["obs"], spec["path"], spec["workers"], spec["settle"], spec["envs"], spec["seconds"],
+                       spec["repeats"]))
+        return 0
+    from ringenv.cli._common import machine_info
+
+    report: Dict[str, Any] = {
+        "machine": machine_info(), "envs": a.envs, "repeats": a.repeats, "seconds": a.seconds,
+        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    t0 = time.perf_counter()
+    report["write"] = write_path(a.seconds, a.repeats)
+    report["host_write"] = host_write_path(a.seconds, a.repeats, a.envs)
+    report["read"] = []
+    for obs, path, workers, settle in READ_ROWS:
+        row = {"obs": obs, "path": path, "workers": workers, "settle": settle}
+        report["read"].append({**row, "s": _read_in_child(row, a.envs, a.seconds, a.repeats)})
+    report["lend_vs_copy"] = lend_vs_copy(a.seconds, a.repeats)
+    report["end_to_end"] = end_to_end(a.seconds, a.envs)
+    results_sections.publish("obs_copies", section(report), a.output)
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
