@@ -5,6 +5,7 @@
 //! process runs (`crate::python_envs` or the built-in registry), and each `wait` or `recv` first
 //! runs that share's pending command, then waits for the worker processes.
 
+use crate::call_guard::Busy;
 use crate::close_request::{closed_while_waiting, CloseRequest, PyPoolCloser};
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
@@ -15,8 +16,8 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     current_pid, ActionBounds, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool,
-    PoolConfig, PoolError, RecvOrder, RemoteError, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure,
-    DEFAULT_INFO_ARENA,
+    PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError, WorkerCommand,
+    WorkerFailure, DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::{Arc, Mutex};
@@ -73,7 +74,7 @@ fn layout_of(
         dtype("reward", leaves.reward)?,
     )
     .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
-    .map_err(|e| to_pyerr(py, PoolError::Layout(e)))
+    .map_err(|e| to_pyerr(py, SpawnError::Layout(e)))
 }
 
 /// `payloads` copied into Rust buffers, each allocated fallibly: an init payload holds the
@@ -209,7 +210,7 @@ fn wait_in_slices<T: Send>(
     asked: Option<f64>,
     closer: &CloseRequest,
     call: &str,
-    mut wait: impl FnMut(Duration) -> Result<T, PoolError> + Send,
+    mut wait: impl FnMut(Duration) -> Result<T, WaitError> + Send,
 ) -> PyResult<T> {
     let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
     let deadline = timeout.map(|t| Instant::now() + t);
@@ -225,14 +226,26 @@ fn wait_in_slices<T: Send>(
             return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
         }
         match result {
-            Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
-            Err(PoolError::Timeout { waiting_for, .. }) => {
+            Err(WaitError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
+            Err(WaitError::Timeout { waiting_for, .. }) => {
                 let seconds = asked.unwrap_or_default().max(0.0); // (a timeout error needs one)
-                return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
+                return Err(to_pyerr(py, WaitError::Timeout { seconds, waiting_for }));
             }
             other => return other.map_err(|e| to_pyerr(py, e)),
         }
     }
+}
+
+/// `ringenv._native.Busy`: another call holds the pool (a `wait` or `recv` in another thread, or
+/// in the frame below a signal handler's).
+fn busy() -> PyErr {
+    Busy::new_err("another call is inside this pool (waiting in another thread, or below this signal handler)")
+}
+
+/// The pool of `slf`, mutably, or [`busy`] while another call holds it: a typed refusal, where
+/// PyO3's own is a bare `RuntimeError`.
+fn held<'py>(slf: &Bound<'py, PyPool>) -> PyResult<PyRefMut<'py, PyPool>> {
+    slf.try_borrow_mut().map_err(|_| busy())
 }
 
 /// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
@@ -350,7 +363,7 @@ impl PyPool {
         if pid != self.creator_pid {
             return Err(forked_error(py, self.creator_pid, pid));
         }
-        self.pool.as_ref().ok_or_else(|| to_pyerr(py, PoolError::Closed))
+        self.pool.as_ref().ok_or_else(|| to_pyerr(py, StateError::Closed))
     }
 
     /// As [`PyPool::open`], mutably.
@@ -359,7 +372,7 @@ impl PyPool {
         if pid != self.creator_pid {
             return Err(forked_error(py, self.creator_pid, pid));
         }
-        self.pool.as_mut().ok_or_else(|| to_pyerr(py, PoolError::Closed))
+        self.pool.as_mut().ok_or_else(|| to_pyerr(py, StateError::Closed))
     }
 
     /// Runs the inline worker's pending command, if any, on the envs this process hosts and
@@ -412,7 +425,7 @@ impl PyPool {
         let left = t - ran.unwrap_or_default().as_secs_f64();
         if ran.is_some() && left <= 0.0 {
             let waiting_for = self.pool.as_ref().and_then(Pool::inline_worker).into_iter().collect();
-            return Err(to_pyerr(py, PoolError::Timeout { seconds: t.max(0.0), waiting_for }));
+            return Err(to_pyerr(py, WaitError::Timeout { seconds: t.max(0.0), waiting_for }));
         }
         Ok(Some(left.max(0.0)))
     }
@@ -464,8 +477,65 @@ impl PyPool {
             return result;
         }
         let timeout = self.closer.timeout();
-        self.close(py, timeout)?;
+        self.close_pool(py, timeout)?;
         Err(result.err().unwrap_or_else(|| closed_while_waiting(py, call)))
+    }
+
+    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
+    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
+    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
+    /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
+    /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
+    /// NumPy array over it. Idempotent.
+    ///
+    /// In a process other than the creator (a fork) it only lets go of this process's handle:
+    /// the creator's workers are neither messaged nor stopped.
+    ///
+    /// # Errors
+    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
+    /// closed), or a signal handler's exception while the workers closed theirs (with no
+    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
+    /// on a panic.
+    fn close_pool(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
+        let terminate = bound == Some(Duration::ZERO); // killed at once: nothing to wait for
+        let deadline = bound.map(|t| Instant::now() + t);
+        (self.retained, self.received) = (None, None);
+        // The worker processes go first, or close their envs while this process closes its
+        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
+        let owner = current_pid() == self.creator_pid;
+        let mut stopped = Ok(());
+        if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
+            self.last_pids = pool.worker_pids();
+            if terminate {
+                stopped =
+                    py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
+            } else {
+                pool.request_close();
+            }
+        }
+        let interrupt = self.close_inline();
+        let Some(mut pool) = self.pool.take() else {
+            self.closer.set_closed();
+            return interrupt.map_or(stopped, Err);
+        };
+        if !owner {
+            let_go_in_child(pool);
+            return Ok(());
+        }
+        let awaited = if terminate { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
+        let closed = stopped.and(awaited).and(
+            py.detach(|| {
+                catch(move || {
+                    pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
+                    drop(pool);
+                })
+            })
+            .map_err(|message| internal_error(py, message)),
+        );
+        self.closer.set_closed();
+        // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
+        interrupt.map_or(closed, Err)
     }
 
     fn check_worker(&self, worker: usize) -> PyResult<()> {
@@ -593,7 +663,7 @@ impl PyPool {
                     Ok(host) => Some(Mutex::new(host)),
                     Err(error) => {
                         pool.close(Duration::ZERO);
-                        return Err(to_pyerr(py, PoolError::Startup { worker: w, env_ids, error: Box::new(error) }));
+                        return Err(to_pyerr(py, SpawnError::Startup { worker: w, env_ids, error: Box::new(error) }));
                     }
                 }
             }
@@ -815,8 +885,9 @@ impl PyPool {
 
     /// How many workers have a command in flight.
     #[getter]
-    fn in_flight(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.open(py)?.in_flight())
+    fn in_flight(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        let this = slf.try_borrow().map_err(|_| busy())?;
+        Ok(this.open(slf.py())?.in_flight())
     }
 
     /// Whether worker `worker` has a command in flight.
@@ -849,41 +920,43 @@ impl PyPool {
     #[pyo3(signature = (num_workers, deterministic=false, timeout=None, again=false))]
     #[allow(clippy::type_complexity)]
     fn recv<'py>(
-        &mut self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         num_workers: usize,
         deterministic: bool,
         timeout: Option<f64>,
         again: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.open(py)?;
-        if let (true, Some(batch)) = (again, &self.received) {
+        let mut this = held(slf)?;
+        let this = &mut *this;
+        this.open(py)?;
+        if let (true, Some(batch)) = (again, &this.received) {
             return Ok(batch.bind(py).clone());
         }
-        self.received = None;
-        let waiting = self.closer.enter();
+        this.received = None;
+        let waiting = this.closer.enter();
         let result = (|| {
             let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
             // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
             // step its envs more often than those of the worker processes.
-            let due = self.open(py)?.inline_due(num_workers);
-            let left = if due { self.run_inline_within(py, timeout)? } else { timeout };
-            let pool = self.open_mut(py)?;
+            let due = this.open(py)?.inline_due(num_workers);
+            let left = if due { this.run_inline_within(py, timeout)? } else { timeout };
+            let pool = this.open_mut(py)?;
             let out = wait_in_slices(py, left, timeout, &waiting, "recv", |slice| {
                 pool.recv(num_workers, order, Some(slice))
             })?;
             let list = PyList::empty(py);
             for b in &out {
-                let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
+                let message = b.message.as_ref().map(|m| this.message(py, b.worker, m)).transpose()?;
                 let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
                 let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
                 list.append((b.worker, b.slot, message, error, restarted))?;
             }
             Ok(list)
         })();
-        let result = self.close_if_requested(py, result, "recv"); // `waiting` held until the close is done
+        let result = this.close_if_requested(py, result, "recv"); // `waiting` held until the close is done
         if let Ok(batch) = &result {
-            self.received = Some(batch.clone().unbind());
+            this.received = Some(batch.clone().unbind());
         }
         result
     }
@@ -945,23 +1018,25 @@ impl PyPool {
     #[pyo3(signature = (timeout=None))]
     #[allow(clippy::type_complexity)]
     fn wait<'py>(
-        &mut self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        if let Some((slot, messages, errors, restarted)) = &self.retained {
-            if !self.open(py)?.is_pending() {
+        let mut this = held(slf)?;
+        let this = &mut *this;
+        if let Some((slot, messages, errors, restarted)) = &this.retained {
+            if !this.open(py)?.is_pending() {
                 return Ok((*slot, messages.bind(py).clone(), errors.bind(py).clone(), restarted.bind(py).clone()));
             }
         }
-        let waiting = self.closer.enter();
+        let waiting = this.closer.enter();
         let result = (|| {
-            let left = self.run_inline_within(py, timeout)?;
-            let pool = self.open_mut(py)?;
+            let left = this.run_inline_within(py, timeout)?;
+            let pool = this.open_mut(py)?;
             let out = wait_in_slices(py, left, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
             let messages = PyList::empty(py);
             for (w, bytes) in &out.messages {
-                messages.append((w, self.message(py, *w, bytes)?))?;
+                messages.append((w, this.message(py, *w, bytes)?))?;
             }
             let errors = PyList::empty(py);
             for (w, e) in &out.errors {
@@ -973,70 +1048,22 @@ impl PyPool {
             }
             Ok((out.slot, messages, errors, restarted))
         })();
-        let result = self.close_if_requested(py, result, "wait"); // `waiting` held until the close is done
+        let result = this.close_if_requested(py, result, "wait"); // `waiting` held until the close is done
         if let Ok((slot, messages, errors, restarted)) = &result {
             let own = |list: &Bound<'py, PyList>| list.clone().unbind();
-            self.retained = Some((*slot, own(messages), own(errors), own(restarted)));
+            this.retained = Some((*slot, own(messages), own(errors), own(restarted)));
         }
         result
     }
 
-    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
-    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
-    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
-    /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
-    /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
-    /// NumPy array over it. Idempotent.
-    ///
-    /// In a process other than the creator (a fork) it only lets go of this process's handle:
-    /// the creator's workers are neither messaged nor stopped.
+    /// Stops the workers and releases the pool's OS resources ([`PyPool::close_pool`]).
     ///
     /// # Errors
-    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
-    /// closed), or a signal handler's exception while the workers closed theirs (with no
-    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
-    /// on a panic.
+    /// `Busy` while another call holds the pool (a wait: ask its closer instead); those of
+    /// [`PyPool::close_pool`].
     #[pyo3(signature = (timeout=Some(1.0)), text_signature = "($self, timeout=1.0)")]
-    fn close(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let terminate = bound == Some(Duration::ZERO); // killed at once: nothing to wait for
-        let deadline = bound.map(|t| Instant::now() + t);
-        (self.retained, self.received) = (None, None);
-        // The worker processes go first, or close their envs while this process closes its
-        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
-        let owner = current_pid() == self.creator_pid;
-        let mut stopped = Ok(());
-        if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
-            self.last_pids = pool.worker_pids();
-            if terminate {
-                stopped =
-                    py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
-            } else {
-                pool.request_close();
-            }
-        }
-        let interrupt = self.close_inline();
-        let Some(mut pool) = self.pool.take() else {
-            self.closer.set_closed();
-            return interrupt.map_or(stopped, Err);
-        };
-        if !owner {
-            let_go_in_child(pool);
-            return Ok(());
-        }
-        let awaited = if terminate { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
-        let closed = stopped.and(awaited).and(
-            py.detach(|| {
-                catch(move || {
-                    pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
-                    drop(pool);
-                })
-            })
-            .map_err(|message| internal_error(py, message)),
-        );
-        self.closer.set_closed();
-        // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
-        interrupt.map_or(closed, Err)
+    fn close(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<()> {
+        held(slf)?.close_pool(slf.py(), timeout)
     }
 
     /// The pool's closer: `request(timeout)` asks a `wait` or `recv` in progress (in another

@@ -58,7 +58,7 @@ pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
 pub use dtype::{DType, Element};
 pub use endpoint::{ConnectError, EndpointArgs, WorkerEndpoint};
-pub use error::{EnvIds, ExitStatus, PoolError, WorkerFailure};
+pub use error::{EnvIds, ExitStatus, Failure, SpawnError, StateError, SubmitError, WaitError, WorkerFailure};
 pub use futex::{DefaultFutex, Futex, LocalFutex, SharedFutex};
 pub use header::{
     read as read_header, read_settings as read_header_settings, write as write_header, write_with as write_header_with,
@@ -75,7 +75,7 @@ pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST
 pub use monitor::{
     Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
-pub use pool::{Outcome, Pool, PoolConfig};
+pub use pool::{Outcome, Pool, PoolConfig, PoolState};
 pub use process_id::current_pid;
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};
