@@ -15,9 +15,9 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    current_pid, ActionBounds, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool,
-    PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError, WorkerCommand,
-    WorkerFailure, DEFAULT_INFO_ARENA,
+    current_pid, ActionBounds, Array, ArraySpec, CloseProgress, CommandKind, DType, ExitStatus, FailurePolicy, Layout,
+    Pool, PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError,
+    WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::{Arc, Mutex};
@@ -106,96 +106,32 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
 }
 
-/// How long `close` with no timeout waits for a worker's envs to close before it warns that it
-/// is still waiting (it goes on waiting), in seconds.
-const CLOSE_PATIENCE_S: u64 = 10;
-
-/// How long `close` with no timeout gives a worker to take its `Close` command: one that has not
-/// by then (stopped, stuck in an env's step, its command ring unusable) is not closing its envs
-/// and is killed. The grace every worker had before `close` waited for the envs' own `close`.
-const CLOSE_TAKEN_S: u64 = 1;
-
-/// Waits for the workers of `pool`, asked to close (`Pool::request_close`), to close their envs
-/// and exit: until `deadline` (`timeout` seconds after `close` began), or with none as long as
-/// the envs' `close` takes in the workers that took their `Close` command
-/// ([`Pool::is_closing`]; one that has not within [`CLOSE_TAKEN_S`] is left to be killed), in
-/// slices of 100 ms with the GIL released between which signal handlers run, with a
-/// `RuntimeWarning` once after [`CLOSE_PATIENCE_S`] naming the workers still closing. Workers
-/// left running are named in a `RuntimeWarning`: the caller kills them next.
+/// Waits for the workers of `pool`, told to close, to exit ([`Pool::await_close`]: within
+/// `timeout`, or with none as long as their envs' `close` takes) in slices of 100 ms with the GIL
+/// released, between which signal handlers run; what the runtime reports of workers still running
+/// becomes a `RuntimeWarning` (the caller kills those next).
 ///
 /// # Errors
 /// A signal handler's exception (a Ctrl-C), which ends the wait.
-fn await_workers(
-    py: Python<'_>,
-    pool: &mut Pool,
-    layout: &Layout,
-    timeout: Option<f64>,
-    deadline: Option<Instant>,
-) -> PyResult<()> {
-    // "worker 0 (pid 7, envs [0, 1]) had", or "workers 0 (pid 7, envs [0, 1]) and 1 (...) had".
-    let name = |pool: &Pool, running: &[usize]| -> String {
-        let pids = pool.worker_pids();
-        let each: Vec<String> = running
-            .iter()
-            .map(|&w| {
-                let pid = pids.get(w).copied().unwrap_or(0);
-                format!("{w} (pid {pid}, envs {})", ringenv_runtime::EnvIds(&layout.worker_envs(w)))
-            })
-            .collect();
-        match each.split_last() {
-            Some((last, [])) => format!("worker {last}"),
-            Some((last, rest)) => format!("workers {} and {last}", rest.join(", ")),
-            None => String::new(),
-        }
-    };
-    let warn = |text: String| {
-        let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
-        let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
-    };
-    if let Some(deadline) = deadline {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let running = py.detach(|| pool.await_exit(left));
-        if !running.is_empty() {
-            warn(format!(
-                "close: {} had not closed {} envs within {} s (close's timeout) and {} killed, the envs' close() cut \
-                 short; close() with no timeout waits as long as they take",
-                name(pool, &running),
-                if running.len() == 1 { "its" } else { "their" },
-                timeout.unwrap_or_default(),
-                if running.len() == 1 { "was" } else { "were" },
-            ));
-        }
-        return Ok(());
-    }
-    let start = Instant::now();
-    let mut warned = false;
+fn await_close(py: Python<'_>, pool: &mut Pool, timeout: Option<Duration>) -> PyResult<()> {
     loop {
-        let running = py.detach(|| pool.await_exit(Duration::from_millis(100)));
-        if running.is_empty() {
-            return Ok(());
+        match py.detach(|| pool.await_close(timeout, SIGNAL_CHECK)) {
+            CloseProgress::Exited => return Ok(()),
+            CloseProgress::Waiting => {}
+            CloseProgress::Slow(notice) => warn(py, &notice.to_string()),
+            CloseProgress::GiveUp(notice) => {
+                warn(py, &notice.to_string());
+                return Ok(());
+            }
         }
         py.check_signals()?;
-        if start.elapsed() >= Duration::from_secs(CLOSE_TAKEN_S) && !running.iter().any(|&w| pool.is_closing(w)) {
-            warn(format!(
-                "close: {} had not taken {} Close command within {CLOSE_TAKEN_S} s (a stopped process, one stuck in \
-                 an env's step or reset, or an unusable command ring) and {} killed",
-                name(pool, &running),
-                if running.len() == 1 { "its" } else { "their" },
-                if running.len() == 1 { "was" } else { "were" },
-            ));
-            return Ok(());
-        }
-        if !warned && start.elapsed() >= Duration::from_secs(CLOSE_PATIENCE_S) {
-            warned = true;
-            warn(format!(
-                "close: {} {} been closing {} envs for {CLOSE_PATIENCE_S} s; close() waits as long as they take, \
-                 as Gymnasium's does (Ctrl-C, close(timeout=...) or close(terminate=True) kill the workers instead)",
-                name(pool, &running),
-                if running.len() == 1 { "has" } else { "have" },
-                if running.len() == 1 { "its" } else { "their" },
-            ));
-        }
     }
+}
+
+/// Issues a `RuntimeWarning` (a warning that cannot be issued is dropped: a close goes on).
+fn warn(py: Python<'_>, text: &str) {
+    let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
+    let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
 }
 
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
@@ -294,13 +230,6 @@ fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
         Ok(exc) => PyErr::from_value(exc),
         Err(e) => e,
     }
-}
-
-/// Lets go of a pool in a process that did not create it (a forked child): `Pool`'s own `Drop`
-/// sees the foreign process and releases only this process's copies of the descriptors and of
-/// the mapping, sending no command and no signal to the creator's workers.
-fn let_go_in_child(pool: Pool) {
-    drop(pool);
 }
 
 /// A pool of worker processes over one shared memory segment.
@@ -497,42 +426,34 @@ impl PyPool {
     /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
     /// on a panic.
     fn close_pool(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let terminate = bound == Some(Duration::ZERO); // killed at once: nothing to wait for
-        let deadline = bound.map(|t| Instant::now() + t);
+        let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
         (self.retained, self.received) = (None, None);
         // The worker processes go first, or close their envs while this process closes its
         // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
-        let owner = current_pid() == self.creator_pid;
-        let mut stopped = Ok(());
-        if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
+        // (In a fork child the runtime sends nothing and waits for nothing: the workers are the
+        // creator's.)
+        let mut closed = Ok(());
+        if let Some(pool) = self.pool.as_mut() {
             self.last_pids = pool.worker_pids();
-            if terminate {
-                stopped =
-                    py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
+            closed = if timeout == Some(Duration::ZERO) {
+                py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message))
             } else {
                 pool.request_close();
-            }
+                Ok(())
+            };
         }
         let interrupt = self.close_inline();
-        let Some(mut pool) = self.pool.take() else {
-            self.closer.set_closed();
-            return interrupt.map_or(stopped, Err);
-        };
-        if !owner {
-            let_go_in_child(pool);
-            return Ok(());
-        }
-        let awaited = if terminate { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
-        let closed = stopped.and(awaited).and(
-            py.detach(|| {
-                catch(move || {
-                    pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
-                    drop(pool);
+        if let Some(mut pool) = self.pool.take() {
+            closed = closed.and(await_close(py, &mut pool, timeout)).and(
+                py.detach(|| {
+                    catch(move || {
+                        pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
+                        drop(pool);
+                    })
                 })
-            })
-            .map_err(|message| internal_error(py, message)),
-        );
+                .map_err(|message| internal_error(py, message)),
+            );
+        }
         self.closer.set_closed();
         // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
         interrupt.map_or(closed, Err)
@@ -549,20 +470,16 @@ impl PyPool {
 
 impl Drop for PyPool {
     fn drop(&mut self) {
-        if let (true, Some(pool)) = (current_pid() == self.creator_pid, self.pool.as_mut()) {
+        if let Some(pool) = self.pool.as_mut() {
             pool.request_close(); // the workers close their envs while the share's close here
         }
         if let Some(interrupt) = self.close_inline() {
             // freed, not closed: nothing to raise it to (a `__del__` closes the env first)
             Python::attach(|py| interrupt.write_unraisable(py, None));
         }
-        if let Some(pool) = self.pool.take() {
-            if current_pid() == self.creator_pid {
-                drop(pool); // stops the workers, then releases everything
-            } else {
-                let_go_in_child(pool);
-            }
-        }
+        // The pool's own drop stops the workers, then releases everything (in a fork child: only
+        // this process's copies of the descriptors and of the mapping).
+        self.pool = None;
     }
 }
 

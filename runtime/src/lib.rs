@@ -75,7 +75,9 @@ pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST
 pub use monitor::{
     Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
-pub use pool::{Outcome, Pool, PoolConfig, PoolState};
+pub use pool::{
+    CloseNotice, CloseProgress, CloseReason, Outcome, Pool, PoolConfig, PoolState, CLOSE_PATIENCE, CLOSE_TAKEN,
+};
 pub use process_id::current_pid;
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};

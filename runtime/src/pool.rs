@@ -50,7 +50,7 @@
 //! ```
 
 use crate::restart::{CrashLoopGuard, FailurePolicy};
-use crate::supervisor::{await_all, stop_all, WorkerProcess};
+use crate::supervisor::{stop_all, WorkerProcess};
 use crate::{
     Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Failure, Layout,
     PushError, RemoteError, Ring, SeedFlags, Segment, SlotRef, SlotView, SpawnError, SpinPolicy, SpinSettings, Spinner,
@@ -58,7 +58,9 @@ use crate::{
 };
 use std::time::{Duration, Instant};
 
+mod close;
 mod state;
+pub use close::{CloseNotice, CloseProgress, CloseReason, CLOSE_PATIENCE, CLOSE_TAKEN};
 pub use state::PoolState;
 pub(crate) use state::{Flight, Lane};
 
@@ -138,7 +140,7 @@ pub struct Pool {
     config: PoolConfig,
     /// The worker processes: workers `0..workers.len()` of the layout (all of them, or all but
     /// the last when it is served inline).
-    workers: Vec<WorkerProcess>,
+    pub(crate) workers: Vec<WorkerProcess>,
     commands: Vec<Ring<Command>>,
     completions: Vec<Consumer<Completion>>,
     /// The data slot each worker's next command uses (all equal unless async batches ran).
@@ -1063,15 +1065,6 @@ impl Pool {
                 wakeup.notify();
             }
         }
-    }
-
-    /// Waits up to `timeout` for every worker to exit, killing none; the workers still running
-    /// then (empty: all have exited). After [`Pool::request_close`] a worker exits once its envs
-    /// are closed, so a caller that must not cut an env's `close` short (Gymnasium's
-    /// `close(timeout=None)`) waits with this, in slices between which it can be interrupted,
-    /// and can name the workers [`Pool::close`] is about to kill.
-    pub fn await_exit(&mut self, timeout: Duration) -> Vec<usize> {
-        await_all(&mut self.workers, timeout)
     }
 
     /// Whether worker `w` has taken its `Close` command ([`Pool::request_close`]) and is closing

@@ -21,6 +21,8 @@
 //! assert_eq!(state.finish_wait(), Err(StateError::NoPendingCall));
 //! ```
 
+use std::time::Instant;
+
 use crate::{CommandKind, Failure, RemoteError, StateError, SubmitError, WorkerFailure};
 
 /// What a pool is doing as a whole.
@@ -33,9 +35,14 @@ pub enum PoolState {
     Pending(CommandKind),
     /// Commands of [`crate::Pool::send`] run on some workers; [`crate::Pool::recv`] collects them.
     Batches,
-    /// Every worker was sent its `Close` command ([`crate::Pool::request_close`]); the pool waits
-    /// for them to exit.
-    Closing,
+    /// Every worker was sent its `Close` command ([`crate::Pool::request_close`]) at `since`; the
+    /// pool waits for them to exit ([`crate::Pool::await_close`], which said it is slow if `warned`).
+    Closing {
+        /// When the workers were told to close.
+        since: Instant,
+        /// Whether the close said it is slow ([`crate::CloseProgress::Slow`]).
+        warned: bool,
+    },
     /// A worker failure ended the pool: every worker is stopped and later calls return the failure
     /// again (`None`: one that cannot be copied; they return [`StateError::Closed`]).
     Failed(Option<Failure>),
@@ -50,7 +57,7 @@ impl PoolState {
         match self {
             PoolState::Idle | PoolState::Pending(_) | PoolState::Batches => Ok(()),
             PoolState::Failed(Some(f)) => Err(SubmitError::Failed(f.again().expect("a stored failure copies"))),
-            PoolState::Failed(None) | PoolState::Closing | PoolState::Closed => Err(StateError::Closed.into()),
+            PoolState::Failed(None) | PoolState::Closing { .. } | PoolState::Closed => Err(StateError::Closed.into()),
         }
     }
 
@@ -117,7 +124,7 @@ impl PoolState {
     pub fn request_close(&mut self) -> bool {
         let open = self.is_open();
         if open {
-            *self = PoolState::Closing;
+            *self = PoolState::Closing { since: Instant::now(), warned: false };
         }
         open
     }
@@ -156,6 +163,7 @@ pub(crate) struct Flight {
 }
 
 /// What one worker is doing.
+#[allow(clippy::large_enum_variant)] // one per worker, in place: boxing would allocate per command
 pub(crate) enum Lane {
     /// Nothing in flight.
     Idle,
