@@ -101,6 +101,16 @@ fn copy_payloads(payloads: &[PyBackedBytes]) -> PyResult<Vec<Vec<u8>>> {
         .collect()
 }
 
+/// The command `"step"`, `"reset"` or `"call"`.
+fn command_kind(name: &str) -> PyResult<CommandKind> {
+    match name {
+        "step" => Ok(CommandKind::Step),
+        "reset" => Ok(CommandKind::Reset),
+        "call" => Ok(CommandKind::Call),
+        other => Err(PyValueError::new_err(format!("unknown command {other:?}"))),
+    }
+}
+
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
@@ -217,21 +227,6 @@ fn start_interrupted() -> bool {
     }
 }
 
-/// `ringenv.errors.ForkedProcessError` for a pool created by process `creator` used in `pid`.
-fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
-    let message = format!(
-        "this ringenv pool was created by process {creator} and cannot be used in process {pid}, a fork of it \
-         (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in this \
-         process instead; closing or dropping the inherited one here only releases this process's copy"
-    );
-    let built =
-        py.import("ringenv.errors").and_then(|m| m.getattr("ForkedProcessError")?.call1((message, creator, pid)));
-    match built {
-        Ok(exc) => PyErr::from_value(exc),
-        Err(e) => e,
-    }
-}
-
 /// A pool of worker processes over one shared memory segment.
 ///
 /// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
@@ -288,20 +283,23 @@ impl PyPool {
     /// The open pool, or `ForkedProcessError` in a process other than its creator, or
     /// `ClosedEnvironmentError` once closed.
     fn open(&self, py: Python<'_>) -> PyResult<&Pool> {
-        let pid = current_pid();
-        if pid != self.creator_pid {
-            return Err(forked_error(py, self.creator_pid, pid));
-        }
+        self.owned(py)?;
         self.pool.as_ref().ok_or_else(|| to_pyerr(py, StateError::Closed))
     }
 
     /// As [`PyPool::open`], mutably.
     fn open_mut(&mut self, py: Python<'_>) -> PyResult<&mut Pool> {
-        let pid = current_pid();
-        if pid != self.creator_pid {
-            return Err(forked_error(py, self.creator_pid, pid));
-        }
+        self.owned(py)?;
         self.pool.as_mut().ok_or_else(|| to_pyerr(py, StateError::Closed))
+    }
+
+    /// `ForkedProcessError` in a process other than the pool's creator (checked even once the
+    /// pool is closed, whose runtime state is gone).
+    fn owned(&self, py: Python<'_>) -> PyResult<()> {
+        match current_pid() {
+            pid if pid == self.creator_pid => Ok(()),
+            pid => Err(to_pyerr(py, StateError::ForkedChild { creator_pid: self.creator_pid, pid })),
+        }
     }
 
     /// Runs the inline worker's pending command, if any, on the envs this process hosts and
@@ -737,53 +735,12 @@ impl PyPool {
     /// those envs has a command in flight (it may be reading them); `ForkedProcessError`,
     /// `ClosedEnvironmentError` as every call.
     fn write_actions(&mut self, py: Python<'_>, actions: &[u8], runs: Vec<(usize, usize, usize)>) -> PyResult<bool> {
-        let layout = &self.layout;
-        let (n, depth) = (layout.num_envs, layout.depth);
-        let (dtype, elements) = match layout.action.as_slice() {
-            [leaf] => (leaf.dtype, leaf.elements()),
-            _ => return Err(PyValueError::new_err("this pool's actions do not cross through shared memory")),
+        let runs: Vec<_> = runs.into_iter().map(|(slot, start, stop)| (slot, start..stop)).collect();
+        let bounds = &self.action_bounds;
+        let Some(pool) = self.pool.as_mut().filter(|_| current_pid() == self.creator_pid) else {
+            return self.owned(py).and_then(|()| Err(to_pyerr(py, StateError::Closed)));
         };
-        let row = elements * dtype.size();
-        let mut count = 0;
-        for &(slot, start, stop) in &runs {
-            if slot >= depth {
-                return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
-            }
-            if start > stop || stop > n {
-                return Err(PyValueError::new_err(format!(
-                    "envs {start}..{stop} are not envs of this pool ({n} envs)"
-                )));
-            }
-            count += stop - start;
-        }
-        if count * row != actions.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} bytes of actions are not one action for each of the {count} envs of the runs ({elements} {dtype}, \
-                 {row} bytes each)",
-                actions.len()
-            )));
-        }
-        self.open(py)?;
-        let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
-        for &(_, start, stop) in &runs {
-            let mut workers =
-                if start == stop { 0..0 } else { layout.worker_of(start)..layout.worker_of(stop - 1) + 1 };
-            if pool.is_pending() || workers.any(|w| pool.is_busy(w)) {
-                return Err(PyValueError::new_err(format!(
-                    "the actions of envs {start}..{stop} cannot be written while their workers have a command in flight"
-                )));
-            }
-        }
-        if bounds.first_outside(dtype, actions).is_some() {
-            return Ok(false);
-        }
-        let mut at = 0;
-        for (slot, start, stop) in runs {
-            let bytes = (stop - start) * row;
-            pool.batch_mut(slot).rows_mut(Array::Action(0), start..stop).copy_from_slice(&actions[at..at + bytes]);
-            at += bytes;
-        }
-        Ok(true)
+        pool.write_actions(&runs, actions, bounds).map_err(|e| to_pyerr(py, e))
     }
 
     /// Makes `slot` the one the next command of `worker` uses (`None`: of every worker; before
@@ -817,11 +774,7 @@ impl PyPool {
     /// optional payload each receives; returns at once.
     #[pyo3(signature = (workers, kind, payload=None))]
     fn send(&mut self, py: Python<'_>, workers: Vec<usize>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<()> {
-        let kind = match kind {
-            "step" => CommandKind::Step,
-            "reset" => CommandKind::Reset,
-            other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
-        };
+        let kind = command_kind(kind)?;
         self.retained = None;
         // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;
@@ -894,31 +847,17 @@ impl PyPool {
         }
         guard(py, || {
             pool.write_seeds(&seeds);
-            Ok(())
-        })?;
-        if let Some(mask) = mask {
-            for w in 0..pool.layout().num_workers {
-                let envs = pool.layout().worker_envs(w);
-                let slot = pool.next_slot_of(w);
-                let mut view = pool.batch_mut(slot);
-                for env in envs.filter(|&env| !mask[env]) {
-                    let flags = view.seed_flags(env).with_skip_reset();
-                    view.set_seed_flags(env, flags);
-                }
+            if let Some(mask) = mask {
+                pool.write_reset_mask(&mask);
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Sends `"step"` or `"reset"` to every worker, with an optional payload. Returns the slot.
     #[pyo3(signature = (kind, payload=None))]
     fn submit(&mut self, py: Python<'_>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<usize> {
-        let kind = match kind {
-            "step" => CommandKind::Step,
-            "reset" => CommandKind::Reset,
-            "call" => CommandKind::Call,
-            other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
-        };
+        let kind = command_kind(kind)?;
         (self.retained, self.received) = (None, None);
         // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;

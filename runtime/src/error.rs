@@ -146,7 +146,9 @@ impl std::fmt::Display for StateError {
             StateError::Closed => write!(f, "the pool is closed"),
             StateError::ForkedChild { creator_pid, pid } => write!(
                 f,
-                "this pool was created by process {creator_pid}; it cannot be used in process {pid} (a fork): create a new pool in this process"
+                "this ringenv pool was created by process {creator_pid} and cannot be used in process {pid}, a fork \
+                 of it (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in \
+                 this process instead; closing or dropping the inherited one here only releases this process's copy"
             ),
         }
     }

@@ -59,13 +59,14 @@ use crate::{
 use std::time::{Duration, Instant};
 
 mod close;
+mod inputs;
 mod state;
 pub use close::{CloseNotice, CloseProgress, CloseReason, CLOSE_PATIENCE, CLOSE_TAKEN};
 pub use state::PoolState;
 pub(crate) use state::{Flight, Lane};
 
 /// How long the wait loop sleeps at most before checking that every worker is alive: bounds the
-/// time to notice a death (the budget is 100 ms).
+/// time to notice a death (a death is noticed within 100 ms).
 const LIVENESS_CHECK: Duration = Duration::from_millis(10);
 
 /// Everything [`Pool::spawn`] needs.

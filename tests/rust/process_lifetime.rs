@@ -155,10 +155,9 @@ fn every_call_in_a_fork_child_is_a_forked_child_error() {
         };
         let err = pool.step(bytemuck::cast_slice(&[0i64; 2])).unwrap_err();
         let text = err.to_string();
-        let want = format!(
-            "this pool was created by process {parent}; it cannot be used in process {me} (a fork): create a new pool in this process"
-        );
-        assert_eq!(text, want);
+        let want =
+            format!("this ringenv pool was created by process {parent} and cannot be used in process {me}, a fork");
+        assert!(text.starts_with(&want), "{text}");
         forked(Err(err), "step");
         forked(pool.reset(&[None; 2]), "reset");
         assert!(matches!(

@@ -29,8 +29,8 @@ from ringenv._program import RustEnvs
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _env_ids_text, _remote_errors
 
-__all__ = ["AsyncState", "PoolVectorEnv", "busy_error", "check_idle", "check_open", "check_waiting",
-           "closed_meanwhile_error", "restart_message", "warn_restarted"]
+__all__ = ["AsyncState", "PoolVectorEnv", "busy_error", "closed_error", "closed_meanwhile_error", "no_call_error",
+           "pending_error", "restart_message", "warn_restarted"]
 
 #: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
 #: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
@@ -66,32 +66,29 @@ class AsyncState(Enum):
     WAITING_CALL = "call"
 
 
-# The protocol's checks, one set for every vector env of ringenv (this module's and ringenv.ray's).
+# The protocol's errors, one set for every vector env of ringenv (this module's and ringenv.ray's),
+# built only when raised: the checks stay inline on the step path.
 
-def check_open(closed: bool, name: str) -> None:
-    """Raises Gymnasium's ``ClosedEnvironmentError`` for call ``name`` once the env is closed."""
-    if closed:
-        raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+def closed_error(name: str) -> ClosedEnvironmentError:
+    """Gymnasium's ``ClosedEnvironmentError`` for call ``name`` made once the env is closed."""
+    return ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
 
 
-def check_idle(state: AsyncState, name: str, in_flight: int = 0, unit: str = "workers' batches") -> None:
-    """Raises Gymnasium's ``AlreadyPendingCallError`` for call ``name`` while a call is pending
-    (``state``) or ``in_flight`` asynchronous batches (``unit``) sent with ``send`` /
-    ``async_reset`` have not been received."""
+def pending_error(state: AsyncState, name: str, in_flight: int = 0,
+                  unit: str = "workers' batches") -> AlreadyPendingCallError:
+    """Gymnasium's ``AlreadyPendingCallError`` for call ``name`` made while a call is pending
+    (``state`` is not ``DEFAULT``), or else while ``in_flight`` asynchronous batches (``unit``) sent
+    with ``send`` / ``async_reset`` have not been received."""
     if state != AsyncState.DEFAULT:
-        raise AlreadyPendingCallError(
+        return AlreadyPendingCallError(
             f"Calling `{name}` while waiting for a pending call to `{state.value}` to complete", str(state.value))
-    if in_flight:
-        raise AlreadyPendingCallError(
-            f"Calling `{name}` while {in_flight} {unit} sent with `send`/`async_reset` are in flight: "
-            "`recv` them first", "step")
+    return AlreadyPendingCallError(f"Calling `{name}` while {in_flight} {unit} sent with `send`/`async_reset` are "
+                                   "in flight: `recv` them first", "step")
 
 
-def check_waiting(state: AsyncState, expected: AsyncState, call: str) -> None:
-    """Raises Gymnasium's ``NoAsyncCallError`` for ``{call}_wait`` unless a ``{call}_async`` is
-    pending (``state`` is ``expected``)."""
-    if state != expected:
-        raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", expected.value)
+def no_call_error(call: str, expected: AsyncState) -> NoAsyncCallError:
+    """Gymnasium's ``NoAsyncCallError`` for ``{call}_wait`` with no ``{call}_async`` pending."""
+    return NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", expected.value)
 
 
 def restart_message(restart: dict) -> str:
@@ -159,15 +156,19 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                 "start method, a DataLoader worker). Create a new env in this process; closing or dropping the "
                 "inherited one here leaves the creator's workers running.",
                 creator_pid=creator, pid=os.getpid())
-        check_open(self.closed, name)
+        if self.closed:
+            raise closed_error(name)
 
     def _assert_default(self, name: str):
         self._assert_open(name)
-        check_idle(self._state, name)
+        if self._state != AsyncState.DEFAULT:
+            raise pending_error(self._state, name)
         try:
-            check_idle(self._state, name, self._pool.in_flight)
+            in_flight = self._pool.in_flight
         except _native.Busy:
             raise busy_error(name) from None
+        if in_flight:
+            raise pending_error(self._state, name, in_flight)
 
     def _send(self, name: str, state: AsyncState, send: Callable[[], Any]) -> None:
         """Sends call ``name``: checks that no call is pending (:meth:`_assert_default`), runs
@@ -341,7 +342,8 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             (the env is closed), or the exception an env raised.
         """
         self._assert_open(f"{call}_wait")
-        check_waiting(self._state, state, call)
+        if self._state != state:
+            raise no_call_error(call, state)
         try:
             slot, messages, errors, restarted = self._pool.wait(timeout)
         except WorkerDiedError:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError, ResetNeeded
+from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -31,7 +31,7 @@ from ringenv._checks import (check_count, check_factories, check_options, check_
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, _short, python_program
-from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, check_idle, closed_meanwhile_error
+from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error, pending_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, reset_payload
@@ -416,7 +416,8 @@ class AsyncVectorEnv(PoolVectorEnv):
                 and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
         """
         self._assert_open("send")
-        check_idle(self._state, "send")
+        if self._state != AsyncState.DEFAULT:
+            raise pending_error(self._state, "send")
         if self._reset_needed:
             raise ResetNeeded("Cannot call env.step() before calling env.reset()")
         batches = self._batches

@@ -19,7 +19,7 @@ import ray
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from ringenv._protocol import AsyncState, check_idle
+from ringenv._protocol import AsyncState, pending_error
 from ringenv.ray._closed_meanwhile import closed_meanwhile
 
 __all__ = ["BlockBatchesMixin", "take"]
@@ -97,7 +97,8 @@ class BlockBatchesMixin:
             TypeError: a scalar; AlreadyPendingCallError; ClosedEnvironmentError.
         """
         self._assert_open("send")
-        check_idle(self._state, "send")
+        if self._state != AsyncState.DEFAULT:
+            raise pending_error(self._state, "send")
         n = self.num_envs
         ids = np.arange(n) if env_ids is None else np.asarray(env_ids)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:

@@ -26,7 +26,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from ringenv._checks import seeds_of
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
-from ringenv._protocol import AsyncState, check_idle, check_open, check_waiting
+from ringenv._protocol import AsyncState, closed_error, no_call_error, pending_error
 from ringenv._staging import host_actions
 from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text,
                             _merged)
@@ -421,7 +421,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         """Raises ``ClosedEnvironmentError`` when the vector env is closed, or when Ray was shut down
         (``ray.shutdown()``) while it was open: its actors went with Ray, so it is closed then (a
         call to an actor would start a new local Ray instead)."""
-        check_open(self.closed, name)
+        if self.closed:
+            raise closed_error(name)
         if not self._ray_is_ours():
             again = " (Ray was started again since: its actors do not exist there)" if ray.is_initialized() else ""
             raise self._fail(ClosedEnvironmentError(
@@ -435,7 +436,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
     def _assert_default(self, name: str) -> None:
         self._assert_open(name)
-        check_idle(self._state, name, len(self._inflight) + len(self._received), "blocks")
+        if self._state != AsyncState.DEFAULT or self._inflight or self._received:
+            raise pending_error(self._state, name, len(self._inflight) + len(self._received), "blocks")
 
     def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
         """One seed per env by the rule of :class:`ringenv.AsyncVectorEnv`, over the whole vector
@@ -498,7 +500,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         is restarted under ``on_actor_failure="restart"`` (the blocks already in are kept, the
         restarted actor's reset stays in flight, and the next wait goes on from there)."""
         self._assert_open(f"{call}_wait")
-        check_waiting(self._state, state, call)
+        if self._state != state:
+            raise no_call_error(call, state)
         deadline = None if timeout is None else time.monotonic() + timeout
         live = [p for p in self._pending if p[3] not in ("done", "recovering")]
         values = self._fetch([p[0] for p in live], timeout, f"`{call}_wait`",
