@@ -411,9 +411,9 @@ impl PyPool {
     /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
     /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
     /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
-    /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
-    /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
-    /// NumPy array over it. Idempotent.
+    /// Ctrl-C there kills them; [`Pool::await_close`]), then releases every OS resource of the
+    /// pool in this process: the segment's descriptor, the control sockets, the pidfds, the
+    /// advertisement; the mapping goes with the last NumPy array over it. Idempotent.
     ///
     /// In a process other than the creator (a fork) it only lets go of this process's handle:
     /// the creator's workers are neither messaged nor stopped.
