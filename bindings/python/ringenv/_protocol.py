@@ -176,13 +176,10 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         pool) and records ``state``, as one step for other threads and for an exception that a
         signal handler raises meanwhile (Ctrl-C):
 
-        - a thread that calls while another is inside gets ``AlreadyPendingCallError`` (not a
-          bare "Already borrowed" ``RuntimeError`` from the pool, and it never writes actions
-          into the slot the other is filling);
+        - a thread that calls while another is inside gets ``AlreadyPendingCallError`` (and it
+          never writes actions into the slot the other is filling);
         - an exception raised anywhere inside leaves the state the pool's: ``state`` (the
           call's ``*_wait`` collects it) when the pool took the command, else no call pending.
-          Without this, a Ctrl-C landing between the pool's ``submit`` and the state's update
-          left the pool with a command that no ``*_wait`` would collect and every call refused.
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError, ForkedProcessError, and what
