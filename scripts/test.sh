@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scripts/setup.sh
 scripts/disk_check.sh 1 "The tests' builds and throwaway virtualenvs (target/)"
+scripts/docs.sh  # the docs site from docs/ and the docstrings, built strictly into target/site
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== the runtime without its cuda feature has no CUDA symbol (the workspace build turns it on)"
@@ -20,7 +21,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 \
     cargo test -p ringenv-runtime --release --locked --test loom_ring --test loom_wakeup
 if cargo +nightly miri --version >/dev/null 2>&1; then
     echo "== Miri"
-    cargo +nightly miri test -p ringenv-runtime --lib -- ring:: layout:: header:: descriptor:: futex:: wakeup:: spin::
+    cargo +nightly miri test -p ringenv-runtime --lib -- ring:: layout:: header:: descriptor:: futex:: wakeup:: wait::
 fi
 echo "== soak (short; scripts/soak.py --steps 10000000 for the full run)"
 "${RINGENV_VENV:-.venv}/bin/python" scripts/soak.py --steps 200000

@@ -232,7 +232,7 @@ fn start_interrupted() -> bool {
 /// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
 ///
 /// `close()` stops the workers and releases every OS resource the pool holds in this process at
-/// once: the segment's descriptor, the control sockets, the pidfds and the pool's advertisement.
+/// once: the segment's descriptor, the control sockets and the pidfds.
 /// The mapping itself stays while NumPy arrays over it (made from `segment()`) are alive, so such
 /// arrays never point at unmapped memory; it is unmapped when the last one dies.
 ///
@@ -412,8 +412,8 @@ impl PyPool {
     /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
     /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
     /// Ctrl-C there kills them; [`Pool::await_close`]), then releases every OS resource of the
-    /// pool in this process: the segment's descriptor, the control sockets, the pidfds, the
-    /// advertisement; the mapping goes with the last NumPy array over it. Idempotent.
+    /// pool in this process: the segment's descriptor, the control sockets, the pidfds; the
+    /// mapping goes with the last NumPy array over it. Idempotent.
     ///
     /// In a process other than the creator (a fork) it only lets go of this process's handle:
     /// the creator's workers are neither messaged nor stopped.

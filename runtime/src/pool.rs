@@ -155,9 +155,6 @@ pub struct Pool {
     /// What the pool is doing as a whole.
     pub(crate) state: PoolState,
     crash_guard: Option<CrashLoopGuard>,
-    /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
-    /// optional).
-    advert: Option<crate::advert::Advert>,
     /// The learned spin state of the completion waits.
     spinner: Spinner,
     /// Scratch for the order in which a wait scans the workers' completion rings.
@@ -279,7 +276,6 @@ impl Pool {
             lanes: (0..n).map(|_| Lane::Idle).collect(),
             state: PoolState::Idle,
             crash_guard,
-            advert: None,
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
             liveness_checked: Instant::now(),
@@ -307,8 +303,6 @@ impl Pool {
             pool.shutdown(Duration::ZERO);
             return Err(e);
         }
-        use std::os::fd::AsRawFd;
-        pool.advert = crate::advert::Advert::publish(pool.segment.fd().as_raw_fd()).ok();
         Ok(pool)
     }
 
@@ -558,15 +552,13 @@ impl Pool {
 
     /// Every operation's first check: this is the creator process ([`StateError::ForkedChild`])
     /// and the pool is open ([`PoolState::check_open`]: [`StateError::Closed`], or the failure
-    /// that ended it). It also starts again the `ringenv top` serving threads a fork of this
-    /// process stopped (`advert.rs`).
+    /// that ended it).
     pub(crate) fn usable(&self) -> Result<(), SubmitError> {
         let pid = crate::current_pid();
         if pid != self.creator_pid {
             return Err(StateError::ForkedChild { creator_pid: self.creator_pid, pid }.into());
         }
         self.state.check_open()?;
-        crate::advert::resume_paused(); // after a fork of this process (a relaxed load otherwise)
         Ok(())
     }
 
@@ -1039,13 +1031,12 @@ impl Pool {
             // of them (pidfds, control sockets: neither signals nor waits) and nothing else.
             self.workers.clear();
             self.state.close();
-            self.advert = None;
             return;
         }
         self.request_close();
         stop_all(&mut self.workers, grace);
         self.state.close();
-        self.advert = None;
+        self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
     /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the
