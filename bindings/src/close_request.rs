@@ -3,7 +3,7 @@
 //! A `Pool`'s methods take `&mut self`, and `wait` and `recv` hold that borrow for as long as they
 //! wait (the GIL released, in slices of 100 ms). A `close()` from another thread, or from a signal
 //! handler that runs inside such a wait (a SIGTERM handler that closes the env), cannot borrow the
-//! pool then: PyO3 refuses with `RuntimeError: Already borrowed`. So each pool shares a
+//! pool then: `Pool.close` raises `ringenv._native.Busy`. So each pool shares a
 //! [`CloseRequest`] with a small frozen object, [`PyPoolCloser`], that needs no borrow of the
 //! pool: the closing side records the request there, and the waiting call, which checks it
 //! between slices, stops waiting, closes the pool itself (with the requested timeout) and raises

@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use ringenv_runtime::{ControlError, ExitStatus, PoolError, RemoteError};
+use ringenv_runtime::{ControlError, ExitStatus, Failure, RemoteError, SpawnError, StateError, SubmitError, WaitError};
 
 /// A `RemoteError` as a dict for Python.
 pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'py, PyDict>> {
@@ -17,12 +17,120 @@ pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'
     Ok(d)
 }
 
-/// Converts a pool error to the matching Python exception.
-pub fn to_pyerr(py: Python<'_>, e: PoolError) -> PyErr {
-    match build(py, &e) {
-        Ok(err) => err,
-        Err(err) => err,
+/// A runtime error that maps to one of the exceptions of `ringenv.errors`: its kind for
+/// `ringenv.errors._from_native` (`"worker_died"`, `"timeout"`, ...), with the exception's
+/// attributes written into `fields`.
+pub trait Native: std::error::Error {
+    /// The kind, with `fields` filled in.
+    fn kind(&self, py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str>;
+}
+
+impl Native for StateError {
+    fn kind(&self, _py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        Ok(match self {
+            StateError::NoPendingCall => "no_pending",
+            StateError::AlreadyPending => "already_pending",
+            StateError::Closed => "closed",
+            StateError::ForkedChild { creator_pid, pid } => {
+                fields.set_item("creator_pid", creator_pid)?;
+                fields.set_item("pid", pid)?;
+                "forked"
+            }
+        })
     }
+}
+
+impl Native for Failure {
+    fn kind(&self, py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        Ok(match self {
+            Failure::WorkerDied(f) => {
+                failure_fields(py, fields, f)?;
+                "worker_died"
+            }
+            Failure::Corrupt { what, failure } => {
+                failure_fields(py, fields, failure)?;
+                fields.set_item("what", what)?;
+                "corrupt"
+            }
+            Failure::CrashLoop { failures, window_s, last } => {
+                fields.set_item("failures", failures)?;
+                fields.set_item("window_s", window_s)?;
+                failure_fields(py, fields, last)?;
+                "crash_loop"
+            }
+            Failure::Control { error: ControlError::OutOfMemory { .. }, .. } => "memory",
+            Failure::Control { .. } => os_error_kind(self, fields)?,
+            Failure::Restart(e) => e.kind(py, fields)?,
+        })
+    }
+}
+
+impl Native for SpawnError {
+    fn kind(&self, py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        Ok(match self {
+            SpawnError::InvalidArgument(_) | SpawnError::Layout(_) => "value",
+            SpawnError::WorkerDied(f) => {
+                failure_fields(py, fields, f)?;
+                "worker_died"
+            }
+            SpawnError::Startup { worker, env_ids, error } => {
+                fields.set_item("worker", worker)?;
+                fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
+                fields.set_item("remote", remote_to_dict(py, error)?)?;
+                "startup"
+            }
+            SpawnError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
+                fields.set_item("seconds", seconds)?;
+                fields.set_item("worker", worker)?;
+                fields.set_item("pid", pid)?;
+                fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
+                fields.set_item("building", joined)?;
+                fields.set_item("program", program)?;
+                "startup_timeout"
+            }
+            SpawnError::Cancelled { .. } => "timeout",
+            SpawnError::Control { error: ControlError::OutOfMemory { .. }, .. } => "memory",
+            SpawnError::Segment(_) | SpawnError::Spawn { .. } | SpawnError::Control { .. } => {
+                os_error_kind(self, fields)?
+            }
+        })
+    }
+}
+
+impl Native for SubmitError {
+    fn kind(&self, py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        match self {
+            SubmitError::State(e) => e.kind(py, fields),
+            SubmitError::InvalidArgument(_) => Ok("value"),
+            SubmitError::Failed(e) => e.kind(py, fields),
+        }
+    }
+}
+
+impl Native for WaitError {
+    fn kind(&self, py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        match self {
+            WaitError::State(e) => e.kind(py, fields),
+            WaitError::InvalidArgument(_) => Ok("value"),
+            WaitError::Timeout { seconds, waiting_for } => {
+                fields.set_item("seconds", seconds)?;
+                fields.set_item("waiting_for", waiting_for.clone())?;
+                Ok("timeout")
+            }
+            WaitError::Failed(e) => e.kind(py, fields),
+        }
+    }
+}
+
+/// Converts a runtime error to the matching Python exception.
+pub fn to_pyerr(py: Python<'_>, e: impl Native) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let fields = PyDict::new(py);
+        let kind = e.kind(py, &fields)?;
+        let exc = py.import("ringenv.errors")?.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
+        Ok(PyErr::from_value(exc))
+    };
+    build().unwrap_or_else(|err| err)
 }
 
 /// A worker's env ids (a contiguous block) as the tuple of its env indices, as Python sees them.
@@ -46,76 +154,18 @@ fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &ringenv_runtim
     Ok(())
 }
 
-fn build(py: Python<'_>, e: &PoolError) -> PyResult<PyErr> {
-    let fields = PyDict::new(py);
-    let kind = match e {
-        PoolError::WorkerDied(f) => {
-            failure_fields(py, &fields, f)?;
-            "worker_died"
-        }
-        PoolError::Corrupt { what, failure } => {
-            failure_fields(py, &fields, failure)?;
-            fields.set_item("what", what)?;
-            "corrupt"
-        }
-        PoolError::CrashLoop { failures, window_s, last } => {
-            fields.set_item("failures", failures)?;
-            fields.set_item("window_s", window_s)?;
-            failure_fields(py, &fields, last)?;
-            "crash_loop"
-        }
-        PoolError::Startup { worker, env_ids, error } => {
-            fields.set_item("worker", worker)?;
-            fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
-            fields.set_item("remote", remote_to_dict(py, error)?)?;
-            "startup"
-        }
-        PoolError::Timeout { seconds, waiting_for } => {
-            fields.set_item("seconds", seconds)?;
-            fields.set_item("waiting_for", waiting_for.clone())?;
-            "timeout"
-        }
-        PoolError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
-            fields.set_item("seconds", seconds)?;
-            fields.set_item("worker", worker)?;
-            fields.set_item("pid", pid)?;
-            fields.set_item("env_ids", env_ids_tuple(py, env_ids)?)?;
-            fields.set_item("building", joined)?;
-            fields.set_item("program", program)?;
-            "startup_timeout"
-        }
-        PoolError::NoPendingCall => "no_pending",
-        PoolError::AlreadyPending => "already_pending",
-        PoolError::Closed => "closed",
-        PoolError::InvalidArgument(_) | PoolError::Layout(_) => "value",
-        PoolError::Control { error: ControlError::OutOfMemory { .. }, .. } => "memory",
-        PoolError::Segment(_) | PoolError::Spawn { .. } | PoolError::Control { .. } => {
-            if let Some(code) = os_error(e) {
-                fields.set_item("errno", code)?;
-            }
-            "runtime"
-        }
-        PoolError::ForkedChild { creator_pid, pid } => {
-            fields.set_item("creator_pid", creator_pid)?;
-            fields.set_item("pid", pid)?;
-            "forked"
-        }
-    };
-    let module = py.import("ringenv.errors")?;
-    let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
-    Ok(PyErr::from_value(exc))
-}
-
-/// The OS error number of the first `io::Error` in `e`'s chain of sources, if any.
-fn os_error(e: &PoolError) -> Option<i32> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+/// `"runtime"` (a `RingenvError`), with `errno` set to the OS error number of the first
+/// `io::Error` in `e`'s chain of sources, if any.
+fn os_error_kind(e: &dyn std::error::Error, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+    let mut source = e.source();
     while let Some(s) = source {
         if let Some(code) = s.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error) {
-            return Some(code);
+            fields.set_item("errno", code)?;
+            break;
         }
         source = s.source();
     }
-    None
+    Ok("runtime")
 }
 
 /// Runs `f`, returning the text (and location, which the panic hook printed) of a panic instead

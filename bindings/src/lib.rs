@@ -45,7 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_pool::PyPool>()?;
     m.add_class::<close_request::PyPoolCloser>()?;
     m.add_class::<call_guard::PyCallGuard>()?;
-    m.add("CallGuardBusy", m.py().get_type::<call_guard::CallGuardBusy>())?;
+    m.add("Busy", m.py().get_type::<call_guard::Busy>())?;
     m.add_class::<py_segment::PySegment>()?;
     m.add_class::<py_staging::PyCudaStaging>()?;
     m.add_function(wrap_pyfunction!(py_staging::cuda_device_count, m)?)?;

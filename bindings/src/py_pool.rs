@@ -5,6 +5,7 @@
 //! process runs (`crate::python_envs` or the built-in registry), and each `wait` or `recv` first
 //! runs that share's pending command, then waits for the worker processes.
 
+use crate::call_guard::Busy;
 use crate::close_request::{closed_while_waiting, CloseRequest, PyPoolCloser};
 use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
@@ -14,9 +15,9 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    current_pid, ActionBounds, Array, ArraySpec, CommandKind, DType, ExitStatus, FailurePolicy, Layout, Pool,
-    PoolConfig, PoolError, RecvOrder, RemoteError, RestartPolicy, SpinPolicy, WorkerCommand, WorkerFailure,
-    DEFAULT_INFO_ARENA,
+    current_pid, ActionBounds, Array, ArraySpec, CloseProgress, CommandKind, DType, ExitStatus, FailurePolicy, Layout,
+    Pool, PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError,
+    WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::{Arc, Mutex};
@@ -73,7 +74,7 @@ fn layout_of(
         dtype("reward", leaves.reward)?,
     )
     .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
-    .map_err(|e| to_pyerr(py, PoolError::Layout(e)))
+    .map_err(|e| to_pyerr(py, SpawnError::Layout(e)))
 }
 
 /// `payloads` copied into Rust buffers, each allocated fallibly: an init payload holds the
@@ -100,101 +101,47 @@ fn copy_payloads(payloads: &[PyBackedBytes]) -> PyResult<Vec<Vec<u8>>> {
         .collect()
 }
 
+/// The command `"step"`, `"reset"` or `"call"`.
+fn command_kind(name: &str) -> PyResult<CommandKind> {
+    match name {
+        "step" => Ok(CommandKind::Step),
+        "reset" => Ok(CommandKind::Reset),
+        "call" => Ok(CommandKind::Call),
+        other => Err(PyValueError::new_err(format!("unknown command {other:?}"))),
+    }
+}
+
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s)
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
 }
 
-/// How long `close` with no timeout waits for a worker's envs to close before it warns that it
-/// is still waiting (it goes on waiting), in seconds.
-const CLOSE_PATIENCE_S: u64 = 10;
-
-/// How long `close` with no timeout gives a worker to take its `Close` command: one that has not
-/// by then (stopped, stuck in an env's step, its command ring unusable) is not closing its envs
-/// and is killed. The grace every worker had before `close` waited for the envs' own `close`.
-const CLOSE_TAKEN_S: u64 = 1;
-
-/// Waits for the workers of `pool`, asked to close (`Pool::request_close`), to close their envs
-/// and exit: until `deadline` (`timeout` seconds after `close` began), or with none as long as
-/// the envs' `close` takes in the workers that took their `Close` command
-/// ([`Pool::is_closing`]; one that has not within [`CLOSE_TAKEN_S`] is left to be killed), in
-/// slices of 100 ms with the GIL released between which signal handlers run, with a
-/// `RuntimeWarning` once after [`CLOSE_PATIENCE_S`] naming the workers still closing. Workers
-/// left running are named in a `RuntimeWarning`: the caller kills them next.
+/// Waits for the workers of `pool`, told to close, to exit ([`Pool::await_close`]: within
+/// `timeout`, or with none as long as their envs' `close` takes) in slices of 100 ms with the GIL
+/// released, between which signal handlers run; what the runtime reports of workers still running
+/// becomes a `RuntimeWarning` (the caller kills those next).
 ///
 /// # Errors
 /// A signal handler's exception (a Ctrl-C), which ends the wait.
-fn await_workers(
-    py: Python<'_>,
-    pool: &mut Pool,
-    layout: &Layout,
-    timeout: Option<f64>,
-    deadline: Option<Instant>,
-) -> PyResult<()> {
-    // "worker 0 (pid 7, envs [0, 1]) had", or "workers 0 (pid 7, envs [0, 1]) and 1 (...) had".
-    let name = |pool: &Pool, running: &[usize]| -> String {
-        let pids = pool.worker_pids();
-        let each: Vec<String> = running
-            .iter()
-            .map(|&w| {
-                let pid = pids.get(w).copied().unwrap_or(0);
-                format!("{w} (pid {pid}, envs {})", ringenv_runtime::EnvIds(&layout.worker_envs(w)))
-            })
-            .collect();
-        match each.split_last() {
-            Some((last, [])) => format!("worker {last}"),
-            Some((last, rest)) => format!("workers {} and {last}", rest.join(", ")),
-            None => String::new(),
-        }
-    };
-    let warn = |text: String| {
-        let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
-        let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
-    };
-    if let Some(deadline) = deadline {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let running = py.detach(|| pool.await_exit(left));
-        if !running.is_empty() {
-            warn(format!(
-                "close: {} had not closed {} envs within {} s (close's timeout) and {} killed, the envs' close() cut \
-                 short; close() with no timeout waits as long as they take",
-                name(pool, &running),
-                if running.len() == 1 { "its" } else { "their" },
-                timeout.unwrap_or_default(),
-                if running.len() == 1 { "was" } else { "were" },
-            ));
-        }
-        return Ok(());
-    }
-    let start = Instant::now();
-    let mut warned = false;
+fn await_close(py: Python<'_>, pool: &mut Pool, timeout: Option<Duration>) -> PyResult<()> {
     loop {
-        let running = py.detach(|| pool.await_exit(Duration::from_millis(100)));
-        if running.is_empty() {
-            return Ok(());
+        match py.detach(|| pool.await_close(timeout, SIGNAL_CHECK)) {
+            CloseProgress::Exited => return Ok(()),
+            CloseProgress::Waiting => {}
+            CloseProgress::Slow(notice) => warn(py, &notice.to_string()),
+            CloseProgress::GiveUp(notice) => {
+                warn(py, &notice.to_string());
+                return Ok(());
+            }
         }
         py.check_signals()?;
-        if start.elapsed() >= Duration::from_secs(CLOSE_TAKEN_S) && !running.iter().any(|&w| pool.is_closing(w)) {
-            warn(format!(
-                "close: {} had not taken {} Close command within {CLOSE_TAKEN_S} s (a stopped process, one stuck in \
-                 an env's step or reset, or an unusable command ring) and {} killed",
-                name(pool, &running),
-                if running.len() == 1 { "its" } else { "their" },
-                if running.len() == 1 { "was" } else { "were" },
-            ));
-            return Ok(());
-        }
-        if !warned && start.elapsed() >= Duration::from_secs(CLOSE_PATIENCE_S) {
-            warned = true;
-            warn(format!(
-                "close: {} {} been closing {} envs for {CLOSE_PATIENCE_S} s; close() waits as long as they take, \
-                 as Gymnasium's does (Ctrl-C, close(timeout=...) or close(terminate=True) kill the workers instead)",
-                name(pool, &running),
-                if running.len() == 1 { "has" } else { "have" },
-                if running.len() == 1 { "its" } else { "their" },
-            ));
-        }
     }
+}
+
+/// Issues a `RuntimeWarning` (a warning that cannot be issued is dropped: a close goes on).
+fn warn(py: Python<'_>, text: &str) {
+    let message = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
+    let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
 }
 
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
@@ -209,7 +156,7 @@ fn wait_in_slices<T: Send>(
     asked: Option<f64>,
     closer: &CloseRequest,
     call: &str,
-    mut wait: impl FnMut(Duration) -> Result<T, PoolError> + Send,
+    mut wait: impl FnMut(Duration) -> Result<T, WaitError> + Send,
 ) -> PyResult<T> {
     let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
     let deadline = timeout.map(|t| Instant::now() + t);
@@ -225,14 +172,26 @@ fn wait_in_slices<T: Send>(
             return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
         }
         match result {
-            Err(PoolError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
-            Err(PoolError::Timeout { waiting_for, .. }) => {
+            Err(WaitError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
+            Err(WaitError::Timeout { waiting_for, .. }) => {
                 let seconds = asked.unwrap_or_default().max(0.0); // (a timeout error needs one)
-                return Err(to_pyerr(py, PoolError::Timeout { seconds, waiting_for }));
+                return Err(to_pyerr(py, WaitError::Timeout { seconds, waiting_for }));
             }
             other => return other.map_err(|e| to_pyerr(py, e)),
         }
     }
+}
+
+/// `ringenv._native.Busy`: another call holds the pool (a `wait` or `recv` in another thread, or
+/// in the frame below a signal handler's).
+fn busy() -> PyErr {
+    Busy::new_err("another call is inside this pool (waiting in another thread, or below this signal handler)")
+}
+
+/// The pool of `slf`, mutably, or [`busy`] while another call holds it: a typed refusal, where
+/// PyO3's own is a bare `RuntimeError`.
+fn held<'py>(slf: &Bound<'py, PyPool>) -> PyResult<PyRefMut<'py, PyPool>> {
+    slf.try_borrow_mut().map_err(|_| busy())
 }
 
 /// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
@@ -266,28 +225,6 @@ fn start_interrupted() -> bool {
             true
         }
     }
-}
-
-/// `ringenv.errors.ForkedProcessError` for a pool created by process `creator` used in `pid`.
-fn forked_error(py: Python<'_>, creator: u32, pid: u32) -> PyErr {
-    let message = format!(
-        "this ringenv pool was created by process {creator} and cannot be used in process {pid}, a fork of it \
-         (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in this \
-         process instead; closing or dropping the inherited one here only releases this process's copy"
-    );
-    let built =
-        py.import("ringenv.errors").and_then(|m| m.getattr("ForkedProcessError")?.call1((message, creator, pid)));
-    match built {
-        Ok(exc) => PyErr::from_value(exc),
-        Err(e) => e,
-    }
-}
-
-/// Lets go of a pool in a process that did not create it (a forked child): `Pool`'s own `Drop`
-/// sees the foreign process and releases only this process's copies of the descriptors and of
-/// the mapping, sending no command and no signal to the creator's workers.
-fn let_go_in_child(pool: Pool) {
-    drop(pool);
 }
 
 /// A pool of worker processes over one shared memory segment.
@@ -346,20 +283,23 @@ impl PyPool {
     /// The open pool, or `ForkedProcessError` in a process other than its creator, or
     /// `ClosedEnvironmentError` once closed.
     fn open(&self, py: Python<'_>) -> PyResult<&Pool> {
-        let pid = current_pid();
-        if pid != self.creator_pid {
-            return Err(forked_error(py, self.creator_pid, pid));
-        }
-        self.pool.as_ref().ok_or_else(|| to_pyerr(py, PoolError::Closed))
+        self.owned(py)?;
+        self.pool.as_ref().ok_or_else(|| to_pyerr(py, StateError::Closed))
     }
 
     /// As [`PyPool::open`], mutably.
     fn open_mut(&mut self, py: Python<'_>) -> PyResult<&mut Pool> {
-        let pid = current_pid();
-        if pid != self.creator_pid {
-            return Err(forked_error(py, self.creator_pid, pid));
+        self.owned(py)?;
+        self.pool.as_mut().ok_or_else(|| to_pyerr(py, StateError::Closed))
+    }
+
+    /// `ForkedProcessError` in a process other than the pool's creator (checked even once the
+    /// pool is closed, whose runtime state is gone).
+    fn owned(&self, py: Python<'_>) -> PyResult<()> {
+        match current_pid() {
+            pid if pid == self.creator_pid => Ok(()),
+            pid => Err(to_pyerr(py, StateError::ForkedChild { creator_pid: self.creator_pid, pid })),
         }
-        self.pool.as_mut().ok_or_else(|| to_pyerr(py, PoolError::Closed))
     }
 
     /// Runs the inline worker's pending command, if any, on the envs this process hosts and
@@ -412,7 +352,7 @@ impl PyPool {
         let left = t - ran.unwrap_or_default().as_secs_f64();
         if ran.is_some() && left <= 0.0 {
             let waiting_for = self.pool.as_ref().and_then(Pool::inline_worker).into_iter().collect();
-            return Err(to_pyerr(py, PoolError::Timeout { seconds: t.max(0.0), waiting_for }));
+            return Err(to_pyerr(py, WaitError::Timeout { seconds: t.max(0.0), waiting_for }));
         }
         Ok(Some(left.max(0.0)))
     }
@@ -464,8 +404,57 @@ impl PyPool {
             return result;
         }
         let timeout = self.closer.timeout();
-        self.close(py, timeout)?;
+        self.close_pool(py, timeout)?;
         Err(result.err().unwrap_or_else(|| closed_while_waiting(py, call)))
+    }
+
+    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
+    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
+    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
+    /// Ctrl-C there kills them; [`Pool::await_close`]), then releases every OS resource of the
+    /// pool in this process: the segment's descriptor, the control sockets, the pidfds; the
+    /// mapping goes with the last NumPy array over it. Idempotent.
+    ///
+    /// In a process other than the creator (a fork) it only lets go of this process's handle:
+    /// the creator's workers are neither messaged nor stopped.
+    ///
+    /// # Errors
+    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
+    /// closed), or a signal handler's exception while the workers closed theirs (with no
+    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
+    /// on a panic.
+    fn close_pool(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
+        (self.retained, self.received) = (None, None);
+        // The worker processes go first, or close their envs while this process closes its
+        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
+        // (In a fork child the runtime sends nothing and waits for nothing: the workers are the
+        // creator's.)
+        let mut closed = Ok(());
+        if let Some(pool) = self.pool.as_mut() {
+            self.last_pids = pool.worker_pids();
+            closed = if timeout == Some(Duration::ZERO) {
+                py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message))
+            } else {
+                pool.request_close();
+                Ok(())
+            };
+        }
+        let interrupt = self.close_inline();
+        if let Some(mut pool) = self.pool.take() {
+            closed = closed.and(await_close(py, &mut pool, timeout)).and(
+                py.detach(|| {
+                    catch(move || {
+                        pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
+                        drop(pool);
+                    })
+                })
+                .map_err(|message| internal_error(py, message)),
+            );
+        }
+        self.closer.set_closed();
+        // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
+        interrupt.map_or(closed, Err)
     }
 
     fn check_worker(&self, worker: usize) -> PyResult<()> {
@@ -479,20 +468,16 @@ impl PyPool {
 
 impl Drop for PyPool {
     fn drop(&mut self) {
-        if let (true, Some(pool)) = (current_pid() == self.creator_pid, self.pool.as_mut()) {
+        if let Some(pool) = self.pool.as_mut() {
             pool.request_close(); // the workers close their envs while the share's close here
         }
         if let Some(interrupt) = self.close_inline() {
             // freed, not closed: nothing to raise it to (a `__del__` closes the env first)
             Python::attach(|py| interrupt.write_unraisable(py, None));
         }
-        if let Some(pool) = self.pool.take() {
-            if current_pid() == self.creator_pid {
-                drop(pool); // stops the workers, then releases everything
-            } else {
-                let_go_in_child(pool);
-            }
-        }
+        // The pool's own drop stops the workers, then releases everything (in a fork child: only
+        // this process's copies of the descriptors and of the mapping).
+        self.pool = None;
     }
 }
 
@@ -593,7 +578,7 @@ impl PyPool {
                     Ok(host) => Some(Mutex::new(host)),
                     Err(error) => {
                         pool.close(Duration::ZERO);
-                        return Err(to_pyerr(py, PoolError::Startup { worker: w, env_ids, error: Box::new(error) }));
+                        return Err(to_pyerr(py, SpawnError::Startup { worker: w, env_ids, error: Box::new(error) }));
                     }
                 }
             }
@@ -750,53 +735,12 @@ impl PyPool {
     /// those envs has a command in flight (it may be reading them); `ForkedProcessError`,
     /// `ClosedEnvironmentError` as every call.
     fn write_actions(&mut self, py: Python<'_>, actions: &[u8], runs: Vec<(usize, usize, usize)>) -> PyResult<bool> {
-        let layout = &self.layout;
-        let (n, depth) = (layout.num_envs, layout.depth);
-        let (dtype, elements) = match layout.action.as_slice() {
-            [leaf] => (leaf.dtype, leaf.elements()),
-            _ => return Err(PyValueError::new_err("this pool's actions do not cross through shared memory")),
+        let runs: Vec<_> = runs.into_iter().map(|(slot, start, stop)| (slot, start..stop)).collect();
+        let bounds = &self.action_bounds;
+        let Some(pool) = self.pool.as_mut().filter(|_| current_pid() == self.creator_pid) else {
+            return self.owned(py).and_then(|()| Err(to_pyerr(py, StateError::Closed)));
         };
-        let row = elements * dtype.size();
-        let mut count = 0;
-        for &(slot, start, stop) in &runs {
-            if slot >= depth {
-                return Err(PyValueError::new_err(format!("no slot {slot}: the pool has {depth}")));
-            }
-            if start > stop || stop > n {
-                return Err(PyValueError::new_err(format!(
-                    "envs {start}..{stop} are not envs of this pool ({n} envs)"
-                )));
-            }
-            count += stop - start;
-        }
-        if count * row != actions.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} bytes of actions are not one action for each of the {count} envs of the runs ({elements} {dtype}, \
-                 {row} bytes each)",
-                actions.len()
-            )));
-        }
-        self.open(py)?;
-        let (Some(pool), bounds) = (self.pool.as_mut(), &self.action_bounds) else { unreachable!("open") };
-        for &(_, start, stop) in &runs {
-            let mut workers =
-                if start == stop { 0..0 } else { layout.worker_of(start)..layout.worker_of(stop - 1) + 1 };
-            if pool.is_pending() || workers.any(|w| pool.is_busy(w)) {
-                return Err(PyValueError::new_err(format!(
-                    "the actions of envs {start}..{stop} cannot be written while their workers have a command in flight"
-                )));
-            }
-        }
-        if bounds.first_outside(dtype, actions).is_some() {
-            return Ok(false);
-        }
-        let mut at = 0;
-        for (slot, start, stop) in runs {
-            let bytes = (stop - start) * row;
-            pool.batch_mut(slot).rows_mut(Array::Action(0), start..stop).copy_from_slice(&actions[at..at + bytes]);
-            at += bytes;
-        }
-        Ok(true)
+        pool.write_actions(&runs, actions, bounds).map_err(|e| to_pyerr(py, e))
     }
 
     /// Makes `slot` the one the next command of `worker` uses (`None`: of every worker; before
@@ -815,8 +759,9 @@ impl PyPool {
 
     /// How many workers have a command in flight.
     #[getter]
-    fn in_flight(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.open(py)?.in_flight())
+    fn in_flight(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        let this = slf.try_borrow().map_err(|_| busy())?;
+        Ok(this.open(slf.py())?.in_flight())
     }
 
     /// Whether worker `worker` has a command in flight.
@@ -829,11 +774,7 @@ impl PyPool {
     /// optional payload each receives; returns at once.
     #[pyo3(signature = (workers, kind, payload=None))]
     fn send(&mut self, py: Python<'_>, workers: Vec<usize>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<()> {
-        let kind = match kind {
-            "step" => CommandKind::Step,
-            "reset" => CommandKind::Reset,
-            other => return Err(PyValueError::new_err(format!("send takes 'step' or 'reset', got {other:?}"))),
-        };
+        let kind = command_kind(kind)?;
         self.retained = None;
         // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;
@@ -849,41 +790,43 @@ impl PyPool {
     #[pyo3(signature = (num_workers, deterministic=false, timeout=None, again=false))]
     #[allow(clippy::type_complexity)]
     fn recv<'py>(
-        &mut self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         num_workers: usize,
         deterministic: bool,
         timeout: Option<f64>,
         again: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.open(py)?;
-        if let (true, Some(batch)) = (again, &self.received) {
+        let mut this = held(slf)?;
+        let this = &mut *this;
+        this.open(py)?;
+        if let (true, Some(batch)) = (again, &this.received) {
             return Ok(batch.bind(py).clone());
         }
-        self.received = None;
-        let waiting = self.closer.enter();
+        this.received = None;
+        let waiting = this.closer.enter();
         let result = (|| {
             let order = if deterministic { RecvOrder::Sent } else { RecvOrder::Arrival };
             // The inline share takes its turn in send order (`Pool::inline_due`): run now, it would
             // step its envs more often than those of the worker processes.
-            let due = self.open(py)?.inline_due(num_workers);
-            let left = if due { self.run_inline_within(py, timeout)? } else { timeout };
-            let pool = self.open_mut(py)?;
+            let due = this.open(py)?.inline_due(num_workers);
+            let left = if due { this.run_inline_within(py, timeout)? } else { timeout };
+            let pool = this.open_mut(py)?;
             let out = wait_in_slices(py, left, timeout, &waiting, "recv", |slice| {
                 pool.recv(num_workers, order, Some(slice))
             })?;
             let list = PyList::empty(py);
             for b in &out {
-                let message = b.message.as_ref().map(|m| self.message(py, b.worker, m)).transpose()?;
+                let message = b.message.as_ref().map(|m| this.message(py, b.worker, m)).transpose()?;
                 let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
                 let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
                 list.append((b.worker, b.slot, message, error, restarted))?;
             }
             Ok(list)
         })();
-        let result = self.close_if_requested(py, result, "recv"); // `waiting` held until the close is done
+        let result = this.close_if_requested(py, result, "recv"); // `waiting` held until the close is done
         if let Ok(batch) = &result {
-            self.received = Some(batch.clone().unbind());
+            this.received = Some(batch.clone().unbind());
         }
         result
     }
@@ -904,31 +847,17 @@ impl PyPool {
         }
         guard(py, || {
             pool.write_seeds(&seeds);
-            Ok(())
-        })?;
-        if let Some(mask) = mask {
-            for w in 0..pool.layout().num_workers {
-                let envs = pool.layout().worker_envs(w);
-                let slot = pool.next_slot_of(w);
-                let mut view = pool.batch_mut(slot);
-                for env in envs.filter(|&env| !mask[env]) {
-                    let flags = view.seed_flags(env).with_skip_reset();
-                    view.set_seed_flags(env, flags);
-                }
+            if let Some(mask) = mask {
+                pool.write_reset_mask(&mask);
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Sends `"step"` or `"reset"` to every worker, with an optional payload. Returns the slot.
     #[pyo3(signature = (kind, payload=None))]
     fn submit(&mut self, py: Python<'_>, kind: &str, payload: Option<Vec<u8>>) -> PyResult<usize> {
-        let kind = match kind {
-            "step" => CommandKind::Step,
-            "reset" => CommandKind::Reset,
-            "call" => CommandKind::Call,
-            other => return Err(PyValueError::new_err(format!("unknown command {other:?}"))),
-        };
+        let kind = command_kind(kind)?;
         (self.retained, self.received) = (None, None);
         // GIL released: a worker whose command ring is corrupt is restarted here.
         let pool = self.open_mut(py)?;
@@ -945,23 +874,25 @@ impl PyPool {
     #[pyo3(signature = (timeout=None))]
     #[allow(clippy::type_complexity)]
     fn wait<'py>(
-        &mut self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<(usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
-        if let Some((slot, messages, errors, restarted)) = &self.retained {
-            if !self.open(py)?.is_pending() {
+        let mut this = held(slf)?;
+        let this = &mut *this;
+        if let Some((slot, messages, errors, restarted)) = &this.retained {
+            if !this.open(py)?.is_pending() {
                 return Ok((*slot, messages.bind(py).clone(), errors.bind(py).clone(), restarted.bind(py).clone()));
             }
         }
-        let waiting = self.closer.enter();
+        let waiting = this.closer.enter();
         let result = (|| {
-            let left = self.run_inline_within(py, timeout)?;
-            let pool = self.open_mut(py)?;
+            let left = this.run_inline_within(py, timeout)?;
+            let pool = this.open_mut(py)?;
             let out = wait_in_slices(py, left, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
             let messages = PyList::empty(py);
             for (w, bytes) in &out.messages {
-                messages.append((w, self.message(py, *w, bytes)?))?;
+                messages.append((w, this.message(py, *w, bytes)?))?;
             }
             let errors = PyList::empty(py);
             for (w, e) in &out.errors {
@@ -973,70 +904,22 @@ impl PyPool {
             }
             Ok((out.slot, messages, errors, restarted))
         })();
-        let result = self.close_if_requested(py, result, "wait"); // `waiting` held until the close is done
+        let result = this.close_if_requested(py, result, "wait"); // `waiting` held until the close is done
         if let Ok((slot, messages, errors, restarted)) = &result {
             let own = |list: &Bound<'py, PyList>| list.clone().unbind();
-            self.retained = Some((*slot, own(messages), own(errors), own(restarted)));
+            this.retained = Some((*slot, own(messages), own(errors), own(restarted)));
         }
         result
     }
 
-    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
-    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
-    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
-    /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
-    /// the control sockets, the pidfds; the mapping goes with the last
-    /// NumPy array over it. Idempotent.
-    ///
-    /// In a process other than the creator (a fork) it only lets go of this process's handle:
-    /// the creator's workers are neither messaged nor stopped.
+    /// Stops the workers and releases the pool's OS resources ([`PyPool::close_pool`]).
     ///
     /// # Errors
-    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
-    /// closed), or a signal handler's exception while the workers closed theirs (with no
-    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
-    /// on a panic.
+    /// `Busy` while another call holds the pool (a wait: ask its closer instead); those of
+    /// [`PyPool::close_pool`].
     #[pyo3(signature = (timeout=Some(1.0)), text_signature = "($self, timeout=1.0)")]
-    fn close(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let bound = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-        let terminate = bound == Some(Duration::ZERO); // killed at once: nothing to wait for
-        let deadline = bound.map(|t| Instant::now() + t);
-        (self.retained, self.received) = (None, None);
-        // The worker processes go first, or close their envs while this process closes its
-        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
-        let owner = current_pid() == self.creator_pid;
-        let mut stopped = Ok(());
-        if let (true, Some(pool)) = (owner, self.pool.as_mut()) {
-            self.last_pids = pool.worker_pids();
-            if terminate {
-                stopped =
-                    py.detach(|| catch(|| pool.close(Duration::ZERO))).map_err(|message| internal_error(py, message));
-            } else {
-                pool.request_close();
-            }
-        }
-        let interrupt = self.close_inline();
-        let Some(mut pool) = self.pool.take() else {
-            self.closer.set_closed();
-            return interrupt.map_or(stopped, Err);
-        };
-        if !owner {
-            let_go_in_child(pool);
-            return Ok(());
-        }
-        let awaited = if terminate { Ok(()) } else { await_workers(py, &mut pool, &self.layout, timeout, deadline) };
-        let closed = stopped.and(awaited).and(
-            py.detach(|| {
-                catch(move || {
-                    pool.close(Duration::ZERO); // the workers still running (none, unless warned of) are killed
-                    drop(pool);
-                })
-            })
-            .map_err(|message| internal_error(py, message)),
-        );
-        self.closer.set_closed();
-        // A Ctrl-C in an inline env's `close`: raised now that everything else is closed.
-        interrupt.map_or(closed, Err)
+    fn close(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<()> {
+        held(slf)?.close_pool(slf.py(), timeout)
     }
 
     /// The pool's closer: `request(timeout)` asks a `wait` or `recv` in progress (in another

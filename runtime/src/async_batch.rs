@@ -28,7 +28,8 @@
 //! }
 //! ```
 
-use crate::{CommandKind, Pool, PoolError, RemoteError, WorkerFailure};
+use crate::pool::Lane;
+use crate::{CommandKind, Pool, RemoteError, StateError, SubmitError, WaitError, WorkerFailure};
 use std::time::{Duration, Instant};
 
 /// Which finished workers [`Pool::recv`] returns.
@@ -73,42 +74,45 @@ impl Pool {
     /// # Panics
     /// When `w` is not a worker index.
     pub fn is_busy(&self, w: usize) -> bool {
-        self.flights[w].is_some()
+        self.lanes[w].flight().is_some()
     }
 
     /// Sends command `kind` (`Step` or `Reset`) to each worker of `workers`, on its own next
     /// slot, with an optional payload message each receives; returns at once.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] (nothing is sent) for a worker index out of range, a
+    /// [`SubmitError::InvalidArgument`] (nothing is sent) for a worker index out of range, a
     /// worker named twice, a worker that still has a command in flight, or a kind other than
-    /// `Step` or `Reset`; [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
-    /// [`PoolError::Closed`], [`PoolError::WorkerDied`] from an earlier failure.
-    pub fn send(&mut self, workers: &[usize], kind: CommandKind, message: Option<&[u8]>) -> Result<(), PoolError> {
+    /// `Step` or `Reset`; [`StateError::AlreadyPending`] while a [`Pool::submit`] is pending;
+    /// the errors of every operation's first check (closed, forked, an earlier failure).
+    pub fn send(&mut self, workers: &[usize], kind: CommandKind, message: Option<&[u8]>) -> Result<(), SubmitError> {
         self.usable()?;
         if self.is_pending() {
-            return Err(PoolError::AlreadyPending);
+            return Err(StateError::AlreadyPending.into());
         }
         if !matches!(kind, CommandKind::Step | CommandKind::Reset) {
-            return Err(PoolError::InvalidArgument(format!("send takes Step or Reset, not {kind:?}")));
+            return Err(SubmitError::InvalidArgument(format!("send takes Step or Reset, not {kind:?}")));
         }
         let n = self.layout().num_workers;
         let mut seen = vec![false; n];
         for &w in workers {
             if w >= n {
-                return Err(PoolError::InvalidArgument(format!("worker {w} out of range: the pool has {n}")));
+                return Err(SubmitError::InvalidArgument(format!("worker {w} out of range: the pool has {n}")));
             }
             if std::mem::replace(&mut seen[w], true) {
-                return Err(PoolError::InvalidArgument(format!("worker {w} named twice")));
+                return Err(SubmitError::InvalidArgument(format!("worker {w} named twice")));
             }
             if self.is_busy(w) {
-                return Err(PoolError::InvalidArgument(format!(
+                return Err(SubmitError::InvalidArgument(format!(
                     "worker {w} (envs {:?}) still has a command in flight: recv its results first",
                     self.layout().worker_envs(w)
                 )));
             }
         }
         let message = message.map(<[u8]>::to_vec);
+        if !workers.is_empty() {
+            self.state.send()?;
+        }
         for &w in workers {
             let seq = self.next_seq();
             self.launch(w, kind, seq, message.clone())?;
@@ -123,8 +127,8 @@ impl Pool {
     /// processes are outstanding (which would step its envs more often than theirs).
     pub fn inline_due(&self, num_workers: usize) -> bool {
         let Some(inline) = self.inline_command().and(self.inline_worker()) else { return false };
-        let sent = self.flights[inline].as_ref().map_or(0, |f| f.sent);
-        let older = self.flights.iter().flatten().filter(|f| f.sent < sent).count();
+        let sent = self.lanes[inline].flight().map_or(0, |f| f.sent);
+        let older = self.flights().filter(|f| f.sent < sent).count();
         older < num_workers
     }
 
@@ -133,29 +137,29 @@ impl Pool {
     /// ~10 ms). Their rows stay valid until they have run one more command.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] when fewer than `num_workers` (or zero) commands are in
+    /// [`WaitError::InvalidArgument`] when fewer than `num_workers` (or zero) commands are in
     /// flight, or the inline worker's command is due and has not run ([`Pool::inline_due`],
-    /// [`Pool::complete_inline`]); [`PoolError::AlreadyPending`] while a [`Pool::submit`] is pending;
-    /// [`PoolError::Timeout`] (nothing is returned; the commands stay in flight);
-    /// [`PoolError::WorkerDied`], [`PoolError::CrashLoop`], [`PoolError::Control`].
+    /// [`Pool::complete_inline`]); [`StateError::AlreadyPending`] while a [`Pool::submit`] is
+    /// pending; [`WaitError::Timeout`] (nothing is returned; the commands stay in flight); a
+    /// [`crate::Failure`].
     pub fn recv(
         &mut self,
         num_workers: usize,
         order: RecvOrder,
         timeout: Option<Duration>,
-    ) -> Result<Vec<WorkerOutcome>, PoolError> {
+    ) -> Result<Vec<WorkerOutcome>, WaitError> {
         self.usable()?;
         if self.is_pending() {
-            return Err(PoolError::AlreadyPending);
+            return Err(StateError::AlreadyPending.into());
         }
         if self.inline_due(num_workers) {
-            return Err(PoolError::InvalidArgument(
+            return Err(WaitError::InvalidArgument(
                 "the inline worker's command is due: run it and call complete_inline before recv".into(),
             ));
         }
         let in_flight = self.in_flight();
         if num_workers == 0 || num_workers > in_flight {
-            return Err(PoolError::InvalidArgument(format!(
+            return Err(WaitError::InvalidArgument(format!(
                 "recv waits for {num_workers} workers but {in_flight} have a command in flight{}",
                 if in_flight == 0 { " (send their envs a command first: async_reset, then send)" } else { "" }
             )));
@@ -163,12 +167,14 @@ impl Pool {
         let start = Instant::now();
         self.pump(timeout, |flights| chosen(flights, num_workers, order).is_some())?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
-        Ok(self.take_chosen(num_workers, order))
+        let batch = self.take_chosen(num_workers, order);
+        self.state.settle(self.in_flight());
+        Ok(batch)
     }
 
     /// Takes the flights `recv` returns once `chosen` found them all finished.
     fn take_chosen(&mut self, num_workers: usize, order: RecvOrder) -> Vec<WorkerOutcome> {
-        let workers = chosen(&self.flights, num_workers, order).expect("pump returned when enough finished");
+        let workers = chosen(&self.lanes, num_workers, order).expect("pump returned when enough finished");
         workers
             .into_iter()
             .map(|w| {
@@ -187,18 +193,15 @@ impl Pool {
 }
 
 /// The `k` workers `recv` returns once they all finished, or `None` while they have not.
-fn chosen(flights: &[Option<crate::pool::Flight>], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
+fn chosen(lanes: &[Lane], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
+    let flights = lanes.iter().enumerate().filter_map(|(w, l)| Some((w, l.flight()?)));
     let mut candidates: Vec<((u64, u64), usize)> = match order {
         // Ties (only the inline worker shares a stamp, see `Pool::complete_inline`): the earlier sent.
-        RecvOrder::Arrival => flights
-            .iter()
-            .enumerate()
-            .filter_map(|(w, f)| Some(((f.as_ref()?.arrived?, f.as_ref()?.sent), w)))
-            .collect(),
-        RecvOrder::Sent => flights.iter().enumerate().filter_map(|(w, f)| Some(((f.as_ref()?.sent, 0), w))).collect(),
+        RecvOrder::Arrival => flights.filter_map(|(w, f)| Some(((f.arrived?, f.sent), w))).collect(),
+        RecvOrder::Sent => flights.map(|(w, f)| ((f.sent, 0), w)).collect(),
     };
     candidates.sort_unstable();
     candidates.truncate(k);
-    let all_done = candidates.iter().all(|&(_, w)| flights[w].as_ref().is_some_and(|f| f.arrived.is_some()));
+    let all_done = candidates.iter().all(|&(_, w)| lanes[w].flight().is_some_and(|f| f.arrived.is_some()));
     (candidates.len() == k && all_done).then(|| candidates.into_iter().map(|(_, w)| w).collect())
 }

@@ -117,9 +117,144 @@ impl std::error::Error for WorkerFailure {
     }
 }
 
-/// An error of a [`crate::Pool`] operation.
+/// A call the pool's state machine refuses in its current state ([`crate::PoolState`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateError {
+    /// A command was submitted (or the next slot moved) while commands are in flight.
+    AlreadyPending,
+    /// `wait` was called with no command of [`crate::Pool::submit`] pending.
+    NoPendingCall,
+    /// The pool is closed.
+    Closed,
+    /// The pool was used in a process other than the one that created it (a `fork` child, which
+    /// holds a copy of the pool but not its workers).
+    ForkedChild {
+        /// The process that created the pool (and owns its workers).
+        creator_pid: u32,
+        /// The calling process.
+        pid: u32,
+    },
+}
+
+impl std::fmt::Display for StateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StateError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
+            StateError::NoPendingCall => {
+                write!(f, "no command is pending: call submit (step_async / reset_async) first")
+            }
+            StateError::Closed => write!(f, "the pool is closed"),
+            StateError::ForkedChild { creator_pid, pid } => write!(
+                f,
+                "this ringenv pool was created by process {creator_pid} and cannot be used in process {pid}, a fork \
+                 of it (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in \
+                 this process instead; closing or dropping the inherited one here only releases this process's copy"
+            ),
+        }
+    }
+}
+impl std::error::Error for StateError {}
+
+/// A worker failure that ended the pool (every worker is stopped; later calls return it again),
+/// or a replacement worker that could not start.
 #[derive(Debug)]
-pub enum PoolError {
+pub enum Failure {
+    /// A worker died ([`crate::FailurePolicy::Raise`]).
+    WorkerDied(WorkerFailure),
+    /// Workers died more often than the restart policy allows.
+    CrashLoop {
+        /// Deaths within the window.
+        failures: usize,
+        /// The window, in seconds.
+        window_s: f64,
+        /// The last death.
+        last: WorkerFailure,
+    },
+    /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
+    /// stamps, a completion naming another worker or a command not in flight, ...): what was
+    /// found. The worker was killed (its status is in `failure`).
+    Corrupt {
+        /// What was found, with the values read.
+        what: String,
+        /// The worker, killed.
+        failure: WorkerFailure,
+    },
+    /// A worker broke the control protocol.
+    Control {
+        /// The worker index.
+        worker: usize,
+        /// What went wrong.
+        error: ControlError,
+    },
+    /// A dead worker's replacement did not start ([`crate::FailurePolicy::Restart`]).
+    Restart(Box<SpawnError>),
+}
+
+impl Failure {
+    /// The copy a failed pool returns from every later call (`None`: a failure that cannot be
+    /// copied, a control or restart error; later calls then return [`StateError::Closed`]).
+    pub(crate) fn again(&self) -> Option<Failure> {
+        Some(match self {
+            Failure::WorkerDied(f) => Failure::WorkerDied(f.clone()),
+            Failure::Corrupt { what, failure } => Failure::Corrupt { what: what.clone(), failure: failure.clone() },
+            Failure::CrashLoop { failures, window_s, last } => {
+                Failure::CrashLoop { failures: *failures, window_s: *window_s, last: last.clone() }
+            }
+            Failure::Control { .. } | Failure::Restart(_) => return None,
+        })
+    }
+
+    /// The worker this failure names.
+    pub fn worker(&self) -> Option<usize> {
+        match self {
+            Failure::WorkerDied(f) | Failure::CrashLoop { last: f, .. } | Failure::Corrupt { failure: f, .. } => {
+                Some(f.worker)
+            }
+            Failure::Control { worker, .. } => Some(*worker),
+            Failure::Restart(e) => e.worker(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::WorkerDied(failure) => write!(f, "{failure}"),
+            Failure::CrashLoop { failures, window_s, last } => write!(
+                f,
+                "crash loop: {failures} worker deaths within {window_s} s exceed the restart policy; the last: {last}"
+            ),
+            Failure::Corrupt { what, failure } => write!(
+                f,
+                "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
+                failure.worker,
+                failure.pid,
+                EnvIds(&failure.env_ids)
+            ),
+            Failure::Control { worker, error } => write!(f, "worker {worker}: {error}"),
+            Failure::Restart(e) => write!(f, "{e}"),
+        }
+    }
+}
+impl std::error::Error for Failure {
+    /// The failure of a death (whose own source is its last error), the control error, the
+    /// replacement's start-up error.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::WorkerDied(f) | Failure::CrashLoop { last: f, .. } | Failure::Corrupt { failure: f, .. } => {
+                Some(f)
+            }
+            Failure::Control { error, .. } => Some(error),
+            Failure::Restart(e) => Some(e.as_ref()),
+        }
+    }
+}
+
+/// An error of [`crate::Pool::spawn`] (and of a worker's restart, [`Failure::Restart`]).
+#[derive(Debug)]
+pub enum SpawnError {
+    /// An argument is invalid: names it and why.
+    InvalidArgument(String),
     /// The requested layout is invalid.
     Layout(LayoutError),
     /// The segment could not be created.
@@ -140,27 +275,10 @@ pub enum PoolError {
         /// The error it reported (boxed: errors stay small on the hot path).
         error: Box<RemoteError>,
     },
-    /// A worker died; the pool has terminated the others and is closed.
+    /// A worker died before its handshake.
     WorkerDied(WorkerFailure),
-    /// Workers died more often than the restart policy allows; the pool is closed.
-    CrashLoop {
-        /// Deaths within the window.
-        failures: usize,
-        /// The window, in seconds.
-        window_s: f64,
-        /// The last death.
-        last: WorkerFailure,
-    },
-    /// The call did not finish within its timeout; the command stays pending and a later
-    /// `wait` may still collect it.
-    Timeout {
-        /// The timeout in seconds.
-        seconds: f64,
-        /// Workers that had not completed.
-        waiting_for: Vec<usize>,
-    },
-    /// A worker did not report ready within the start-up timeout ([`crate::PoolConfig::startup_timeout`],
-    /// at [`crate::Pool::spawn`] or a restart); the pool's workers are stopped.
+    /// A worker did not report ready within the start-up timeout ([`crate::PoolConfig::startup_timeout`]);
+    /// the pool's workers are stopped.
     StartupTimeout {
         /// The timeout in seconds.
         seconds: f64,
@@ -177,61 +295,51 @@ pub enum PoolError {
         /// long arguments shortened).
         program: String,
     },
-    /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
-    /// stamps, a completion naming another worker or a command not in flight, ...): what was
-    /// found. The worker was killed (its status is in `failure`) and, as for a death, restarted
-    /// ([`crate::FailurePolicy::Restart`]) or the pool is closed.
-    Corrupt {
-        /// What was found, with the values read.
-        what: String,
-        /// The worker, killed.
-        failure: WorkerFailure,
-    },
-    /// A worker broke the control protocol.
+    /// A worker broke the control protocol during its handshake.
     Control {
         /// The worker index.
         worker: usize,
         /// What went wrong.
         error: ControlError,
     },
-    /// `wait` was called with no command pending.
-    NoPendingCall,
-    /// A command was submitted while another was pending.
-    AlreadyPending,
-    /// The pool is closed.
-    Closed,
-    /// An argument is invalid: names it and why.
-    InvalidArgument(String),
-    /// The pool was used in a process other than the one that created it (a `fork` child, which
-    /// holds a copy of the pool but not its workers).
-    ForkedChild {
-        /// The process that created the pool (and owns its workers).
-        creator_pid: u32,
-        /// The calling process.
-        pid: u32,
+    /// The [`crate::PoolConfig::cancel`] hook cancelled the start-up of worker `worker`.
+    Cancelled {
+        /// The worker starting then.
+        worker: usize,
+        /// The start-up timeout, in seconds.
+        seconds: f64,
     },
 }
 
-impl std::fmt::Display for PoolError {
+impl SpawnError {
+    /// The worker this error names, if any.
+    pub fn worker(&self) -> Option<usize> {
+        match self {
+            SpawnError::Spawn { worker, .. }
+            | SpawnError::Startup { worker, .. }
+            | SpawnError::StartupTimeout { worker, .. }
+            | SpawnError::Control { worker, .. }
+            | SpawnError::Cancelled { worker, .. } => Some(*worker),
+            SpawnError::WorkerDied(f) => Some(f.worker),
+            SpawnError::InvalidArgument(_) | SpawnError::Layout(_) | SpawnError::Segment(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SpawnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PoolError::Layout(e) => write!(f, "invalid pool layout: {e}"),
-            PoolError::Segment(e) => write!(f, "cannot set up the shared memory segment: {e}"),
-            PoolError::Spawn { worker, source } => {
+            SpawnError::InvalidArgument(why) => write!(f, "{why}"),
+            SpawnError::Layout(e) => write!(f, "invalid pool layout: {e}"),
+            SpawnError::Segment(e) => write!(f, "cannot set up the shared memory segment: {e}"),
+            SpawnError::Spawn { worker, source } => {
                 write!(f, "cannot start worker {worker}: {source}{}", limit_hint(source))
             }
-            PoolError::Startup { worker, env_ids, error } => {
+            SpawnError::Startup { worker, env_ids, error } => {
                 write!(f, "worker {worker} (envs {}) failed to start: {error}", EnvIds(env_ids))
             }
-            PoolError::WorkerDied(failure) => write!(f, "{failure}"),
-            PoolError::CrashLoop { failures, window_s, last } => write!(
-                f,
-                "crash loop: {failures} worker deaths within {window_s} s exceed the restart policy; the last: {last}"
-            ),
-            PoolError::Timeout { seconds, waiting_for } => {
-                write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
-            }
-            PoolError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
+            SpawnError::WorkerDied(failure) => write!(f, "{failure}"),
+            SpawnError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
                 write!(f, "worker {worker} (pid {pid}, envs {}) did not start within {seconds} s: ", EnvIds(env_ids))?;
                 if *joined {
                     write!(f, "it was building its envs (their constructors or factories had not returned)")?;
@@ -244,65 +352,127 @@ impl std::fmt::Display for PoolError {
                      something in it hangs (a constructor waiting for a lock, a pipe, a server)"
                 )
             }
-            PoolError::Corrupt { what, failure } => write!(
-                f,
-                "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
-                failure.worker,
-                failure.pid,
-                EnvIds(&failure.env_ids)
-            ),
-            PoolError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
-            PoolError::NoPendingCall => {
-                write!(f, "no command is pending: call submit (step_async / reset_async) first")
-            }
-            PoolError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
-            PoolError::Closed => write!(f, "the pool is closed"),
-            PoolError::InvalidArgument(why) => write!(f, "{why}"),
-            PoolError::ForkedChild { creator_pid, pid } => write!(
-                f,
-                "this pool was created by process {creator_pid}; it cannot be used in process {pid} (a fork): create a new pool in this process"
-            ),
+            SpawnError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
+            SpawnError::Cancelled { worker, .. } => write!(f, "the start-up of worker {worker} was cancelled"),
         }
     }
 }
-impl std::error::Error for PoolError {
+impl std::error::Error for SpawnError {
     /// The wrapped error, so the chain down to the system call or the remote exception is never
     /// cut: the layout or segment error, the `io::Error` of a spawn, the worker's remote error, the
-    /// failure of a death (whose own source is its last error), the control error.
+    /// failure of a death, the control error.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            PoolError::Layout(e) => Some(e),
-            PoolError::Segment(e) => Some(e),
-            PoolError::Spawn { source, .. } => Some(source),
-            PoolError::Startup { error, .. } => Some(error.as_ref()),
-            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
-                Some(f)
-            }
-            PoolError::Control { error, .. } => Some(error),
-            PoolError::Timeout { .. }
-            | PoolError::StartupTimeout { .. }
-            | PoolError::ForkedChild { .. }
-            | PoolError::NoPendingCall
-            | PoolError::AlreadyPending
-            | PoolError::Closed
-            | PoolError::InvalidArgument(_) => None,
+            SpawnError::Layout(e) => Some(e),
+            SpawnError::Segment(e) => Some(e),
+            SpawnError::Spawn { source, .. } => Some(source),
+            SpawnError::Startup { error, .. } => Some(error.as_ref()),
+            SpawnError::WorkerDied(f) => Some(f),
+            SpawnError::Control { error, .. } => Some(error),
+            SpawnError::InvalidArgument(_) | SpawnError::StartupTimeout { .. } | SpawnError::Cancelled { .. } => None,
         }
     }
 }
 
-impl PoolError {
-    /// The worker this error names, if any (a spawn, a start-up, a death, a corruption, a
-    /// protocol error).
-    pub fn worker(&self) -> Option<usize> {
+/// An error of [`crate::Pool::submit`], [`crate::Pool::send`] and the calls that prepare one
+/// (`set_next_slot`, `complete_inline`): nothing was sent, unless the pool failed.
+#[derive(Debug)]
+pub enum SubmitError {
+    /// The pool's state does not allow the call.
+    State(StateError),
+    /// An argument is invalid: names it and why (nothing was sent).
+    InvalidArgument(String),
+    /// A worker failure ended the pool.
+    Failed(Failure),
+}
+
+/// An error of [`crate::Pool::wait`] and [`crate::Pool::recv`] (and of `step` / `reset`, which
+/// submit then wait).
+#[derive(Debug)]
+pub enum WaitError {
+    /// The pool's state does not allow the call.
+    State(StateError),
+    /// An argument is invalid: names it and why.
+    InvalidArgument(String),
+    /// The call did not finish within its timeout; the command stays pending and a later wait
+    /// may still collect it.
+    Timeout {
+        /// The timeout in seconds.
+        seconds: f64,
+        /// Workers that had not completed.
+        waiting_for: Vec<usize>,
+    },
+    /// A worker failure ended the pool.
+    Failed(Failure),
+}
+
+impl From<StateError> for SubmitError {
+    fn from(e: StateError) -> Self {
+        SubmitError::State(e)
+    }
+}
+impl From<Failure> for SubmitError {
+    fn from(e: Failure) -> Self {
+        SubmitError::Failed(e)
+    }
+}
+impl From<StateError> for WaitError {
+    fn from(e: StateError) -> Self {
+        WaitError::State(e)
+    }
+}
+impl From<Failure> for WaitError {
+    fn from(e: Failure) -> Self {
+        WaitError::Failed(e)
+    }
+}
+impl From<SubmitError> for WaitError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::State(e) => WaitError::State(e),
+            SubmitError::InvalidArgument(why) => WaitError::InvalidArgument(why),
+            SubmitError::Failed(e) => WaitError::Failed(e),
+        }
+    }
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PoolError::Spawn { worker, .. }
-            | PoolError::Startup { worker, .. }
-            | PoolError::StartupTimeout { worker, .. }
-            | PoolError::Control { worker, .. } => Some(*worker),
-            PoolError::WorkerDied(f) | PoolError::CrashLoop { last: f, .. } | PoolError::Corrupt { failure: f, .. } => {
-                Some(f.worker)
+            SubmitError::State(e) => write!(f, "{e}"),
+            SubmitError::InvalidArgument(why) => write!(f, "{why}"),
+            SubmitError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+impl std::error::Error for SubmitError {
+    /// The failure's own source (see [`Failure`]).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SubmitError::Failed(e) => e.source(),
+            SubmitError::State(_) | SubmitError::InvalidArgument(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitError::State(e) => write!(f, "{e}"),
+            WaitError::InvalidArgument(why) => write!(f, "{why}"),
+            WaitError::Timeout { seconds, waiting_for } => {
+                write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
             }
-            _ => None,
+            WaitError::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+impl std::error::Error for WaitError {
+    /// The failure's own source (see [`Failure`]).
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WaitError::Failed(e) => e.source(),
+            WaitError::State(_) | WaitError::InvalidArgument(_) | WaitError::Timeout { .. } => None,
         }
     }
 }
@@ -350,7 +520,7 @@ mod tests {
 
     #[test]
     fn a_worker_start_that_hit_a_limit_names_the_limit_and_its_value() {
-        let spawn = |code| PoolError::Spawn { worker: 3, source: std::io::Error::from_raw_os_error(code) };
+        let spawn = |code| SpawnError::Spawn { worker: 3, source: std::io::Error::from_raw_os_error(code) };
         let files = spawn(rustix::io::Errno::MFILE.raw_os_error()).to_string();
         let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
         assert!(files.starts_with("cannot start worker 3: "), "{files}");
@@ -364,19 +534,19 @@ mod tests {
     #[test]
     fn every_wrapping_error_returns_its_cause_from_source() {
         let io = || std::io::Error::from_raw_os_error(12);
-        let segment = PoolError::Segment(SegmentError::Os("mmap", io()));
+        let segment = SpawnError::Segment(SegmentError::Os("mmap", io()));
         let links = chain(&segment);
         assert_eq!(links.len(), 3, "{links:?}");
         assert!(segment.source().unwrap().source().unwrap().downcast_ref::<std::io::Error>().is_some());
 
         let header = SegmentError::Header(crate::HeaderError::Layout(LayoutError::TooLarge));
-        assert_eq!(chain(&PoolError::Segment(header)).len(), 4);
+        assert_eq!(chain(&SpawnError::Segment(header)).len(), 4);
 
-        let spawn = PoolError::Spawn { worker: 2, source: io() };
+        let spawn = SpawnError::Spawn { worker: 2, source: io() };
         assert_eq!(spawn.source().unwrap().downcast_ref::<std::io::Error>().unwrap().raw_os_error(), Some(12));
         assert_eq!(spawn.worker(), Some(2));
 
-        let control = PoolError::Control { worker: 1, error: ControlError::Io(io()) };
+        let control = Failure::Control { worker: 1, error: ControlError::Io(io()) };
         assert_eq!(chain(&control).len(), 3);
 
         let remote = RemoteError { kind: "ValueError".into(), message: "bad".into(), ..Default::default() };
@@ -387,15 +557,18 @@ mod tests {
             status: ExitStatus::Signaled(9),
             last_error: Some(Box::new(remote.clone())),
         };
-        let died = PoolError::WorkerDied(failure.clone());
+        let died = WaitError::Failed(Failure::WorkerDied(failure.clone()));
         assert_eq!(chain(&died).len(), 3);
-        let corrupt = PoolError::Corrupt { what: "ring".into(), failure: failure.clone() };
+        let corrupt = Failure::Corrupt { what: "ring".into(), failure: failure.clone() };
         assert!(chain(&corrupt)[2].contains("bad"));
-        let crash = PoolError::CrashLoop { failures: 3, window_s: 1.0, last: failure };
+        let crash = Failure::CrashLoop { failures: 3, window_s: 1.0, last: failure };
         assert_eq!(chain(&crash).len(), 3);
-        let startup = PoolError::Startup { worker: 0, env_ids: 0..1, error: Box::new(remote) };
+        let startup = SpawnError::Startup { worker: 0, env_ids: 0..1, error: Box::new(remote) };
         assert_eq!(chain(&startup).len(), 2);
-        assert!(PoolError::Layout(LayoutError::TooLarge).source().is_some());
-        assert!(PoolError::Closed.source().is_none());
+        assert!(SpawnError::Layout(LayoutError::TooLarge).source().is_some());
+        assert!(WaitError::State(StateError::Closed).source().is_none());
+        let restart = Failure::Restart(Box::new(SpawnError::Spawn { worker: 1, source: io() }));
+        assert_eq!(chain(&restart).len(), 3);
+        assert_eq!(restart.worker(), Some(1));
     }
 }

@@ -53,7 +53,7 @@ pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
 pub use dtype::{DType, Element};
 pub use endpoint::{ConnectError, EndpointArgs, WorkerEndpoint};
-pub use error::{EnvIds, ExitStatus, PoolError, WorkerFailure};
+pub use error::{EnvIds, ExitStatus, Failure, SpawnError, StateError, SubmitError, WaitError, WorkerFailure};
 pub use futex::{DefaultFutex, Futex, LocalFutex, SharedFutex};
 pub use header::{
     read as read_header, read_settings as read_header_settings, write as write_header, write_with as write_header_with,
@@ -70,7 +70,9 @@ pub use monitor::{
     list_pools, Monitor, MonitorError, PoolEntry, PoolView, WorkerView, MAX_SEGMENT_BYTES,
     MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
-pub use pool::{Outcome, Pool, PoolConfig};
+pub use pool::{
+    CloseNotice, CloseProgress, CloseReason, Outcome, Pool, PoolConfig, PoolState, CLOSE_PATIENCE, CLOSE_TAKEN,
+};
 pub use process_id::current_pid;
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};

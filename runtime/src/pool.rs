@@ -4,22 +4,22 @@
 //! A command goes to every worker at once (each steps or resets its own envs) on data slot
 //! `s`; the next command uses slot `s + 1 mod depth`, so the arrays of the last result stay
 //! intact while the next command runs. The protocol is an explicit state machine: at most one
-//! command is pending ([`PoolError::AlreadyPending`], [`PoolError::NoPendingCall`]); a slow
-//! worker yields [`PoolError::Timeout`] with the command still pending. A worker that dies either
-//! ends the pool ([`FailurePolicy::Raise`]: [`PoolError::WorkerDied`], the others are stopped) or
+//! command is pending ([`PoolState`], [`StateError::AlreadyPending`], [`StateError::NoPendingCall`]); a
+//! slow worker yields [`WaitError::Timeout`] with the command still pending. A worker that dies
+//! either ends the pool ([`FailurePolicy::Raise`]: [`Failure::WorkerDied`], the others are stopped) or
 //! is restarted ([`FailurePolicy::Restart`]): its rings are reset, a new worker builds its envs,
 //! those envs are reset and the command they were running completes as a reset (reported in
 //! [`Outcome::restarted`]; for a step, their rows read truncated).
 //!
 //! A pool belongs to the process that created it. A `fork` child holds a copy of it (the
 //! segment mapping and descriptors) but not its workers: there every operation returns
-//! [`PoolError::ForkedChild`], and closing or dropping the copy only releases the child's
+//! [`StateError::ForkedChild`], and closing or dropping the copy only releases the child's
 //! descriptors and mapping; it sends no command, no signal, and waits for no worker, so the
 //! creator's pool runs on untouched ([`Pool::is_owner`]).
 //!
 //! Nothing a worker writes into the segment can hang or crash this side: every ring operation is
 //! bounded and checked ([`crate::ring`]), every completion is validated against the command in
-//! flight, and an impossible state is a [`PoolError::Corrupt`] naming the worker, which is then
+//! flight, and an impossible state is a [`Failure::Corrupt`] naming the worker, which is then
 //! killed and handled as a death (restarted, or the pool is closed).
 //!
 //! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is no process: the
@@ -50,16 +50,23 @@
 //! ```
 
 use crate::restart::{CrashLoopGuard, FailurePolicy};
-use crate::supervisor::{await_all, stop_all, WorkerProcess};
+use crate::supervisor::{stop_all, WorkerProcess};
 use crate::{
-    Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Layout, PoolError,
-    PushError, RemoteError, Ring, SeedFlags, Segment, SlotRef, SlotView, SpinPolicy, SpinSettings, Spinner,
-    WorkerCommand, WorkerFailure,
+    Array, Command, CommandKind, Completion, Consumer, ControlError, ControlMessage, ExitStatus, Failure, Layout,
+    PushError, RemoteError, Ring, SeedFlags, Segment, SlotRef, SlotView, SpawnError, SpinPolicy, SpinSettings, Spinner,
+    StateError, SubmitError, WaitError, WorkerCommand, WorkerFailure,
 };
 use std::time::{Duration, Instant};
 
+mod close;
+mod inputs;
+mod state;
+pub use close::{CloseNotice, CloseProgress, CloseReason, CLOSE_PATIENCE, CLOSE_TAKEN};
+pub use state::PoolState;
+pub(crate) use state::{Flight, Lane};
+
 /// How long the wait loop sleeps at most before checking that every worker is alive: bounds the
-/// time to notice a death (the issue's budget is 100 ms).
+/// time to notice a death (a death is noticed within 100 ms).
 const LIVENESS_CHECK: Duration = Duration::from_millis(10);
 
 /// Everything [`Pool::spawn`] needs.
@@ -80,7 +87,7 @@ pub struct PoolConfig {
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,
     /// Asked about every 100 ms while a worker starts (the handshake of [`Pool::spawn`] and of a
-    /// restart): `true` abandons the start-up as a [`PoolError::Timeout`], with the started
+    /// restart): `true` abandons the start-up as a [`SpawnError::Cancelled`], with the started
     /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
     pub cancel: Option<fn() -> bool>,
     /// Whether the layout's last worker is served inline by the caller, in this process (see the
@@ -128,30 +135,13 @@ pub struct Outcome {
     pub restarted: Vec<(usize, WorkerFailure)>,
 }
 
-/// The command in flight on one worker, and what came back for it.
-pub(crate) struct Flight {
-    pub(crate) kind: CommandKind,
-    pub(crate) slot: usize,
-    pub(crate) seq: u64,
-    pub(crate) message: Option<Vec<u8>>,
-    /// When the command was sent, in the pool's send order (the deterministic order of
-    /// [`crate::RecvOrder::Sent`]).
-    pub(crate) sent: u64,
-    /// When its completion arrived, in the pool's arrival order; `None` while running (for the
-    /// inline worker: until [`Pool::complete_inline`]).
-    pub(crate) arrived: Option<u64>,
-    pub(crate) reply: Option<Vec<u8>>,
-    pub(crate) error: Option<RemoteError>,
-    pub(crate) restarted: Option<WorkerFailure>,
-}
-
 /// A pool of worker processes stepping `num_envs` envs over shared memory.
 pub struct Pool {
     pub(crate) segment: Segment,
     config: PoolConfig,
     /// The worker processes: workers `0..workers.len()` of the layout (all of them, or all but
     /// the last when it is served inline).
-    workers: Vec<WorkerProcess>,
+    pub(crate) workers: Vec<WorkerProcess>,
     commands: Vec<Ring<Command>>,
     completions: Vec<Consumer<Completion>>,
     /// The data slot each worker's next command uses (all equal unless async batches ran).
@@ -160,14 +150,10 @@ pub struct Pool {
     /// Counters of sends and arrivals, ordering flights.
     sends: u64,
     arrivals: u64,
-    /// The command in flight on each worker.
-    pub(crate) flights: Vec<Option<Flight>>,
-    /// The kind of the all-worker command of [`Pool::submit`] while it is pending.
-    sync: Option<CommandKind>,
-    failed: Option<PoolError>,
-    closed: bool,
-    /// Every worker was sent its `Close` command ([`Pool::request_close`]).
-    close_sent: bool,
+    /// What each worker is doing (its command in flight, if any).
+    pub(crate) lanes: Vec<Lane>,
+    /// What the pool is doing as a whole.
+    pub(crate) state: PoolState,
     crash_guard: Option<CrashLoopGuard>,
     /// The learned spin state of the completion waits.
     spinner: Spinner,
@@ -176,10 +162,6 @@ pub struct Pool {
     /// When `pump` last looked for dead worker processes while completions kept coming (see
     /// [`Pool::pump`]).
     liveness_checked: Instant,
-    /// Per worker: the failure of a worker restarted while it had no command in flight (in
-    /// asynchronous batches, between `recv` and `send`), reported with its next step or reset,
-    /// which then resets its new envs (see [`Pool::launch`]).
-    idle_restarts: Vec<Option<WorkerFailure>>,
     /// The process that created the pool: the only one that may command, signal or reap its
     /// workers.
     creator_pid: u32,
@@ -249,30 +231,20 @@ enum SendFault {
     Control(ControlError),
 }
 
-fn clone_error(e: &PoolError) -> PoolError {
-    match e {
-        PoolError::WorkerDied(f) => PoolError::WorkerDied(f.clone()),
-        PoolError::Corrupt { what, failure } => PoolError::Corrupt { what: what.clone(), failure: failure.clone() },
-        PoolError::CrashLoop { failures, window_s, last } => {
-            PoolError::CrashLoop { failures: *failures, window_s: *window_s, last: last.clone() }
-        }
-        _ => PoolError::Closed,
-    }
-}
-
 impl Pool {
     /// Creates the segment, starts the workers, sends each its init payload and waits for every
     /// one to report ready.
     ///
     /// # Errors
-    /// [`PoolError::Segment`], [`PoolError::Spawn`], [`PoolError::Startup`] (a worker reported an
-    /// error, with its traceback), [`PoolError::WorkerDied`] (a worker died before its handshake),
-    /// [`PoolError::StartupTimeout`] (naming the worker not ready), [`PoolError::Timeout`] (the
-    /// [`PoolConfig::cancel`] hook cancelled the start-up). Every started worker is stopped before the error returns.
-    pub fn spawn(config: PoolConfig) -> Result<Pool, PoolError> {
+    /// [`SpawnError::Segment`], [`SpawnError::Spawn`], [`SpawnError::Startup`] (a worker reported
+    /// an error, with its traceback), [`SpawnError::WorkerDied`] (a worker died before its
+    /// handshake), [`SpawnError::StartupTimeout`] (naming the worker not ready),
+    /// [`SpawnError::Cancelled`] (the [`PoolConfig::cancel`] hook cancelled the start-up). Every
+    /// started worker is stopped before the error returns.
+    pub fn spawn(config: PoolConfig) -> Result<Pool, SpawnError> {
         let n = config.layout.num_workers;
         if config.init.len() != 1 && config.init.len() != n {
-            return Err(PoolError::InvalidArgument(format!(
+            return Err(SpawnError::InvalidArgument(format!(
                 "init has {} payloads; give one, or one per worker ({n})",
                 config.init.len()
             )));
@@ -280,7 +252,7 @@ impl Pool {
         // The worker processes; the inline worker (the last), if any, is this process.
         let processes = n - usize::from(config.inline);
         let spin = SpinSettings::for_pool(config.spin, processes);
-        let segment = Segment::create_with(config.layout.clone(), spin).map_err(PoolError::Segment)?;
+        let segment = Segment::create_with(config.layout.clone(), spin).map_err(SpawnError::Segment)?;
         let completions = (0..n)
             .map(|w| {
                 segment.completion_ring(w).acquire_consumer().expect("a fresh ring of this process has no consumer")
@@ -301,16 +273,12 @@ impl Pool {
             seq: 0,
             sends: 0,
             arrivals: 0,
-            flights: (0..n).map(|_| None).collect(),
-            sync: None,
-            failed: None,
-            closed: false,
-            close_sent: false,
+            lanes: (0..n).map(|_| Lane::Idle).collect(),
+            state: PoolState::Idle,
             crash_guard,
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
             liveness_checked: Instant::now(),
-            idle_restarts: (0..n).map(|_| None).collect(),
             creator_pid: crate::current_pid(),
         };
         pool.segment.pool_metrics().init(std::process::id());
@@ -323,7 +291,7 @@ impl Pool {
                 Ok(p) => pool.workers.push(p),
                 Err(source) => {
                     pool.shutdown(Duration::ZERO);
-                    return Err(PoolError::Spawn { worker: w, source });
+                    return Err(SpawnError::Spawn { worker: w, source });
                 }
             }
         }
@@ -338,16 +306,16 @@ impl Pool {
         Ok(pool)
     }
 
-    fn send_init(&mut self, w: usize) -> Result<(), PoolError> {
+    fn send_init(&mut self, w: usize) -> Result<(), SpawnError> {
         match self.workers[w].control.send_init(self.config.init_of(w)) {
             Ok(()) => Ok(()),
-            Err(ControlError::Closed) => Err(PoolError::WorkerDied(self.failure_of(w, &Cause::Died))),
-            Err(error) => Err(PoolError::Control { worker: w, error }),
+            Err(ControlError::Closed) => Err(SpawnError::WorkerDied(self.failure_of(w, &Cause::Died))),
+            Err(error) => Err(SpawnError::Control { worker: w, error }),
         }
     }
 
     /// Waits for worker `w`'s `Ready`, noticing its death.
-    fn await_ready(&mut self, w: usize, deadline: Instant) -> Result<(), PoolError> {
+    fn await_ready(&mut self, w: usize, deadline: Instant) -> Result<(), SpawnError> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -357,32 +325,32 @@ impl Pool {
                 Ok(ControlMessage::Ready) => return Ok(()),
                 Ok(ControlMessage::Error(error)) => {
                     let env_ids = self.workers[w].env_ids.clone();
-                    return Err(PoolError::Startup { worker: w, env_ids, error: Box::new(error) });
+                    return Err(SpawnError::Startup { worker: w, env_ids, error: Box::new(error) });
                 }
                 Ok(other) => {
                     let error = ControlError::Protocol(format!("expected Ready, got {other:?}"));
-                    return Err(PoolError::Control { worker: w, error });
+                    return Err(SpawnError::Control { worker: w, error });
                 }
                 Err(ControlError::Timeout) if !self.workers[w].has_exited() => {
                     if self.config.cancel.is_some_and(|cancel| cancel()) {
                         let seconds = self.config.startup_timeout.as_secs_f64();
-                        return Err(PoolError::Timeout { seconds, waiting_for: vec![w] });
+                        return Err(SpawnError::Cancelled { worker: w, seconds });
                     }
                 }
                 Err(ControlError::Timeout | ControlError::Closed) => {
-                    return Err(PoolError::WorkerDied(self.failure_of(w, &Cause::Died)));
+                    return Err(SpawnError::WorkerDied(self.failure_of(w, &Cause::Died)));
                 }
-                Err(error) => return Err(PoolError::Control { worker: w, error }),
+                Err(error) => return Err(SpawnError::Control { worker: w, error }),
             }
         }
     }
 
     /// The error of worker `w` not ready in time: who it is, how far it got (joined the pool:
     /// its metrics hold its pid), what it runs.
-    fn startup_timeout(&self, w: usize) -> PoolError {
+    fn startup_timeout(&self, w: usize) -> SpawnError {
         let worker = &self.workers[w];
         let joined = self.segment.worker_metrics(w).snapshot().pid == worker.pid();
-        PoolError::StartupTimeout {
+        SpawnError::StartupTimeout {
             seconds: self.config.startup_timeout.as_secs_f64(),
             worker: w,
             pid: worker.pid(),
@@ -406,7 +374,7 @@ impl Pool {
     /// # Panics
     /// When `worker >= num_workers`.
     pub fn control_message_counts(&self, worker: usize) -> (u64, u64) {
-        assert!(worker < self.flights.len(), "no worker {worker}");
+        assert!(worker < self.lanes.len(), "no worker {worker}");
         self.workers.get(worker).map_or((0, 0), |w| w.control.message_counts())
     }
 
@@ -419,14 +387,14 @@ impl Pool {
     /// The index of the inline worker (the layout's last), or `None` when every worker is a
     /// process ([`PoolConfig::inline`]).
     pub fn inline_worker(&self) -> Option<usize> {
-        self.config.inline.then(|| self.flights.len() - 1)
+        self.config.inline.then(|| self.lanes.len() - 1)
     }
 
     /// The inline worker's command that has not run yet: `(kind, slot, message)`. The caller runs
     /// it on the envs it hosts (their rows of slot `slot`) and reports with
     /// [`Pool::complete_inline`]. `None` when there is no inline worker or nothing for it to run.
     pub fn inline_command(&self) -> Option<(CommandKind, usize, Option<&[u8]>)> {
-        let f = self.flights[self.inline_worker()?].as_ref().filter(|f| f.arrived.is_none())?;
+        let f = self.lanes[self.inline_worker()?].flight().filter(|f| f.arrived.is_none())?;
         Some((f.kind, f.slot, f.message.as_deref()))
     }
 
@@ -435,18 +403,18 @@ impl Pool {
     /// which `ringenv top` shows, as a worker process records its own).
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] when the inline worker has no command waiting to run;
-    /// [`PoolError::ForkedChild`], [`PoolError::Closed`].
+    /// [`SubmitError::InvalidArgument`] when the inline worker has no command waiting to run;
+    /// the errors of every operation's first check ([`Pool::usable`]).
     pub fn complete_inline(
         &mut self,
         result: Result<Option<Vec<u8>>, RemoteError>,
         busy: Duration,
-    ) -> Result<(), PoolError> {
+    ) -> Result<(), SubmitError> {
         self.usable()?;
         let Some((kind, _, _)) = self.inline_command() else {
-            return Err(PoolError::InvalidArgument("the inline worker has no command waiting to run".into()));
+            return Err(SubmitError::InvalidArgument("the inline worker has no command waiting to run".into()));
         };
-        let w = self.flights.len() - 1;
+        let w = self.lanes.len() - 1;
         let metrics = self.segment.worker_metrics(w);
         let envs = if kind == CommandKind::Step { self.segment.layout().worker_envs(w).len() as u64 } else { 0 };
         metrics.record_command(envs, busy.as_nanos() as u64, 0);
@@ -456,8 +424,8 @@ impl Pool {
         // It counts as finished no later than any command sent after it that finished already (it
         // ran on its turn, when it became due: `Pool::inline_due`), so `RecvOrder::Arrival`
         // returns it before them and its envs step as often as the worker processes' envs.
-        let sent = self.flights[w].as_ref().map_or(0, |f| f.sent);
-        let later = self.flights.iter().flatten().filter(|f| f.sent > sent).filter_map(|f| f.arrived).min();
+        let sent = self.lanes[w].flight().map_or(0, |f| f.sent);
+        let later = self.flights().filter(|f| f.sent > sent).filter_map(|f| f.arrived).min();
         let arrived = later.unwrap_or_else(|| {
             self.arrivals += 1;
             self.arrivals
@@ -472,9 +440,9 @@ impl Pool {
     }
 
     /// `InvalidArgument` while the inline worker's command has not run: a wait could not end.
-    pub(crate) fn inline_done(&self) -> Result<(), PoolError> {
+    pub(crate) fn inline_done(&self) -> Result<(), WaitError> {
         match self.inline_command() {
-            Some((kind, slot, _)) => Err(PoolError::InvalidArgument(format!(
+            Some((kind, slot, _)) => Err(WaitError::InvalidArgument(format!(
                 "the inline worker's {kind:?} command on slot {slot} has not run: run it and call complete_inline \
                  before waiting"
             ))),
@@ -503,30 +471,29 @@ impl Pool {
     /// instead of copying them, `ringenv._leases`). Write the command's inputs after this.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
-    /// [`PoolError::AlreadyPending`]: that worker (or, with `None`, any worker) has a command in
-    /// flight; the errors of every operation's first check ([`PoolError::Closed`],
-    /// [`PoolError::ForkedChild`], a failed pool's error).
-    pub fn set_next_slot(&mut self, w: Option<usize>, slot: usize) -> Result<(), PoolError> {
+    /// [`SubmitError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
+    /// [`StateError::AlreadyPending`]: that worker (or, with `None`, any worker) has a command in
+    /// flight; the errors of every operation's first check ([`Pool::usable`]).
+    pub fn set_next_slot(&mut self, w: Option<usize>, slot: usize) -> Result<(), SubmitError> {
         self.usable()?;
         let depth = self.segment.layout().depth;
         if slot >= depth {
-            return Err(PoolError::InvalidArgument(format!("no slot {slot}: the pool has {depth}")));
+            return Err(SubmitError::InvalidArgument(format!("no slot {slot}: the pool has {depth}")));
         }
         match w {
             None => {
-                if self.sync.is_some() || self.in_flight() > 0 {
-                    return Err(PoolError::AlreadyPending);
+                if !matches!(self.state, PoolState::Idle) {
+                    return Err(StateError::AlreadyPending.into());
                 }
                 self.worker_slot.iter_mut().for_each(|s| *s = slot);
             }
             Some(w) => {
                 let workers = self.worker_slot.len();
                 if w >= workers {
-                    return Err(PoolError::InvalidArgument(format!("no worker {w}: the pool has {workers}")));
+                    return Err(SubmitError::InvalidArgument(format!("no worker {w}: the pool has {workers}")));
                 }
-                if self.sync.is_some() || self.flights[w].is_some() {
-                    return Err(PoolError::AlreadyPending);
+                if self.is_pending() || self.is_busy(w) {
+                    return Err(StateError::AlreadyPending.into());
                 }
                 self.worker_slot[w] = slot;
             }
@@ -552,16 +519,26 @@ impl Pool {
 
     /// Whether a command of [`Pool::submit`] is pending.
     pub fn is_pending(&self) -> bool {
-        self.sync.is_some()
+        self.state.pending().is_some()
     }
 
-    /// Whether any worker has a command in flight (of [`Pool::submit`] or [`Pool::send`]).
+    /// The pool's state ([`PoolState`]).
+    pub fn state(&self) -> &PoolState {
+        &self.state
+    }
+
+    /// How many workers have a command in flight (of [`Pool::submit`] or [`Pool::send`]).
     pub fn in_flight(&self) -> usize {
-        self.flights.iter().filter(|f| f.is_some()).count()
+        self.flights().count()
+    }
+
+    /// The commands in flight.
+    pub(crate) fn flights(&self) -> impl Iterator<Item = &Flight> {
+        self.lanes.iter().filter_map(Lane::flight)
     }
 
     /// Whether this process created the pool ([`crate::current_pid`]). In a `fork` child it is false:
-    /// every operation there returns [`PoolError::ForkedChild`], and [`Pool::close`] or a drop
+    /// every operation there returns [`StateError::ForkedChild`], and [`Pool::close`] or a drop
     /// only releases the child's own descriptors and mapping. (The views of [`Pool::batch`] are
     /// not checked: a forked child must not write through them, the memory is shared.)
     pub fn is_owner(&self) -> bool {
@@ -573,19 +550,15 @@ impl Pool {
         self.creator_pid
     }
 
-    /// Every operation's first check: this is the creator process, the pool has not failed and
-    /// is not closed.
-    pub(crate) fn usable(&self) -> Result<(), PoolError> {
+    /// Every operation's first check: this is the creator process ([`StateError::ForkedChild`])
+    /// and the pool is open ([`PoolState::check_open`]: [`StateError::Closed`], or the failure
+    /// that ended it).
+    pub(crate) fn usable(&self) -> Result<(), SubmitError> {
         let pid = crate::current_pid();
         if pid != self.creator_pid {
-            return Err(PoolError::ForkedChild { creator_pid: self.creator_pid, pid });
+            return Err(StateError::ForkedChild { creator_pid: self.creator_pid, pid }.into());
         }
-        if let Some(e) = &self.failed {
-            return Err(clone_error(e));
-        }
-        if self.closed {
-            return Err(PoolError::Closed);
-        }
+        self.state.check_open()?;
         Ok(())
     }
 
@@ -593,23 +566,19 @@ impl Pool {
     /// message (for example reset options) that each worker receives with it. Returns the slot.
     ///
     /// # Errors
-    /// [`PoolError::AlreadyPending`], [`PoolError::Closed`], [`PoolError::WorkerDied`],
-    /// [`PoolError::Corrupt`] (a worker's command ring is corrupt, under
-    /// [`FailurePolicy::Raise`]), [`PoolError::CrashLoop`], [`PoolError::InvalidArgument`] for
+    /// [`StateError::AlreadyPending`], the errors of every operation's first check
+    /// ([`Pool::usable`]), a [`Failure`] (a worker's command ring is corrupt, under
+    /// [`FailurePolicy::Raise`], or its restart failed), [`SubmitError::InvalidArgument`] for
     /// `Close` (use [`Pool::close`]).
-    pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, PoolError> {
+    pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, SubmitError> {
         self.usable()?;
-        if self.sync.is_some() || self.in_flight() > 0 {
-            return Err(PoolError::AlreadyPending);
-        }
         if kind == CommandKind::Close {
-            return Err(PoolError::InvalidArgument("close a pool with Pool::close".into()));
+            return Err(SubmitError::InvalidArgument("close a pool with Pool::close".into()));
         }
+        self.state.submit(kind)?;
         let slot = self.worker_slot[0];
-        self.seq += 1;
-        let (seq, message) = (self.seq, message.map(<[u8]>::to_vec));
-        self.sync = Some(kind);
-        for w in 0..self.flights.len() {
+        let (seq, message) = (self.next_seq(), message.map(<[u8]>::to_vec));
+        for w in 0..self.lanes.len() {
             self.worker_slot[w] = slot;
             self.launch(w, kind, seq, message.clone())?;
         }
@@ -624,10 +593,18 @@ impl Pool {
         kind: CommandKind,
         seq: u64,
         message: Option<Vec<u8>>,
-    ) -> Result<(), PoolError> {
+    ) -> Result<(), Failure> {
         self.sends += 1;
         let slot = self.worker_slot[w];
-        self.flights[w] = Some(Flight {
+        let (restarted, idle_restart) = match std::mem::replace(&mut self.lanes[w], Lane::Idle) {
+            // A worker restarted while idle: its next step or reset reports the restart and
+            // resets its new envs (a call leaves that to them).
+            Lane::Restarted(failure) if kind == CommandKind::Call => (None, Some(failure)),
+            Lane::Restarted(failure) => (Some(failure), None),
+            _ => (None, None),
+        };
+        let reset_first = restarted.is_some();
+        self.lanes[w] = Lane::Busy(Flight {
             kind,
             slot,
             seq,
@@ -636,16 +613,14 @@ impl Pool {
             arrived: None,
             reply: None,
             error: None,
-            restarted: None,
+            restarted,
+            idle_restart,
         });
         if w >= self.workers.len() {
             return Ok(()); // the inline worker: the caller runs it (Pool::inline_command)
         }
-        if matches!(kind, CommandKind::Step | CommandKind::Reset) {
-            if let Some(failure) = self.idle_restarts[w].take() {
-                self.flight(w).restarted = Some(failure);
-                return self.reset_restarted(w);
-            }
+        if reset_first {
+            return self.reset_restarted(w);
         }
         match self.send_command(w, kind) {
             Ok(()) => Ok(()),
@@ -663,7 +638,7 @@ impl Pool {
 
     /// Pushes worker `w`'s flight (as `kind`) to it, then its message if any.
     fn send_command(&mut self, w: usize, kind: CommandKind) -> Result<(), SendFault> {
-        let f = self.flights[w].as_ref().expect("a command is in flight");
+        let f = self.lanes[w].flight().expect("a command is in flight");
         let command = Command::new(kind, f.slot as u32, f.seq, f.message.is_some());
         match self.commands[w].push(command) {
             Ok(()) => {}
@@ -689,21 +664,21 @@ impl Pool {
     /// forever, still noticing dead workers within ~10 ms).
     ///
     /// # Errors
-    /// [`PoolError::NoPendingCall`], [`PoolError::Timeout`] (the command stays pending),
-    /// [`PoolError::WorkerDied`] or [`PoolError::CrashLoop`] (the pool is closed),
-    /// [`PoolError::Control`].
-    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, PoolError> {
+    /// [`StateError::NoPendingCall`], [`WaitError::Timeout`] (the command stays pending), a
+    /// [`Failure`] (the pool is closed), the errors of every operation's first check
+    /// ([`Pool::usable`]).
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, WaitError> {
         self.usable()?;
-        let Some(kind) = self.sync else {
-            return Err(PoolError::NoPendingCall);
+        let Some(kind) = self.state.pending() else {
+            return Err(StateError::NoPendingCall.into());
         };
         self.inline_done()?;
         let start = Instant::now();
-        self.pump(timeout, |flights| flights.iter().all(|f| f.as_ref().is_some_and(|f| f.arrived.is_some())))?;
+        self.pump(timeout, |lanes| lanes.iter().all(|l| l.flight().is_some_and(|f| f.arrived.is_some())))?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
-        self.sync = None;
+        self.state.finish_wait()?;
         let mut out = Outcome { slot: self.worker_slot[0], kind, messages: vec![], errors: vec![], restarted: vec![] };
-        for w in 0..self.flights.len() {
+        for w in 0..self.lanes.len() {
             let f = self.take_flight(w);
             out.slot = f.slot;
             out.messages.extend(f.reply.map(|r| (w, r)));
@@ -717,13 +692,8 @@ impl Pool {
     /// noticing dead workers within ~10 ms, also while other workers' completions keep arriving).
     ///
     /// # Errors
-    /// [`PoolError::Timeout`] naming the workers still running, [`PoolError::WorkerDied`],
-    /// [`PoolError::CrashLoop`], [`PoolError::Control`].
-    pub(crate) fn pump(
-        &mut self,
-        timeout: Option<Duration>,
-        done: impl Fn(&[Option<Flight>]) -> bool,
-    ) -> Result<(), PoolError> {
+    /// [`WaitError::Timeout`] naming the workers still running, a [`Failure`].
+    pub(crate) fn pump(&mut self, timeout: Option<Duration>, done: impl Fn(&[Lane]) -> bool) -> Result<(), WaitError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             // Completions found in one scan arrive in the order their commands were sent (then by
@@ -735,8 +705,8 @@ impl Pool {
             let mut order = std::mem::take(&mut self.scan_order);
             order.clear();
             order.extend(0..self.workers.len());
-            order.sort_by_key(|&w| (self.flights[w].as_ref().map_or(u64::MAX, |f| f.sent), w));
-            let drained = order.iter().try_for_each(|&w| {
+            order.sort_by_key(|&w| (self.lanes[w].flight().map_or(u64::MAX, |f| f.sent), w));
+            let drained: Result<(), Failure> = order.iter().try_for_each(|&w| {
                 while let Some(c) = self.completions[w].pop() {
                     self.on_completion(w, c)?;
                 }
@@ -745,7 +715,7 @@ impl Pool {
             self.scan_order = order;
             drained?;
             let now = Instant::now();
-            if done(&self.flights) {
+            if done(&self.lanes) {
                 // While completions keep coming the wait below never times out, so a worker that
                 // died meanwhile would go unnoticed: in asynchronous batches (`recv`) the others'
                 // batches would be returned for ever and the dead worker's envs never restarted
@@ -764,11 +734,10 @@ impl Pool {
             }
             if let Some(d) = deadline {
                 if now >= d {
-                    let running =
-                        |(w, f): (usize, &Option<Flight>)| f.as_ref().is_some_and(|f| f.arrived.is_none()).then_some(w);
-                    let waiting_for = self.flights.iter().enumerate().filter_map(running).collect();
+                    let running = |(w, l): (usize, &Lane)| l.flight().is_some_and(|f| f.arrived.is_none()).then_some(w);
+                    let waiting_for = self.lanes.iter().enumerate().filter_map(running).collect();
                     let seconds = timeout.unwrap_or_default().as_secs_f64();
-                    return Err(PoolError::Timeout { seconds, waiting_for });
+                    return Err(WaitError::Timeout { seconds, waiting_for });
                 }
             }
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
@@ -791,7 +760,12 @@ impl Pool {
     /// Removes worker `w`'s finished flight, moving the worker to its next slot; for a step it
     /// restarted in, marks its rows truncated with reward 0.
     pub(crate) fn take_flight(&mut self, w: usize) -> Flight {
-        let f = self.flights[w].take().expect("the flight finished");
+        let Lane::Busy(mut f) = std::mem::replace(&mut self.lanes[w], Lane::Idle) else {
+            panic!("worker {w} has no flight to take")
+        };
+        if let Some(failure) = f.idle_restart.take() {
+            self.lanes[w] = Lane::Restarted(failure);
+        }
         self.worker_slot[w] = (f.slot + 1) % self.segment.layout().depth;
         if f.kind == CommandKind::Step && f.restarted.is_some() {
             let envs = self.segment.layout().worker_envs(w);
@@ -803,8 +777,8 @@ impl Pool {
         f
     }
 
-    fn on_completion(&mut self, w: usize, c: Completion) -> Result<(), PoolError> {
-        let expected = self.flights[w].as_ref().filter(|f| f.arrived.is_none()).map(|f| f.seq);
+    fn on_completion(&mut self, w: usize, c: Completion) -> Result<(), Failure> {
+        let expected = self.lanes[w].flight().filter(|f| f.arrived.is_none()).map(|f| f.seq);
         if c.worker as usize != w || expected != Some(c.seq) {
             let what = format!("unexpected completion {c:?} in its completion ring (in flight: seq {expected:?})");
             return self.on_death(w, Cause::Corrupt(what));
@@ -852,31 +826,31 @@ impl Pool {
     }
 
     fn flight(&mut self, w: usize) -> &mut Flight {
-        self.flights[w].as_mut().expect("a command is in flight")
+        self.lanes[w].flight_mut().expect("a command is in flight")
     }
 
     /// Worker `w` died, broke the protocol or corrupted the segment (`cause`): restart it or end
     /// the pool.
-    fn on_death(&mut self, w: usize, cause: Cause) -> Result<(), PoolError> {
+    fn on_death(&mut self, w: usize, cause: Cause) -> Result<(), Failure> {
         let failure = self.failure_of(w, &cause);
         let Some(guard) = self.crash_guard.as_mut() else {
             let error = match cause {
-                Cause::Corrupt(what) => PoolError::Corrupt { what, failure },
-                _ => PoolError::WorkerDied(failure),
+                Cause::Corrupt(what) => Failure::Corrupt { what, failure },
+                _ => Failure::WorkerDied(failure),
             };
             return Err(self.fail(error));
         };
         if !guard.allow(Instant::now()) {
             let (failures, window_s) = (guard.recent(), guard.policy().window.as_secs_f64());
-            return Err(self.fail(PoolError::CrashLoop { failures, window_s, last: failure }));
+            return Err(self.fail(Failure::CrashLoop { failures, window_s, last: failure }));
         }
         if let Err(e) = self.restart(w) {
             return Err(self.fail(e));
         }
-        let Some(flight) = self.flights[w].as_mut() else {
+        let Some(flight) = self.lanes[w].flight_mut() else {
             // No command in flight (asynchronous batches, between recv and send): the new
             // worker's envs are reset, and the restart reported, with its next step or reset.
-            self.idle_restarts[w] = Some(failure);
+            self.lanes[w] = Lane::Restarted(failure);
             return Ok(());
         };
         flight.arrived = None;
@@ -900,8 +874,8 @@ impl Pool {
     /// Sends restarted worker `w` its flight (a step or reset) as a reset of its new envs: a Reset
     /// re-runs as it was (same seeds, same options message); a Step becomes a reset without seeds,
     /// so its envs continue fresh random streams, as an autoreset would.
-    fn reset_restarted(&mut self, w: usize) -> Result<(), PoolError> {
-        let flight = self.flights[w].as_mut().expect("a restarted worker's flight");
+    fn reset_restarted(&mut self, w: usize) -> Result<(), Failure> {
+        let flight = self.lanes[w].flight_mut().expect("a restarted worker's flight");
         if flight.kind == CommandKind::Step {
             let envs = self.segment.layout().worker_envs(w);
             flight.message = None;
@@ -911,16 +885,16 @@ impl Pool {
         }
         match self.send_command(w, CommandKind::Reset) {
             Ok(()) => Ok(()),
-            Err(SendFault::Control(error)) => Err(self.fail(PoolError::Control { worker: w, error })),
+            Err(SendFault::Control(error)) => Err(self.fail(Failure::Control { worker: w, error })),
             Err(SendFault::Corrupt(what)) => {
                 let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
-                Err(self.fail(PoolError::Corrupt { what, failure }))
+                Err(self.fail(Failure::Corrupt { what, failure }))
             }
         }
     }
 
     /// Replaces dead worker `w`: reset its rings, start a new process, hand it its init payload.
-    fn restart(&mut self, w: usize) -> Result<(), PoolError> {
+    fn restart(&mut self, w: usize) -> Result<(), Failure> {
         self.workers[w].kill();
         // SAFETY: the worker is dead and reaped, and this (single-threaded) pool is the only
         // other user of its rings and wake-up word.
@@ -932,15 +906,15 @@ impl Pool {
             None => {
                 let what = "its completion ring was claimed again right after its reset".to_string();
                 let failure = self.failure_of(w, &Cause::Corrupt(what.clone()));
-                return Err(PoolError::Corrupt { what, failure });
+                return Err(Failure::Corrupt { what, failure });
             }
         };
         self.segment.worker_metrics(w).add_restart();
         let env_ids = self.segment.layout().worker_envs(w);
         self.workers[w] = WorkerProcess::spawn(&self.config.command, self.segment.fd(), w, env_ids)
-            .map_err(|source| PoolError::Spawn { worker: w, source })?;
-        self.send_init(w)?;
-        self.await_ready(w, Instant::now() + self.config.startup_timeout)
+            .map_err(|source| Failure::Restart(Box::new(SpawnError::Spawn { worker: w, source })))?;
+        let deadline = Instant::now() + self.config.startup_timeout;
+        self.send_init(w).and_then(|()| self.await_ready(w, deadline)).map_err(|e| Failure::Restart(Box::new(e)))
     }
 
     /// How worker `w` ended (waiting up to 100 ms for the status; a live worker that broke the
@@ -973,11 +947,10 @@ impl Pool {
     }
 
     /// Ends the pool with `error`: every worker is stopped and later calls return it again.
-    fn fail(&mut self, error: PoolError) -> PoolError {
-        self.failed = Some(clone_error(&error));
-        self.sync = None;
-        self.flights.iter_mut().for_each(|f| *f = None);
+    fn fail(&mut self, error: Failure) -> Failure {
+        self.lanes.iter_mut().for_each(|l| *l = Lane::Idle);
         self.shutdown(Duration::ZERO);
+        self.state.fail(&error);
         error
     }
 
@@ -985,20 +958,20 @@ impl Pool {
     /// layout with one action leaf) and waits for the result.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] when the layout does not have exactly one action leaf or
+    /// [`WaitError::InvalidArgument`] when the layout does not have exactly one action leaf or
     /// `actions` has the wrong length (nothing is written); the errors of [`Pool::submit`] and
     /// [`Pool::wait`].
-    pub fn step(&mut self, actions: &[u8]) -> Result<Outcome, PoolError> {
+    pub fn step(&mut self, actions: &[u8]) -> Result<Outcome, WaitError> {
         let layout = self.segment.layout();
         let [leaf] = layout.action.as_slice() else {
             let leaves = layout.action.len();
-            return Err(PoolError::InvalidArgument(format!(
+            return Err(WaitError::InvalidArgument(format!(
                 "Pool::step takes the actions of a single action leaf; this layout has {leaves}: write each leaf with Pool::batch and use submit"
             )));
         };
         let expected = layout.num_envs * leaf.bytes();
         if actions.len() != expected {
-            return Err(PoolError::InvalidArgument(format!(
+            return Err(WaitError::InvalidArgument(format!(
                 "actions are {} bytes; num_envs ({}) x action {leaf} needs {expected}",
                 actions.len(),
                 layout.num_envs,
@@ -1015,12 +988,12 @@ impl Pool {
     /// stream), and waits for the result.
     ///
     /// # Errors
-    /// [`PoolError::InvalidArgument`] when `seeds.len() != num_envs`; the errors of
+    /// [`WaitError::InvalidArgument`] when `seeds.len() != num_envs`; the errors of
     /// [`Pool::submit`] and [`Pool::wait`].
-    pub fn reset(&mut self, seeds: &[Option<u64>]) -> Result<Outcome, PoolError> {
+    pub fn reset(&mut self, seeds: &[Option<u64>]) -> Result<Outcome, WaitError> {
         let n = self.segment.layout().num_envs;
         if seeds.len() != n {
-            return Err(PoolError::InvalidArgument(format!("{} seeds given for {n} envs", seeds.len())));
+            return Err(WaitError::InvalidArgument(format!("{} seeds given for {n} envs", seeds.len())));
         }
         self.usable()?;
         self.write_seeds(seeds);
@@ -1033,7 +1006,7 @@ impl Pool {
     ///
     /// In a process other than the creator (a `fork` child) it writes nothing: the memory is
     /// shared with the creator's pool, and the submit that would follow returns
-    /// [`PoolError::ForkedChild`].
+    /// [`StateError::ForkedChild`].
     ///
     /// # Panics
     /// When `seeds.len() != num_envs`.
@@ -1043,7 +1016,7 @@ impl Pool {
         if !self.is_owner() {
             return;
         }
-        for w in 0..self.flights.len() {
+        for w in 0..self.lanes.len() {
             let envs = self.segment.layout().worker_envs(w);
             let mut slot = self.segment.slot_mut(self.worker_slot[w]);
             for env in envs {
@@ -1057,12 +1030,12 @@ impl Pool {
             // A fork child's copy: the workers are the creator's. Drop this process's descriptors
             // of them (pidfds, control sockets: neither signals nor waits) and nothing else.
             self.workers.clear();
-            self.closed = true;
+            self.state.close();
             return;
         }
         self.request_close();
         stop_all(&mut self.workers, grace);
-        self.closed = true;
+        self.state.close();
         self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
@@ -1071,12 +1044,10 @@ impl Pool {
     /// envs); [`Pool::close`] then waits for them. Once per pool; nothing in a `fork` child or
     /// after the pool closed. A pending command is abandoned.
     pub fn request_close(&mut self) {
-        if self.closed || self.close_sent || !self.is_owner() {
+        if !self.is_owner() || !self.state.request_close() {
             return;
         }
-        self.close_sent = true;
-        self.sync = None;
-        self.flights.iter_mut().for_each(|f| *f = None);
+        self.lanes.iter_mut().for_each(|l| *l = Lane::Idle);
         let slot = self.worker_slot[0] as u32;
         for w in 0..self.workers.len() {
             // Bounded whatever the worker wrote into its ring; a worker that cannot be told
@@ -1086,15 +1057,6 @@ impl Pool {
                 wakeup.notify();
             }
         }
-    }
-
-    /// Waits up to `timeout` for every worker to exit, killing none; the workers still running
-    /// then (empty: all have exited). After [`Pool::request_close`] a worker exits once its envs
-    /// are closed, so a caller that must not cut an env's `close` short (Gymnasium's
-    /// `close(timeout=None)`) waits with this, in slices between which it can be interrupted,
-    /// and can name the workers [`Pool::close`] is about to kill.
-    pub fn await_exit(&mut self, timeout: Duration) -> Vec<usize> {
-        await_all(&mut self.workers, timeout)
     }
 
     /// Whether worker `w` has taken its `Close` command ([`Pool::request_close`]) and is closing
@@ -1108,8 +1070,7 @@ impl Pool {
     /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only
     /// releases that process's descriptors of the workers: no command, no signal, no wait.
     pub fn close(&mut self, timeout: Duration) {
-        self.sync = None;
-        self.flights.iter_mut().for_each(|f| *f = None);
+        self.lanes.iter_mut().for_each(|l| *l = Lane::Idle);
         self.shutdown(timeout);
     }
 }

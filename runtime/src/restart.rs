@@ -3,7 +3,7 @@
 //! Under [`FailurePolicy::Restart`] the pool starts a new worker for the dead one's envs, resets
 //! those envs, and reports the command they were running as truncated (a step) or re-runs it (a
 //! reset); the run goes on. More than `max_failures` deaths within `window` is a crash loop: the
-//! pool stops with [`crate::PoolError::CrashLoop`].
+//! pool stops with [`crate::Failure::CrashLoop`].
 //!
 //! ```
 //! use ringenv_runtime::{CrashLoopGuard, RestartPolicy};
@@ -39,7 +39,7 @@ impl Default for RestartPolicy {
 /// What a pool does when a worker dies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FailurePolicy {
-    /// Stop every worker and return [`crate::PoolError::WorkerDied`] (the default).
+    /// Stop every worker and return [`crate::Failure::WorkerDied`] (the default).
     #[default]
     Raise,
     /// Restart the worker, within the policy's crash-loop limit.

@@ -3,7 +3,7 @@
 //! in-process reference, `RecvOrder::Sent` is first-in first-out, and misuse is refused before
 //! anything is sent.
 
-use ringenv_runtime::{Array, CommandKind, Pool, PoolError, RecvOrder};
+use ringenv_runtime::{Array, CommandKind, Failure, Pool, RecvOrder, StateError, SubmitError, WaitError};
 use ringenv_worker::envs::CartPole;
 use std::time::Duration;
 
@@ -95,20 +95,21 @@ fn sent_order_is_first_in_first_out_whatever_finishes_first() {
 #[test]
 fn misuse_is_refused_before_anything_is_sent() {
     let mut pool = pool(4, 2);
-    let err = |r: Result<_, PoolError>| match r {
-        Err(PoolError::InvalidArgument(m)) => m,
+    let err = |r: Result<_, WaitError>| match r {
+        Err(WaitError::InvalidArgument(m)) => m,
         other => panic!("expected InvalidArgument, got {other:?}"),
     };
     assert!(err(pool.recv(1, RecvOrder::Arrival, None).map(drop)).contains("0 have a command in flight"));
-    assert!(err(pool.send(&[2], CommandKind::Reset, None)).contains("worker 2 out of range"));
-    assert!(err(pool.send(&[1, 1], CommandKind::Reset, None)).contains("worker 1 named twice"));
-    assert!(err(pool.send(&[0], CommandKind::Call, None)).contains("Step or Reset"));
+    assert!(err(pool.send(&[2], CommandKind::Reset, None).map_err(WaitError::from)).contains("worker 2 out of range"));
+    assert!(err(pool.send(&[1, 1], CommandKind::Reset, None).map_err(WaitError::from)).contains("worker 1 named twice"));
+    assert!(err(pool.send(&[0], CommandKind::Call, None).map_err(WaitError::from)).contains("Step or Reset"));
     assert_eq!(pool.in_flight(), 0);
     pool.write_seeds(&[Some(1); 4]);
     pool.send(&[0], CommandKind::Reset, None).unwrap();
-    assert!(err(pool.send(&[1, 0], CommandKind::Step, None)).contains("worker 0 (envs 0..2) still has a command"));
+    assert!(err(pool.send(&[1, 0], CommandKind::Step, None).map_err(WaitError::from))
+        .contains("worker 0 (envs 0..2) still has a command"));
     assert!(!pool.is_busy(1), "the refused send sent nothing to worker 1");
-    assert!(matches!(pool.submit(CommandKind::Step, None), Err(PoolError::AlreadyPending)));
+    assert!(matches!(pool.submit(CommandKind::Step, None), Err(SubmitError::State(StateError::AlreadyPending))));
     assert!(err(pool.recv(2, RecvOrder::Arrival, None).map(drop)).contains("recv waits for 2 workers but 1"));
     let b = pool.recv(1, RecvOrder::Arrival, None).unwrap();
     assert_eq!((b[0].worker, b[0].kind), (0, CommandKind::Reset));
@@ -135,7 +136,7 @@ fn a_dead_worker_is_reported_while_another_keeps_finishing() {
     let error = loop {
         assert!(std::time::Instant::now() < deadline, "worker 0's death not reported in 30 s of batches");
         if let Err(e) = pool.send(&[1], CommandKind::Step, None) {
-            break e;
+            break e.into();
         }
         match pool.recv(1, RecvOrder::Arrival, None) {
             Ok(batch) => assert_eq!(batch[0].worker, 1),
@@ -143,7 +144,7 @@ fn a_dead_worker_is_reported_while_another_keeps_finishing() {
         }
     };
     match error {
-        PoolError::WorkerDied(f) => assert_eq!((f.worker, f.env_ids.clone()), (0, 0..2), "{f:?}"),
+        WaitError::Failed(Failure::WorkerDied(f)) => assert_eq!((f.worker, f.env_ids.clone()), (0, 0..2), "{f:?}"),
         other => panic!("expected WorkerDied for worker 0, got {other:?}"),
     }
 }

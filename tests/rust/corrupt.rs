@@ -1,7 +1,7 @@
 //! A worker that writes over the shared segment must not hang, panic or crash the main process
 //! (issue 13, item 3). Here the test plays the corrupting worker: it writes into the pool's own
 //! mapping (the same pages its `ringenv-worker` processes map) between commands, and checks that
-//! the pool answers with a typed [`PoolError::Corrupt`] naming the worker, or, under
+//! the pool answers with a typed [`Failure::Corrupt`] naming the worker, or, under
 //! [`FailurePolicy::Restart`], restarts that worker and carries on. No assertion depends on
 //! timing: waits use the pool's own timeouts, and a test that used to hang now returns the error.
 //!
@@ -10,8 +10,8 @@
 
 use proptest::prelude::*;
 use ringenv_runtime::{
-    Command, CommandKind, Completion, FailurePolicy, HeapMemory, Memory, Pool, PoolError, PushError, RestartPolicy,
-    Ring,
+    Command, CommandKind, Completion, Failure, FailurePolicy, HeapMemory, Memory, Pool, PushError, RestartPolicy, Ring,
+    WaitError,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +62,7 @@ fn stamp_command_cells(pool: &Pool, w: usize, stamp: u64) {
     }
 }
 
-fn step(pool: &mut Pool) -> Result<ringenv_runtime::Outcome, PoolError> {
+fn step(pool: &mut Pool) -> Result<ringenv_runtime::Outcome, WaitError> {
     let n = pool.layout().num_envs;
     let slot = pool.next_slot();
     pool.batch_mut(slot).rows_mut(ringenv_runtime::Array::Action(0), 0..n).fill(0);
@@ -70,12 +70,12 @@ fn step(pool: &mut Pool) -> Result<ringenv_runtime::Outcome, PoolError> {
     pool.wait(Some(PATIENCE))
 }
 
-fn assert_corrupt(result: Result<ringenv_runtime::Outcome, PoolError>, worker: usize, what: &str) {
+fn assert_corrupt(result: Result<ringenv_runtime::Outcome, WaitError>, worker: usize, what: &str) {
     match result {
-        Err(PoolError::Corrupt { what: found, failure }) => {
+        Err(WaitError::Failed(Failure::Corrupt { what: found, failure })) => {
             assert_eq!(failure.worker, worker);
             assert!(found.contains(what), "{found:?} should mention {what:?}");
-            let message = PoolError::Corrupt { what: found, failure }.to_string();
+            let message = Failure::Corrupt { what: found, failure }.to_string();
             assert!(message.contains(&format!("worker {worker} ")), "{message}");
         }
         Err(other) => panic!("expected Corrupt for worker {worker}, got {other}"),
@@ -89,7 +89,10 @@ fn command_ring_stamps_ahead_of_its_tail_are_corruption_not_a_hang() {
     // Before the fix, `push` re-read `tail` for ever, with the GIL held in Python.
     stamp_command_cells(&pool, 1, u64::MAX / 2);
     assert_corrupt(step(&mut pool), 1, "command ring");
-    assert!(matches!(step(&mut pool), Err(PoolError::Corrupt { .. })), "the pool is closed with the error");
+    assert!(
+        matches!(step(&mut pool), Err(WaitError::Failed(Failure::Corrupt { .. }))),
+        "the pool is closed with the error"
+    );
 }
 
 #[test]
@@ -112,7 +115,8 @@ fn command_ring_positions_near_the_end_of_u64_never_overflow() {
     scribble(&pool, ring + TAIL, &pos.to_ne_bytes());
     scribble(&pool, ring + CELLS + (pos as usize % CAPACITY) * CELL, &pos.to_ne_bytes());
     match step(&mut pool) {
-        Ok(_) | Err(PoolError::Corrupt { .. } | PoolError::WorkerDied(_) | PoolError::Timeout { .. }) => {}
+        Ok(_)
+        | Err(WaitError::Failed(Failure::Corrupt { .. } | Failure::WorkerDied(_)) | WaitError::Timeout { .. }) => {}
         Err(other) => panic!("unexpected {other}"),
     }
 }

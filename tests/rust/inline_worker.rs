@@ -6,7 +6,7 @@
 //! before the inline command ran, or completing one that is not there, is refused; whatever sits
 //! in the inline worker's unused completion ring is ignored.
 
-use ringenv_runtime::{Array, CommandKind, Completion, Pool, PoolConfig, PoolError, RecvOrder};
+use ringenv_runtime::{Array, CommandKind, Completion, Pool, PoolConfig, RecvOrder, SubmitError, WaitError};
 use ringenv_worker::host::EnvHost;
 use ringenv_worker::registration;
 use std::time::Duration;
@@ -100,18 +100,18 @@ fn steps_exactly_as_worker_processes(num_workers: usize) {
 fn waiting_before_the_inline_command_ran_is_refused_and_the_command_stays_pending() {
     let (mut pool, mut host) = inline_pool(N, 2);
     assert!(
-        matches!(pool.complete_inline(Ok(None), Duration::ZERO), Err(PoolError::InvalidArgument(_))),
+        matches!(pool.complete_inline(Ok(None), Duration::ZERO), Err(SubmitError::InvalidArgument(_))),
         "nothing to complete"
     );
     pool.write_seeds(&[Some(1); N]);
     pool.submit(CommandKind::Reset, None).unwrap();
     let refused = pool.wait(Some(Duration::from_secs(30)));
-    assert!(matches!(&refused, Err(PoolError::InvalidArgument(m)) if m.contains("inline")), "{refused:?}");
+    assert!(matches!(&refused, Err(WaitError::InvalidArgument(m)) if m.contains("inline")), "{refused:?}");
     assert!(pool.is_pending());
     run_inline(&mut pool, host.as_mut());
     assert!(pool.inline_command().is_none());
     assert!(
-        matches!(pool.complete_inline(Ok(None), Duration::ZERO), Err(PoolError::InvalidArgument(_))),
+        matches!(pool.complete_inline(Ok(None), Duration::ZERO), Err(SubmitError::InvalidArgument(_))),
         "completed twice"
     );
     pool.wait(Some(Duration::from_secs(30))).unwrap();
@@ -159,7 +159,7 @@ fn the_inline_share_takes_its_turn_in_send_order() {
     // Now the oldest in flight: recv refuses to wait for it until it has run.
     assert!(pool.inline_due(1));
     let refused = pool.recv(1, RecvOrder::Arrival, Some(Duration::ZERO));
-    assert!(matches!(&refused, Err(PoolError::InvalidArgument(m)) if m.contains("inline")), "{refused:?}");
+    assert!(matches!(&refused, Err(WaitError::InvalidArgument(m)) if m.contains("inline")), "{refused:?}");
     pool.send(&[0], CommandKind::Step, None).unwrap();
     assert!(pool.inline_due(1), "still older than the worker's new command");
     run_inline(&mut pool, host.as_mut());

@@ -1,14 +1,18 @@
 //! Integration tests of the Rust pool API with the `ringenv-worker` binary: results equal an
 //! in-process reference, worker death is a typed error, bad start-up input is reported.
 
-use ringenv_runtime::{Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, PoolError, WorkerCommand};
+use ringenv_runtime::Failure;
+use ringenv_runtime::{
+    Array, ArraySpec, DType, ExitStatus, Layout, Pool, PoolConfig, SpawnError, StateError, SubmitError, WaitError,
+    WorkerCommand,
+};
 use ringenv_worker::envs::CartPole;
 use std::time::{Duration, Instant};
 
 #[path = "support/builtin_pool.rs"]
 mod builtin_pool;
 
-fn pool(id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
+fn pool(id: &str, num_envs: usize, num_workers: usize) -> Result<Pool, SpawnError> {
     Pool::spawn(builtin_pool::builtin_config(id, num_envs, num_workers))
 }
 
@@ -80,7 +84,7 @@ fn killed_worker_is_a_typed_error_naming_worker_envs_and_signal() {
     }
     let elapsed = start.elapsed();
     match result {
-        Err(PoolError::WorkerDied(f)) => {
+        Err(WaitError::Failed(Failure::WorkerDied(f))) => {
             assert_eq!((f.worker, f.env_ids.clone(), f.status), (1, 3..6, ExitStatus::Signaled(9)));
             assert!(f.to_string().contains("SIGKILL"), "{f}");
         }
@@ -90,7 +94,7 @@ fn killed_worker_is_a_typed_error_naming_worker_envs_and_signal() {
     // The survivor was stopped too, and the pool refuses further work with the same error.
     let survivor = rustix::process::Pid::from_raw(pids[0] as i32).unwrap();
     assert!(rustix::process::test_kill_process(survivor).is_err(), "worker 0 still running");
-    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 6])), Err(PoolError::WorkerDied(_))));
+    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 6])), Err(WaitError::Failed(Failure::WorkerDied(_)))));
 }
 
 #[test]
@@ -99,7 +103,7 @@ fn unknown_id_fails_start_up_with_the_id_and_the_known_ids() {
     let init = br#"{"id": "Nope-v9"}"#.to_vec();
     let cmd = WorkerCommand::new(env!("CARGO_BIN_EXE_ringenv-worker"));
     match Pool::spawn(PoolConfig::new(layout, cmd, init)) {
-        Err(PoolError::Startup { worker: 0, env_ids, error }) => {
+        Err(SpawnError::Startup { worker: 0, env_ids, error }) => {
             assert_eq!(env_ids, 0..2);
             assert!(error.message.contains("Nope-v9") && error.message.contains("CartPole-v1"), "{error}");
         }
@@ -123,14 +127,17 @@ fn worker_refuses_a_layout_its_env_does_not_fit() {
 #[test]
 fn protocol_misuse_is_named_and_a_closed_pool_refuses_work() {
     let mut pool = pool("CartPole-v1", 3, 1).unwrap();
-    assert!(matches!(pool.wait(Some(Duration::ZERO)), Err(PoolError::NoPendingCall)));
+    assert!(matches!(pool.wait(Some(Duration::ZERO)), Err(WaitError::State(StateError::NoPendingCall))));
     pool.submit(ringenv_runtime::CommandKind::Reset, None).unwrap();
-    assert!(matches!(pool.submit(ringenv_runtime::CommandKind::Step, None), Err(PoolError::AlreadyPending)));
+    assert!(matches!(
+        pool.submit(ringenv_runtime::CommandKind::Step, None),
+        Err(SubmitError::State(StateError::AlreadyPending))
+    ));
     let out = pool.wait(Some(Duration::from_secs(10))).unwrap();
     assert_eq!(out.kind, ringenv_runtime::CommandKind::Reset);
-    assert!(matches!(pool.step(&[0u8; 3]), Err(PoolError::InvalidArgument(_))));
+    assert!(matches!(pool.step(&[0u8; 3]), Err(WaitError::InvalidArgument(_))));
     pool.close(Duration::from_secs(5));
-    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 3])), Err(PoolError::Closed)));
+    assert!(matches!(pool.step(bytemuck::cast_slice(&[0i64; 3])), Err(WaitError::State(StateError::Closed))));
 }
 
 #[test]
@@ -151,14 +158,16 @@ fn set_next_slot_picks_the_slot_a_command_writes_and_refuses_while_one_is_in_fli
     // Per worker, out of range, and while a command is in flight.
     pool.set_next_slot(Some(1), first).unwrap();
     assert_eq!(pool.next_slot_of(1), first);
-    assert!(matches!(pool.set_next_slot(None, depth), Err(PoolError::InvalidArgument(m)) if m.contains("no slot")));
-    assert!(matches!(pool.set_next_slot(Some(2), 0), Err(PoolError::InvalidArgument(m)) if m.contains("no worker 2")));
+    assert!(matches!(pool.set_next_slot(None, depth), Err(SubmitError::InvalidArgument(m)) if m.contains("no slot")));
+    assert!(
+        matches!(pool.set_next_slot(Some(2), 0), Err(SubmitError::InvalidArgument(m)) if m.contains("no worker 2"))
+    );
     pool.submit(ringenv_runtime::CommandKind::Step, None).unwrap();
-    assert!(matches!(pool.set_next_slot(None, 0), Err(PoolError::AlreadyPending)));
-    assert!(matches!(pool.set_next_slot(Some(0), 0), Err(PoolError::AlreadyPending)));
+    assert!(matches!(pool.set_next_slot(None, 0), Err(SubmitError::State(StateError::AlreadyPending))));
+    assert!(matches!(pool.set_next_slot(Some(0), 0), Err(SubmitError::State(StateError::AlreadyPending))));
     pool.wait(Some(Duration::from_secs(10))).unwrap();
     pool.close(Duration::from_secs(5));
-    assert!(matches!(pool.set_next_slot(None, 0), Err(PoolError::Closed)));
+    assert!(matches!(pool.set_next_slot(None, 0), Err(SubmitError::State(StateError::Closed))));
 }
 
 #[test]

@@ -22,8 +22,8 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use ringenv_runtime::{
-    Array, ArraySpec, CommandKind, DType, Layout, Outcome, Pool, PoolConfig, PoolError, RemoteError, SpinPolicy,
-    WorkerCommand, WorkerEndpoint,
+    Array, ArraySpec, CommandKind, DType, Layout, Outcome, Pool, PoolConfig, RemoteError, SpinPolicy, StateError,
+    SubmitError, WaitError, WorkerCommand, WorkerEndpoint,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -295,7 +295,8 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     config.spin = if case.sleep_at_once { SpinPolicy { spin: Duration::ZERO } } else { SpinPolicy::default() };
     let mut pool = Pool::spawn(config).map_err(|e| TestCaseError::fail(format!("spawn: {e}")))?;
     let mut model = Model { layout, counter: vec![0; n], events: vec![0; n], next_slot: 0 };
-    let fail = |e: PoolError| TestCaseError::fail(format!("pool error: {e}"));
+    let fail = |e: WaitError| TestCaseError::fail(format!("pool error: {e}"));
+    let refused = |e: SubmitError| fail(e.into());
     // The last step or reset: its slot and observations, which the next command must not touch.
     let mut last: Option<(usize, Vec<u8>)> = None;
     for op in &case.ops {
@@ -313,13 +314,16 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                     pool.batch_mut(slot)
                         .rows_mut(Array::Action(0), 0..n)
                         .copy_from_slice(bytemuck::cast_slice(actions));
-                    pool.submit(CommandKind::Step, None).map_err(fail)?;
+                    pool.submit(CommandKind::Step, None).map_err(refused)?;
                     let again = pool.submit(CommandKind::Step, None);
-                    check!(matches!(again, Err(PoolError::AlreadyPending)), "second submit: {again:?}");
+                    check!(
+                        matches!(again, Err(SubmitError::State(StateError::AlreadyPending))),
+                        "second submit: {again:?}"
+                    );
                     loop {
                         match pool.wait(Some(Duration::ZERO)) {
                             Ok(out) => break out,
-                            Err(PoolError::Timeout { .. }) => std::thread::yield_now(),
+                            Err(WaitError::Timeout { .. }) => std::thread::yield_now(),
                             Err(e) => return Err(fail(e)),
                         }
                     }
@@ -337,7 +341,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                     None => pool.reset(seeds).map_err(fail)?,
                     Some(o) => {
                         pool.write_seeds(seeds);
-                        pool.submit(CommandKind::Reset, Some(&o.to_le_bytes())).map_err(fail)?;
+                        pool.submit(CommandKind::Reset, Some(&o.to_le_bytes())).map_err(refused)?;
                         pool.wait(None).map_err(fail)?
                     }
                 };
@@ -347,7 +351,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
             Op::Call(request) => {
                 model.events.iter_mut().for_each(|e| *e += 1);
                 let message = (!request.is_empty()).then_some(request.as_slice());
-                pool.submit(CommandKind::Call, message).map_err(fail)?;
+                pool.submit(CommandKind::Call, message).map_err(refused)?;
                 let out = pool.wait(None).map_err(fail)?;
                 model.check(&pool, &out, CommandKind::Call)?;
                 model.check_call(&out, request)?;
@@ -355,7 +359,10 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
             }
             Op::WaitWithoutSubmit => {
                 let r = pool.wait(Some(Duration::ZERO));
-                check!(matches!(r, Err(PoolError::NoPendingCall)), "wait with nothing pending: {r:?}");
+                check!(
+                    matches!(r, Err(WaitError::State(StateError::NoPendingCall))),
+                    "wait with nothing pending: {r:?}"
+                );
                 continue;
             }
         };

@@ -9,7 +9,10 @@
 //! catches reported the same way, and the `describe` command. (`harness = false`: libtest's
 //! `main` would refuse the worker arguments.)
 
-use ringenv_runtime::{Array, CommandKind, ExitStatus, Layout, Outcome, Pool, PoolConfig, PoolError, WorkerCommand};
+use ringenv_runtime::Failure;
+use ringenv_runtime::{
+    Array, CommandKind, ExitStatus, Layout, Outcome, Pool, PoolConfig, SpawnError, WaitError, WorkerCommand,
+};
 use ringenv_worker::rand::Rng;
 use ringenv_worker::{entry, Ctx, DType, Env, LocalEnv, Registry, Space, Step};
 use serde::Deserialize;
@@ -141,7 +144,7 @@ fn registry() -> Registry {
         .env("Unlucky-v0", || Unlucky)
 }
 
-fn pool(id: &str, init: Value, num_envs: usize, num_workers: usize) -> Result<Pool, PoolError> {
+fn pool(id: &str, init: Value, num_envs: usize, num_workers: usize) -> Result<Pool, SpawnError> {
     let (obs, act) = registry().spaces(id, &Value::Null).expect("spaces");
     let layout = Layout::new(num_envs, num_workers, 2, obs.leaves(), act.leaves(), DType::F32).expect("layout");
     let command = WorkerCommand::new(std::env::current_exe().expect("this test's path"));
@@ -302,7 +305,7 @@ fn on_panic_exit_makes_the_panic_a_worker_death() {
     let mut p = pool("Panicky-v0", json!({"id": "Panicky-v0", "on_panic": "exit"}), 2, 1).unwrap();
     p.reset(&[Some(0); 2]).unwrap();
     match p.step(bytemuck::cast_slice(&[1i64, 0])) {
-        Err(PoolError::WorkerDied(f)) => {
+        Err(WaitError::Failed(Failure::WorkerDied(f))) => {
             assert_eq!(f.status, ExitStatus::Exited(101));
             // The worker left the panic's text and location for the pool before it exited.
             let e = f.last_error.as_deref().expect("the panic as the death's last error");
@@ -323,7 +326,7 @@ fn a_panic_nothing_catches_is_the_deaths_last_error() {
         WorkerCommand::new(std::env::current_exe().expect("this test's path")).env("SDK_TEST_SPACE_PANIC", "1");
     let init = serde_json::to_vec(&json!({"id": "Unlucky-v0"})).expect("json");
     match Pool::spawn(PoolConfig::new(layout, command, init)) {
-        Err(PoolError::WorkerDied(f)) => {
+        Err(SpawnError::WorkerDied(f)) => {
             assert_eq!(f.status, ExitStatus::Exited(101), "{f}");
             let e = f.last_error.as_deref().expect("the panic as the death's last error");
             assert_eq!((e.kind.as_str(), e.env_id), ("panic", None));

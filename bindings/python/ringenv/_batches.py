@@ -16,8 +16,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from ringenv import _native
 from ringenv._pickling import reset_payload
-from ringenv._protocol import borrowed, busy_error, warn_restarted
+from ringenv._protocol import busy_error, warn_restarted
 from ringenv._slots import Slots
 from ringenv.errors import _remote_errors
 
@@ -159,8 +160,7 @@ class AsyncBatches:
         #: Entered (``with``) by the vector env's ``send``, ``async_reset`` and ``recv`` from their
         #: first check to their return: the guard of its synchronous calls, so that one of all
         #: these runs at a time, whatever the thread. A ``send`` while another thread waits in
-        #: ``recv`` is refused before any action is written (it used to write its actions, then
-        #: fail with PyO3's bare "Already mutably borrowed").
+        #: ``recv`` is refused before any action is written.
         self.guard = guard
 
     def _id_run(self, start: int, stop: int) -> np.ndarray:
@@ -310,9 +310,7 @@ class AsyncBatches:
         self._last_send = self._last_reset = None
         try:
             return self._pool.recv(self._per_recv, self.deterministic, timeout, again)
-        except RuntimeError as e:
-            if not borrowed(e):
-                raise
+        except _native.Busy:
             raise busy_error("recv") from None
 
     def _take_block(self, worker: int, slot: int, message: Optional[bytes], copy: bool,

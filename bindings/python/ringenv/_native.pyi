@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LAYOUT_VERSION", "_panic_for_tests", "CallGuard", "CallGuardBusy", "CudaStaging", "Pool", "PoolCloser", "Segment", "available_cores", "builtin_env_ids", "builtin_spaces",
+__all__ = ["LAYOUT_VERSION", "_panic_for_tests", "Busy", "CallGuard", "CudaStaging", "Pool", "PoolCloser", "Segment", "available_cores", "builtin_env_ids", "builtin_spaces",
            "cuda_device_count", "current_pid", "exit_guard_after_fork", "hold_inline_calls_at_exit", "list_pools", "pool_snapshot", "run_builtin_worker", "run_python_worker",
            "dict_columns", "typed_columns", "typed_dicts"]
 
@@ -129,13 +129,15 @@ class Pool:
 class CallGuard:
     """One call at a time into a vector env, entered only with ``with`` (no Ctrl-C can leave it
     held; ``bindings/src/call_guard.rs``). ``__enter__`` never blocks: it raises
-    :class:`CallGuardBusy` while the guard is held."""
+    :class:`Busy` while the guard is held."""
     def __init__(self) -> None: ...
     def __enter__(self) -> None: ...
     def __exit__(self, kind: Optional[type], value: Optional[BaseException], traceback: Optional[Any]) -> bool: ...
 
-class CallGuardBusy(Exception):
-    """Raised by :meth:`CallGuard.__enter__` while another call holds the guard."""
+class Busy(RuntimeError):
+    """Another call is inside: raised by :meth:`CallGuard.__enter__` while the guard is held, and
+    by :meth:`Pool.wait`, :meth:`Pool.recv`, :meth:`Pool.close` and :attr:`Pool.in_flight` while
+    a call that waits holds the pool."""
 
 @final
 class PoolCloser:

@@ -29,8 +29,8 @@ from ringenv._program import RustEnvs
 from ringenv._slots import Slots
 from ringenv.errors import ForkedProcessError, RingenvError, WorkerDiedError, _env_ids_text, _remote_errors
 
-__all__ = ["AsyncState", "PoolVectorEnv", "borrowed", "busy_error", "closed_meanwhile_error", "restart_message",
-           "warn_restarted"]
+__all__ = ["AsyncState", "PoolVectorEnv", "busy_error", "closed_error", "closed_meanwhile_error", "no_call_error",
+           "pending_error", "restart_message", "warn_restarted"]
 
 #: How long (seconds, beyond the close's own ``timeout``) a ``close()`` waits for another
 #: thread's call to let go of the pool: a wait lets go within 100 ms of the request, a share of
@@ -40,15 +40,9 @@ CLOSE_HANDOFF_S = 10.0
 CLOSE_POLL_S = 0.002
 
 
-def borrowed(error: RuntimeError) -> bool:
-    """Whether ``error`` is PyO3's refusal to borrow the pool: another frame is inside one of its
-    calls (``Already borrowed``, ``Already mutably borrowed``)."""
-    return type(error) is RuntimeError and "borrowed" in str(error)
-
-
 def busy_error(name: str) -> AlreadyPendingCallError:
     """The error for ``name`` called while another thread is inside a call to the same vector
-    env (the pool refused to be borrowed, :func:`borrowed`): Gymnasium's
+    env (the pool or the call guard raised ``ringenv._native.Busy``): Gymnasium's
     ``AlreadyPendingCallError``, saying so."""
     return AlreadyPendingCallError(
         f"`{name}` was called while another thread is inside a call to this vector env; a vector env serves one "
@@ -70,6 +64,31 @@ class AsyncState(Enum):
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
     WAITING_CALL = "call"
+
+
+# The protocol's errors, one set for every vector env of ringenv (this module's and ringenv.ray's),
+# built only when raised: the checks stay inline on the step path.
+
+def closed_error(name: str) -> ClosedEnvironmentError:
+    """Gymnasium's ``ClosedEnvironmentError`` for call ``name`` made once the env is closed."""
+    return ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+
+
+def pending_error(state: AsyncState, name: str, in_flight: int = 0,
+                  unit: str = "workers' batches") -> AlreadyPendingCallError:
+    """Gymnasium's ``AlreadyPendingCallError`` for call ``name`` made while a call is pending
+    (``state`` is not ``DEFAULT``), or else while ``in_flight`` asynchronous batches (``unit``) sent
+    with ``send`` / ``async_reset`` have not been received."""
+    if state != AsyncState.DEFAULT:
+        return AlreadyPendingCallError(
+            f"Calling `{name}` while waiting for a pending call to `{state.value}` to complete", str(state.value))
+    return AlreadyPendingCallError(f"Calling `{name}` while {in_flight} {unit} sent with `send`/`async_reset` are "
+                                   "in flight: `recv` them first", "step")
+
+
+def no_call_error(call: str, expected: AsyncState) -> NoAsyncCallError:
+    """Gymnasium's ``NoAsyncCallError`` for ``{call}_wait`` with no ``{call}_async`` pending."""
+    return NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", expected.value)
 
 
 def restart_message(restart: dict) -> str:
@@ -138,24 +157,18 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                 "inherited one here leaves the creator's workers running.",
                 creator_pid=creator, pid=os.getpid())
         if self.closed:
-            raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+            raise closed_error(name)
 
     def _assert_default(self, name: str):
         self._assert_open(name)
         if self._state != AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
-                str(self._state.value))
+            raise pending_error(self._state, name)
         try:
             in_flight = self._pool.in_flight
-        except RuntimeError as e:
-            if not borrowed(e):
-                raise
+        except _native.Busy:
             raise busy_error(name) from None
         if in_flight:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while {in_flight} workers' batches sent with `send`/`async_reset` "
-                "are in flight: `recv` them first", "step")
+            raise pending_error(self._state, name, in_flight)
 
     def _send(self, name: str, state: AsyncState, send: Callable[[], Any]) -> None:
         """Sends call ``name``: checks that no call is pending (:meth:`_assert_default`), runs
@@ -163,13 +176,10 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         pool) and records ``state``, as one step for other threads and for an exception that a
         signal handler raises meanwhile (Ctrl-C):
 
-        - a thread that calls while another is inside gets ``AlreadyPendingCallError`` (not a
-          bare "Already borrowed" ``RuntimeError`` from the pool, and it never writes actions
-          into the slot the other is filling);
+        - a thread that calls while another is inside gets ``AlreadyPendingCallError`` (and it
+          never writes actions into the slot the other is filling);
         - an exception raised anywhere inside leaves the state the pool's: ``state`` (the
           call's ``*_wait`` collects it) when the pool took the command, else no call pending.
-          Without this, a Ctrl-C landing between the pool's ``submit`` and the state's update
-          left the pool with a command that no ``*_wait`` would collect and every call refused.
 
         Raises:
             AlreadyPendingCallError, ClosedEnvironmentError, ForkedProcessError, and what
@@ -187,7 +197,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
                 except BaseException:
                     self._state = state if self._pool_pending() else AsyncState.DEFAULT
                     raise
-        except _native.CallGuardBusy:
+        except _native.Busy:
             raise self._sending_elsewhere(name) from None
 
     def _sending_elsewhere(self, name: str) -> Exception:
@@ -330,16 +340,14 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         """
         self._assert_open(f"{call}_wait")
         if self._state != state:
-            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
+            raise no_call_error(call, state)
         try:
             slot, messages, errors, restarted = self._pool.wait(timeout)
-        except WorkerDiedError:  # before RuntimeError, its base: the env is closed
+        except WorkerDiedError:
             self._state = AsyncState.DEFAULT
             self._release(0.0)
             raise
-        except RuntimeError as e:
-            if not borrowed(e):
-                raise
+        except _native.Busy:
             raise busy_error(f"{call}_wait") from None
         for r in restarted:
             warn_restarted(r)
@@ -443,9 +451,7 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
             try:
                 self._pool.close(timeout)
                 return
-            except RuntimeError as e:  # PyO3's borrow error: a call holds the pool
-                if not borrowed(e):
-                    raise
+            except _native.Busy:  # a call holds the pool
                 if self._creator_pid != _native.current_pid():
                     # A fork child: the call was another thread's in the creator when it forked;
                     # that thread does not exist here, so the pool stays borrowed. Its copy in

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError, ResetNeeded
+from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -31,7 +31,7 @@ from ringenv._checks import (check_count, check_factories, check_options, check_
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._leases import LENDING_DEPTH, lends
 from ringenv._program import RustEnvs, WorkerProgram, _short, python_program
-from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error
+from ringenv._protocol import AsyncState, PoolVectorEnv, busy_error, closed_meanwhile_error, pending_error
 from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, reset_payload
@@ -383,7 +383,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         try:
             with batches.guard:
                 batches.reset(seeds, options, self._rust_envs is not None)
-        except _native.CallGuardBusy:
+        except _native.Busy:
             raise busy_error("async_reset") from None
         self._reset_needed = False
 
@@ -415,15 +415,14 @@ class AsyncVectorEnv(PoolVectorEnv):
         """
         self._assert_open("send")
         if self._state != AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
-                                          f"`{self._state.value}` to complete", str(self._state.value))
+            raise pending_error(self._state, "send")
         if self._reset_needed:
             raise ResetNeeded("Cannot call env.step() before calling env.reset()")
         batches = self._batches
         try:
             with batches.guard:
                 batches.send(actions, env_ids)
-        except _native.CallGuardBusy:
+        except _native.Busy:
             raise busy_error("send") from None
 
     def recv(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
@@ -467,7 +466,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                     if not self.closed:
                         raise
                     raise closed_meanwhile_error("recv", e) from e
-        except _native.CallGuardBusy:
+        except _native.Busy:
             raise busy_error("recv") from None
         # A plain store, then the return: a Ctrl-C raised before here (the guard's exit is a call,
         # where CPython runs signal handlers) leaves the batch to the next recv.
@@ -583,7 +582,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                 except BaseException:
                     self._state = AsyncState.WAITING_STEP if self._pool_pending() else AsyncState.DEFAULT
                     raise
-        except _native.CallGuardBusy:
+        except _native.Busy:
             raise self._sending_elsewhere("step_async") from None
 
     def step_wait(self, timeout: Optional[float] = None):

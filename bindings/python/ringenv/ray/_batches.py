@@ -17,11 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import ray
 from gymnasium import spaces
-from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
+from ringenv._protocol import AsyncState, pending_error
 from ringenv.ray._closed_meanwhile import closed_meanwhile
-from ringenv.vector import AsyncState
 
 __all__ = ["BlockBatchesMixin", "take"]
 
@@ -108,8 +107,7 @@ class BlockBatchesMixin:
         """
         self._assert_open("send")
         if self._state != AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(f"Calling `send` while waiting for a pending call to "
-                                          f"`{self._state.value}` to complete", str(self._state.value))
+            raise pending_error(self._state, "send")
         n = self.num_envs
         ids = np.arange(n) if env_ids is None else np.asarray(env_ids)
         if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.size == 0:

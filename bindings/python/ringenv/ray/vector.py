@@ -19,13 +19,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Un
 import numpy as np
 import ray
 from gymnasium import logger, spaces
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ringenv._checks import seeds_of
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
+from ringenv._protocol import AsyncState, closed_error, no_call_error, pending_error
 from ringenv._staging import host_actions
 from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, WorkerStartupError, _env_ids_text,
                             _merged)
@@ -33,7 +34,6 @@ from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, _RestartPending, take
 from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.ray._closed_meanwhile import closed_meanwhile
-from ringenv.vector import AsyncState
 
 __all__ = ["RayVectorEnv"]
 
@@ -413,7 +413,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         (``ray.shutdown()``) while it was open: its actors went with Ray, so it is closed then (a
         call to an actor would start a new local Ray instead)."""
         if self.closed:
-            raise ClosedEnvironmentError(f"Trying to call `{name}` after the vector env was closed.")
+            raise closed_error(name)
         if not self._ray_is_ours():
             again = " (Ray was started again since: its actors do not exist there)" if ray.is_initialized() else ""
             raise self._fail(ClosedEnvironmentError(
@@ -427,15 +427,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
     def _assert_default(self, name: str) -> None:
         self._assert_open(name)
-        if self._state != AsyncState.DEFAULT:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while waiting for a pending call to `{self._state.value}` to complete",
-                str(self._state.value))
-        if self._inflight or self._received:
-            raise AlreadyPendingCallError(
-                f"Calling `{name}` while {len(self._inflight) + len(self._received)} blocks sent with "
-                "`send`/`async_reset` are in flight: "
-                "`recv` them first", "step")
+        if self._state != AsyncState.DEFAULT or self._inflight or self._received:
+            raise pending_error(self._state, name, len(self._inflight) + len(self._received), "blocks")
 
     def _seed_list(self, seed: Optional[Union[int, Sequence[Optional[int]]]]) -> List[Optional[int]]:
         """One seed per env by the rule of :class:`ringenv.AsyncVectorEnv`, over the whole vector
@@ -499,7 +492,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         restarted actor's reset stays in flight, and the next wait goes on from there)."""
         self._assert_open(f"{call}_wait")
         if self._state != state:
-            raise NoAsyncCallError(f"Calling `{call}_wait` without any prior call to `{call}_async`.", state.value)
+            raise no_call_error(call, state)
         deadline = None if timeout is None else time.monotonic() + timeout
         live = [p for p in self._pending if p[3] not in ("done", "recovering")]
         values = self._fetch([p[0] for p in live], timeout, f"`{call}_wait`",
