@@ -39,7 +39,7 @@ echo "wheel: ${wheels[0]} (ringenv/_native.abi3.so)"
 # The tag says manylinux_2_17, and so do the glibc symbol versions the extension links.
 tag="manylinux_2_17_$(uname -m)"
 AUDITWHEEL=$(command -v auditwheel || echo "$ROOT/${RINGENV_VENV:-.venv}/bin/auditwheel")
-if [[ "$WHEEL" != *"$tag"* ]] || ! "$AUDITWHEEL" show "$WHEEL" | tr -d '\n' | grep -q "consistent with the following platform tag: \"$tag\""; then
+if [[ "$WHEEL" != *"$tag"* ]] || ! "$AUDITWHEEL" show "$WHEEL" | tr '\n' ' ' | grep -q "consistent with the following platform tag: \"$tag\""; then
     "$AUDITWHEEL" show "$WHEEL" >&2 || true
     echo "$WHEEL is not a $tag wheel" >&2
     exit 1
