@@ -220,8 +220,8 @@ def write_markdown(path: str, lines: List[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0,
-                        help="seconds per measurement, after the warm-up (default 3)")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="seconds per measurement, after the warm-up (default 2)")
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
     parser.add_argument("--markdown", default=None, metavar="PATH",
                         help=f"also write the table as Markdown between the lines {MARKERS[0]} and {MARKERS[1]} "

@@ -24,11 +24,26 @@ if [ ! -x "$VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
 "${PIP[@]}" install "maturin>=1.5,<2" ziglang
+# The dependencies (pyproject.toml's, and its extras') install while Cargo builds.
+mkdir -p target
+"$VENV/bin/python" - "$EXTRAS" > target/requirements.txt <<'PY'
+import sys
+try:
+    import tomllib  # CPython 3.11 and later; under 3.10 the wheel's install brings them
+except ImportError:
+    sys.exit()
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = [e for e in sys.argv[1].split(",") if e]
+print("\n".join(project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))
+PY
+"${PIP[@]}" install -r target/requirements.txt &
+DEPENDENCIES=$!
 echo "== building ringenv's wheel (manylinux2014, Cargo's wheel profile) into target/wheels"
 rm -f target/wheels/ringenv-*.whl
 PATH="$(cd "$VENV/bin" && pwd):$PATH" "$VENV/bin/maturin" build --locked --quiet --zig \
     --compatibility manylinux2014 --target "$(uname -m)-unknown-linux-gnu" --interpreter "$VENV/bin/python" \
     --out target/wheels
+wait "$DEPENDENCIES"
 WHEEL=$(ls target/wheels/ringenv-*.whl)
 echo "== installing $WHEEL[$EXTRAS] into $VENV"
 "${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"

@@ -103,7 +103,7 @@ for v in $VERSIONS; do
     "$py" -m venv "$venv"
     install=("$WHEEL")
     if [ "$v" = "$FLOORS" ]; then
-        install=("$WHEEL[plot]" --constraint "$ROOT/target/floors.txt" pytest)
+        install=("$WHEEL[plot]" --constraint "$ROOT/target/floors.txt" pytest pytest-xdist)
         echo "   the oldest dependencies pyproject.toml allows: $(tr '\n' ' ' < "$ROOT/target/floors.txt")"
     fi
     pip=(env PATH="$NO_RUST_PATH" "$venv/bin/python" -m pip --quiet --disable-pip-version-check)
@@ -127,7 +127,7 @@ for v in $VERSIONS; do
     fi
     if [ "$v" = "$FLOORS" ]; then
         tested=$(date +%s)
-        if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 900 "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
                 --rootdir "$ROOT" "${FLOOR_TESTS[@]/#/$ROOT/tests/python/}"); then
             echo "-- python$v with the oldest dependencies: tests $(($(date +%s) - tested)) s"
         else
