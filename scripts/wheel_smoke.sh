@@ -8,7 +8,8 @@
 #
 # - The install sees no Rust toolchain (directories holding cargo or rustc are dropped from PATH)
 #   and builds nothing (--only-binary=:all:). The dependencies come from target/wheelhouse-3.X,
-#   filled from the package registry when it lacks one (the first run).
+#   filled from the package registry when it lacks one (the first run). python3's pip installs
+#   into each virtualenv (`pip --python`), which is made without a pip of its own.
 # - An interpreter is python3.X on PATH, else the newest ${PYENV_ROOT:-~/.pyenv}/versions/3.X.*.
 #   A missing one fails the step; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead.
 # - RINGENV_SMOKE_PYTHONS picks the versions (default "3.10 3.11 3.12 3.13").
@@ -82,6 +83,7 @@ for requirement in project["dependencies"] + project["optional-dependencies"]["p
     print(f"{floor[1]}=={floor[2]}")
 PY
 
+HOST_PYTHON=$(python3 -c "import sys; print(sys.executable)")  # its pip installs into each virtualenv
 start_all=$(date +%s)
 failed=()
 for v in $VERSIONS; do
@@ -100,13 +102,13 @@ for v in $VERSIONS; do
     echo "-- python$v ($py): fresh virtualenv target/smoke-venv-$v"
     start=$(date +%s)
     rm -rf "$venv"
-    "$py" -m venv "$venv"
+    "$py" -m venv --without-pip "$venv"
     install=("$WHEEL")
     if [ "$v" = "$FLOORS" ]; then
         install=("$WHEEL[plot]" --constraint "$ROOT/target/floors.txt" pytest pytest-xdist)
         echo "   the oldest dependencies pyproject.toml allows: $(tr '\n' ' ' < "$ROOT/target/floors.txt")"
     fi
-    pip=(env PATH="$NO_RUST_PATH" "$venv/bin/python" -m pip --quiet --disable-pip-version-check)
+    pip=(env PATH="$NO_RUST_PATH" "$HOST_PYTHON" -m pip --python "$venv/bin/python" --quiet --disable-pip-version-check)
     if ! "${pip[@]}" install --only-binary=:all: --no-index --find-links "$wheelhouse" "${install[@]}" 2>/dev/null; then
         echo "   filling target/wheelhouse-$v from the package registry"
         if ! "${pip[@]}" download --only-binary=:all: --dest "$wheelhouse" "${install[@]}" ||
