@@ -1,6 +1,6 @@
-"""The benchmark grid of issue 12: ringenv with default settings against what a user would pick
+"""The benchmark grid: ringenv with default settings against what a user would pick
 instead, over env cost x observation x infos x workers x sync/async batches, quiet and again with
-one busy-looping neighbour process on the machine; then issue 12's targets, each with a verdict
+one busy-looping neighbour process on the machine; then the targets, each with a verdict
 computed from this run's figures.
 
 What runs (``--quick`` runs a corner of it, for a check in a minute or two):
@@ -40,9 +40,17 @@ replaces the same section of ``benches/RESULTS.md`` (the rest of the file is kep
 markers the section goes before the file's first ``## `` heading). ``--quick`` prints the section
 and writes nothing unless ``--output`` is given.
 
+With ``--baseline DIR`` (``DIR``: a ``PYTHONPATH`` entry holding another build's ``ringenv``,
+``benches/ab.py``) the peers are skipped and every ringenv row (of the grid, or of ``--quick``'s
+corner) is measured ``--ab-repeats`` rounds with each build alternately, each measurement in its
+own subprocess; the table gives both medians and new/old, and no file is written. With
+``--quick``: 25 rows per condition, 200 measurements of 0.1 + 0.2 s with the default 2 rounds,
+about 2 s each with the subprocess's start (6-8 minutes on 2 cores for both conditions).
+
 Usage::
 
     python benches/grid.py                      # the full grid, quiet then with the neighbour (~15 min on 2 cores)
+    python benches/grid.py --quick --baseline /work/main/.venv/lib/python3.11/site-packages  # A/B of two builds
     python benches/grid.py --quick              # a few rows, short durations: a check that it runs
     python benches/grid.py --neighbour off      # quiet only (on: with the neighbour only)
 """
@@ -64,6 +72,7 @@ from typing import Any, Dict, List, Optional
 import gymnasium as gym
 import numpy as np
 
+import ab
 import results_sections
 import ringenv
 from neighbour import busy_neighbour
@@ -209,7 +218,7 @@ def cartpole_rows(sizes: List[int], workers: List[int]) -> List[Dict[str, Any]]:
                      "make": lambda n=n: ringenv.make_vec("CartPole-v1", n)})
         for w in workers:
             if w > 2:
-                continue  # issue 12's rows: 1 and 2 workers
+                continue  # the target's rows: 1 and 2 workers
             rows.append({**ringenv_plan(n, w, n, "rust"), "runtime": "ringenv make_vec",
                          "make": lambda n=n, w=w: ringenv.make_vec("CartPole-v1", n, vector_kwargs={"num_workers": w})})
             rows.append({**ringenv_plan(n, w, n, "rust"), "runtime": "ringenv tune", "tune": True})
@@ -340,7 +349,7 @@ def _worst(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
 
 
 def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
-    """Issue 12's targets under one condition, each ``{"target", "met", "measured"}`` (``met``:
+    """The targets under one condition, each ``{"target", "met", "measured"}`` (``met``:
     True, False, or None when not measured here, ``measured`` saying why), from the figures alone."""
     python_rows = [r for e in cond["envs"] for r in e["rows"] if r.get("status") == "ok" and not r["peer"]]
     cart_rows = [r for r in cond["cartpole"] if r.get("status") == "ok" and not r["peer"]]
@@ -362,7 +371,7 @@ def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
         out.append({"target": target, "met": not failing, "measured": text})
 
     verdict("at least 1.0x the best peer on every row", python_rows + cart_rows, "vs_best_peer", 1.0)
-    # the same target read as the issue states its targets, "default settings": only the rows a
+    # the same target read as "default settings": only the rows a
     # user gets without choosing a worker count (the sync and async *default* columns); the line
     # above also counts every explicit count (4 workers on 2 cores at 0 µs among them)
     verdict("at least 1.0x the best peer on every row, default settings (the default columns only)",
@@ -434,7 +443,7 @@ def section(report: Dict[str, Any]) -> List[str]:
     s = report["settings"]
     lines = [
         BEGIN,
-        "## The grid of issue 12: default settings, "
+        "## The grid: default settings, "
         + " and ".join("quiet" if c["name"] == "quiet" else "with a busy neighbour" for c in report["conditions"])
         + (" (`--quick`: a corner of the grid)" if s.get("quick") else "") + " (`benches/grid.py`)",
         "",
@@ -456,7 +465,7 @@ def section(report: Dict[str, Any]) -> List[str]:
         "Ratios in brackets: ringenv's steps/s over the best peer's (in **bold**) in the same condition. The "
         "ceiling is cores x a single-env loop in one process.",
         "",
-        "### Targets (issue 12), computed from this run",
+        "### Targets, computed from this run",
         "",
         "| target | " + " | ".join(c["name"] + f" (load {c['load_average_at_start']:.1f} at start)"
                                    for c in report["conditions"]) + " |",
@@ -550,6 +559,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="the RESULTS.md whose grid section is replaced (default benches/RESULTS.md; with "
                              "--quick, or '-', none: the section is only printed, as by the other benches)")
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
+    ab.add_arguments(parser, repeats=2)
     args = parser.parse_args(argv)
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.2 if q else 0.8)
@@ -569,8 +579,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if path and path != "-" and not Path(path).resolve().parent.is_dir():
             parser.error(f"argument {name}: the folder of {path!r} does not exist")
     args.cores = usable_cores()
+    if ab.child(args, lambda key: measure_one(key, args)):
+        return 0
     info = machine_info()
     names = {"both": ["quiet", "neighbour"], "off": ["quiet"], "on": ["neighbour"]}[args.neighbour]
+    if args.baseline:
+        return compare_builds(args, names)
     print(f"grid: {len(args.costs) * len(args.observations) * len(args.infos)} Python envs x "
           f"{len(args.workers)} worker counts, CartPole {args.cartpole_envs}; {args.warmup:g} + {args.seconds:g} s per "
           f"row; conditions {', '.join(names)}; {args.cores} cores ({info.get('cpu_model')})", file=sys.stderr)
@@ -592,6 +606,46 @@ def main(argv: Optional[List[str]] = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
         print(f"wrote {args.json}", file=sys.stderr)
     results_sections.publish("grid", section(report), output)
+    return 0
+
+
+# -- two builds side by side (--baseline) ------------------------------------------------------------
+
+ROW_KEY = ("group", "cost_us", "obs", "infos", "num_envs", "runtime", "workers", "mode", "batch_size")
+
+
+def ringenv_rows(args) -> List[Dict[str, Any]]:
+    """Every ringenv row the grid's settings make (no peers), each as a JSON-able key with a label."""
+    rows = [r for cost in args.costs for obs in args.observations for infos in args.infos
+            for r in env_rows(cost, obs, infos, args.num_envs, args.workers)]
+    rows += cartpole_rows(args.cartpole_envs, args.workers)
+    return [{**{k: r.get(k) for k in ROW_KEY}, "label": label(r)} for r in rows if not r["peer"]]
+
+
+def measure_one(key: Dict[str, Any], args) -> float:
+    """Steps/s of the row ``key`` names (:func:`ringenv_rows`), measured once in this process."""
+    if key["group"] == "cartpole":
+        rows = cartpole_rows([key["num_envs"]], args.workers)
+    else:
+        rows = env_rows(key["cost_us"], key["obs"], key["infos"], args.num_envs, args.workers)
+    [row] = [r for r in rows if all(r.get(k) == key[k] for k in ROW_KEY)]
+    run_row(row, args.seconds, args.warmup)
+    if row["status"] != "ok":
+        raise RuntimeError(row["status"])
+    return float(row["steps_per_s"])
+
+
+def compare_builds(args, names: List[str]) -> int:
+    """``--baseline``: every ringenv row under each condition through :func:`ab.compare`; prints
+    the table (and ``--json``)."""
+    results: List[Dict[str, Any]] = []
+    for name in names:
+        with busy_neighbour() if name == "neighbour" else contextlib.nullcontext():
+            results += ab.compare(__file__, ringenv_rows(args), args.baseline, args.ab_repeats, condition=name)
+    print("\n".join(ab.section("The grid (`benches/grid.py`)", results, args.baseline, args.ab_repeats,
+                               args.seconds)))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
 
 

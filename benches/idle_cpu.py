@@ -70,7 +70,7 @@ def _spins() -> int:
     total = 0
     for pool in _native.list_pools():
         if pool["pid"] == os.getpid():
-            snapshot = _native.pool_snapshot(pool["pid"], pool["fd"], name=pool["name"], timeout=5)
+            snapshot = _native.pool_snapshot(pool["pid"], pool["fd"])
             total += sum(w["spins"] for w in snapshot["workers"])
     return total
 

@@ -1,5 +1,5 @@
 """Per-step infos of each kind of value, stepped through ringenv beside Gymnasium's vector envs:
-which values keep a step on the typed path (``bindings/src/typed_infos.rs``: numbers, strings,
+which values keep a step on the typed path (``bindings/src/infos.rs``: numbers, strings,
 ``None``, tuples of those, NumPy arrays; lists from worker processes) and what the others
 cost. Writes its section of ``benches/RESULTS.md``.
 

@@ -1,5 +1,5 @@
 """The busy neighbour of the benchmarks: one other process that keeps a core busy, as another
-user's job on a shared machine would (issue 12's "one busy-looping neighbour process").
+user's job on a shared machine would.
 
 Used by ``benches/grid.py``, ``benches/async_share.py`` and ``benches/wakeup_policy.py``, so each
 measures beside the same neighbour, started the same way.
@@ -17,7 +17,7 @@ from typing import Iterator
 PROGRAM = "while True: pass"
 
 #: Seconds the neighbour runs before the first measurement, so the kernel already counts it as
-#: runnable (and ringenv's machine-load check already sees it) when the first pool starts.
+#: runnable when the first pool starts.
 HEAD_START_S = 0.2
 
 

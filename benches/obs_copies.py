@@ -17,9 +17,9 @@ Measures:
   new process: ``copy=True`` as it is by default for these batches, lent (new views of the slot,
   ``ringenv/_leases.py``); ``copy=True`` copied (one copy per leaf per batch into new arrays:
   what a batch costs when the caller holds the pool's other slots, here forced by turning
-  lending off), with the default layout and with ``num_workers=0``, each also with the vector
-  env's ``settle_allocator`` (``ringenv/_allocator.py``) left out, as before it existed, for
-  this script's observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
+  lending off), with the default layout and with ``num_workers=0``, each with and without
+  ``ringenv.settle_allocator()`` (``ringenv/_allocator.py``, an opt-in), for this script's
+  observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
   (views);
 - where lending starts to pay: ``Leases.lend`` (new views of one slot, the refcount checks)
   against a ``copy()`` of a batch of one ``uint8`` leaf of 4 KiB to 1 MiB (:data:`LEND_KIB`;
@@ -206,14 +206,13 @@ def read_row(obs: str, path: str, workers: Optional[int], settle: bool, envs: in
              repeats: int) -> float:
     """Seconds per batch of the read ``path`` (one of :data:`READ_PATHS`) of a live vector env of
     ``envs`` envs of observation ``obs`` (``workers``: its ``num_workers``, ``None`` for the
-    default), in this process, keeping the last batch as a policy loop does; without ``settle``,
-    the vector env leaves the allocator as it found it (what it did before
-    ``ringenv._allocator``)."""
+    default), in this process, keeping the last batch as a policy loop does; with ``settle``, after
+    :func:`ringenv.settle_allocator`."""
     import ringenv
     import ringenv.vector
 
-    if not settle:
-        ringenv.vector.settle_allocator = lambda: None
+    if settle:
+        ringenv.settle_allocator()
     if path == "copy=True, copied":
         ringenv.vector.lends = lambda *args: False
     vec = ringenv.AsyncVectorEnv([_env(obs)] * envs, num_workers=workers, copy=path != "copy=False")
@@ -290,7 +289,7 @@ def section(report: Dict[str, Any]) -> List[str]:
                      f"{HOST_FORMS[form]} | {s * 1e6:,.1f} | |")
     for row in report["read"]:
         layout = "default layout" if row["workers"] is None else f"`num_workers={row['workers']}`"
-        state = "" if row["settle"] else ", allocator not settled (as before `ringenv._allocator`)"
+        state = ", after `ringenv.settle_allocator()`" if row["settle"] else ""
         what = {"copy=True": "`copy=True`, lent (the default for this batch: new views of the slot)",
                 "copy=True, copied": "`copy=True`, copied (lending off, as when the caller holds the other slots)",
                 "copy=False": "`copy=False` (views of the slot)"}[row["path"]]

@@ -1,5 +1,6 @@
-"""The wake-up policy against fixed spin bounds, in one run (issue 12: the default ``spin_us=None``
-must come within 10% of the best fixed ``spin_us``). A benchmark, not a test.
+"""The wake-up policy against fixed spin bounds, in one run (the default ``spin_us=None`` should
+come within 10% of the best fixed ``spin_us``); or, with ``--baseline DIR``, the default policy of
+this build against another build's, row by row. A benchmark, not a test.
 
 For one env and each worker count, it measures steps/s of a ringenv vector env with every
 ``spin_us`` of ``--spins`` (default ``none,0,20,50,100,200,500,2000``; ``none`` is the default
@@ -30,6 +31,14 @@ The run is written to ``benches/RESULTS.md`` as its section between ``<!-- wakeu
 condition, with the default's median and spread, the best fixed bound's, ``spin_us=0``'s and the
 ratio, and a line counting the rows within 10%.
 
+With ``--baseline DIR`` (``DIR``: a ``PYTHONPATH`` entry holding another build's ``ringenv``,
+``benches/ab.py``) only the default policy runs, each row (env, worker count, condition) measured
+``--ab-repeats`` rounds with each build alternately, each measurement in its own subprocess; the
+table gives both medians and new/old, and nothing is written to ``benches/RESULTS.md``.
+``--quick`` shortens the rounds to 0.3 s (with ``--baseline`` and the default envs, workers,
+conditions and 3 rounds: 24 rows, 144 measurements of about 2 s each with the subprocess's start,
+5-6 minutes on 2 cores).
+
 Usage::
 
     python benches/wakeup_policy.py --env cartpole,py:0,py:40 --num-envs 16 --workers default,1,2
@@ -37,6 +46,7 @@ Usage::
     python benches/wakeup_policy.py --env py:40 --num-envs 16 --workers 1,2,4 --seconds 2
     python benches/wakeup_policy.py --env cartpole --spins none,0,2000 --repeats 3 --seconds 0.5 \\
         --neighbour off --json /tmp/wakeup.json --output -
+    python benches/wakeup_policy.py --quick --baseline /work/main/.venv/lib/python3.11/site-packages
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ from typing import Any, Callable, Dict, List, Optional
 import gymnasium as gym
 import numpy as np
 
+import ab
 import results_sections
 import ringenv
 from neighbour import busy_neighbour
@@ -159,7 +170,7 @@ def section(report: Dict[str, Any], started: str) -> List[str]:
         "",
         "Written by `benches/wakeup_policy.py`; edit the script, not this section. "
         f"Machine: {machine_line(machine_info())}; {started}.",
-        f"Issue 12's target: the default (`spin_us=None`) within 10% of the best fixed `spin_us` of "
+        f"The target: the default (`spin_us=None`) within 10% of the best fixed `spin_us` of "
         f"{a['spins']} (all measured). Each setting: the median of {a['repeats']} rounds of {a['seconds']:g} s "
         "through the one measurement loop, the settings in a rotated order each round (spread in brackets). "
         "*workers*: `default` is no `num_workers` (the cores less one and the main process's share); "
@@ -198,12 +209,19 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="comma-separated worker counts; default = no num_workers (cores - 1 + the inline share)")
     p.add_argument("--spins", default=DEFAULT_SPINS, help="comma-separated spin_us values; none = default")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=0.5, help="timed seconds per measurement")
+    p.add_argument("--seconds", type=float, default=None, help="timed seconds per measurement (default 0.5; quick 0.3)")
+    p.add_argument("--quick", action="store_true", help="0.3 s per measurement")
     p.add_argument("--neighbour", choices=["off", "on", "both"], default="both")
     p.add_argument("--json", help="write every figure to this file")
     p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                    help="the results file to write this run's section into; - for none")
+    ab.add_arguments(p, repeats=3)
     a = p.parse_args(argv)
+    a.seconds = a.seconds if a.seconds is not None else (0.3 if a.quick else 0.5)
+    if ab.child(a, lambda row: measure(maker(row["env"], row["num_envs"], row["workers"], None),
+                                       num_envs=row["num_envs"], seconds=a.seconds,
+                                       seed=row["round"]).figures()["steps_per_s"]):
+        return 0
     spins = parse_spins(a.spins)
     workers = [None if w == "default" else int(w) for w in a.workers.split(",")]
     phases = {"off": [False], "on": [True], "both": [False, True]}[a.neighbour]
@@ -214,6 +232,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for env in envs:
         maker(env, a.num_envs, None, None)  # a bad --env fails before anything runs
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if a.baseline:
+        return compare_builds(a, envs, workers, phases)
     for neighbour in phases:
         with busy_neighbour() if neighbour else contextlib.nullcontext():
             for env, w in ((e, w) for e in envs for w in workers):
@@ -225,6 +245,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
     results_sections.publish("wakeup", section(report, started), a.output)
+    return 0
+
+
+def compare_builds(a: argparse.Namespace, envs: List[str], workers: List[Optional[int]], phases: List[bool]) -> int:
+    """``--baseline``: the default policy of this build against the other's, every row (env,
+    worker count, condition) through :func:`ab.compare`; prints the table (and ``--json``)."""
+    results: List[Dict[str, Any]] = []
+    for neighbour in phases:
+        rows = [{"label": f"{env}, {a.num_envs} envs, {'default' if w is None else w} workers", "env": env,
+                 "num_envs": a.num_envs, "workers": w} for env in envs for w in workers]
+        with busy_neighbour() if neighbour else contextlib.nullcontext():
+            results += ab.compare(__file__, rows, a.baseline, a.ab_repeats,
+                                  condition="neighbour" if neighbour else "quiet")
+    print("\n".join(ab.section("The default wait policy (`benches/wakeup_policy.py`)", results, a.baseline,
+                               a.ab_repeats, a.seconds)))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
     return 0
 
 

@@ -1,12 +1,13 @@
-//! The wake-up trap of issue 12, reproduced on any machine: two threads ping-pong through
-//! `Spinner`s over a futex whose every sleep costs an extra, chosen wake-up latency (busy-waited
-//! after the real wake-up, so the waiter is late to run as on a slow VM). First 60 rounds with a
-//! 2 ms pause on one side put both waiters to sleep; then 20,000 round trips are timed, and the
-//! share of waits that had a spin phase is read from the `Wakeup` counters.
+//! The wake-up trap, reproduced on any machine: two threads ping-pong through `Spinner`s over a
+//! futex whose every sleep costs an extra, chosen wake-up latency (busy-waited after the real
+//! wake-up, so the waiter is late to run as on a slow VM). First 60 rounds with a 2 ms pause on
+//! one side put both waiters to sleep; then 20,000 round trips are timed, and the share of waits
+//! that had a spin phase is read from the `Wakeup` counters.
 //!
-//! A benchmark, not a test (figures depend on the machine). With the learning that fed a slept
-//! wait's whole length back (before issue 12), a 90 µs latency and 5 µs of work left both sides
-//! asleep for ever: ~3,500 round trips/s against ~27,000-31,000 now (docs/WAKEUP.md).
+//! A benchmark, not a test (figures depend on the machine). A policy that learned a slept wait's
+//! whole length, wake-up included, left both sides asleep for ever with a 90 µs latency and 5 µs
+//! of work (~3,500 round trips/s); learning the peer-ready time from the producer's stamp
+//! (`runtime/src/wait.rs`) spins again (~30,000).
 //!
 //! `cargo bench -p ringenv-runtime --bench wakeup_trap -- [LATENCY_US] [WORK_US]` (default 90 and
 //! 5): prints one line per `spin_us` in none (the default), 0, 200, 2000.

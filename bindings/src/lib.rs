@@ -15,7 +15,6 @@ mod py_pool;
 mod py_segment;
 mod py_staging;
 mod python_envs;
-mod typed_infos;
 mod workers;
 
 use pyo3::prelude::*;
@@ -57,9 +56,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(monitor::list_pools, m)?)?;
     m.add_function(wrap_pyfunction!(errors::panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::pool_snapshot, m)?)?;
-    m.add_function(wrap_pyfunction!(infos::uniform_infos, m)?)?;
-    m.add_function(wrap_pyfunction!(typed_infos::typed_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(typed_infos::typed_dicts, m)?)?;
+    m.add_function(wrap_pyfunction!(infos::typed_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(infos::typed_dicts, m)?)?;
+    m.add_function(wrap_pyfunction!(infos::dict_columns, m)?)?;
     m.add("LAYOUT_VERSION", ringenv_runtime::LAYOUT_VERSION)?;
     Ok(())
 }

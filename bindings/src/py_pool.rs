@@ -295,7 +295,7 @@ fn let_go_in_child(pool: Pool) {
 /// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
 ///
 /// `close()` stops the workers and releases every OS resource the pool holds in this process at
-/// once: the segment's descriptor, the control sockets, the pidfds and the pool's advertisement.
+/// once: the segment's descriptor, the control sockets and the pidfds.
 /// The mapping itself stays while NumPy arrays over it (made from `segment()`) are alive, so such
 /// arrays never point at unmapped memory; it is unmapped when the last one dies.
 ///
@@ -985,7 +985,7 @@ impl PyPool {
     /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
     /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
     /// Ctrl-C there kills them), then releases every OS resource of the pool in this process: the segment's descriptor,
-    /// the control sockets, the pidfds, the advertisement; the mapping goes with the last
+    /// the control sockets, the pidfds; the mapping goes with the last
     /// NumPy array over it. Idempotent.
     ///
     /// In a process other than the creator (a fork) it only lets go of this process's handle:

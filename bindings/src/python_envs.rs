@@ -19,7 +19,7 @@
 //! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
 //! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
 //! when every env of a command returned the same keys of numbers they go as one typed message
-//! ([`crate::typed_infos`]), otherwise the non-empty ones are pickled together into one payload;
+//! ([`crate::infos`]), otherwise the non-empty ones are pickled together into one payload;
 //! the endpoint leaves either in the worker's info arena in the segment (the control socket only
 //! when it does not fit; see `ringenv_runtime::info_arena`). The inline share's message never
 //! leaves the process, so it is not pickled: it is handed over as the Python objects themselves
@@ -49,7 +49,8 @@ enum ObsTarget {
     /// and shape; for a row of shape `()` a NumPy scalar of its dtype, or the Python scalar it
     /// takes as it is: a Discrete's `int`, FrozenLake's and Taxi's), else into its view by NumPy assignment once the observation's
     /// shape is checked against `shape` (assignment would broadcast a wrong shape silently).
-    Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny> },
+    /// `space` is the observation space, named in the error for a value that does not fit.
+    Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny>, space: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
     /// For a split Dict, `pickled` names the keys whose values go into the completion's message
     /// instead (a `dict` of them per env), `walk` covering the others.
@@ -59,8 +60,16 @@ enum ObsTarget {
 }
 
 /// What `ringenv._worker._build` returns.
-type Built =
-    (Vec<Py<PyAny>>, Option<Vec<Vec<Py<PyAny>>>>, bool, Option<Vec<Py<PyAny>>>, Option<Vec<Py<PyAny>>>, bool, String);
+type Built = (
+    Vec<Py<PyAny>>,
+    Option<Vec<Vec<Py<PyAny>>>>,
+    bool,
+    Option<Vec<Py<PyAny>>>,
+    Option<Vec<Py<PyAny>>>,
+    bool,
+    String,
+    Py<PyAny>,
+);
 
 /// Where the inline share leaves its message: `(observations or None, [(env_id, info), ...])`,
 /// the tuple a worker's message unpickles to. The host puts it here and completes the command with
@@ -112,9 +121,9 @@ fn interrupted_call(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, env_id: Op
     })
 }
 
-/// The env that raised `e` in a `call`: the global env id `ringenv._worker._call` sets on the
-/// exception as `CALL_ENV_ID` (`None` for an exception that takes no attributes, or one raised
-/// before any env ran).
+/// The env that raised `e` in a `call` or while it was built: the global env id
+/// `ringenv._worker._call` or `_build` sets on the exception as `CALL_ENV_ID` (`None` for an
+/// exception that takes no attributes, or one raised before any env ran).
 fn call_env_id(helpers: &Bound<'_, PyModule>, e: &PyErr) -> Option<usize> {
     let py = helpers.py();
     let name = helpers.getattr("CALL_ENV_ID").ok()?;
@@ -225,7 +234,8 @@ pub fn build(py: Python<'_>, init: &[u8], endpoint: &WorkerEndpoint) -> Result<B
 /// its messages are left there as Python objects instead of pickled).
 ///
 /// # Errors
-/// The factory's or the space check's exception, described as a [`RemoteError`].
+/// The factory's or the space check's exception, described as a [`RemoteError`] naming the env
+/// it was raised for.
 pub fn build_for(
     py: Python<'_>,
     init: &[u8],
@@ -234,7 +244,10 @@ pub fn build_for(
     handover: Option<Handover>,
 ) -> Result<Box<dyn EnvHost>, RemoteError> {
     let helpers = py.import("ringenv._worker").map_err(|e| describe_without_helpers(py, e))?;
-    build_with(py, &helpers, init, segment, env_ids, handover).map_err(|e| describe(&helpers, e, None))
+    build_with(py, &helpers, init, segment, env_ids, handover).map_err(|e| {
+        let env_id = call_env_id(&helpers, &e);
+        describe(&helpers, e, env_id)
+    })
 }
 
 fn leaves<'py>(py: Python<'py>, specs: &[ringenv_runtime::ArraySpec]) -> PyResult<Bound<'py, PyList>> {
@@ -271,7 +284,7 @@ fn build_with(
     }
     info.set_item("offsets", offsets)?;
     let built = helpers.getattr("_build")?.call1((PyBytes::new(py, init), info))?;
-    let (envs, targets, obs_fast, pickled_keys, actions, copy_action, mode): Built = built.extract()?;
+    let (envs, targets, obs_fast, pickled_keys, actions, copy_action, mode, space): Built = built.extract()?;
     let mode = match mode.as_str() {
         "next_step" => Mode::NextStep,
         "same_step" => Mode::SameStep,
@@ -284,7 +297,7 @@ fn build_with(
             let row = t[0][0].bind(py);
             let shape = row.getattr("shape")?.unbind();
             let rows = t.iter().map(|s| s.iter().map(|r| Row::of(r.bind(py))).collect()).collect::<PyResult<_>>()?;
-            ObsTarget::Rows { rows, shape }
+            ObsTarget::Rows { rows, shape, space }
         }
         Some(t) => {
             // `(write, tree, leaves)` per slot and env (`ringenv._worker._build`); one tree for all.
@@ -365,27 +378,37 @@ impl PyEnvs {
         pickled: &mut Vec<Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         match &self.obs {
-            ObsTarget::Rows { rows, shape } => {
+            ObsTarget::Rows { rows, shape, space } => {
                 let row = &rows[slot][k];
                 if row.copy_from(obs, self.ndarray.bind(py)) {
                     return Ok(());
                 }
-                let shape = shape.bind(py);
-                let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape)).unwrap_or(false);
-                let obs = if same {
-                    obs.clone()
-                } else {
-                    let id = self.env_ids.start + k;
-                    self.helper(py, "_checked_obs", (obs, shape, id))?
-                };
-                row.view(py).set_item(self.ellipsis.bind(py), obs)
+                let id = self.env_ids.start + k;
+                let same = obs.getattr(pyo3::intern!(py, "shape")).and_then(|s| s.eq(shape.bind(py))).unwrap_or(false);
+                let value = if same { obs.clone() } else { self.helper(py, "_checked_obs", (obs, space, id))? };
+                row.view(py).set_item(self.ellipsis.bind(py), value).map_err(|e| {
+                    match self.helper(py, "_obs_misfit", (e.value(py), obs, space, id)) {
+                        Ok(error) => PyErr::from_value(error),
+                        Err(_) => e,
+                    }
+                })
             }
             ObsTarget::Tree { walk, leaves, pickled: keys } => {
                 leaves[slot][k].write(walk, obs, self.ndarray.bind(py))?;
                 if let Some(keys) = keys {
                     let part = PyDict::new(py);
                     for key in keys {
-                        part.set_item(key, obs.get_item(key)?)?;
+                        let value = obs.get_item(key).map_err(|e| {
+                            if !e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) {
+                                return e;
+                            }
+                            let key = key.bind(py).repr().map(|r| r.to_string()).unwrap_or_default();
+                            let id = self.env_ids.start + k;
+                            pyo3::exceptions::PyKeyError::new_err(format!(
+                                "env {id} returned a Dict observation without the key {key} of its observation space"
+                            ))
+                        })?;
+                        part.set_item(key, value)?;
                     }
                     pickled.push(part.into_any());
                 }
@@ -562,7 +585,7 @@ impl PyEnvs {
     }
 
     /// The command's message: pickled observations (pickled path) and non-empty infos, or the
-    /// infos' typed message ([`crate::typed_infos::encode`]) when there are no pickled observations.
+    /// infos' typed message ([`crate::infos::encode`]) when there are no pickled observations.
     /// The inline share hands over its Python objects instead: the typed message (as `bytes`), or
     /// `(None, infos, message)` when the message holds copies of arrays (its envs' own dicts kept
     /// for `env_infos()`), or `(observations, infos)`.
@@ -581,7 +604,7 @@ impl PyEnvs {
             return Ok(None);
         }
         if !has_obs {
-            if let Some((message, mutable)) = crate::typed_infos::encode(&infos) {
+            if let Some((message, mutable)) = crate::infos::encode(&infos) {
                 if let Some(handover) = &self.handover {
                     let message = PyBytes::new(py, &message).into_any();
                     let message = if mutable {

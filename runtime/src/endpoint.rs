@@ -57,7 +57,7 @@ const PARENT_CHECK: Duration = Duration::from_millis(100);
 /// How long an idle worker sleeps between looks at its command ring while the watcher thread
 /// watches the main process. Only a safety net: a command wakes the worker at once (futex), and
 /// the watcher ends it when the main process ends. Ten wake-ups a second cost an idle worker
-/// ~0.075% of a core on the 2-core VM (`benches/idle_cpu.py`) and keep its CPU out of deep idle
+/// ~0.075% of a core on a 2-core machine (`benches/idle_cpu.py`) and keep its CPU out of deep idle
 /// states for nothing.
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
 
@@ -270,10 +270,6 @@ impl WorkerEndpoint {
         let mut waited = false;
         loop {
             if let Some(c) = self.commands.pop() {
-                if !waited {
-                    // Queued while the last one ran: a new stretch of work begins here.
-                    self.spinner.mark_boundary();
-                }
                 if c.kind() == Ok(crate::CommandKind::Close) {
                     self.closing.store(true, Ordering::SeqCst);
                 }
@@ -284,15 +280,11 @@ impl WorkerEndpoint {
             let ring = self.commands.ring();
             let wakeup = self.segment.command_wakeup(self.worker).expect("connect checked the worker index");
             // Here again: the last wait timed out with no command (it returns only when one is
-            // ready), so the pool is idle and this wait sleeps at once, without spin or probe.
+            // ready), so the pool is idle (and the spinner, having learned that wait, sleeps at once).
             let idle = waited;
             waited = true;
-            let ready = if idle {
-                let timeout = if self.watched.load(Ordering::Relaxed) { IDLE_RECHECK } else { PARENT_CHECK };
-                self.spinner.wait_idle(wakeup, || ring.has_ready(), timeout)
-            } else {
-                self.spinner.wait(wakeup, || ring.has_ready(), PARENT_CHECK)
-            };
+            let timeout = if idle && self.watched.load(Ordering::Relaxed) { IDLE_RECHECK } else { PARENT_CHECK };
+            let ready = self.spinner.wait(wakeup, || ring.has_ready(), timeout);
             if !ready && !self.parent_alive() {
                 end_worker();
             }

@@ -1,6 +1,7 @@
 //! A worker's info arena: a fixed region of the segment where the worker leaves the payload of
-//! its last completion (the pickled non-empty infos of a step or reset, a call's results), so
-//! that per-step infos cost a `memcpy` on each side instead of a control-socket message.
+//! its last completion (the infos of a step or reset, typed ([`crate::infos`]) or pickled, a
+//! call's results), so that per-step infos cost a `memcpy` on each side instead of a
+//! control-socket message.
 //!
 //! Each worker owns one arena of [`crate::Layout::info_arena_bytes`] bytes. It starts with a
 //! 16-byte header, `len: u64` then `seq: u64` (native endian), followed by `len` payload bytes.
@@ -18,7 +19,7 @@
 //! Nothing read from the arena is trusted: a length beyond the capacity or a sequence number
 //! other than the completion's is an [`InfoArenaError`], never a panic or an out-of-bounds read.
 //! A payload that does not fit is refused by [`InfoArena::write`]; the worker then sends it on the
-//! control socket, as before.
+//! control socket.
 //!
 //! ```
 //! use ringenv_runtime::{InfoArena, InfoArenaError};

@@ -5,7 +5,7 @@
 //! re-exports their public API (as crossbeam's `lib.rs` does), so a caller names
 //! `ringenv_runtime::Pool`, never a module path, and the modules can be rearranged freely. Read
 //! the sources bottom-up: `dtype.rs` and `layout.rs` (where everything lives), `header.rs` and
-//! `segment.rs` (the memfd and its validation), `ring.rs`, `futex.rs`, `wakeup.rs` and `spin.rs`
+//! `segment.rs` (the memfd and its validation), `ring.rs`, `futex.rs`, `wakeup.rs` and `wait.rs`
 //! (the lock-free data path), `descriptor.rs` and `control.rs` (what travels), `supervisor.rs`
 //! (processes), then `pool.rs` (main side) and `endpoint.rs` (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
@@ -20,7 +20,6 @@ compile_error!(
 );
 
 mod action_bounds;
-mod advert;
 mod async_batch;
 mod control;
 mod descriptor;
@@ -30,8 +29,8 @@ mod error;
 mod futex;
 mod header;
 mod info_arena;
+pub mod infos;
 mod layout;
-mod machine_load;
 mod memory;
 mod metrics;
 mod monitor;
@@ -41,18 +40,14 @@ mod restart;
 mod ring;
 mod segment;
 mod slot;
-mod spin;
 #[cfg(feature = "cuda")]
 mod staging;
 mod supervisor;
 mod sync;
+mod wait;
 mod wakeup;
 
 pub use action_bounds::ActionBounds;
-pub use advert::{
-    check_peer, check_segment_fd, connect as connect_to_pool, list as list_pools, Advert, AdvertError, Peer, PoolEntry,
-    MAX_SEGMENT_BYTES,
-};
 pub use async_batch::{RecvOrder, WorkerOutcome};
 pub use control::{ControlChannel, ControlError, ControlMessage, RemoteError, MAX_FRAME};
 pub use descriptor::{Command, CommandKind, Completion, DescriptorError};
@@ -69,11 +64,11 @@ pub use layout::{
     ArraySpec, Layout, LayoutError, SlotOffsets, ARRAY_ALIGN, COMMAND_RING_CAPACITY, DEFAULT_INFO_ARENA, HEADER_REGION,
     MAX_LEAVES, MAX_NDIM,
 };
-pub use machine_load::LoadTracker;
 pub use memory::{HeapMemory, Memory};
 pub use metrics::{PoolMetrics, PoolSnapshot, WorkerMetrics, WorkerSnapshot, LAST_ERROR_BYTES};
 pub use monitor::{
-    Monitor, MonitorError, PoolView, WorkerView, DEFAULT_TIMEOUT as MONITOR_TIMEOUT, MAX_WORKERS as MONITOR_MAX_WORKERS,
+    list_pools, Monitor, MonitorError, PoolEntry, PoolView, WorkerView, MAX_SEGMENT_BYTES,
+    MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
 pub use pool::{Outcome, Pool, PoolConfig};
 pub use process_id::current_pid;
@@ -81,11 +76,11 @@ pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};
 pub use ring::{Consumer, Corruption, PushError, Ring, MAX_PUSH_RETRIES};
 pub use segment::{ReadOnlySegment, Segment, SegmentError};
 pub use slot::{Array, SeedFlags, SlotRef, SlotView};
-pub use spin::{Probe, SpinPolicy, SpinSettings, Spinner, YIELD_EVERY};
 #[cfg(feature = "cuda")]
 pub use staging::{
     device_count as cuda_device_count, driver_present as cuda_driver_present, CudaStaging, HostToDevice, PinMode,
     StagingError,
 };
 pub use supervisor::WorkerCommand;
+pub use wait::{Probe, SpinPolicy, SpinSettings, Spinner, CUT_AT, STALL, YIELD_EVERY};
 pub use wakeup::Wakeup;

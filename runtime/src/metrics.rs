@@ -264,6 +264,12 @@ impl PoolMetrics {
         self.created_unix_ns.store(now.as_nanos() as u64, Ordering::Relaxed);
     }
 
+    /// Records that the pool closed (main pid 0): a monitor no longer lists it, though a process may
+    /// still hold the segment.
+    pub fn mark_closed(&self) {
+        self.main_pid.store(0, Ordering::Relaxed);
+    }
+
     /// Records a completed command that was waited for `wait_ns` (main process only).
     pub fn record_command(&self, wait_ns: u64) {
         self.commands.store(self.commands.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);

@@ -169,9 +169,6 @@ pub struct Pool {
     /// Every worker was sent its `Close` command ([`Pool::request_close`]).
     close_sent: bool,
     crash_guard: Option<CrashLoopGuard>,
-    /// This pool's advertisement for `ringenv top` (None if it could not be made: monitoring is
-    /// optional).
-    advert: Option<crate::advert::Advert>,
     /// The learned spin state of the completion waits.
     spinner: Spinner,
     /// Scratch for the order in which a wait scans the workers' completion rings.
@@ -310,7 +307,6 @@ impl Pool {
             closed: false,
             close_sent: false,
             crash_guard,
-            advert: None,
             spinner: Spinner::new(spin),
             scan_order: Vec::new(),
             liveness_checked: Instant::now(),
@@ -339,8 +335,6 @@ impl Pool {
             pool.shutdown(Duration::ZERO);
             return Err(e);
         }
-        use std::os::fd::AsRawFd;
-        pool.advert = crate::advert::Advert::publish(pool.segment.fd().as_raw_fd()).ok();
         Ok(pool)
     }
 
@@ -580,8 +574,7 @@ impl Pool {
     }
 
     /// Every operation's first check: this is the creator process, the pool has not failed and
-    /// is not closed. It also starts again the `ringenv top` serving threads a fork of this
-    /// process stopped (`advert.rs`).
+    /// is not closed.
     pub(crate) fn usable(&self) -> Result<(), PoolError> {
         let pid = crate::current_pid();
         if pid != self.creator_pid {
@@ -593,7 +586,6 @@ impl Pool {
         if self.closed {
             return Err(PoolError::Closed);
         }
-        crate::advert::resume_paused(); // after a fork of this process (a relaxed load otherwise)
         Ok(())
     }
 
@@ -1066,13 +1058,12 @@ impl Pool {
             // of them (pidfds, control sockets: neither signals nor waits) and nothing else.
             self.workers.clear();
             self.closed = true;
-            self.advert = None;
             return;
         }
         self.request_close();
         stop_all(&mut self.workers, grace);
         self.closed = true;
-        self.advert = None;
+        self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
     /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the

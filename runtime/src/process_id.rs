@@ -38,11 +38,9 @@ pub fn current_pid() -> u32 {
     pid
 }
 
-/// Held by every unit test that forks a child which runs on without `exec`, and by every test
-/// that connects to an advert: the tests of one binary run in parallel threads, and such a fork
-/// stops every advert's serving thread of the process until the next `advert::resume_paused`
-/// (`advert.rs`), so another test's connection would wait for a reply that never comes.
-/// Serialised, no test's result depends on how the threads are scheduled.
+/// Held by every unit test that forks a child which runs on without `exec`: the tests of one
+/// binary run in parallel threads. Serialised, no test's result depends on how the threads are
+/// scheduled.
 #[cfg(all(test, not(loom), not(miri)))]
 pub(crate) fn fork_test_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

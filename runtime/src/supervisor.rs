@@ -150,8 +150,7 @@ impl WorkerProcess {
                 Ok(())
             });
         }
-        // The child only execs: the pool's advert threads need not stop for this fork.
-        let child = crate::advert::exec_child(|| cmd.spawn())?;
+        let child = cmd.spawn()?;
         drop(theirs);
         let pid = Pid::from_raw(child.id() as i32).expect("a child pid is positive");
         let pidfd = above_stdio(rustix::process::pidfd_open(pid, PidfdFlags::empty())?)?;

@@ -10,7 +10,7 @@
 //! what it compiled to before this module existed.
 //!
 //! Under `cfg(loom)`:
-//! - spin hints ([`spin_loop`], [`Backoff::snooze`]) yield to loom's scheduler, which is what
+//! - the spin hint ([`spin_loop`]) yields to loom's scheduler, which is what
 //!   lets it explore a spin loop instead of unrolling it forever;
 //! - [`Instant`] is a logical clock: each reading advances the reading thread's time by
 //!   `LOGICAL_TICK` (1 µs), so a spin phase is a fixed, small number of probes and every run of
@@ -19,7 +19,7 @@
 //! The module is private; its users import from it instead of `std`:
 //!
 //! ```text
-//! use crate::sync::{fence, AtomicU32, Backoff, Instant, Ordering, UnsafeCell};
+//! use crate::sync::{fence, AtomicU32, Instant, Ordering, UnsafeCell};
 //! ```
 
 #[cfg(not(loom))]
@@ -41,28 +41,6 @@ pub(crate) fn spin_loop() {
     std::hint::spin_loop();
     #[cfg(loom)]
     loom::hint::spin_loop();
-}
-
-/// An exponential back-off for spin phases: crossbeam's `Backoff` (spin, then `yield_now`), or
-/// under loom a plain yield per snooze.
-#[cfg(not(loom))]
-pub(crate) use crossbeam_utils::Backoff;
-
-/// See the non-loom `Backoff`: every snooze yields to loom's scheduler.
-#[cfg(loom)]
-#[derive(Debug, Default)]
-pub(crate) struct Backoff;
-
-#[cfg(loom)]
-impl Backoff {
-    /// A fresh back-off.
-    pub(crate) fn new() -> Backoff {
-        Backoff
-    }
-    /// Yields to another modelled thread.
-    pub(crate) fn snooze(&self) {
-        loom::thread::yield_now();
-    }
 }
 
 /// A cell whose value is read and written through raw copies under an external protocol (a

@@ -1,11 +1,11 @@
-//! The spin-then-sleep wake-up protocol between one waiter and its producers.
+//! The wake-up handshake between one waiter and its producers: a futex word, the waiter's
+//! announcement that it sleeps, and the producer's wake.
 //!
-//! A [`Wakeup`] sits in shared memory beside a ring. The waiter spins for a bounded time
-//! ([`SpinPolicy`]; how long a pool's waiters spin is learned by a [`crate::Spinner`], in
-//! `spin.rs`), then announces that it sleeps and sleeps on the futex word `seq`. A producer,
-//! after publishing, issues `FUTEX_WAKE` only when a sleeper announced itself, so a busy pipeline
-//! never makes a system call and an idle waiter burns no CPU.
-//! Every sleep has a timeout so a caller can check that its peer is alive.
+//! A [`Wakeup`] sits in shared memory beside a ring. A waiter that stops spinning (how long it
+//! spins is [`crate::Spinner`]'s policy, `wait.rs`) announces that it sleeps and sleeps on the
+//! futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
+//! announced itself, so a busy pipeline never makes a system call and an idle waiter burns no CPU.
+//! Every sleep has a deadline so a caller can check that its peer is alive.
 //!
 //! The handshake is Dekker's: the waiter writes `sleepers` then reads the ring; the producer
 //! writes the ring then reads `sleepers`; a sequentially consistent fence on each side means at
@@ -15,25 +15,18 @@
 //! under every interleaving the waiter is woken, and a variant that reads `seq` too late is
 //! shown to lose a wake-up.
 //!
+//! Concurrency: one waiter per word, any number of producers.
+//!
 //! ```
-//! use ringenv_runtime::{SpinPolicy, Wakeup};
-//! use std::sync::atomic::{AtomicBool, Ordering};
-//! use std::time::Duration;
+//! use ringenv_runtime::Wakeup;
 //! let wakeup = Wakeup::default();
-//! let flag = AtomicBool::new(false);
-//! std::thread::scope(|s| {
-//!     s.spawn(|| { flag.store(true, Ordering::Release); wakeup.notify(); });
-//!     let ready = wakeup.wait(|| flag.load(Ordering::Acquire), SpinPolicy::default(),
-//!                             Duration::from_secs(5));
-//!     assert!(ready);
-//! });
+//! assert!(!wakeup.notify(), "nobody asleep: no system call");
+//! assert_eq!((wakeup.sleeps(), wakeup.spins()), (0, 0));
 //! ```
 
 use crate::futex::{DefaultFutex, Futex};
-use crate::sync::{fence, AtomicU32, AtomicU64, Backoff, Instant, Ordering};
+use crate::sync::{fence, AtomicU32, AtomicU64, Instant, Ordering};
 use std::time::Duration;
-
-pub use crate::spin::SpinPolicy;
 
 /// A futex word and a sleeper count, one cache-line pair, placed in shared memory.
 #[repr(C, align(128))]
@@ -47,13 +40,8 @@ pub struct Wakeup {
     sleeps: AtomicU32,
     /// `CLOCK_MONOTONIC` ns at which a producer woke the sleeping waiter (0: none since the waiter
     /// last took it); the first producer's stamp stays. Lets the waiter learn its peer's ready
-    /// time without its own wake-up latency (`spin.rs`).
+    /// time without its own wake-up latency (`wait.rs`).
     ready_ns: AtomicU64,
-    /// How long the last producer that woke the sleeping waiter spent in that wake-up (the
-    /// `FUTEX_WAKE` system call), in ns; 0 until one did. The waiter counts it in what a sleep
-    /// costs (`spin.rs`): on some VMs waking an idle CPU keeps the producer in the kernel for
-    /// tens of µs, time its own work waits.
-    wake_cost_ns: AtomicU64,
     /// Waits with a spin phase, on its own cache line: written by the waiter on its fast path,
     /// which must not take the line producers read.
     spins: SpinCount,
@@ -64,7 +52,7 @@ pub struct Wakeup {
 #[derive(Debug, Default)]
 struct SpinCount(AtomicU32);
 
-// The stamp and the counter fit in the block's 128 bytes: the segment layout did not change.
+// The block is two cache lines of the segment layout.
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Wakeup>() == 128);
 
@@ -81,18 +69,15 @@ impl Wakeup {
     /// [`Wakeup::notify`] over any [`Futex`] implementation.
     #[inline]
     pub fn notify_with<F: Futex>(&self) -> bool {
-        // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `wait`: either the
+        // SYNC POINT: pairs with the fence after `sleepers.fetch_add` in `sleep_with`: either the
         // waiter's re-check sees what we published, or we see its announcement here.
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) == 0 {
             return false;
         }
         // A hint for the waiter's learning, not a sync point: any value is safe.
-        let stamp = crate::spin::monotonic_ns();
-        let _ = self.ready_ns.compare_exchange(0, stamp, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = self.ready_ns.compare_exchange(0, monotonic_ns(), Ordering::Relaxed, Ordering::Relaxed);
         self.wake_all_with::<F>();
-        // A hint as well: what this wake-up cost the producer.
-        self.wake_cost_ns.store(crate::spin::monotonic_ns().saturating_sub(stamp), Ordering::Relaxed);
         true
     }
 
@@ -103,7 +88,7 @@ impl Wakeup {
     }
 
     /// How many waits of this word's waiter had a spin phase (wraps at 2^32); a monitoring
-    /// figure. Zero for ever under [`SpinPolicy::NEVER`].
+    /// figure. Zero for ever under [`crate::SpinPolicy::NEVER`].
     pub fn spins(&self) -> u32 {
         self.spins.0.load(Ordering::Relaxed)
     }
@@ -113,17 +98,6 @@ impl Wakeup {
         self.spins.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Takes the stamp a producer left when it woke the waiter (`CLOCK_MONOTONIC` ns), 0 if none.
-    pub(crate) fn take_ready_stamp(&self) -> u64 {
-        self.ready_ns.swap(0, Ordering::Relaxed)
-    }
-
-    /// How long the last producer that woke the waiter spent in the wake-up system call, in ns
-    /// (0: none yet, or a producer that does not record it).
-    pub(crate) fn wake_cost(&self) -> u64 {
-        self.wake_cost_ns.load(Ordering::Relaxed)
-    }
-
     /// Wakes every sleeper unconditionally (used when a peer died and nothing was published).
     pub fn wake_all(&self) {
         self.wake_all_with::<DefaultFutex>();
@@ -131,44 +105,27 @@ impl Wakeup {
 
     /// [`Wakeup::wake_all`] over any [`Futex`] implementation.
     pub fn wake_all_with<F: Futex>(&self) {
-        // SYNC POINT: pairs with the Acquire load of `seq` in `wait_with`: a waiter that read
+        // SYNC POINT: pairs with the Acquire load of `seq` in `sleep_with`: a waiter that read
         // the old value sleeps on it and the kernel (or LocalFutex) sees the new one and returns.
         self.seq.fetch_add(1, Ordering::Release);
         F::wake(&self.seq, u32::MAX);
     }
 
-    /// Waiter side: returns `true` as soon as `ready()` holds, `false` when `timeout` passed first.
-    /// Spins for `policy.fixed_bound()` at most (crossbeam's `Backoff::snooze`: pause instructions, then
-    /// `sched_yield` between probes), then sleeps on the futex. Keeps no state: a pool's waiters
-    /// use a [`crate::Spinner`], which learns how long to spin.
-    pub fn wait(&self, mut ready: impl FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
-        self.wait_with::<DefaultFutex>(&mut ready, policy, timeout)
+    /// Waiter side, after its spin: announce, re-check `ready()`, sleep on the futex until woken,
+    /// until `deadline`. Returns whether `ready()` held, and how long ago the producer that woke
+    /// the waiter stamped its wake (`None`: no stamp; the waiter's wake-up latency otherwise).
+    pub(crate) fn sleep_with<F: Futex>(
+        &self,
+        ready: &mut dyn FnMut() -> bool,
+        deadline: Instant,
+    ) -> (bool, Option<Duration>) {
+        self.ready_ns.store(0, Ordering::Relaxed); // a late producer's stamp of an earlier wait
+        let woke = self.announce_and_sleep::<F>(ready, deadline);
+        let stamp = self.ready_ns.swap(0, Ordering::Relaxed);
+        (woke, (stamp != 0).then(|| Duration::from_nanos(monotonic_ns().saturating_sub(stamp))))
     }
 
-    /// [`Wakeup::wait`] over any [`Futex`] implementation.
-    pub fn wait_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, policy: SpinPolicy, timeout: Duration) -> bool {
-        let start = Instant::now();
-        let bound = policy.fixed_bound();
-        if bound > Duration::ZERO {
-            self.count_spin();
-        }
-        let spin_until = start + bound.min(timeout);
-        let backoff = Backoff::new();
-        loop {
-            if ready() {
-                return true;
-            }
-            if Instant::now() >= spin_until {
-                break;
-            }
-            backoff.snooze();
-        }
-        self.sleep_with::<F>(ready, start + timeout)
-    }
-
-    /// The sleep phase of a wait: announce, re-check `ready()`, sleep on the futex until woken,
-    /// until `deadline`. Returns whether `ready()` held.
-    pub(crate) fn sleep_with<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, deadline: Instant) -> bool {
+    fn announce_and_sleep<F: Futex>(&self, ready: &mut dyn FnMut() -> bool, deadline: Instant) -> bool {
         loop {
             // SYNC POINT: pairs with the Release `fetch_add` in `wake_all_with`.
             let seq = self.seq.load(Ordering::Acquire);
@@ -196,58 +153,58 @@ impl Wakeup {
     }
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process of the machine, so a producer's
+/// stamp and a waiter's reading compare. Under loom a constant (no wall time in a model).
+pub(crate) fn monotonic_ns() -> u64 {
+    #[cfg(not(loom))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        (t.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec as u64)
+    }
+    #[cfg(loom)]
+    {
+        1
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
 
     #[test]
-    fn wait_times_out_when_nothing_comes() {
-        let w = Wakeup::default();
-        let t = Instant::now();
-        assert!(!w.wait(|| false, SpinPolicy::default(), Duration::from_millis(20)));
-        assert!(t.elapsed() >= Duration::from_millis(20));
-    }
-
-    #[test]
-    fn sleeping_waiter_is_woken_and_spinning_one_costs_no_syscall() {
-        let w = Wakeup::default();
-        let flag = AtomicBool::new(false);
-        // Nobody waits: notify must not make the wake call.
-        assert!(!w.notify());
+    fn a_sleeper_is_woken_and_stamped_and_nobody_asleep_costs_no_syscall() {
+        let (w, flag) = (Wakeup::default(), AtomicBool::new(false));
+        assert!(!w.notify(), "nobody waits: no wake call");
+        let deadline = Instant::now() + Duration::from_millis(20);
+        assert_eq!(w.sleep_with::<DefaultFutex>(&mut || false, deadline), (false, None), "timed out");
+        assert!(Instant::now() >= deadline);
         std::thread::scope(|s| {
             s.spawn(|| {
-                assert!(w.wait(
-                    || flag.load(Ordering::Acquire),
-                    SpinPolicy { spin: Duration::ZERO },
-                    Duration::from_secs(10)
-                ));
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let (woke, stamped) = w.sleep_with::<DefaultFutex>(&mut || flag.load(Ordering::Acquire), deadline);
+                assert!(woke && stamped.is_some(), "the producer stamped the wake of a sleeper");
             });
-            // Wait until the waiter announced its sleep, then publish and notify.
             while w.sleepers.load(Ordering::SeqCst) == 0 {
-                std::thread::yield_now();
+                std::thread::yield_now(); // until the waiter announced its sleep
             }
             flag.store(true, Ordering::Release);
             assert!(w.notify());
         });
-        assert_eq!(w.sleeps(), 1, "the waiter slept exactly once");
-        assert_eq!(w.spins(), 0, "a bound of zero never spins");
-        assert_ne!(w.take_ready_stamp(), 0, "the producer stamped the wake of a sleeper");
-        assert_eq!(w.take_ready_stamp(), 0, "taken once");
+        assert_eq!(w.sleeps(), 2, "the waiter slept once in each wait");
     }
 
     #[test]
     fn handshake_over_the_local_futex_wakes_a_sleeper_in_every_round() {
         use crate::futex::LocalFutex;
         const ROUNDS: u32 = if cfg!(miri) { 5 } else { 200 };
-        let w = Wakeup::default();
-        let published = AtomicU32::new(0);
+        let (w, published) = (Wakeup::default(), AtomicU32::new(0));
         std::thread::scope(|s| {
             s.spawn(|| {
                 for round in 1..=ROUNDS {
                     let mut ready = || published.load(Ordering::Acquire) >= round;
-                    let zero = SpinPolicy { spin: Duration::ZERO };
-                    assert!(w.wait_with::<LocalFutex>(&mut ready, zero, Duration::from_secs(30)), "round {round}");
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    assert!(w.sleep_with::<LocalFutex>(&mut ready, deadline).0, "round {round}");
                 }
             });
             for _ in 0..ROUNDS {
@@ -256,6 +213,5 @@ mod tests {
                 std::thread::yield_now();
             }
         });
-        assert_eq!(published.load(Ordering::Relaxed), ROUNDS);
     }
 }

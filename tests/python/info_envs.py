@@ -1,4 +1,4 @@
-"""Envs returning non-empty infos on every step, for the info-arena tests (test_infos_shm.py).
+"""Envs returning non-empty infos on every step, for the infos tests (test_infos.py).
 
 They live in a module of their own so that worker processes import them by reference.
 """
@@ -113,7 +113,7 @@ class ScheduledInfoEnv(gym.Env):
 
 class MutableInfoEnv(ScheduledInfoEnv):
     """Infos holding NumPy arrays and lists, values an env may change, on every reset and step
-    (typed in a worker process, ``bindings/src/typed_infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
+    (typed in a worker process, ``bindings/src/infos.rs``): an action ``mask`` (``bool``, ``(3,)``, one buffer the env
     changes in place at every step, as envs do), a ``pos`` (``float32``, ``(2,)``), a ``grid``
     (``int16``, ``(2, 3)``), a 0-d ``uint64`` ``seen``, an empty ``complex64`` ``none_yet`` of
     shape ``(0, 4)``, a number ``t``, a text world's admissible ``commands`` (a list of ``str``
@@ -190,7 +190,7 @@ class MutableInfoEnv(ScheduledInfoEnv):
 
 
 class NumberInfoEnv(ScheduledInfoEnv):
-    """Infos of typed values only on most steps (typed messages, ``bindings/src/typed_infos.rs``):
+    """Infos of typed values only on most steps (typed messages, ``bindings/src/infos.rs``):
     a Python int, float and bool, NumPy scalars of every typed kind, a string (``msg``, not
     always ASCII), ``None``, and tuples of those (a grid position ``xy``, a mixed ``pose``, a
     ``path``, an empty ``events``), with now and then (by step and env ``index``,

@@ -1,7 +1,6 @@
-"""A vector env settles glibc's allocator in the main process (``ringenv/_allocator.py``): the
-arrays of a ``copy=True`` batch then come from the heap instead of pages the kernel faults in and
-zeroes at every step. Page faults are counted (``getrusage``), so nothing here depends on
-timing."""
+"""``ringenv.settle_allocator()``, an opt-in (``ringenv/_allocator.py``): after it, the arrays of
+a copied ``copy=True`` batch come from the heap instead of pages the kernel faults in and zeroes
+at every step. Page faults are counted (``getrusage``), so nothing here depends on timing."""
 
 from __future__ import annotations
 
@@ -13,12 +12,12 @@ import textwrap
 import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
-                                reason="glibc's dynamic mmap threshold is what ringenv._allocator sets up")
+                                reason="glibc's dynamic mmap threshold is what ringenv.settle_allocator sets up")
 
 STEPS = 40
 
 _SCRIPT = textwrap.dedent("""
-    import resource, sys
+    import ctypes, resource, sys
     import numpy as np
     import gymnasium as gym
     from gymnasium import spaces
@@ -43,12 +42,11 @@ _SCRIPT = textwrap.dedent("""
             return self.obs, 0.0, False, False, {}
 
     if sys.argv[1] == "unsettled":
-        ringenv.vector.settle_allocator = lambda: None
         # glibc's own threshold, held there (mallopt turns its dynamic raise off): what a process
-        # gets whose history never freed a block this large (whether it did depends on what it
-        # allocated before; the premise must not)
-        import ctypes
+        # gets whose history never freed a block this large
         ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    else:
+        ringenv.settle_allocator()
     # Batches that are copied (a batch this large is lent instead where it can be, ringenv/_leases.py;
     # it is copied where the caller holds every other slot, and for asynchronous batches).
     ringenv.vector.lends = lambda *args: False
@@ -70,11 +68,11 @@ def _faults(how: str) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def test_copy_true_batches_come_from_the_heap_not_fresh_pages():
-    # The premise: unsettled, at glibc's default mmap threshold, ~120 pages a batch faulted in at
-    # each step (each 128 KiB leaf is mapped and unmapped); the premise holds if any of three
-    # processes shows it.
+def test_after_settle_allocator_copied_batches_come_from_the_heap_not_fresh_pages():
+    # The premise: at glibc's default mmap threshold, ~120 pages a batch faulted in at each step
+    # (each 128 KiB leaf is mapped and unmapped); it holds if any of three processes shows it.
     unsettled = max(_faults("unsettled") for _ in range(3))
     assert unsettled > STEPS * 50, unsettled
-    settled = _faults("default")
+    settled = _faults("settled")
     assert settled < STEPS * 5, (settled, unsettled)
+

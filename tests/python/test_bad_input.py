@@ -109,9 +109,9 @@ def test_bad_counts_and_durations_are_refused_by_name_before_any_worker_starts(k
 
 @pytest.mark.parametrize("made", [None, "CartPole-v1", gym.spaces.Discrete(2)])
 def test_a_factory_that_returns_no_env_is_refused_naming_what_it_returned(made):
-    """``env_fns[0]()`` that is not an env: a TypeError naming its type and what it lacks (it
-    used to be ``'NoneType' object has no attribute 'close'``, hiding the real error), and no
-    worker starts."""
+    """``env_fns[0]()`` that is not an env: a TypeError naming its type and what it lacks (not
+    ``'NoneType' object has no attribute 'close'``, which hides the real error), and no worker
+    starts."""
     before = _children()
     with pytest.raises(TypeError, match=rf"env_fns\[0\] returned {type(made).__name__} .*, not an env: .* it has no"):
         ringenv.AsyncVectorEnv([lambda: made] * 2, num_workers=2)

@@ -114,6 +114,34 @@ def test_bad_arguments_in_subprocess(argv, names, detail):
     _check_usage_error(p.returncode, p.stdout, p.stderr, argv, names, detail)
 
 
+@pytest.mark.parametrize("command", [[], ["tune"], ["bench"], ["top"]])
+def test_help_fits_80_columns(command):
+    p = run_cli(*command, "--help", extra_env={"COLUMNS": "80"})
+    assert p.returncode == 0 and "usage: ringenv" in p.stdout, p.stderr
+    _fits(p.stdout)
+
+
+def test_version_prints_the_package_version(capsys):
+    import ringenv
+
+    assert ringenv.cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ringenv {ringenv.__version__}\n"
+
+
+def test_plot_without_matplotlib_names_the_extra_to_install(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed: find_spec gives None
+    code = ringenv.cli.main(["tune", "CartPole-v1", "--plot", str(tmp_path / "t.png")])
+    err = capsys.readouterr().err
+    assert code == 2 and 'pip install "ringenv[plot]"' in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_nothing_but_tune_plot_imports_matplotlib():
+    code = ("import sys, ringenv, ringenv.cli, ringenv.cli.tune, ringenv.cli.top, ringenv.cli.bench, "
+            "ringenv.cli._measure; ringenv.cli.build_parser(); print(sorted(m for m in sys.modules if 'matplotlib' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 @pytest.mark.parametrize("module", ["ringenv", "ringenv.cli"])
 def test_python_dash_m_runs_the_command_line(module):
     """``python -m ringenv`` and ``python -m ringenv.cli`` are the ``ringenv`` command."""
@@ -204,6 +232,39 @@ def test_recommend_breaks_a_tie_towards_no_inline_share():
     assert (rec["workers"], rec["inline"]) == (1, False)
 
 
+def _noisy(workers, sps, tree_cores, spread, inline=False):
+    """A configuration whose steps/s over the parts of its run spread by ``spread`` (a fraction)."""
+    c = _config(workers, sps, tree_cores, inline)
+    c["steps_per_s_parts"] = [sps * (1 - spread / 2), sps, sps, sps, sps * (1 + spread / 2)]
+    return c
+
+
+def test_noise_is_the_spread_of_steps_per_s_over_the_parts_of_a_run():
+    assert tune_mod.noise(_noisy(1, 1000.0, 1.0, 0.08)) == pytest.approx(0.08)
+    assert tune_mod.noise(_config(1, 1000.0, 1.0)) == 0.0, "no parts (a run of one step): no spread"
+
+
+def test_recommend_keeps_the_default_when_the_fastest_is_ahead_by_less_than_the_noise():
+    # 2 workers is 3% ahead of the default (1 worker + inline), but the runs spread by 10%
+    configs = [_noisy(1, 970.0, 1.0, 0.10, inline=True), _noisy(2, 1000.0, 1.0, 0.02)]
+    rec = tune_mod.recommend(configs, default=(1, True))
+    assert (rec["workers"], rec["inline"], rec["default"]) == (1, True, True)
+    assert rec["noise"] == pytest.approx(0.10)
+    assert "AsyncVectorEnv's default, kept" in rec["reason"] and "3.0% ahead, within the noise of 10.0%" in rec["reason"]
+    # beyond the noise: the fastest
+    rec = tune_mod.recommend([_noisy(1, 970.0, 1.0, 0.01, inline=True), _noisy(2, 1000.0, 1.0, 0.02)],
+                             default=(1, True))
+    assert (rec["workers"], rec["default"]) == (2, False)
+    assert "3.0% ahead of the next best (1 worker + inline), beyond the noise of 2.0%" in rec["reason"]
+
+
+def test_recommend_without_the_default_measured_says_the_order_is_within_the_noise():
+    rec = tune_mod.recommend([_noisy(1, 999.0, 1.0, 0.05), _noisy(2, 1000.0, 1.0, 0.05)], default=(4, False))
+    assert (rec["workers"], rec["default"]) == (2, False)
+    assert "0.1% ahead of the next best (1 worker), within the noise of 5.0%" in rec["reason"]
+    assert "a rerun may order them the other way" in rec["reason"]
+
+
 # -- which configurations --inline measures (nothing run) --------------------------------------------
 
 PY_ENV = EnvTarget("helper_envs:CounterEnv", "factory", python_factory=lambda: None)
@@ -256,8 +317,22 @@ def test_plan_configurations_refuses_an_unknown_inline_mode():
 
 # -- tune ------------------------------------------------------------------------------------------
 
-ROW = re.compile(r"^\s*(\d+(?: \+ inline| \(in-process\))?)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-                 r"\s+([\d.]+)\s+([\d.]+)(\s+<- recommended)?\s*$")
+CONFIG = r"^\s*(\d+(?: \+ inline| \(in-process\))?)"
+#: A row of the table: workers, steps/s, noise %, p50 ms, p99 ms, tree CPU, the mark.
+ROW = re.compile(CONFIG + r"\s+([\d,]+)\s+(\d+)%\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)(\s+<- recommended)?\s*$")
+#: A row with --wide: workers, steps/s, noise %, µs/step, p50, p99, tree CPU, main CPU, tree and main
+#: µs CPU/step, the mark.
+WIDE_ROW = re.compile(CONFIG + r"\s+([\d,]+)\s+(\d+)%" + r"\s+([\d.]+)" * 7 + r"(\s+<- recommended)?\s*$")
+
+
+def _flat(text: str) -> str:
+    """``text`` with its line breaks (rich wraps at the terminal's width) and runs of spaces as one space."""
+    return " ".join(text.split())
+
+
+def _fits(text: str, width: int = 80) -> None:
+    long = [line for line in text.splitlines() if len(line) > width]
+    assert not long, f"lines wider than {width} columns: {long}"
 
 
 def _row_config(m):
@@ -267,20 +342,22 @@ def _row_config(m):
 
 
 def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind: str, env_id: str,
-                num_envs: int = 4, inline: str = "auto"):
-    """Checks a tune run's table, JSON report and plot; ``expected`` is the measured configurations
-    ``(workers, inline)`` in order."""
+                num_envs: int = 4, inline: str = "auto", wide: bool = False):
+    """Checks a tune run's table (with ``wide``, of every column), JSON report and plot;
+    ``expected`` is the measured configurations ``(workers, inline)`` in order."""
     expected = list(expected)
     workers = sorted({w for w, _ in expected})
     header = next(line for line in stdout.splitlines() if line.strip().startswith("workers"))
-    for column in ("steps/s", "µs/step", "p50 ms", "p99 ms", "tree CPU", "main CPU", "tree µs CPU/step",
-                   "main µs CPU/step"):
-        assert column in header
-    rows = [m for m in map(ROW.match, stdout.splitlines()) if m]
+    columns = ["steps/s", "noise", "p50 ms", "p99 ms", "tree CPU"]
+    more = ["µs/step", "main CPU", "tree µs CPU/step", "main µs CPU/step"]
+    for column in columns + more:
+        assert (column in header) == (wide or column in columns), (column, header)
+    rows = [m for m in map(WIDE_ROW.match if wide else ROW.match, stdout.splitlines()) if m]
     assert [_row_config(m) for m in rows] == expected, stdout
-    assert sum(1 for m in rows if m.group(10)) == 1, "exactly one row is marked recommended"
+    mark = 11 if wide else 7
+    assert sum(1 for m in rows if m.group(mark)) == 1, "exactly one row is marked recommended"
     names = ", ".join(tune_mod.config_text(w, i) for w, i in expected)
-    assert f"configurations {names};" in stdout
+    assert f"configurations {names};" in _flat(stdout)
 
     report = json.loads(report_path.read_text())
     assert report["schema"] == "ringenv.tune/2"
@@ -315,8 +392,11 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
         assert c["worker_processes"] == c["workers"], "the CPU of every worker process (and only those) is counted"
         # the table shows the same figures as the report
         assert m.group(2) == f"{c['steps_per_s']:,.0f}"
-        assert m.group(6) == f"{cpu['tree_cores']:.2f}"
-        assert m.group(7) == f"{cpu['main_cores']:.2f}"
+        assert m.group(3) == f"{100 * tune_mod.noise(c):.0f}"
+        assert len(c["steps_per_s_parts"]) == tune_mod.PARTS
+        assert m.group(7 if wide else 6) == f"{cpu['tree_cores']:.2f}"
+        if wide:
+            assert m.group(8) == f"{cpu['main_cores']:.2f}"
 
     rec = report["recommendation"]
     assert (rec["workers"], rec["inline"]) in expected and (rec["fastest_workers"], rec["fastest_inline"]) in expected
@@ -324,10 +404,11 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
     assert (rec["fastest_workers"], rec["fastest_inline"]) == (fastest["workers"], fastest["inline"])
     assert rec["reason"] and rec["rule"]
     assert rec["arguments"] == {"num_workers": rec["workers"], "inline": rec["inline"]}
-    marked = next(m for m in rows if m.group(10))
+    marked = next(m for m in rows if m.group(mark))
     assert _row_config(marked) == (rec["workers"], rec["inline"])
     assert (f"recommended: {tune_mod.config_text(rec['workers'], rec['inline'])} (num_workers={rec['workers']}, "
-            f"inline={rec['inline']}) - " in stdout), stdout
+            f"inline={rec['inline']}) - " in _flat(stdout)), stdout
+    assert 0 <= rec["noise"] and f"noise of {100 * rec['noise']:.1f}%" in _flat(stdout)
 
     data = plot_path.read_bytes()
     assert data.startswith(PNG_SIGNATURE)
@@ -339,9 +420,11 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
 def test_tune_builtin_in_subprocess(tmp_path):
     report, png = tmp_path / "tune.json", tmp_path / "tune.png"
     p = run_cli("tune", "CartPole-v1", *TINY, "--workers", "1,2", "--seed", "3", "--inline", "on", "--json", report,
-                "--plot", png)
+                "--plot", png, extra_env={"COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    assert "CartPole-v1 (ringenv built-in, Rust)" in p.stdout
+    _fits(p.stdout)
+    _fits(p.stderr)
+    assert "CartPole-v1 (ringenv built-in, Rust)" in _flat(p.stdout)
     _check_tune(p.stdout, report, png, [(1, True), (2, True)], "builtin", "CartPole-v1", inline="on")
     assert json.loads(report.read_text())["settings"]["seed"] == 3
 
@@ -349,11 +432,11 @@ def test_tune_builtin_in_subprocess(tmp_path):
 def test_tune_factory_in_process(tmp_path, capsys):
     report, png = tmp_path / "tune.json", tmp_path / "tune.png"
     code = ringenv.cli.main(["tune", FACTORY, *TINY, "--workers", "2,1", "--inline", "off", "--json", str(report),
-                             "--plot", str(png)])
+                             "--plot", str(png), "--wide"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert f"{FACTORY} (factory, Python)" in captured.out
-    _check_tune(captured.out, report, png, [(1, False), (2, False)], "factory", FACTORY, inline="off")
+    assert f"{FACTORY} (factory, Python)" in _flat(captured.out)
+    _check_tune(captured.out, report, png, [(1, False), (2, False)], "factory", FACTORY, inline="off", wide=True)
 
 
 def _record_vector_envs(monkeypatch):
@@ -420,7 +503,7 @@ def test_tune_auto_workers_include_0_where_the_main_process_can_step_every_env(c
     out = capsys.readouterr().out
     assert code == 0
     assert built == expected, out
-    assert ("0 workers (in-process)" in out) == ((0, True) in expected)
+    assert ("0 workers (in-process)" in _flat(out)) == ((0, True) in expected)
 
 
 def _tune(tmp_path, capsys, *args: str) -> tuple:
@@ -439,8 +522,7 @@ def test_tune_inline_on_steps_a_python_share_in_the_main_process(tmp_path, capsy
     assert built == [(1, True), (3, True)]
     rows = [_row_config(m) for m in map(ROW.match, out.splitlines()) if m]
     assert rows == [(1, True), (3, True)], out
-    skipped = [line for line in out.splitlines() if re.match(r"^\s*4 \+ inline\s+-\s", line)]
-    assert len(skipped) == 1 and "skipped: 4 envs are too few for 4 worker processes + inline" in skipped[0]
+    assert "4 workers + inline: skipped, 4 envs are too few for 4 worker processes + inline" in _flat(out)
     assert data["skipped"] == [{"workers": 4, "inline": True,
                                 "reason": "4 envs are too few for 4 worker processes + inline (needs num_envs >= 5)"}]
     for c in data["configurations"]:
@@ -457,7 +539,7 @@ def test_tune_inline_off_never_steps_in_the_main_process(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert code == 0
     assert built == [(1, False), (2, False)]
-    assert "+ inline" not in out and "(num_workers=" in out and "inline=False)" in out
+    assert "+ inline" not in out and "(num_workers=" in _flat(out) and "inline=False)" in _flat(out)
 
 
 def test_tune_from_a_console_script_finds_factories_in_the_working_directory(tmp_path):
@@ -600,14 +682,11 @@ def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_sk
     # is more than a batch) and 3 workers (4 envs do not split evenly) are skipped, not errors
     out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--batch-size", "2", "--workers", "1,2,3,4",
                       "--inline", "off")
-    assert "async batches of 2 (recv/send)" in out
+    assert "async batches of 2 (recv/send)" in _flat(out)
     rows = [m for m in map(ROW.match, out.splitlines()) if m]
     assert [_row_config(m) for m in rows] == [(2, False), (4, False)], out
-    skipped_rows = {int(line.split()[0]): line for line in out.splitlines()
-                    if re.match(r"^\s*\d+\s+-\s", line)}
-    assert set(skipped_rows) == {1, 3}, out
-    assert "skipped: batch 2 is not whole workers of 4 envs each" in skipped_rows[1]
-    assert "skipped: 4 envs do not split evenly over 3 workers" in skipped_rows[3]
+    assert "1 worker: skipped, batch 2 is not whole workers of 4 envs each" in _flat(out)
+    assert "3 workers: skipped, 4 envs do not split evenly over 3 workers" in _flat(out)
 
     assert data["settings"]["batch_size"] == 2 and data["settings"]["workers"] == [1, 2, 3, 4]
     assert [(s["workers"], s["inline"]) for s in data["skipped"]] == [(1, False), (3, False)]
@@ -618,7 +697,7 @@ def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_sk
         assert c["worker_processes"] == c["workers"]
     assert data["recommendation"]["workers"] in (2, 4)
     assert data["recommendation"]["arguments"]["batch_size"] == 2, "the arguments to use include the batch size"
-    assert "inline=False, batch_size=2)" in out
+    assert "inline=False, batch_size=2)" in _flat(out)
 
 
 def test_tune_async_batches_with_inline_count_the_main_process_as_a_block(tmp_path, capsys):
@@ -630,7 +709,7 @@ def test_tune_async_batches_with_inline_count_the_main_process_as_a_block(tmp_pa
     assert c["async"] is True and c["env_steps"] == 2 * c["vector_steps"] > 0
     assert data["skipped"] == [{"workers": 2, "inline": True,
                                 "reason": "4 envs do not split evenly over 3 blocks (2 workers + inline)"}]
-    assert "recommended: 1 worker + inline (num_workers=1, inline=True, batch_size=2) - " in out
+    assert "recommended: 1 worker + inline (num_workers=1, inline=True, batch_size=2) - " in _flat(out)
 
 
 def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
@@ -653,19 +732,19 @@ def test_tune_spin_us_reaches_the_vector_env(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(ringenv, "make_vec", recording)
     out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--spin-us", "25")
-    assert "spin bound 25 µs" in out
+    assert "spin bound 25 µs" in _flat(out)
     assert seen == [{"num_workers": 1, "inline": False, "spin_us": 25.0}]
-    assert "(num_workers=1, inline=False, spin_us=25.0)" in out
+    assert "(num_workers=1, inline=False, spin_us=25.0)" in _flat(out)
     assert data["settings"]["spin_us"] == 25.0
     out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "1", "--inline", "off")
     assert seen[1] == {"num_workers": 1, "inline": False}, "no spin_us: ringenv's default policy"
     assert data["settings"]["spin_us"] is None
-    assert "spin bound" not in out
+    assert "spin bound" not in _flat(out)
 
 
 def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
     out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "2", "--inline", "off", "--spin-us", "0")
-    assert "spin bound 0 µs (never spin)" in out
+    assert "spin bound 0 µs (never spin)" in _flat(out)
     (config,) = data["configurations"]
     assert config["env_steps"] > 0 and config["worker_processes"] == 2
 
@@ -679,8 +758,8 @@ def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     p = run_cli("tune", f"{worker_binary}:BlocksWorld-v0", *TINY, "--workers", "1,2", "--spin-us", "50",
                 "--env-kwargs", '{"num_blocks": 4}', "--json", report, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert f"BlocksWorld-v0 (Rust, worker binary {worker_binary})" in p.stdout
-    assert "spin bound 50 µs" in p.stdout and "recommended:" in p.stdout
+    assert f"BlocksWorld-v0 (Rust, worker binary {worker_binary})" in _flat(p.stdout)
+    assert "spin bound 50 µs" in _flat(p.stdout) and "recommended:" in _flat(p.stdout)
     data = json.loads(report.read_text())
     assert data["env"]["kind"] == "builtin" and data["env"]["id"] == "BlocksWorld-v0"
     assert data["env"]["kwargs"] == {"num_blocks": 4} and data["settings"]["spin_us"] == 50.0
@@ -942,7 +1021,7 @@ def test_bench_builtin_in_subprocess(tmp_path):
     report = tmp_path / "bench.json"
     p = run_cli("bench", "CartPole-v1", *TINY, "--json", report)
     assert p.returncode == 0, p.stderr
-    assert "built-in Rust CartPole-v1" in p.stdout and "Gymnasium's Python CartPole-v1" in p.stdout
+    assert "built-in Rust CartPole-v1" in _flat(p.stdout) and "Gymnasium's Python CartPole-v1" in _flat(p.stdout)
     rows = _bench_rows(p.stdout)
     assert len(rows["ringenv AsyncVectorEnv"]) == 2  # the Rust env, and the Gymnasium env like-for-like
     assert "CartPole-v1 (Rust)" in rows["ringenv AsyncVectorEnv"][0]

@@ -2,7 +2,7 @@
 ``step`` or ``recv`` waiting in another thread, a signal handler that closes the env in the middle
 of the call it interrupted, and a Ctrl-C that lands in the envs the main process steps itself (the
 inline share). The env never hangs, never leaves a worker behind, and every call gets a clear
-error (docs/RELIABILITY.md, "Closing while a call waits").
+error (docs/RELIABILITY.md, "Nothing blocks for ever").
 
 No assertion depends on timing: each test waits for a marker file the worker writes once it is
 inside its (blocking) ``step``; bounds on waits are hang guards only."""

@@ -362,6 +362,30 @@ def test_a_panic_is_raised_with_message_and_location(closing, worker):
     assert (obs["grid"] == 3).sum() == 2 * 3  # level 2 has three boxes off their goals
 
 
+def test_a_rust_envs_reset_options_travel_as_json_and_other_values_are_refused_naming_why(closing):
+    import numpy as np
+    from ringenv._pickling import reset_payload
+
+    options = {"level": 2, "path": (1, "a", None), "deep": {"x": [0.5, True]}}
+    seeds, payload = reset_payload([3, None], options, rust_envs=True)
+    assert seeds == [3, None]
+    assert json.loads(payload) == {"level": 2, "path": [1, "a", None], "deep": {"x": [0.5, True]}}
+    assert reset_payload([None], None, rust_envs=True) == ([None], None)
+    for bad in ({"level": np.int64(2)}, {1: "a"}, {"x": [float("nan")]}, {"f": object()}):
+        with pytest.raises(TypeError, match="the reset options of a Rust env must"):
+            reset_payload([None], bad, rust_envs=True)
+    # Refused before anything is sent: the vector env stays usable, synchronous or batched.
+    for vector_kwargs in ({}, {"num_workers": 2, "batch_size": 2}):
+        envs = closing(ringenv.make_vec("CartPole-v1", 4, vector_kwargs=vector_kwargs))
+        reset = envs.reset if not vector_kwargs else envs.async_reset
+        for _ in range(2):
+            with pytest.raises(TypeError, match="the reset options of a Rust env must"):
+                reset(seed=0, options={"level": np.int64(2)})
+        reset(seed=0, options={"level": 2})
+        if vector_kwargs:
+            assert sorted(np.concatenate([envs.recv()[-1]["env_id"] for _ in range(2)])) == [0, 1, 2, 3]
+
+
 def test_under_the_restart_policy_a_panic_is_a_worker_failure(closing, worker):
     envs = closing(ringenv.make_vec("custom_env:Sokoban-v0", 2, worker=worker, vector_kwargs={
         "num_workers": 1, "on_worker_failure": "restart", "max_restarts": 1}))

@@ -255,7 +255,7 @@ def _same_keys_batch(rng: random.Random, env_ids):
 
 @pytest.mark.parametrize("seed", range(120))
 def test_every_env_with_the_same_keys_in_the_same_order_equals_gymnasiums(seed):
-    """The per-step case that builds each column in one pass (`_uniform`): over every env
+    """The per-step case, every env with the same keys: over every env
     (`add_infos`) and over a batch (`add_batch_infos`), equal to Gymnasium's env-by-env
     `_add_info` (then the batch's rows), and refused where Gymnasium refuses."""
     rng = random.Random(seed)
@@ -403,43 +403,6 @@ def test_zero_dimensional_object_arrays_are_kept_as_gymnasium_keeps_them():
     assert [type(x) for x in ref["o"]] == [np.ndarray] * NUM_ENVS
     assert [type(x) for x in ours["o"]] == [np.ndarray] * NUM_ENVS
     assert [x[()] for x in ours["o"]] == [x[()] for x in ref["o"]] == [[i, i + 1] for i in range(NUM_ENVS)]
-
-
-def test_the_native_pass_builds_numbers_of_one_type_without_python_and_equals_the_python_path(monkeypatch):
-    """Scalars of one exact type per key (the grid's score/lives/has_key, NumPy scalars too) are
-    built by ringenv._native.uniform_infos alone (the Python path's type test is never called),
-    key for key equal to the Python path's result; everything else gets None from it."""
-    from ringenv import _infos, _native
-
-    infos = [{"score": 0.5 * i, "lives": 3 - i % 3, "has_key": i % 2 == 0, "t": np.float32(i), "u": np.uint8(i)}
-             for i in range(NUM_ENVS)]
-    every = np.ones(NUM_ENVS, dtype=np.bool_)
-    native = _native.uniform_infos(infos, np.array, np.number, np.timedelta64)
-    assert native is not None
-    monkeypatch.setattr(_infos, "_column_type", lambda values: (_ for _ in ()).throw(AssertionError("Python path")))
-    assert _infos._uniform(infos) is not None
-    monkeypatch.undo()
-    monkeypatch.setattr(_native, "uniform_infos", lambda *a: None)
-    python = _infos._uniform(infos)
-    monkeypatch.undo()
-    assert list(native) == list(python) == ["score", "_score", "lives", "_lives", "has_key", "_has_key", "t", "_t", "u", "_u"]
-    for key in python:
-        assert native[key].dtype == python[key].dtype and native[key].tobytes() == python[key].tobytes(), key
-    assert native["_score"] is not native["_lives"] and native["_score"] is not every, "each mask is its own array"
-
-    def none_for(batch):
-        return _native.uniform_infos(batch, np.array, np.number, np.timedelta64) is None
-
-    assert none_for([{"a": 1}, {"a": 1.0}]), "mixed types: the Python path converts them"
-    assert none_for([{"a": np.zeros(2)}, {"a": np.zeros(2)}]), "arrays: the Python path stacks them"
-    assert none_for([{"a": 1}, {"b": 1}]) and none_for([{"a": 1}, {"a": 1, "b": 2}]), "other keys"
-    assert none_for([{1: 1}, {1: 2}]), "a key that is not a str"
-    assert none_for([{"final_obs": 1}, {"final_obs": 2}]), "final_obs"
-    assert none_for([{"a": 1, "_a": 2}, {"a": 1, "_a": 2}]), "a key named as a mask"
-    assert none_for([{"d": np.timedelta64(1, "s")}, {"d": np.timedelta64(2, "s")}]), "timedelta64"
-    assert none_for([{"a": "x"}, {"a": "y"}]) and none_for([{"a": None}, {"a": None}]), "not numbers"
-    with pytest.raises(OverflowError):
-        _native.uniform_infos([{"a": 2**70}, {"a": 1}], np.array, np.number, np.timedelta64)
 
 
 class _Float64Subclass(np.float64):

@@ -158,8 +158,8 @@ def test_arrays_of_the_rows_dtype_and_shape_skip_the_python_writers(monkeypatch)
     calls = []
     leaf_writer = _obs_writer._leaf_writer
 
-    def counted(space, index, memory):
-        write = leaf_writer(space, index, memory)
+    def counted(space, index, memory, path=""):
+        write = leaf_writer(space, index, memory, path)
 
         def counting(value):
             calls.append(space)

@@ -84,9 +84,12 @@ def assert_resets_identical(ours, ref, seed, what: str = "reset") -> None:
 
 def notes_by_env(error: BaseException) -> dict:
     """``{env id: note}`` of the "env N raised in the same call too" notes on ``error`` (one per
-    other env whose error came with it); fails on a note of any other form."""
+    other env whose error came with it); fails on a note of any other form than those and the
+    "(raised in env N)" naming the raised error's own env."""
     notes = {}
     for note in getattr(error, "__notes__", []):
+        if note == f"(raised in env {getattr(error, 'env_id', None)})":
+            continue
         head = note.split(":", 1)[0]
         assert head.startswith("env ") and head.endswith(" raised in the same call too"), note
         notes[int(head.split()[1])] = note

@@ -5,7 +5,7 @@
 mod echo;
 
 use echo::*;
-use ringenv_runtime::SpinPolicy;
+use ringenv_runtime::{Probe, SpinPolicy, SpinSettings, Spinner};
 use std::time::{Duration, Instant};
 
 const CHILD: [&str; 4] = ["--ignored", "--exact", "echo_child_entry", "--nocapture"];
@@ -52,8 +52,8 @@ fn futex_wakes_a_sleeping_process() {
         commands.push(ringenv_runtime::Command::new(ringenv_runtime::CommandKind::Step, 0, seq, false)).unwrap();
         assert!(wakeup.notify(), "the child announced its sleep, so notify must wake it");
         let ring = completions.ring();
-        let zero = SpinPolicy { spin: Duration::ZERO };
-        assert!(segment.completion_wakeup().wait(|| ring.has_ready(), zero, Duration::from_secs(10)));
+        let mut zero = Spinner::new(SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Pause });
+        assert!(zero.wait(segment.completion_wakeup(), || ring.has_ready(), Duration::from_secs(10)));
         assert_eq!(completions.pop().map(|c| c.seq), Some(seq));
     }
     close_echo(&segment, &commands, child);

@@ -1,8 +1,8 @@
 //! Loom models of the spin-then-futex wake-up protocol (`runtime/src/wakeup.rs`) with the rings
 //! it guards: a sleeping waiter is always woken, a spinning one costs no wake call, round trips
 //! reuse the futex word safely, two workers wake the main process through one word, `wake_all`
-//! reaches a sleeper, and the pool's adaptive waiters (`Spinner`, `runtime/src/spin.rs`) reach
-//! the same handshake after their spin phase.
+//! reaches a sleeper, and waiters with a spin phase (`Spinner`, `runtime/src/wait.rs`) reach the
+//! same handshake after it. Every waiter waits through a `Spinner`, the pool's one wait policy.
 //!
 //! Under `cfg(loom)` the `Wakeup` runs its own code over loom's atomics and SeqCst fences, and
 //! its futex is `LocalFutex` over loom's mutex and condition variable, with timeouts not modelled:
@@ -33,8 +33,11 @@ use support::*;
 
 /// Long enough never to pass in a model (the logical clock ticks 1 µs per reading).
 const FOREVER: Duration = Duration::from_secs(3600);
-/// Sleep at once: every wait exercises the announce / re-check / futex path.
-const SLEEP_AT_ONCE: SpinPolicy = SpinPolicy { spin: Duration::ZERO };
+/// Waits on `wakeup` until `ready()` holds, sleeping at once (`SpinPolicy::NEVER`): every wait
+/// exercises the announce / re-check / futex path. Timeouts are not modelled.
+fn sleep_until(wakeup: &Wakeup, ready: impl FnMut() -> bool) -> bool {
+    Spinner::new(SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield }).wait(wakeup, ready, FOREVER)
+}
 
 fn command(seq: u64) -> Command {
     Command::new(CommandKind::Step, 0, seq, false)
@@ -46,7 +49,7 @@ fn command(seq: u64) -> Command {
 /// model must also reach the sleep path in some execution, not only find the command at the
 /// first probe.
 ///
-/// Only `spin: ZERO` is modelled: the spin phase only probes `ready()`, which has no side
+/// Only `SpinPolicy::NEVER` is modelled: the spin phase only probes `ready()`, which has no side
 /// effect, so the one probe made before sleeping stands for any number of them; and loom
 /// deprioritises a thread that yields until another makes progress, so a spinning waiter would
 /// hardly ever reach the sleep path in a model.
@@ -62,7 +65,7 @@ fn sleeping_worker_is_always_woken_for_its_command() {
             producer.push(command(1)).unwrap();
             main_side.notify()
         });
-        assert!(wakeup.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER), "timeouts are not modelled");
+        assert!(sleep_until(&wakeup, || ring.has_ready()), "timeouts are not modelled");
         assert_eq!(consumer.pop(), Some(command(1)));
         let woke_it = main.join().unwrap();
         if wakeup.sleeps() > 0 {
@@ -89,7 +92,7 @@ fn two_round_trips_never_lose_a_wakeup() {
         let worker = thread::spawn(move || {
             for _ in 0..2 {
                 let ring = worker_commands.ring().clone();
-                assert!(ww.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER));
+                assert!(sleep_until(&ww, || ring.has_ready()));
                 let c = worker_commands.pop().expect("woken with a command ready");
                 completions.push(Completion::new(0, c.seq, false, false)).unwrap();
                 mw.notify();
@@ -99,7 +102,7 @@ fn two_round_trips_never_lose_a_wakeup() {
             commands.push(command(seq)).unwrap();
             worker_wakeup.notify();
             let ring = main_completions.ring().clone();
-            assert!(main_wakeup.wait(|| ring.has_ready(), SLEEP_AT_ONCE, FOREVER));
+            assert!(sleep_until(&main_wakeup, || ring.has_ready()));
             assert_eq!(main_completions.pop().map(|c| c.seq), Some(seq));
         }
         worker.join().unwrap();
@@ -134,7 +137,7 @@ fn main_process_collects_both_workers_completions() {
             }
             if done != [true, true] {
                 let ready = || rings.iter().any(|r| r.has_ready());
-                assert!(wakeup.wait(ready, SLEEP_AT_ONCE, FOREVER));
+                assert!(sleep_until(&wakeup, ready));
             }
         }
         for w in workers {
@@ -155,14 +158,14 @@ fn wake_all_reaches_a_sleeper_without_a_publish() {
             d.store(true, Ordering::Release);
             w.wake_all();
         });
-        assert!(wakeup.wait(|| dead.load(Ordering::Acquire), SLEEP_AT_ONCE, FOREVER));
+        assert!(sleep_until(&wakeup, || dead.load(Ordering::Acquire)));
         peer.join().unwrap();
     });
 }
 
-/// The pool's waiters wait through a `Spinner`: a spin phase (here a bound of two ticks of the
-/// logical clock, so one or two looks with a `sched_yield` between them, as in an oversubscribed
-/// pool), then the same announce / re-check / futex sleep. Two round trips, each side with its
+/// A `Spinner` with a spin phase (here a bound of two ticks of the logical clock, so one or two
+/// looks with a `sched_yield` between them, as in an oversubscribed pool), then the same
+/// announce / re-check / futex sleep. Two round trips, each side with its
 /// own spinner, as the main process and a worker: no wake-up is lost whether a side finds its
 /// ring ready while spinning or only after sleeping. A second variant never spins.
 #[test]

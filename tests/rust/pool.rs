@@ -161,7 +161,7 @@ fn set_next_slot_picks_the_slot_a_command_writes_and_refuses_while_one_is_in_fli
 }
 
 #[test]
-fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
+fn a_running_pool_is_listed_and_its_metrics_read_from_outside() {
     use ringenv_runtime::{list_pools, Monitor};
     let mut pool = pool("BlocksWorld-v0", 7, 2).unwrap(); // 7 envs: no other test uses 7
     pool.reset(&[Some(3); 7]).unwrap();
@@ -173,7 +173,7 @@ fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
     let entry = entries
         .iter()
         .find(|e| Monitor::open(e).map(|m| m.snapshot().num_envs == 7).unwrap_or(false))
-        .expect("this pool is advertised")
+        .expect("this pool is listed")
         .clone();
     let view = Monitor::open(&entry).unwrap().snapshot();
     assert_eq!(view.pool.main_pid, me);
@@ -187,8 +187,8 @@ fn a_running_pool_is_advertised_and_its_metrics_read_from_outside() {
     }
     pool.close(Duration::from_secs(5));
     // Not `!list_pools().contains(&entry)`: the tests of this file run in parallel threads of one
-    // process, and a pool another test opens meanwhile may get the closed segment's descriptor,
-    // hence the same name. What must be gone is a pool of 7 envs advertised by this process.
+    // process, and a pool another test opens meanwhile may get the closed segment's descriptor
+    // number. What must be gone is a pool of 7 envs listed under this process.
     let sevens = list_pools()
         .into_iter()
         .filter(|e| e.pid == me && Monitor::open(e).map(|m| m.snapshot().num_envs == 7).unwrap_or(false))

@@ -3,15 +3,15 @@
 //! `main` serves a [`Registry`] when a pool starts it with the worker arguments (or when asked to
 //! `describe`), and otherwise runs the tests below, each of which starts pools of this very
 //! executable: a Dict observation of every space kind laid out leaf by leaf and equal to an
-//! in-process reference, infos and reset options crossing as pickles, the reset mask, a panic
-//! reported with its location (and the env's next step resetting it), a panic ending the worker
-//! under `on_panic: exit` with the panic as its last error, a panic nothing catches reported the
-//! same way, and the `describe` command. (`harness = false`: libtest's `main` would
-//! refuse the worker arguments.)
+//! in-process reference, infos crossing as typed messages and reset options as JSON, the reset
+//! mask, a panic reported with its location (and the env's next step resetting it), a panic
+//! ending the worker under `on_panic: exit` with the panic as its last error, a panic nothing
+//! catches reported the same way, and the `describe` command. (`harness = false`: libtest's
+//! `main` would refuse the worker arguments.)
 
 use ringenv_runtime::{Array, CommandKind, ExitStatus, Layout, Outcome, Pool, PoolConfig, PoolError, WorkerCommand};
 use ringenv_worker::rand::Rng;
-use ringenv_worker::{entry, pickle, Ctx, DType, Env, LocalEnv, Registry, Space, Step};
+use ringenv_worker::{entry, Ctx, DType, Env, LocalEnv, Registry, Space, Step};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -154,19 +154,31 @@ fn obs_rows(pool: &Pool, slot: usize, i: usize) -> Vec<Vec<u8>> {
     (0..pool.layout().obs.len()).map(|k| batch.rows(Array::Obs(k), i..i + 1).to_vec()).collect()
 }
 
+/// Each env's info of `out`'s typed messages, as `[env_id, {key: value}]`, by env id.
 fn infos(out: &Outcome) -> Vec<Value> {
+    use ringenv_runtime::infos::{parse, Value as V};
     let mut all = Vec::new();
     for (_, message) in &out.messages {
-        let decoded = pickle::decode(message).expect("an info message");
-        assert_eq!(decoded[0], Value::Null, "observations travel in shared memory");
-        all.extend(decoded[1].as_array().expect("a list of (env, info)").iter().cloned());
+        for run in parse(message, 64).expect("a typed message") {
+            for i in 0..run.count {
+                let entries: serde_json::Map<String, Value> = (0..run.keys.len())
+                    .map(|k| {
+                        let v = match run.value(i, k, 0).unwrap() {
+                            V::Bool(b) => json!(b),
+                            V::Int(n) => json!(n),
+                            V::Float(f) => json!(f),
+                            other => panic!("a Rust env's info holds {other:?}"),
+                        };
+                        (run.keys[k].0.to_string(), v)
+                    })
+                    .collect();
+                all.push(json!([run.first + i, entries]));
+            }
+        }
     }
     all.sort_by_key(|e| e[0].as_u64());
     all
 }
-
-/// `cloudpickle.dumps({"offset": 1000})` (Python 3.11).
-const OFFSET_1000: &[u8] = b"\x80\x05\x95\x0f\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x06offset\x94M\xe8\x03s.";
 
 fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
     const N: usize = 5;
@@ -174,7 +186,7 @@ fn zoo_matches_in_process_envs_leaf_by_leaf_with_infos_and_options() {
     let mut reference: Vec<LocalEnv<Zoo>> = (0..N).map(|_| LocalEnv::new(Zoo { c: 0 }).unwrap()).collect();
     let seeds: Vec<Option<u64>> = (0..N as u64).map(|i| Some(40 + i)).collect();
     p.write_seeds(&seeds);
-    p.submit(CommandKind::Reset, Some(OFFSET_1000)).unwrap();
+    p.submit(CommandKind::Reset, Some(br#"{"offset": 1000}"#)).unwrap();
     let out = p.wait(Some(Duration::from_secs(30))).unwrap();
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     let options = json!({"offset": 1000});

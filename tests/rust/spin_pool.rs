@@ -5,7 +5,7 @@
 //! records them in the segment header. Each worker here is this test binary, re-executed; it
 //! answers a `Call` with the settings its endpoint's `Spinner` follows, and lingers 2 ms in each
 //! step. Nothing asserted depends on timing or scheduling: settings, and counts of waits with a
-//! spin phase under a policy that never spins (how a waiter learns is unit-tested in `spin.rs`).
+//! spin phase under a policy that never spins (how a waiter learns is unit-tested in `wait.rs`).
 //!
 //! Its own `main` (`harness = false`): the supervisor appends `--segment-fd N ...` to a worker's
 //! command line, which libtest would refuse.

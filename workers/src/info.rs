@@ -1,9 +1,11 @@
 //! A small typed info dict that an env fills during `reset` or `step`.
 //!
 //! An [`Info`] holds up to [`Info::CAPACITY`] entries, each a `&'static str` key and a bool,
-//! integer or float value, in a fixed array: filling it allocates nothing. The worker sends a
-//! non-empty info to Python, where it is vectorised as Gymnasium's vector envs do (an array per
-//! key and a `_key` mask); an empty one costs nothing.
+//! integer or float value, in a fixed array: filling it allocates nothing. The worker sends the
+//! non-empty infos of a command as one typed message ([`encode`], the format of
+//! [`ringenv_runtime::infos`]), which Python vectorises as Gymnasium's vector envs do (an array
+//! per key and a `_key` mask, values of Python's `bool`, `int` and `float`); an empty info costs
+//! nothing.
 //!
 //! ```
 //! use ringenv_worker::{Info, InfoValue};
@@ -125,9 +127,68 @@ impl Info {
     }
 }
 
+/// The typed message of `infos` (`(env_id, info)` pairs of one command, ascending, each info
+/// non-empty): one run per stretch of consecutive envs whose infos have the same keys and value
+/// types in the same order.
+///
+/// ```
+/// use ringenv_runtime::infos::{parse, Value};
+/// use ringenv_worker::Info;
+/// let (mut a, mut b) = (Info::default(), Info::default());
+/// a.set("steps", 12);
+/// b.set("steps", 13);
+/// let message = ringenv_worker::info::encode(&[(2, a), (3, b)]);
+/// let runs = parse(&message, 4).unwrap();
+/// assert_eq!((runs.len(), runs[0].first, runs[0].count), (1, 2, 2));
+/// assert_eq!(runs[0].value(1, 0, 0).unwrap(), Value::Int(13));
+/// ```
+pub fn encode(infos: &[(usize, Info)]) -> Vec<u8> {
+    use ringenv_runtime::infos::{Field, Value, Writer};
+    let value = |v: InfoValue| match v {
+        InfoValue::Bool(b) => Value::Bool(b),
+        InfoValue::Int(i) => Value::Int(i),
+        InfoValue::Float(f) => Value::Float(f),
+    };
+    let same = |a: &Info, b: &Info| {
+        a.iter().map(|(k, v)| (k, value(v).kind())).eq(b.iter().map(|(k, v)| (k, value(v).kind())))
+    };
+    let mut w = Writer::new();
+    let mut rest = infos;
+    while let Some((first, info)) = rest.first() {
+        let n = rest.iter().enumerate().take_while(|(j, (id, other))| *id == first + j && same(info, other)).count();
+        let keys: Vec<(&str, Field)> = info.iter().map(|(k, v)| (k, Field::Scalar(value(v).kind()))).collect();
+        w.run(*first, n, &keys).expect("an Info fits the typed format");
+        for (_, info) in &rest[..n] {
+            for (_, v) in info.iter() {
+                w.value(value(v)).expect("numbers use no data section");
+            }
+        }
+        rest = &rest[n..];
+    }
+    w.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ringenv_runtime::infos::{parse, Value};
+
+    #[test]
+    fn runs_split_where_ids_or_keys_change() {
+        let mut a = Info::default();
+        a.set("solved", true);
+        a.set("moves", 1i64 << 40);
+        let mut b = a;
+        b.set("moves", 0.25); // a float now: another run
+        let message = encode(&[(0, a), (1, a), (2, b), (5, b)]);
+        let runs = parse(&message, 6).unwrap();
+        let shape: Vec<_> = runs.iter().map(|r| (r.first, r.count)).collect();
+        assert_eq!(shape, [(0, 2), (2, 1), (5, 1)]);
+        assert_eq!(runs[0].value(1, 1, 0).unwrap(), Value::Int(1 << 40));
+        assert_eq!(runs[1].value(0, 1, 0).unwrap(), Value::Float(0.25));
+        assert_eq!(runs[2].keys.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["solved", "moves"]);
+        assert!(encode(&[]).is_empty());
+    }
 
     #[test]
     fn keeps_insertion_order_and_refuses_a_ninth_key() {

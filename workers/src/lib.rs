@@ -89,7 +89,6 @@ pub mod kwargs;
 pub mod leaves;
 pub mod local;
 pub mod panic;
-pub mod pickle;
 pub mod registration;
 pub mod registry;
 pub mod rules;

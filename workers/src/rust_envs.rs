@@ -10,8 +10,8 @@
 //! [`OnPanic::Exit`] (what Python asks for under `on_worker_failure="restart"`) the worker prints
 //! the panic on stderr, leaves it as its last words in the segment ([`panic::last_words`]: the
 //! pool reports message and location with the death) and exits with status 101, like a crashed
-//! worker, so that the pool restarts it. Infos that envs fill are sent with the completion; reset options arrive pickled
-//! and are decoded into JSON.
+//! worker, so that the pool restarts it. The infos that envs fill go with the completion as one
+//! typed message ([`crate::info::encode`]); reset options arrive as JSON.
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
@@ -29,7 +29,7 @@
 use crate::env::declared_spaces;
 use crate::host::{seed_of, skips_reset, write_step, Autoreset, EnvHost};
 use crate::leaves::LeafBuf;
-use crate::{panic, pickle, Ctx, Env, EnvRng, Info, Leaves, Step};
+use crate::{panic, Ctx, Env, EnvRng, Info, Leaves, Step};
 use rand::SeedableRng;
 use ringenv_runtime::{Array, ArraySpec, Layout, RemoteError, SlotView};
 use serde_json::Value;
@@ -224,7 +224,7 @@ impl<E: Env> RustEnvs<E> {
     }
 
     fn message(&mut self) -> Option<Vec<u8>> {
-        let message = (!self.infos.is_empty()).then(|| pickle::encode_infos(&self.infos));
+        let message = (!self.infos.is_empty()).then(|| crate::info::encode(&self.infos));
         self.infos.clear();
         message
     }
@@ -237,10 +237,11 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         _slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        let options = match options.map(pickle::decode).transpose() {
+        let options = match options.map(serde_json::from_slice::<Value>).transpose() {
             Ok(o) => o.unwrap_or(Value::Null),
             Err(e) => {
-                return Err(RemoteError { kind: "ValueError".into(), message: e.to_string(), ..Default::default() })
+                let message = format!("the reset options of a Rust env are not JSON: {e}");
+                return Err(RemoteError { kind: "ValueError".into(), message, ..Default::default() });
             }
         };
         let mut first_error = None;

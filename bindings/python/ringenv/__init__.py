@@ -29,10 +29,11 @@ except ImportError as e:
         f"it into the tree with `pip install -e .` at the repository's root") from e
 
 from ringenv import errors
+from ringenv._allocator import settle_allocator
 from ringenv.registration import VectorEntryPoint, builtin_env_ids, make_vec, register, register_builtins
 from ringenv.vector import AsyncVectorEnv
 
-__all__ = ["AsyncVectorEnv", "make_vec", "register", "VectorEntryPoint", "builtin_env_ids", "errors"]
+__all__ = ["AsyncVectorEnv", "make_vec", "register", "VectorEntryPoint", "builtin_env_ids", "errors", "settle_allocator"]
 
 # Gymnasium ids "ringenv/CartPole-v1", "ringenv/BlocksWorld-v0" for gymnasium.make_vec (no process starts).
 register_builtins()

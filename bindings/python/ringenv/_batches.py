@@ -171,22 +171,23 @@ class AsyncBatches:
             kept = self._id_runs[(start, stop)] = np.arange(start, stop, dtype=np.int32)
         return kept
 
-    def reset(self, seeds: List[Optional[int]], options: Optional[dict]) -> None:
+    def reset(self, seeds: List[Optional[int]], options: Optional[dict], rust_envs: bool = False) -> None:
         """Sends a reset with ``seeds`` (one per env) and ``options`` to every worker
-        (:meth:`ringenv.AsyncVectorEnv.async_reset`).
+        (:meth:`ringenv.AsyncVectorEnv.async_reset`; ``rust_envs``: options as JSON).
 
         Raises:
             ValueError: ``options["reset_mask"]``.
+            TypeError: options of a Rust env that are not JSON data.
         """
         if options is not None and "reset_mask" in options:
             raise ValueError("async_reset resets every env: options['reset_mask'] is not supported here")
+        shared_seeds, payload = reset_payload(seeds, options, rust_envs)
         workers = list(range(self._pool.num_workers))
         self._last_send = None
         self._last_reset = (seeds, options)
         self._pool.recv_taken()  # a batch an interrupted recv left (see take) is superseded by the reset
         self.taken = True
         slots = [self._slots.next_slot(w) for w in workers]
-        shared_seeds, payload = reset_payload(seeds, options)
         self._pool.write_seeds(shared_seeds, None)
         self._slots.before_reuse(slots)
         self._send(workers, "reset", payload)

@@ -21,6 +21,13 @@ and with one ``object`` array filled item by item when no value is a number, an 
 dtype=object)`` with each env's value assigned, the same objects). Every other key (nested
 dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
 through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
+
+The columns of typed values (``runtime/src/infos.rs``) are built natively: straight from the
+typed messages' bytes when they cover the call's envs with one set of keys
+(``ringenv._native.typed_columns``), and, when every env's info has the same keys of typed
+values, from the message ``ringenv._native.dict_columns`` makes of the dicts (the same arrays
+without a Python call per column: 8 envs x 3 scalar keys ~4 µs against ~18 µs here). This module
+vectorises the rest.
 """
 
 from __future__ import annotations
@@ -145,38 +152,6 @@ def _column(values: Sequence[Any], t: Any) -> np.ndarray:
     return np.array(values) if type(t) is _Arrays else np.array(values, dtype=t)
 
 
-def _uniform(infos: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The vectorised infos of ``infos`` (one info per env, in env order, every env of the vector
-    env) when every info has the same keys (in any order: Gymnasium's columns follow the first
-    env's, and each env's values land in their own rows whatever its order) and each key's values
-    are numbers of one type or arrays of one shape and dtype (:func:`_column_type`): then each
-    column is :func:`_column` of its values and each mask all True, as in :func:`_fill`. ``None`` otherwise (and for a ``final_obs`` key or a key whose mask
-    name is also a key), for the general path. The common per-step case, in one pass over the
-    values. The case of numbers of one exact type per key is built natively
-    (``ringenv._native.uniform_infos``: the same arrays, filled without a Python call per column);
-    the rest here."""
-    native = _native.uniform_infos(infos, np.array, np.number, np.timedelta64)
-    if native is not None:
-        return native
-    first = infos[0]
-    keys = first.keys()
-    for info in infos:
-        if info.keys() != keys:  # a set comparison, in C
-            return None
-    every = _every(len(infos))
-    out: Dict[str, Any] = {}
-    for key in first:
-        if type(key) is not str:  # (:func:`_clash`'s tests, key by key here: this loop is a step's hot path)
-            return None
-        values = [info[key] for info in infos]
-        t = _column_type(values)
-        mask = f"_{key}"
-        if t is None or key == "final_obs" or mask in first:
-            return None
-        out[key], out[mask] = _column(values, t), every.copy()
-    return out
-
-
 def _columns(env_infos: Sequence[Tuple[int, Dict[str, Any]]]) -> Columns:
     """Each key's ``(env ids, values)`` over ``env_infos`` (``(env_id, info)`` pairs), keys in
     the order Gymnasium's env-by-env ``_add_info`` first meets them."""
@@ -253,9 +228,9 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
     before = dict(infos)
     try:
         if not infos and len(env_infos) == num_envs:  # every env (each once, in order)
-            uniform = _uniform([info for _, info in env_infos])
-            if uniform is not None:
-                return uniform
+            typed = _native.dict_columns(env_infos if type(env_infos) is list else list(env_infos), num_envs)
+            if typed is not None:
+                return typed
         columns = _columns(env_infos)
         if not _clash(columns):
             return _fill(infos, columns, [_column_type(values) for _, values in columns.values()], num_envs,
@@ -332,9 +307,9 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
         raise KeyError(f"env {outside[0]} returned an info but is not in the batch {ids}")
     try:
         if len(at) == n:  # every env of the batch (each once, in order)
-            uniform = _uniform([info for _, info in at])
-            if uniform is not None:
-                return uniform
+            typed = _native.dict_columns(at, n)
+            if typed is not None:
+                return typed
         columns = _columns(at)
         types = [_column_type(values) for _, values in columns.values()]
         if not any(t is None and any(isinstance(v, dict) for v in values)

@@ -58,7 +58,7 @@ __all__ = ["LEASE_MIN_BYTES", "LENDING_DEPTH", "Leases", "lends"]
 
 #: The smallest observation batch (bytes, every env's observation of one slot) that is lent rather
 #: than copied: about where a copy starts to cost more than a lend's bookkeeping (a new view per
-#: leaf, a reference count per slot). ``benches/obs_copies.py`` on the 2-core VM, one ``uint8``
+#: leaf, a reference count per slot). ``benches/obs_copies.py`` on a 2-core machine, one ``uint8``
 #: leaf: lending 0.72-0.76 µs at every size; copying 0.29 µs at 16 KiB, 1.19 µs at 64 KiB, 4.26 µs
 #: at 256 KiB. Smaller batches keep plain private copies (no third slot, nothing held at a fork).
 LEASE_MIN_BYTES = 64 * 1024

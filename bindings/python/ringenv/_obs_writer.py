@@ -22,6 +22,12 @@ a value, without a Python call per leaf), and so a NumPy scalar of a row of shap
 (a Discrete's ``numpy.int64``); any other leaf goes to that leaf's writer below, and a
 Dict or Tuple that is not a plain ``dict`` or ``tuple`` (of the right length, with every key) to
 the whole observation's :func:`writer`, so results and errors stay the same.
+
+A value that does not fit its leaf raises the exception type Gymnasium's function raises
+(``ValueError`` for a wrong shape or a value NumPy cannot convert, ``TypeError``, ``OverflowError``,
+``KeyError`` for a missing Dict key), its message naming the env, the leaf's path in the
+observation (``['inner'][0]``), the leaf's space, and the shape the env returned beside the
+space's (:func:`misfit`).
 """
 
 from __future__ import annotations
@@ -50,34 +56,46 @@ def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
     Gymnasium shared-memory structure of ``space`` over the segment, from ``_layout.bind``),
     exactly as ``write_to_shared_memory(space, index, value, memory)`` does.
 
-    Raises (from the returned callable) what ``write_to_shared_memory`` raises for a value that
-    does not fit the space (``KeyError`` for a missing Dict key, ``ValueError`` for a wrong size).
+    Raises (from the returned callable) the exception type ``write_to_shared_memory`` raises for a
+    value that does not fit the space (``KeyError`` for a missing Dict key, ``ValueError`` for a
+    wrong size), with a message naming env ``index``, the leaf and the shapes (:func:`misfit`).
     """
+    return _writer(space, index, memory, "")
+
+
+def _writer(space: spaces.Space, index: int, memory: Any, path: str) -> Writer:
+    """:func:`writer` for the leaf or subtree at ``path`` of the observation (``""``: all of it)."""
     if isinstance(space, FLAT_SPACES):
-        return _leaf_writer(space, index, memory)
+        return _leaf_writer(space, index, memory, path)
     if isinstance(space, spaces.Dict):
-        children = [(key, writer(sub, index, memory[key])) for key, sub in space.spaces.items()]
+        children = [(key, _writer(sub, index, memory[key], f"{path}[{key!r}]")) for key, sub in space.spaces.items()]
 
         def write_dict(values: Any) -> None:
             for key, write in children:
-                write(values[key])
+                try:
+                    value = values[key]
+                except KeyError:
+                    raise KeyError(f"env {index} returned a Dict observation without the key {key!r} of its "
+                                   f"space {space}{_at(path)}") from None
+                write(value)
 
         return write_dict
     if isinstance(space, spaces.Tuple):
-        items = [writer(sub, index, mem) for sub, mem in zip(space.spaces, memory)]
+        items = [_writer(sub, index, mem, f"{path}[{i}]") for i, (sub, mem) in enumerate(zip(space.spaces, memory))]
 
         def write_tuple(values: Any) -> None:
-            if type(values) is not tuple or len(values) != len(items):
+            if type(values) is not tuple:
                 try:
                     count = len(values)
-                except TypeError:  # no length: Gymnasium's error below
-                    count = len(items)
-                if count != len(items):  # Gymnasium before 1.4 zips the items without a check
-                    raise ValueError(f"env {index} returned a Tuple observation of {count} items; its "
-                                     f"observation space has {len(items)}: {space}")
-                write_to_shared_memory(space, index, values, memory)  # Gymnasium's result
-                return
-            for write, value in zip(items, values):
+                except TypeError:  # no length: Gymnasium's result or error
+                    write_to_shared_memory(space, index, values, memory)
+                    return
+            else:
+                count = len(values)
+            if count != len(items):  # Gymnasium before 1.4 zips the items without a check
+                raise ValueError(f"env {index} returned a Tuple observation of {count} items; its observation "
+                                 f"space has {len(items)}: {space}{_at(path)}")
+            for write, value in zip(items, values):  # as Gymnasium's function zips them
                 write(value)
 
         return write_tuple
@@ -98,18 +116,18 @@ def plan(space: spaces.Space, index: int, memory: Any) -> Tuple[Any, List[Leaf]]
     """
     leaves: List[Leaf] = []
 
-    def walk(sub: spaces.Space, mem: Any) -> Any:
+    def walk(sub: spaces.Space, mem: Any, path: str) -> Any:
         if isinstance(sub, spaces.Dict):
-            return ("dict", [(key, walk(s, mem[key])) for key, s in sub.spaces.items()])
+            return ("dict", [(key, walk(s, mem[key], f"{path}[{key!r}]")) for key, s in sub.spaces.items()])
         if isinstance(sub, spaces.Tuple):
-            return ("tuple", [walk(s, m) for s, m in zip(sub.spaces, mem)])
+            return ("tuple", [walk(s, m, f"{path}[{i}]") for i, (s, m) in enumerate(zip(sub.spaces, mem))])
         if isinstance(sub, FLAT_SPACES):
-            leaves.append((_row(sub, index, mem), _leaf_writer(sub, index, mem)))
+            leaves.append((_row(sub, index, mem), _leaf_writer(sub, index, mem, path)))
         else:
-            leaves.append((None, writer(sub, index, mem)))
+            leaves.append((None, _writer(sub, index, mem, path)))
         return ("leaf", len(leaves) - 1)
 
-    return walk(space, memory), leaves
+    return walk(space, memory, ""), leaves
 
 
 def _row(space: spaces.Space, index: int, memory: Any) -> np.ndarray:
@@ -120,17 +138,49 @@ def _row(space: spaces.Space, index: int, memory: Any) -> np.ndarray:
     return flat.reshape(shape)  # a view: the slice is contiguous
 
 
-def _leaf_writer(space: spaces.Space, index: int, memory: Any) -> Writer:
+def _leaf_writer(space: spaces.Space, index: int, memory: Any, path: str = "") -> Writer:
     shape = tuple(space.shape or ())
     view = _row(space, index, memory)
     scalar = shape == ()
 
     def write_leaf(value: Any) -> None:
-        if (type(value) is np.ndarray or isinstance(value, np.generic)) and value.shape == shape:
-            np.copyto(view, value, casting="unsafe")
-        elif scalar and type(value) in _PYTHON_SCALARS:
-            view[()] = value
-        else:
-            write_to_shared_memory(space, index, value, memory)
+        try:
+            if (type(value) is np.ndarray or isinstance(value, np.generic)) and value.shape == shape:
+                np.copyto(view, value, casting="unsafe")
+            elif scalar and type(value) in _PYTHON_SCALARS:
+                view[()] = value
+            else:
+                write_to_shared_memory(space, index, value, memory)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise misfit(index, path, space, value, e) from None
 
     return write_leaf
+
+
+def _at(path: str) -> str:
+    """Where a Dict or Tuple is in the observation: ``" (the value at ['inner'])"``, or nothing for
+    the observation itself."""
+    return f" (the value at {path})" if path else ""
+
+
+def misfit(env_id: int, path: str, space: spaces.Space, value: Any, error: Exception) -> Exception:
+    """The error for env ``env_id``'s observation ``value`` (the leaf at ``path``, ``""`` for the
+    whole observation) that its ``space`` cannot hold, NumPy having raised ``error`` writing it:
+    of ``error``'s type, naming the env, the path, the space, and the value's shape beside the
+    space's (or, for a value of the space's shape, its type or dtype beside the space's dtype).
+    ``error`` itself when its type is not one that takes a message alone."""
+    if type(error) not in (ValueError, TypeError, OverflowError):
+        return error
+    expected = tuple(space.shape or ())
+    try:
+        got = np.shape(value)
+    except Exception:  # a ragged sequence: NumPy's message says why
+        got = None
+    leaf = f"the space there, {space}," if path else f"its observation space {space}"
+    if got is not None and got != expected:
+        what = f"whose value at {path} has shape {got}" if path else f"of shape {got}"
+        return type(error)(f"env {env_id} returned an observation {what}, but {leaf} has shape {expected}")
+    kind = f"dtype {value.dtype}" if isinstance(value, (np.ndarray, np.generic)) else f"type {type(value).__name__}"
+    what = f"whose value at {path} ({kind})" if path else f"({kind}) that"
+    return type(error)(f"env {env_id} returned an observation {what} cannot be written as "
+                       f"{np.dtype(space.dtype)}, the dtype of {leaf.rstrip(',')} ({error})")

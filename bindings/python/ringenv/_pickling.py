@@ -24,6 +24,7 @@ import copy
 import functools
 import io
 import itertools
+import json
 import linecache
 import os
 import pickle
@@ -162,17 +163,45 @@ class BigSeeds(NamedTuple):
     seeds: Dict[int, int]
 
 
-def reset_payload(seeds: List[Optional[int]], options: Any) -> Tuple[List[Optional[int]], Optional[bytes]]:
+def reset_payload(seeds: List[Optional[int]], options: Any,
+                  rust_envs: bool = False) -> Tuple[List[Optional[int]], Optional[bytes]]:
     """What a reset with ``seeds`` (one per env: a non-negative ``int`` or ``None``) and
     ``options`` sends: the seeds for shared memory (``None`` in place of each of ``2**64`` or
-    more) and the reset command's payload: ``options`` (:func:`request`; ``None`` without
-    options) or, with a seed of ``2**64`` or more, a :class:`BigSeeds` of the options and those
-    seeds. A reset whose seeds are all below ``2**64`` sends what it always did; a worker reads
-    the payload with ``ringenv._worker._unpack_reset``."""
+    more) and the reset command's payload (``None`` without options). For Python envs the payload
+    is ``options`` (:func:`request`), or with a seed of ``2**64`` or more a :class:`BigSeeds` of
+    the options and those seeds, which a worker reads with ``ringenv._worker._unpack_reset``; for
+    ``rust_envs`` (whose seeds are below ``2**64``) it is ``options`` as JSON.
+
+    Raises:
+        TypeError: options of a Rust env that are not JSON data (dicts with ``str`` keys, lists,
+            tuples, ``str``, ``int``, finite ``float``, ``bool`` and ``None``).
+    """
+    if rust_envs:
+        return seeds, None if options is None else _json_options(options)
     big = {i: s for i, s in enumerate(seeds) if s is not None and s >= SHARED_SEED_LIMIT}
     if not big:
         return seeds, None if options is None else request(options)
     return [None if i in big else s for i, s in enumerate(seeds)], request(BigSeeds(options, big))
+
+
+def _json_options(options: Any) -> bytes:
+    """``options`` as JSON for a Rust env (``ctx.options()``); see :func:`reset_payload`."""
+    def check(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise TypeError(f"the reset options of a Rust env must have str keys, got {key!r}")
+                check(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                check(item)
+
+    check(options)
+    try:
+        return json.dumps(options, allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"the reset options of a Rust env must be JSON data (dict, list, tuple, str, int, "
+                        f"finite float, bool, None): {e}") from None
 
 
 def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:

@@ -178,7 +178,7 @@ def _build(init: bytes, info: dict):
     """Builds this worker's envs and the targets of their observations and sources of actions.
 
     Returns ``(envs, obs_targets, obs_fast, pickled_keys, action_views, copy_action,
-    autoreset_mode)``:
+    autoreset_mode, obs_space)``:
     ``obs_targets[slot][k]`` is env k's NumPy row (``obs_fast``) or ``(write, tree, leaves)``: a
     callable writing its observation and the walk of :func:`ringenv._obs_writer.plan`; or
     ``obs_targets`` is ``None`` when observations travel pickled; ``pickled_keys`` is ``None``, or
@@ -186,7 +186,10 @@ def _build(init: bytes, info: dict):
     pickled (a ``dict`` of them per env) while ``obs_targets`` writes the others;
     ``action_views[slot]`` holds this worker's action rows (read as ``numpy.float64`` for a
     float Box of shape ``()``: :class:`_Float64Scalars`), or is ``None`` when actions travel
-    pickled.
+    pickled; ``obs_space`` is the space laid out in the segment (named in errors).
+
+    Raises:
+        What a factory or the space check raised, marked with the env's index (:func:`_name_env`).
     """
     outer = pickle.loads(init)
     caller_registry: Optional[CallerRegistry] = None  # the inline share's factories run against the caller's own
@@ -208,11 +211,15 @@ def _build(init: bytes, info: dict):
     n, seg = info["num_envs"], info["segment"]
     envs = []
     for k, fn in enumerate(cfg["env_fns"]):
-        if caller_registry is not None:
-            caller_registry.apply()  # gym.make(id) in the factory finds the caller's spec of id
-        env = fn()
-        envs.append(env)
-        _check_spaces(start + k, env, obs_space, act_space, cfg["observation_mode"])
+        try:
+            if caller_registry is not None:
+                caller_registry.apply()  # gym.make(id) in the factory finds the caller's spec of id
+            env = fn()
+            envs.append(env)
+            _check_spaces(start + k, env, obs_space, act_space, cfg["observation_mode"])
+        except BaseException as e:
+            _name_env(e, start + k)  # the host names it in the start-up error
+            raise
     obs_leaves, act_leaves, offsets = info["obs_leaves"], info["action_leaves"], info["offsets"]
     count = stop - start
     obs_targets: Optional[List[List[Any]]]
@@ -241,7 +248,7 @@ def _build(init: bytes, info: dict):
     else:
         action_views = None
     copy_action = action_views is not None and len(act_space.shape or ()) > 0
-    return envs, obs_targets, obs_fast, pickled_keys, action_views, copy_action, cfg["autoreset_mode"]
+    return envs, obs_targets, obs_fast, pickled_keys, action_views, copy_action, cfg["autoreset_mode"], obs_space
 
 
 def _float_scalar(space) -> bool:
@@ -250,14 +257,26 @@ def _float_scalar(space) -> bool:
             and space.dtype.itemsize < 8)
 
 
-def _checked_obs(obs: Any, shape: Tuple[int, ...], env_id: int):
-    """``obs`` as an array of ``shape``, or a ``ValueError`` naming the env (NumPy assignment
-    would broadcast a wrong shape into the row silently; Gymnasium's SyncVectorEnv raises)."""
-    array = np.asarray(obs)
-    if array.shape != tuple(shape):
+def _checked_obs(obs: Any, space: spaces.Space, env_id: int):
+    """``obs`` as an array of ``space``'s shape, or a ``ValueError`` naming the env, the space
+    and both shapes (NumPy assignment would broadcast a wrong shape into the row silently;
+    Gymnasium's SyncVectorEnv raises); an ``obs`` NumPy cannot make an array of raises
+    :func:`_obs_writer.misfit`'s error."""
+    try:
+        array = np.asarray(obs)
+    except (ValueError, TypeError) as e:  # a ragged sequence
+        raise _obs_writer.misfit(env_id, "", space, obs, e) from None
+    shape = tuple(space.shape or ())
+    if array.shape != shape:
         raise ValueError(f"env {env_id} returned an observation of shape {array.shape}, but its observation "
-                         f"space has shape {tuple(shape)}")
+                         f"space {space} has shape {shape}")
     return array
+
+
+def _obs_misfit(error: BaseException, obs: Any, space: spaces.Space, env_id: int) -> BaseException:
+    """The error to raise for env ``env_id``'s observation ``obs`` of the right shape that NumPy
+    could not write into its row of ``space`` (raising ``error``): :func:`_obs_writer.misfit`'s."""
+    return _obs_writer.misfit(env_id, "", space, obs, error) if isinstance(error, Exception) else error
 
 
 def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> bytes:
@@ -368,13 +387,14 @@ def _call(envs: list, start: int, request: bytes) -> bytes:
 
 
 CALL_ENV_ID = "_ringenv_env_id"
-"""The attribute :func:`_call` sets on an exception raised while env ``env_id`` ran the call: the
-host (``python_envs.rs``) reads it to name the env in the error the caller gets."""
+"""The attribute :func:`_call` and :func:`_build` set on an exception raised while env ``env_id``
+ran the call or was built: the host (``python_envs.rs``) reads it to name the env in the error the
+caller gets."""
 
 
 def _name_env(exc: BaseException, env_id: int) -> None:
-    """Marks ``exc`` as raised while env ``env_id`` ran a call (:data:`CALL_ENV_ID`); an
-    exception that takes no attributes stays unnamed."""
+    """Marks ``exc`` as raised while env ``env_id`` ran a call or was built (:data:`CALL_ENV_ID`);
+    an exception that takes no attributes stays unnamed."""
     try:
         setattr(exc, CALL_ENV_ID, env_id)
     except Exception:

@@ -6,17 +6,22 @@ Protocol errors reuse Gymnasium's classes, so code written against
 - ``gymnasium.error.AlreadyPendingCallError``: ``step_async``/``reset_async`` while a call is pending;
 - ``gymnasium.error.NoAsyncCallError``: ``step_wait``/``reset_wait`` with no call pending;
 - ``gymnasium.error.ClosedEnvironmentError``: any call after ``close()``;
-- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` ran out of time
-  (the call stays pending; wait again or close); a worker that did not start within
-  ``startup_timeout`` raises :class:`StartupTimeoutError`, a subclass naming it.
+- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` /
+  ``call_wait(timeout)`` ran out of time (the call stays pending; wait again or close); its
+  message and ``env_ids`` name the envs that had not finished, and say so when this process
+  steps them itself (the inline share, which a timeout cannot interrupt: ``inline=False`` steps
+  every env in a worker process); a worker that did not start within ``startup_timeout`` raises
+  :class:`StartupTimeoutError`, a subclass naming it.
 
 Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indices, e.g.
 ``(2, 3)`` for a worker stepping envs 2 and 3.
 
-An exception raised inside an env is re-raised in the caller with its own type (unpickled from
-the worker), its ``__cause__`` set to a :class:`RemoteTraceback` holding the worker's formatted
-traceback. When envs of several workers raise in one call, the lowest env id's exception is
-raised, and each other env's error is a note on it (PEP 678) naming the env, with its traceback.
+An exception raised inside an env is re-raised in the caller with its own type and message
+(unpickled from the worker), its ``env_id`` the env's index, a note ``"(raised in env 3)"``
+naming the env where its message does not, and its ``__cause__`` a :class:`RemoteTraceback`
+holding the worker's formatted traceback. When envs of several workers raise in one call, the
+lowest env id's exception is raised, and each other env's error is a note on it (PEP 678) naming
+the env, with its traceback.
 Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
 staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
 """
@@ -25,7 +30,8 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
-from typing import Optional, Sequence
+import re
+from typing import Optional, Sequence, Tuple
 
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, Error, NoAsyncCallError
 
@@ -134,21 +140,26 @@ class InternalError(RingenvError):
 
 
 class WorkerStartupError(RingenvError):
-    """A worker could not build its envs (a factory raised, spaces differ, ...).
+    """A worker could not build its envs (a factory raised, spaces differ, ...). The message
+    names the env that failed (or the worker and its envs, when it failed before building any:
+    importing the factories' modules) and the remote exception's type and message; its
+    traceback is the ``__cause__``'s, printed once above.
 
     Attributes:
         worker (int): index of the worker.
         env_ids (tuple[int, ...]): the env indices it was to build, e.g. ``(2, 3)``.
+        env_id (int | None): the env whose factory or space check raised, e.g. ``3``.
         remote_type (str): the type name of the remote exception.
         remote_traceback (str): the worker's formatted traceback.
 
-    ``__cause__`` is the original exception when it could be unpickled.
+    ``__cause__`` is the original exception when it could be unpickled (a
+    :class:`RemoteEnvError` otherwise), its own ``__cause__`` the :class:`RemoteTraceback`.
     """
 
     def __init__(self, message: str, worker: int = -1, env_ids: Sequence[int] = (),
-                 remote_type: str = "", remote_traceback: str = ""):
+                 remote_type: str = "", remote_traceback: str = "", env_id: Optional[int] = None):
         super().__init__(message)
-        self.worker, self.env_ids = worker, tuple(env_ids)
+        self.worker, self.env_ids, self.env_id = worker, tuple(env_ids), env_id
         self.remote_type, self.remote_traceback = remote_type, remote_traceback
 
 
@@ -191,6 +202,26 @@ def _startup_timeout_message(worker: int, pid: int, env_ids: Sequence[int], seco
             f"(startup_timeout): {doing}; it runs {program}. If building them is only slow, pass a larger "
             f"startup_timeout= (seconds); otherwise something in it hangs (a constructor waiting for a lock, a pipe "
             f"or a server that never answers)")
+
+
+def _timeout_message(seconds: float, late: Sequence[Tuple[int, Sequence[int]]], inline: Optional[int]) -> str:
+    """The message of a ``*_wait(timeout)`` that ran out of ``seconds``: the envs of the workers
+    ``late`` (``(worker, env ids)`` pairs) that had not finished. Envs of the inline share
+    (worker ``inline``, stepped in the calling process) are said to be, with why the error came
+    only once they returned and the fix."""
+    processes = [(w, ids) for w, ids in late if w != inline]
+    parts = []
+    if processes:
+        workers = ", ".join(str(w) for w, _ in processes)
+        ids = [i for _, block in processes for i in block]
+        parts.append(f"envs {_env_ids_text(ids)} (worker{'s' if len(processes) > 1 else ''} {workers})")
+    own = [i for w, block in late if w == inline for i in block]
+    if own:
+        parts.append(f"envs {_env_ids_text(own)}, which this process steps itself (the inline share): it cannot "
+                     f"interrupt them while they step, so this error came only once they returned; pass "
+                     f"inline=False for envs that may hang, so that every env steps in a worker process and a "
+                     f"timeout is raised on time")
+    return f"timed out after {seconds:g} s waiting for " + "; and for ".join(parts or ["the workers"])
 
 
 class RemoteEnvError(RingenvError):
@@ -253,8 +284,10 @@ class RemoteTraceback(Exception):
         return self.tb
 
 
-def _remote_exception(remote: dict) -> BaseException:
-    """Rebuilds the exception described by a worker's error dict."""
+def _remote_exception(remote: dict, named: bool = True) -> BaseException:
+    """Rebuilds the exception described by a worker's error dict. An exception of the env's own
+    type keeps its own message (as ``SyncVectorEnv`` raises it); unless ``named`` is false, a
+    note (PEP 678, :data:`_RAISED_IN`) names the env that raised it."""
     exc: Optional[BaseException] = None
     if remote.get("payload"):
         try:
@@ -269,10 +302,17 @@ def _remote_exception(remote: dict) -> BaseException:
             env_id=env_id, remote_type=remote["kind"], remote_message=remote["message"],
             remote_traceback=remote.get("traceback", ""),
         )
+    elif named and env_id is not None and not _names_env(str(exc), env_id):
+        _add_note(exc, _RAISED_IN.format(env_id))
     exc.__cause__ = RemoteTraceback(remote.get("traceback") or f"{remote['kind']}: {remote['message']}")
     exc.remote_traceback = remote.get("traceback", "")  # type: ignore[attr-defined]
     exc.env_id = env_id  # type: ignore[attr-defined]
     return exc
+
+
+def _names_env(text: str, env_id: int) -> bool:
+    """Whether ``text`` names env ``env_id`` (``"env 3"``, not ``"env 31"``)."""
+    return re.search(rf"\benv {env_id}\b", text) is not None
 
 
 def _remote_errors(remotes: Sequence[dict]) -> BaseException:
@@ -283,6 +323,8 @@ def _remote_errors(remotes: Sequence[dict]) -> BaseException:
 
 
 _NOTE_HEAD = "env {} raised in the same call too:"
+#: The note naming the env on an exception of the env's own type (its message is the env's).
+_RAISED_IN = "(raised in env {})"
 
 
 def _merged(errors: Sequence[BaseException]) -> BaseException:
@@ -310,17 +352,22 @@ def _merged(errors: Sequence[BaseException]) -> BaseException:
         _add_note(first, f"{head}\n{text.rstrip()}")
         notes = getattr(other, "__notes__", None)
         for note in notes if isinstance(notes, list) else ():
-            _add_note(first, note)
+            if note != _RAISED_IN.format(env_id):  # (the head names it)
+                _add_note(first, note)
     return first
 
 
 def _shift_notes(error: BaseException, start: int) -> None:
-    """Makes the env ids of ``error``'s :func:`_merged` notes global: ``start`` added to each
-    (a pool of one block of a larger vector env counts its envs from 0)."""
+    """Makes the env ids of ``error``'s :func:`_merged` and :data:`_RAISED_IN` notes global:
+    ``start`` added to each (a pool of one block of a larger vector env counts its envs from 0)."""
     notes = getattr(error, "__notes__", None)
     if not start or not isinstance(notes, list):
         return
     for i, note in enumerate(notes):
+        raised_in = re.fullmatch(r"\(raised in env (\d+)\)", note) if isinstance(note, str) else None
+        if raised_in:
+            notes[i] = _RAISED_IN.format(int(raised_in[1]) + start)
+            continue
         head, sep, rest = note.partition(":") if isinstance(note, str) else ("", "", "")
         words = head.split()
         if sep and len(words) > 1 and words[1].isdigit() and head == _NOTE_HEAD.format(words[1])[:-1]:
@@ -355,14 +402,21 @@ def _from_native(kind: str, message: str, fields: dict) -> BaseException:
         return SharedMemoryCorruptError(message, **fields)
     if kind == "internal":
         return InternalError(message)
-    if kind == "startup":
-        remote = fields["remote"]
-        err = WorkerStartupError(message, worker=fields["worker"], env_ids=fields["env_ids"],
-                                 remote_type=remote["kind"], remote_traceback=remote["traceback"])
-        err.__cause__ = _remote_exception(remote)
+    if kind == "startup":  # fields: worker, env_ids, remote
+        remote, worker, env_ids = fields["remote"], fields["worker"], fields["env_ids"]
+        env_id = remote.get("env_id")
+        who = f"env {env_id} (worker {worker})" if env_id is not None else \
+            f"worker {worker} (envs {_env_ids_text(env_ids)})"
+        err = WorkerStartupError(f"{who} failed to start: {remote['kind']}: {remote['message']}", worker=worker,
+                                 env_ids=env_ids, remote_type=remote["kind"], remote_traceback=remote["traceback"],
+                                 env_id=env_id)
+        err.__cause__ = _remote_exception(remote, named=False)
         return err
-    if kind == "timeout":
-        return multiprocessing.TimeoutError(message)
+    if kind == "timeout":  # fields: seconds, waiting_for (the worker indices late)
+        error = multiprocessing.TimeoutError(message)
+        error.seconds = fields.get("seconds", 0.0)  # type: ignore[attr-defined]
+        error.waiting_for = tuple(fields.get("waiting_for", ()))  # type: ignore[attr-defined]
+        return error
     if kind == "startup_timeout":  # fields: worker, pid, env_ids, seconds, building, program
         return StartupTimeoutError(_startup_timeout_message(**fields), **fields)
     if kind == "no_pending":

@@ -359,7 +359,7 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
             ringenv always uses its worker processes).
         vector_kwargs: keyword arguments of :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``copy``, ...).
-        wrappers: a sequence of ``gymnasium.Wrapper`` classes applied to each Python sub-env
+        wrappers (Sequence[type]): a sequence of ``gymnasium.Wrapper`` classes applied to each Python sub-env
             (not allowed with a Rust env).
         worker: path of a worker binary serving ``id`` (a ``str`` or ``os.PathLike``).
 

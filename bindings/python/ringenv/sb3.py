@@ -209,7 +209,7 @@ class SubprocVecEnv(NotCopyable, VecEnv):
             ClosedEnvironmentError: the vec env is closed.
             ValueError: ``set_options`` was given a list whose length is not ``num_envs``, or a
                 seed is negative (``ringenv.errors.SeedError``).
-            The exception an env raised (its remote traceback is the ``__cause__``).
+            Exception: whatever an env raised (its remote traceback is the ``__cause__``).
         """
         self._assert_open("reset")
         if len(self._options) != self.num_envs:
@@ -243,7 +243,8 @@ class SubprocVecEnv(NotCopyable, VecEnv):
         for other spaces, a sequence of ``num_envs`` actions.
 
         Raises:
-            ClosedEnvironmentError, gymnasium.error.AlreadyPendingCallError,
+            ClosedEnvironmentError: the vec env is closed.
+            gymnasium.error.AlreadyPendingCallError: a step is already pending.
             ValueError: not one action per env, actions of the wrong shape, or out of the
                 action space (checked before anything is sent).
         """
@@ -272,8 +273,9 @@ class SubprocVecEnv(NotCopyable, VecEnv):
         docstring).
 
         Raises:
-            gymnasium.error.NoAsyncCallError, ringenv.errors.WorkerDiedError, or the exception an
-            env raised (its remote traceback is the ``__cause__``).
+            gymnasium.error.NoAsyncCallError: no step is pending.
+            ringenv.errors.WorkerDiedError: a worker process died.
+            Exception: whatever an env raised (its remote traceback is the ``__cause__``).
         """
         try:
             obs, rewards, terminated, truncated, _ = self._vec.step_wait()

@@ -180,6 +180,16 @@ class ParallelEnv(EnvBase):
     its ``"_reset"`` entry marks (all without one), as TorchRL's batched envs do, so
     ``step_and_maybe_reset`` and ``rollout(break_when_any_done=False)`` behave as TorchRL's.
 
+    Other keyword arguments: ``startup_timeout``, ``on_worker_failure``, ``max_restarts``,
+    ``restart_window``, ``worker_env`` and ``check_actions`` are passed to
+    :class:`ringenv.AsyncVectorEnv` (see there); with ``on_worker_failure="restart"`` the sub-envs
+    of a restarted process report ``truncated=True`` for the step it died in. ``shared_memory``,
+    ``mp_start_method``, ``daemon``, ``use_buffers``, ``consolidate``, ``serial_for_single``,
+    ``metadata_from_workers``, ``non_blocking`` and ``auto_wrap_envs`` are accepted for
+    compatibility with ``torchrl.envs.ParallelEnv`` and change nothing here; ``pin_memory``,
+    ``allow_step_when_done``, ``memmap``, ``policy_proof`` and ``share_individual_td`` are
+    accepted with their defaults only (``ValueError`` otherwise).
+
     Args:
         num_workers: number of sub-envs (TorchRL's word; each is one env, not one process).
         create_env_fn: a callable returning one env, or a sequence of ``num_workers`` such
@@ -198,10 +208,6 @@ class ParallelEnv(EnvBase):
         num_processes: ringenv worker processes (default: ringenv's default, the cores less one
             and the main process stepping the last group: ``AsyncVectorEnv``'s ``inline``); sub-env
             ids are split among them in contiguous groups.
-        startup_timeout, on_worker_failure, max_restarts, restart_window, worker_env,
-            check_actions: passed to :class:`ringenv.AsyncVectorEnv` (see there). With
-            ``on_worker_failure="restart"`` the sub-envs of a restarted process report
-            ``truncated=True`` for the step it died in.
         num_sub_threads: threads per worker process (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
             ``OPENBLAS_NUM_THREADS``; default 1), unless ``worker_env`` sets them.
         shutdown_timeout: seconds :meth:`close` gives the workers to exit before killing them
@@ -209,11 +215,6 @@ class ParallelEnv(EnvBase):
         num_threads: torch threads of the main process while the env is open (default: as
             TorchRL's ``ParallelEnv``, ``torch.get_num_threads() - num_processes``, at least 1);
             the previous count is restored by :meth:`close`.
-        shared_memory, mp_start_method, daemon, use_buffers, consolidate, serial_for_single,
-            metadata_from_workers, non_blocking, auto_wrap_envs: accepted for
-            compatibility with ``torchrl.envs.ParallelEnv``; they change nothing here.
-        pin_memory, allow_step_when_done, memmap, policy_proof, share_individual_td: accepted
-            with their defaults only (``ValueError`` otherwise).
 
     Raises:
         TypeError: ``num_workers`` not an integer, ``create_env_fn`` not callable,

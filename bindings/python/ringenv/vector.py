@@ -9,6 +9,7 @@ workers run (``_program.py``); the argument checks (``_checks.py``); the views o
 from __future__ import annotations
 
 import atexit
+import multiprocessing
 import operator
 import os
 import pickle
@@ -23,7 +24,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ringenv import _layout, _native
-from ringenv._allocator import settle_allocator
 from ringenv._batches import AsyncBatches, check_batch_size, worker_ranges
 from ringenv._plan import plan_workers
 from ringenv._checks import (check_count, check_factories, check_options, check_segment_fits, reset_mask_of,
@@ -36,7 +36,7 @@ from ringenv._slots import Slots, array_tree, device_tree
 from ringenv._staging import parse_device
 from ringenv._pickling import discard_local_inits, reset_payload
 from ringenv._worker import refuse_during_factory_loading, worker_environ
-from ringenv.errors import StartupTimeoutError, WorkerDiedError
+from ringenv.errors import StartupTimeoutError, WorkerDiedError, _timeout_message
 
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
@@ -47,7 +47,7 @@ _worker_of = operator.itemgetter(0)
 #: Unpickles a worker's message (``cloudpickle.loads`` is this function).
 _loads = pickle.loads
 
-#: The first bytes of a typed message (``bindings/src/typed_infos.rs``'s ``MAGIC``).
+#: The first bytes of a typed message (``runtime/src/infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
 
 
@@ -172,11 +172,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             Raises ``ValueError`` for other spaces before any worker starts. See docs/GPU.md.
         spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
             process waiting for results, a worker waiting for its next command) spins before it
-            sleeps on a futex. ``None`` (default): a bound of 8 wake-up latencies measured by each
-            waiter (200 µs..1 ms), or twice the waiter's own work per command where that is
-            longer (at most 1 ms; from 1 ms of work on, three times it, at most 4 ms), within
-            which it spins only as long as its peers' recent ready times suggest, and not at all
-            once they outgrow the bound;
+            sleeps on a futex. ``None`` (default): a bound of 1 ms (400 µs when the workers plus
+            the main process outnumber the cores), within which it spins only as long as its
+            peers' recent ready times suggest, not at all once they outgrow the bound, and less
+            while other processes crowd the machine;
             ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM);
             at most ``ringenv._checks.SPIN_US_MAX`` (10 s).
             Spinners yield the core between looks when the processes outnumber the cores. See
@@ -332,7 +331,6 @@ class AsyncVectorEnv(PoolVectorEnv):
         inits = [program.make_init(a, b, use_inline and w == num_workers - 1)
                  for w, (a, b) in enumerate(worker_ranges(n, num_workers))]
         self._creator_pid = os.getpid()
-        settle_allocator()  # copy=True batches come from the heap, not fresh pages (ringenv/_allocator.py)
         try:
             self._pool = _native.Pool(
                 n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
@@ -384,7 +382,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._assert_default("async_reset")
         try:
             with batches.guard:
-                batches.reset(seeds, options)
+                batches.reset(seeds, options, self._rust_envs is not None)
         except _native.CallGuardBusy:
             raise busy_error("async_reset") from None
         self._reset_needed = False
@@ -460,6 +458,9 @@ class AsyncVectorEnv(PoolVectorEnv):
                 except WorkerDiedError:
                     self._release(0.0)  # closed: every descriptor goes now
                     raise
+                except multiprocessing.TimeoutError as e:
+                    self._name_late(e)
+                    raise
                 try:
                     result = batches.take(batch, self.copy, self._absorb)
                 except Exception as e:
@@ -489,15 +490,16 @@ class AsyncVectorEnv(PoolVectorEnv):
             ValueError: a seed list of the wrong length, a negative seed, one of ``2**64`` or more
                 for a Rust env (``ringenv.errors.SeedError``), a reset mask of the wrong shape or
                 with no True value.
-            TypeError: a reset mask that is not a bool NumPy array.
+            TypeError: a reset mask that is not a bool NumPy array; options of a Rust env that are
+                not JSON data.
         """
         self._assert_open("reset_async")
         seeds = seeds_of(seed, self.num_envs, self._rust_envs is not None)
 
         def send() -> None:
             mask = reset_mask_of(options, self.num_envs)
+            shared_seeds, payload = reset_payload(seeds, options, self._rust_envs is not None)
             slot = self._slots.next_slot()
-            shared_seeds, payload = reset_payload(seeds, options)
             self._pool.write_seeds(shared_seeds, None if mask is None else [bool(m) for m in mask])
             self._slots.before_reuse([slot])
             # The envs not reset keep their last observations, from the slots they are in now.
@@ -622,6 +624,24 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.step_async(actions)
         return self.step_wait()
 
+    def _wait(self, call: str, state: AsyncState, timeout: Optional[float]) -> Tuple[int, list, List[dict]]:
+        """``PoolVectorEnv._wait``, its timeout error naming the late envs (:meth:`_name_late`)."""
+        try:
+            return super()._wait(call, state, timeout)
+        except multiprocessing.TimeoutError as e:
+            self._name_late(e)
+            raise
+
+    def _name_late(self, error: multiprocessing.TimeoutError) -> None:
+        """Rewrites the pool's timeout ``error`` (which names the late workers, ``waiting_for``)
+        to name their envs (``env_ids``, and in its message) and whether this process steps them
+        (the inline share, which a timeout cannot interrupt)."""
+        waiting = getattr(error, "waiting_for", None)
+        if waiting:
+            late = [(w, self._pool.env_ids(w)) for w in waiting]
+            error.args = (_timeout_message(getattr(error, "seconds", 0.0), late, self._pool.inline_worker),)
+            error.env_ids = tuple(i for _, ids in late for i in ids)  # type: ignore[attr-defined]
+
     def _program_text(self, env_ids: Sequence[int]) -> str:
         """What builds the envs ``env_ids`` (indices), for an error naming a worker: their env
         factories, or the Rust env's id and worker program."""
@@ -643,9 +663,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         and, on the pickled path, takes in the observations.
 
         A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
-        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: every
-        env of a worker's command had an info of the same keys of typed values; see
-        ``bindings/src/typed_infos.rs``), which the share hands over as
+        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: runs of
+        envs whose infos have the same keys of typed values, a Rust worker's always; see
+        ``runtime/src/infos.rs``), which the share hands over as
         ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
         When every message is typed with the same keys, the columns are built from them natively
         and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""

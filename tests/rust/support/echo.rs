@@ -5,7 +5,8 @@
 #![allow(dead_code)]
 
 use ringenv_runtime::{
-    ArraySpec, Command, CommandKind, Completion, Consumer, DType, Layout, Ring, Segment, SpinPolicy,
+    ArraySpec, Command, CommandKind, Completion, Consumer, DType, Layout, Probe, Ring, Segment, SpinPolicy,
+    SpinSettings, Spinner,
 };
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -50,6 +51,7 @@ pub fn run_echo_child() -> bool {
     let Ok(fd) = std::env::var(ECHO_FD) else { return false };
     let spin_us: u64 = std::env::var(ECHO_SPIN_US).map(|s| s.parse().unwrap()).unwrap_or(50);
     let policy = SpinPolicy { spin: Duration::from_micros(spin_us) };
+    let mut waiter = Spinner::new(SpinSettings { policy, probe: Probe::Pause });
     // SAFETY: the parent handed this descriptor to this process for the segment.
     let segment = Segment::attach(unsafe { OwnedFd::from_raw_fd(fd.parse().unwrap()) }).unwrap();
     let commands = segment.command_ring(0).acquire_consumer().unwrap();
@@ -58,7 +60,7 @@ pub fn run_echo_child() -> bool {
         let ring = commands.ring();
         // A long timeout: a wait that times out re-announces its sleep, and a test that watched it
         // go to sleep (cross_process.rs) must not meet it between the two.
-        segment.command_wakeup(0).unwrap().wait(|| ring.has_ready(), policy, Duration::from_secs(60));
+        waiter.wait(segment.command_wakeup(0).unwrap(), || ring.has_ready(), Duration::from_secs(60));
         let Some(c) = commands.pop() else { continue };
         if c.kind() == Ok(CommandKind::Close) {
             return true;
@@ -84,7 +86,12 @@ pub fn round_trip(
         }
         let ring = completions.ring();
         assert!(
-            segment.completion_wakeup().wait(|| ring.has_ready(), spin, Duration::from_secs(10)),
+            // A fresh waiter: every round trip spins the whole bound (or none) before it sleeps.
+            Spinner::new(SpinSettings { policy: spin, probe: Probe::Pause }).wait(
+                segment.completion_wakeup(),
+                || ring.has_ready(),
+                Duration::from_secs(10)
+            ),
             "echo child silent"
         );
     }

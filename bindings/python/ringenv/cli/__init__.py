@@ -4,14 +4,18 @@
 ``ringenv bench ENV`` compares ringenv with the other vector-env runtimes installed;
 ``ringenv top`` shows the pools running on this machine, live. See docs/CLI.md.
 
+``ringenv --version`` prints the package version.
+
 Exit status: 0 on success, 1 when a measurement fails (an env that cannot be built or stepped),
-2 for a bad command line (one line on stderr naming the argument), 130 on Ctrl-C.
+2 for a bad command line (one line on stderr naming the argument), 130 on Ctrl-C, 143 when
+``top`` gets SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Optional, Sequence
 
 from ringenv.cli._common import RunError, UsageError
@@ -23,7 +27,16 @@ ringenv's command line: 'ringenv tune ENV' measures ENV through ringenv with eac
 recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed;
 'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
 command's options (docs/CLI.md in ringenv's repository has examples). Exit status: 0 done, 1 a
-measurement failed, 2 bad arguments, 130 interrupted."""
+measurement failed, 2 bad arguments, 130 interrupted, 143 terminated (SIGTERM)."""
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills each paragraph of a description to the terminal's width (``COLUMNS``, else 80),
+    keeping the blank lines between paragraphs."""
+
+    def _fill_text(self, text, width, indent):
+        return "\n\n".join(textwrap.fill(" ".join(p.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent) for p in text.split("\n\n"))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,17 +48,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import ringenv
     from ringenv.cli import bench, top, tune
 
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     formatter_class=_Formatter)
+    parser.add_argument("--version", action="version", version=f"ringenv {ringenv.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, summary in [("tune", tune, "measure ENV with each worker count, with and without the "
                                                  "inline share, and recommend one"),
                                   ("bench", bench, "compare ringenv with the other vector-env runtimes installed"),
                                   ("top", top, "show the ringenv pools running on this machine, live")]:
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=_Formatter)
         module.add_arguments(p)
         p.set_defaults(run=module.run)
     return parser

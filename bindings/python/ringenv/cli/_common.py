@@ -402,14 +402,14 @@ def machine_line(info: Dict[str, Any]) -> str:
 
 
 def consoles():
-    """(stdout console for tables and results, stderr console for progress bars). Not a terminal:
-    wide enough that a table never wraps, and no colour codes."""
+    """(stdout console for tables and results, stderr console for progress bars). As wide as the
+    terminal (``COLUMNS``, or 80 when not a terminal); not a terminal: no colour codes."""
     from rich.console import Console
 
     def make(stream):
         if stream.isatty():
             return Console(file=stream, highlight=False)
-        return Console(file=stream, width=200, no_color=True, highlight=False, emoji=False)
+        return Console(file=stream, no_color=True, highlight=False, emoji=False)
 
     return make(sys.stdout), make(sys.stderr)
 

@@ -1,27 +1,27 @@
-"""``ringenv top``: a live terminal view of the ringenv pools running on this machine.
+"""``ringenv top``: a live terminal view of the ringenv pools running for this user.
 
-Each pool advertises itself under an abstract socket name of this user; ``top`` asks each one for
-its shared memory segment, maps it read-only and reads the counters its main process and workers
-keep (steps, busy and waiting time, futex sleeps, restarts, last error). Attaching and detaching
-never touches the run: nothing is written to the pool.
-
-Any local user can bind a name under this user's prefix, so an advertisement is checked before
-anything is read (``ringenv._native.pool_snapshot``): the listener must be this user's and the
-process the name claims, and what it hands over a sealed memfd of this user whose header this
-ringenv accepts. Refused advertisements are listed as ignored, never shown as pools. Texts from the
-segment (an env's error message) are printed literally: never as markup, control characters
-escaped.
+A pool's segment is a memfd named ``ringenv``; ``top`` finds the segments this user's processes
+hold (``/proc/<pid>/fd``), maps each read-only and reads the counters its main process and workers
+keep (steps, busy and waiting time, futex sleeps, restarts, last error). Nothing runs in a pool for
+this and nothing is written to it. Each segment is checked before it is read
+(``ringenv._native.pool_snapshot``: a sealed memfd of this user whose header this ringenv
+accepts); a refused one is listed as ignored. Counters that cannot be (a pool created in the
+future, a pid above the kernel's limit, more env steps than its commands can make) mark the pool
+as corrupt instead of being shown as numbers. Texts from a segment (an env's error message) are
+printed literally: never as markup, control characters escaped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -32,46 +32,76 @@ from ringenv.errors import _env_ids_text
 
 #: The longest ``--interval`` (seconds): a day.
 INTERVAL_MAX_S = 86_400.0
+#: The highest pid Linux can give (``PID_MAX_LIMIT`` on 64-bit, ``include/linux/threads.h``).
+PID_MAX_LIMIT = 1 << 22
+#: The least width of ``--wide`` output (its lines may be wider than the terminal).
+WIDE_COLUMNS = 160
+#: Exit status on SIGTERM (128 + the signal's number, as a shell reports it).
+TERMINATED = 128 + signal.SIGTERM
 
 DESCRIPTION = """\
-Shows the ringenv pools of this user, refreshed every --interval seconds, until Ctrl-C (or after
---iterations refreshes; --once prints one view and exits). Per worker: env steps, steps/s, busy
-and waiting share of wall time, futex sleeps per second, restarts and the last error. Rates are
-measured between two refreshes. Reading a pool never changes it."""
+Shows the ringenv pools of this user, refreshed every --interval seconds, until Ctrl-C or SIGTERM
+(or after --iterations refreshes; --once prints one view and exits). Per worker: steps/s, busy
+and waiting share of wall time, restarts and the last error; --wide adds env ids, env steps and
+futex sleeps. Rates are measured between two refreshes. Reading a pool never changes it, and a
+pool does no work for it."""
 
-Key = str  # the advertisement's abstract socket name
-Ended = Tuple[int, int]  # (main pid, segment fd) of a pool that ended
+Key = Tuple[int, int]  # (pid, segment fd) of the process holding a pool's segment
 
-# Seconds a pool may take to hand over its segment (it answers at once unless stopped or hostile).
-_TIMEOUT = 1.0
 _MAX_ERROR_CHARS = 60
-#: Characters of the last error column (cut in the middle: ``_printable_middle``).
+#: Characters of the last error column at most (cut in the middle: ``_printable_middle``).
 _MAX_LAST_ERROR_CHARS = 80
 _MAX_REFUSED_LINES = 5
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
     p.add_argument("--iterations", type=int, default=None, help="stop after this many refreshes")
     p.add_argument("--once", action="store_true", help="print one view (rates over one interval) and exit")
+    p.add_argument("--wide", action="store_true", help="also show env ids, env steps and futex sleeps per second")
 
 
 def _snapshots(refused: Optional[List[str]] = None) -> Dict[Key, dict]:
-    """The verified pools of this user, by advertisement name; the reasons for refusing the other
-    advertisements under this user's prefix are appended to ``refused``."""
+    """The checked pools of this user, by ``(pid, fd)``; why the other segments found were
+    refused is appended to ``refused``."""
     snaps = {}
     for entry in _native.list_pools():
+        key = (entry["pid"], entry["fd"])
         try:
-            snap = _native.pool_snapshot(entry["pid"], entry["fd"], name=entry["name"], timeout=_TIMEOUT)
-        except (FileNotFoundError, ConnectionRefusedError):  # ended between listing and reading
+            snaps[key] = _native.pool_snapshot(*key)
+        except FileNotFoundError:  # ended between listing and reading
             continue
-        except OSError as e:  # not a pool of this user, or not one this ringenv reads
+        except OSError as e:  # not a segment this ringenv reads
             if refused is not None:
-                refused.append(str(e))
-            continue
-        snap["fd"] = entry["fd"]
-        snaps[entry["name"]] = snap
+                refused.append(f"/proc/{key[0]}/fd/{key[1]}: {e}")
     return snaps
+
+
+def corrupt(snap: dict, now_ns: int) -> List[str]:
+    """What in ``snap`` (a :func:`ringenv._native.pool_snapshot`) cannot be, read at ``now_ns``
+    (Unix epoch); empty for a plausible pool."""
+    why = []
+    up_ns = now_ns - snap["created_unix_ns"]
+    if snap["created_unix_ns"] == 0 or up_ns < 0:
+        why.append("created in the future" if up_ns < 0 else "no creation time")
+    if snap["main_pid"] != snap["pid"]:
+        why.append(f"its recorded main process {snap['main_pid']} does not hold it (ended, or overwritten)")
+    if snap["commands"] > max(up_ns, 0):
+        why.append(f"{snap['commands']:,} commands, more than one a nanosecond")
+    for w, ws in enumerate(snap["workers"]):
+        if ws["pid"] > PID_MAX_LIMIT:  # (0: not started yet)
+            why.append(f"worker {w}'s pid {ws['pid']} is beyond the kernel's")
+        if ws["restarts"] == 2**32 - 1:
+            why.append(f"worker {w} restarted 2^32 - 1 times")
+        if ws["env_steps"] > ws["commands"] * len(ws["env_ids"]):
+            why.append(f"worker {w} made more env steps than its commands can")
+        if ws["busy_ns"] > max(up_ns, 0) or ws["wait_ns"] > max(up_ns, 0):
+            why.append(f"worker {w} was busy or waiting longer than the pool exists")
+    return why
 
 
 def _printable(text: str, limit: int = _MAX_ERROR_CHARS) -> str:
@@ -96,48 +126,72 @@ def _rate(now: float, before: Optional[float], seconds: float) -> Optional[float
     return None if before is None or seconds <= 0 else max(0.0, now - before) / seconds
 
 
-def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, ended: List[Ended],
-          refused: Sequence[str] = ()) -> Union[Group, Text]:
-    """The rendered view. Every text is a ``rich.text.Text`` (never parsed as markup) and every
-    text read from a segment goes through ``_printable``."""
-    if not current and not ended and not refused:
-        return Text("no ringenv pools running for this user")
-    parts: List[Union[Table, Text]] = []
+def _table(snap: dict, old: Optional[dict], seconds: float, width: Optional[int], wide: bool) -> Table:
+    names = ["worker", "pid", *(["env ids", "env steps"] if wide else []), "steps/s", "busy %", "wait %",
+             *(["sleeps/s"] if wide else []), "restarts"]
+    rows = []
+    for w, ws in enumerate(snap["workers"]):
+        ow = old["workers"][w] if old and w < len(old["workers"]) else None
+        busy = _rate(ws["busy_ns"] / 1e9, ow and ow["busy_ns"] / 1e9, seconds)
+        wait = _rate(ws["wait_ns"] / 1e9, ow and ow["wait_ns"] / 1e9, seconds)
+        fmt = lambda v, f, scale=1: "-" if v is None else format(v * scale, f)  # noqa: E731
+        cells = {"worker": str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), "pid": str(ws["pid"]),
+                 "env ids": _env_ids_text(ws["env_ids"]), "env steps": f"{ws['env_steps']:,}",
+                 "steps/s": fmt(_rate(ws["env_steps"], ow and ow["env_steps"], seconds), ",.0f"),
+                 "busy %": fmt(busy, ".0f", 100), "wait %": fmt(wait, ".0f", 100),
+                 "sleeps/s": fmt(_rate(ws["sleeps"], ow and ow["sleeps"], seconds), ",.0f"),
+                 "restarts": str(ws["restarts"])}
+        rows.append([cells[n] for n in names] + [ws["last_error"]])
+    # Each column as wide as its widest cell; the last error gets what is left of the line (at
+    # least its heading, at most _MAX_LAST_ERROR_CHARS), its middle cut (where a long text is least
+    # telling).
+    widths = [max(len(n), *(len(r[i]) for r in rows)) for i, n in enumerate(names)]
+    room = _MAX_LAST_ERROR_CHARS if width is None else width - sum(widths) - 2 * len(names)
+    room = max(len("last error"), min(room, _MAX_LAST_ERROR_CHARS))
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for n in names:
+        t.add_column(n, justify="left" if n == "env ids" else "right", no_wrap=True)
+    t.add_column("last error", no_wrap=True, max_width=room)
+    for r in rows:
+        t.add_row(*(Text(c) for c in r[:-1]), Text(_printable_middle(r[-1], room)))
+    return t
+
+
+def _view(current: Dict[Key, dict], previous: Dict[Key, dict], seconds: float, ended: Sequence[Key],
+          refused: Sequence[str] = (), width: Optional[int] = None, wide: bool = False,
+          now_ns: Optional[int] = None) -> RenderableType:
+    """The rendered view, ``width`` columns wide (``None``: as wide as it needs). Every text is a
+    ``rich.text.Text`` (never parsed as markup) and every text read from a segment goes through
+    ``_printable``."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    parts: List[RenderableType] = []
     if not current and not ended:
         parts.append(Text("no ringenv pools running for this user"))
     for key, snap in sorted(current.items()):
-        old = previous.get(key)
-        up = time.time() - snap["created_unix_ns"] / 1e9
+        why = corrupt(snap, now_ns)
+        if why:
+            parts.append(Text(f"pool of pid {snap['pid']} (segment fd {snap['fd']}): corrupt counters, not shown: "
+                              + _printable("; ".join(why), 400)))
+            continue
         # A worker whose pid is the main process's is the inline share (AsyncVectorEnv's `inline`).
         inline = sum(1 for ws in snap["workers"] if ws["pid"] == snap["pid"])
         count = len(snap["workers"]) - inline
         workers = f"{count} worker{'' if count == 1 else 's'}" + (" + inline share" if inline else "")
-        title = Text(f"pool of pid {snap['pid']}: {snap['num_envs']} envs, {workers}, "
-                     f"up {up:,.0f} s, {snap['commands']:,} commands, main process slept {snap['main_sleeps']:,} times")
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-        for name in ("worker", "pid", "env ids", "env steps", "steps/s", "busy %", "wait %", "sleeps/s", "restarts",
-                     "last error"):
-            t.add_column(name, justify="left" if name in ("env ids", "last error") else "right", no_wrap=True)
-        for w, ws in enumerate(snap["workers"]):
-            ow = old["workers"][w] if old and w < len(old["workers"]) else None
-            steps_s = _rate(ws["env_steps"], ow and ow["env_steps"], seconds)
-            busy = _rate(ws["busy_ns"] / 1e9, ow and ow["busy_ns"] / 1e9, seconds)
-            wait = _rate(ws["wait_ns"] / 1e9, ow and ow["wait_ns"] / 1e9, seconds)
-            sleeps = _rate(ws["sleeps"], ow and ow["sleeps"], seconds)
-            fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-            cells = [str(w) + (" (inline)" if ws["pid"] == snap["pid"] else ""), str(ws["pid"]), _env_ids_text(ws["env_ids"]), f"{ws['env_steps']:,}",
-                     fmt(steps_s, ",.0f"), fmt(None if busy is None else 100 * busy, ".0f"),
-                     fmt(None if wait is None else 100 * wait, ".0f"), fmt(sleeps, ",.0f"), str(ws["restarts"]),
-                     _printable_middle(ws["last_error"])]
-            t.add_row(*(Text(c) for c in cells))
-        parts.append(t)
+        parts.append(Text(f"pool of pid {snap['pid']}: {snap['num_envs']} envs, {workers}, "
+                          f"up {(now_ns - snap['created_unix_ns']) / 1e9:,.0f} s, {snap['commands']:,} commands, "
+                          f"main process slept {snap['main_sleeps']:,} times"))
+        parts.append(_table(snap, previous.get(key), seconds, width, wide))
     for pid, fd in ended:
         parts.append(Text(f"pool of pid {pid} (segment fd {fd}) ended"))
     for reason in refused[:_MAX_REFUSED_LINES]:
-        parts.append(Text(f"ignored advertisement {_printable(reason, 300)}", style="dim"))
+        parts.append(Text(f"ignored {_printable(reason, 300)}", style="dim"))
     if len(refused) > _MAX_REFUSED_LINES:
-        parts.append(Text(f"... and {len(refused) - _MAX_REFUSED_LINES} more ignored advertisements", style="dim"))
+        parts.append(Text(f"... and {len(refused) - _MAX_REFUSED_LINES} more ignored segments", style="dim"))
     return Group(*parts)
+
+
+def _ended(previous: Dict[Key, dict], current: Dict[Key, dict]) -> List[Key]:
+    return [key for key in previous if key not in current]
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -146,29 +200,65 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                          f"(a day), got {args.interval}")
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"argument --iterations: must be at least 1, got {args.iterations}")
-    # Piped output (a log, a test) gets room for every column instead of the 80-column default.
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    refused: List[str] = []
-    previous = _snapshots()
-    if args.once:
-        time.sleep(args.interval)
-        current = _snapshots(refused)
-        console.print(_view(current, previous, args.interval, _ended(previous, current), refused))
-        return 0
-    ended: List[Ended] = []
-    refreshes = 0
-    with Live(_view(previous, {}, 0.0, []), console=console, auto_refresh=False) as live:
-        while args.iterations is None or refreshes < args.iterations:
-            time.sleep(args.interval)
-            refused = []
-            current = _snapshots(refused)
-            now_ended = _ended(previous, current)
-            ended = now_ended + [k for k in ended if k not in now_ended][:5]
-            live.update(_view(current, previous, args.interval, ended, refused), refresh=True)
-            previous = current
-            refreshes += 1
+
+    # SIGTERM ends top between two frames, never in the middle of a line.
+    state = {"printing": False, "terminated": False}
+
+    def terminate(signum, frame):
+        state["terminated"] = True
+        if not state["printing"]:
+            raise _Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    # Not a terminal (a pipe, a log): one frame after another, each flushed. The width is the
+    # terminal's (COLUMNS, or 80 when not a terminal); --wide takes at least WIDE_COLUMNS.
+    console = Console(highlight=False, emoji=False)
+    if args.wide and console.width < WIDE_COLUMNS:
+        console = Console(highlight=False, emoji=False, width=WIDE_COLUMNS)
+    try:
+        _loop(args, console, state)
+    except _Terminated:
+        print("ringenv top: terminated", file=sys.stderr)
+        return TERMINATED
+    finally:
+        sys.stdout.flush()
     return 0
 
 
-def _ended(previous: Dict[Key, dict], current: Dict[Key, dict]) -> List[Ended]:
-    return [(snap["pid"], snap["fd"]) for key, snap in previous.items() if key not in current]
+def _loop(args: argparse.Namespace, console: Console, state: Dict[str, bool]) -> None:
+    def view(current, previous, seconds, ended, refused=()) -> RenderableType:
+        return _view(current, previous, seconds, ended, refused, width=console.width, wide=args.wide)
+
+    # Rates are over the time between two snapshots as measured, not the interval asked for.
+    previous, then = _snapshots(), time.monotonic()
+    if args.once:
+        time.sleep(args.interval)
+        refused: List[str] = []
+        current = _snapshots(refused)
+        console.print(view(current, previous, time.monotonic() - then, _ended(previous, current), refused))
+        return
+    live = console.is_terminal
+    ended: List[Key] = []
+    refreshes = 0
+    screen = Live(view(previous, {}, 0.0, []), console=console, auto_refresh=False) if live else None
+    with screen or contextlib.nullcontext():
+        while args.iterations is None or refreshes < args.iterations:
+            time.sleep(args.interval)
+            refused = []
+            current, now = _snapshots(refused), time.monotonic()
+            now_ended = _ended(previous, current)
+            ended = now_ended + [k for k in ended if k not in now_ended][:5]
+            frame = view(current, previous, now - then, ended, refused)
+            state["printing"] = True
+            if screen is not None:
+                screen.update(frame, refresh=True)
+            else:
+                console.print(frame)
+                console.print()
+                console.file.flush()
+            state["printing"] = False
+            if state["terminated"]:
+                raise _Terminated()
+            previous, then = current, now
+            refreshes += 1
+

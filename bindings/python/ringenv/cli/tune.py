@@ -8,6 +8,8 @@ import argparse
 import functools
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from ringenv.cli import _common
 from ringenv.cli._common import RunError, UsageError
 from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT, measure
@@ -31,16 +33,26 @@ that builds one env (e.g. my_envs:make_env; the current directory is searched), 
 binary's env (e.g. target/release/my_envs:Sokoban-v0; see docs/SDK.md). --spin-us sets the wake-up
 policy's spin bound (docs/WAKEUP.md); by default ringenv's own policy runs, as in a user's program.
 
+Configurations whose steps/s differ by less than the measurement's noise (the spread of steps/s
+over the 5 equal parts of each one's timed window) are not told apart: then AsyncVectorEnv's
+default is kept.
+
 example: ringenv tune CartPole-v1 --workers 1,2 --inline on   (measures 1 worker + inline, 2 workers + inline)"""
 
 # The recommendation rule (also written into the JSON report).
 NEAR_FRACTION = 0.05  # "within 5% of the highest throughput"
 CPU_SAVING = 0.25  # "at >= 25% less tree CPU"
+#: Equal consecutive parts of a timed window whose steps/s give a configuration's noise.
+PARTS = 5
 RULE = ("the configuration (worker processes, with or without the inline share) with the highest steps/s, unless "
         "another is within 5% of its steps/s while using at least 25% less tree CPU (cores busy); then, of those, "
-        "the one using the least tree CPU")
+        "the one using the least tree CPU. Without such a one, AsyncVectorEnv's default configuration when it was "
+        "measured and the fastest is ahead of it by no more than the noise: the larger relative spread (max - min "
+        f"over the mean) of the two configurations' steps/s over the {PARTS} equal parts of their timed windows")
 #: The values of ``--inline``.
 INLINE_MODES = ("auto", "on", "off")
+#: The columns of the table without ``--wide``: what fits 80 columns.
+NARROW_COLUMNS = ("workers", "steps/s", "noise", "p50 ms", "p99 ms", "tree CPU")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,7 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
     p.add_argument("--plot", metavar="PATH",
-                   help="write a PNG of steps/s and CPU against worker processes, with and without inline")
+                   help="write a PNG of steps/s and CPU against worker processes, with and without inline "
+                        "(needs matplotlib: pip install \"ringenv[plot]\")")
+    p.add_argument("--wide", action="store_true",
+                   help="show every column (µs per step, main CPU, CPU µs per step); wider than 80 columns")
 
 
 def validate(args) -> List[int]:
@@ -103,12 +118,8 @@ def validate(args) -> List[int]:
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            raise UsageError("argument --plot: needs matplotlib (pip install matplotlib)")
+            raise UsageError('argument --plot: needs matplotlib, which is not installed: pip install "ringenv[plot]"')
     return workers
-
-
-def workers_text(n: int) -> str:
-    return f"{n} worker" if n == 1 else f"{n} workers"
 
 
 #: How the configuration of no worker process (``num_workers=0``) is named.
@@ -120,7 +131,7 @@ def config_text(workers: int, inline: bool) -> str:
     :data:`IN_PROCESS`."""
     if workers == 0:
         return IN_PROCESS
-    return workers_text(workers) + (" + inline" if inline else "")
+    return f"{workers} worker{'' if workers == 1 else 's'}" + (" + inline" if inline else "")
 
 
 def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, workers: List[int], inline: str,
@@ -204,46 +215,72 @@ def arguments_text(options: Dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in options.items())
 
 
-def recommend(configs: List[Dict[str, Any]]) -> Dict[str, Any]:
+def noise(c: Dict[str, Any]) -> float:
+    """The relative spread of configuration ``c``'s steps/s over the :data:`PARTS` parts of its
+    timed window (``steps_per_s_parts``): (max - min) / mean; 0 with fewer than two parts."""
+    parts = c.get("steps_per_s_parts") or []
+    mean = sum(parts) / len(parts) if parts else 0.0
+    return (max(parts) - min(parts)) / mean if len(parts) >= 2 and mean > 0 else 0.0
+
+
+def recommend(configs: List[Dict[str, Any]], default: Optional[Tuple[int, bool]] = None) -> Dict[str, Any]:
     """The recommended configuration of ``configs`` (dicts with ``workers``, ``inline``,
-    ``steps_per_s`` and ``cpu.tree_cores``), with the reason, by :data:`RULE`: a dict with
-    ``workers`` and ``inline`` (the pick), ``fastest_workers`` and ``fastest_inline`` (the
-    fastest), ``reason`` and ``rule``. Ties go to fewer worker processes, then to no inline share."""
+    ``steps_per_s``, ``steps_per_s_parts`` and ``cpu.tree_cores``), with the reason, by
+    :data:`RULE`; ``default`` is AsyncVectorEnv's own configuration ``(workers, inline)`` for this
+    env. Returns a dict with ``workers`` and ``inline`` (the pick), ``default`` (whether the pick
+    is AsyncVectorEnv's default, kept because the others are not ahead beyond the noise),
+    ``fastest_workers`` and ``fastest_inline`` (the fastest), ``noise`` (the threshold the pick
+    was weighed with, a fraction), ``reason`` and ``rule``. Ties go to fewer worker processes,
+    then to no inline share."""
     fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"], -int(c["inline"])))
     best_sps, best_cpu = fastest["steps_per_s"], fastest["cpu"]["tree_cores"]
+    behind = lambda c: 1 - c["steps_per_s"] / best_sps if best_sps > 0 else 0.0  # noqa: E731
+    threshold = lambda c: max(noise(fastest), noise(c))  # noqa: E731
     # No CPU (or no step) measured for the fastest (a run shorter than the clock's tick): no saving to weigh.
     thrifty = [c for c in configs if c is not fastest and best_cpu > 0 and best_sps > 0
                and c["steps_per_s"] >= (1 - NEAR_FRACTION) * best_sps
                and c["cpu"]["tree_cores"] <= (1 - CPU_SAVING) * best_cpu]
+    base = next((c for c in configs if default is not None and _is(c, {"workers": default[0], "inline": default[1]})),
+                None)
+    kept = False  # (the default, though not the fastest)
     if thrifty:
         pick = min(thrifty, key=lambda c: (c["cpu"]["tree_cores"], c["workers"], int(c["inline"])))
-        slower = 1 - pick["steps_per_s"] / best_sps
         saving = 1 - pick["cpu"]["tree_cores"] / best_cpu
         reason = (f"{pick['steps_per_s']:,.0f} steps/s is within 5% of the highest "
                   f"({fastest['steps_per_s']:,.0f} steps/s with {config_text(fastest['workers'], fastest['inline'])}, "
-                  f"{slower:.1%} less) "
-                  f"while the process tree uses {saving:.0%} less CPU "
+                  f"{behind(pick):.1%} less) while the process tree uses {saving:.0%} less CPU "
                   f"({pick['cpu']['tree_cores']:.2f} vs {best_cpu:.2f} cores busy)")
+        limit = threshold(pick)
+    elif base is not None and base is not fastest and behind(base) <= threshold(base):
+        pick, kept, limit = base, True, threshold(base)
+        reason = (f"AsyncVectorEnv's default, kept: the fastest ({config_text(fastest['workers'], fastest['inline'])}, "
+                  f"{fastest['steps_per_s']:,.0f} steps/s) is {behind(base):.1%} ahead, within the noise of "
+                  f"{limit:.1%} (the spread of steps/s over the {PARTS} parts of each run)")
     else:
         pick = fastest
         others = sorted((c for c in configs if c is not fastest), key=lambda c: -c["steps_per_s"])
         reason = f"the highest throughput ({pick['steps_per_s']:,.0f} steps/s)"
+        limit = noise(pick)
         if others:
             runner = others[0]
-            ahead = 1 - runner["steps_per_s"] / best_sps if best_sps > 0 else 0.0
-            reason += (f", {ahead:.1%} ahead of the next best "
-                       f"({config_text(runner['workers'], runner['inline'])}); "
-                       "no configuration within 5% of it uses at least 25% less tree CPU")
-    return {"workers": pick["workers"], "inline": bool(pick["inline"]), "fastest_workers": fastest["workers"],
-            "fastest_inline": bool(fastest["inline"]), "reason": reason, "rule": RULE}
+            limit = threshold(runner)
+            within = behind(runner) <= limit
+            reason += (f", {behind(runner):.1%} ahead of the next best "
+                       f"({config_text(runner['workers'], runner['inline'])}), "
+                       + ("within" if within else "beyond") + f" the noise of {limit:.1%} (the spread of steps/s "
+                       f"over the {PARTS} parts of each run)" + ("; a rerun may order them the other way" if within
+                                                                  else ""))
+    return {"workers": pick["workers"], "inline": bool(pick["inline"]), "default": kept or pick is base,
+            "fastest_workers": fastest["workers"], "fastest_inline": bool(fastest["inline"]), "noise": limit,
+            "reason": reason, "rule": RULE}
 
 
 def _progress(err):
     from rich.progress import BarColumn, Progress, TextColumn
 
     return Progress(
-        TextColumn("{task.description:<34}"),
-        BarColumn(bar_width=30),
+        TextColumn("{task.description:<30}"),
+        BarColumn(bar_width=14),
         TextColumn("{task.completed:5.1f}/{task.total:.1f} s"),
         TextColumn("{task.fields[rate]}"),
         console=err, auto_refresh=False, transient=False,
@@ -255,32 +292,29 @@ def _is(c: Dict[str, Any], rec: Dict[str, Any]) -> bool:
     return c["workers"] == rec["workers"] and bool(c["inline"]) == rec["inline"]
 
 
-def _table(configs: List[Dict[str, Any]], rec: Dict[str, Any], skipped: List[Dict[str, Any]]):
+def _table(configs: List[Dict[str, Any]], rec: Dict[str, Any], wide: bool):
     from rich import box
     from rich.table import Table
 
+    columns = [("workers", lambda c: "0 (in-process)" if c["workers"] == 0
+                else f"{c['workers']}" + (" + inline" if c["inline"] else "")),
+               ("steps/s", lambda c: f"{c['steps_per_s']:,.0f}"),
+               ("noise", lambda c: f"{noise(c):.0%}"),
+               ("µs/step", lambda c: f"{c['us_per_env_step']:.3f}"),
+               ("p50 ms", lambda c: f"{c['batch_latency_ms']['p50']:.3f}"),
+               ("p99 ms", lambda c: f"{c['batch_latency_ms']['p99']:.3f}"),
+               ("tree CPU", lambda c: f"{c['cpu']['tree_cores']:.2f}"),
+               ("main CPU", lambda c: f"{c['cpu']['main_cores']:.2f}"),
+               ("tree µs CPU/step", lambda c: f"{c['cpu']['tree_us_per_env_step']:.3f}"),
+               ("main µs CPU/step", lambda c: f"{c['cpu']['main_us_per_env_step']:.3f}")]
+    if not wide:
+        columns = [col for col in columns if col[0] in NARROW_COLUMNS]
     t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    t.add_column("workers", justify="right", no_wrap=True)
-    t.add_column("steps/s", justify="right", no_wrap=True)
-    t.add_column("µs/step", justify="right", no_wrap=True)
-    t.add_column("p50 ms", justify="right", no_wrap=True)
-    t.add_column("p99 ms", justify="right", no_wrap=True)
-    t.add_column("tree CPU", justify="right", no_wrap=True)
-    t.add_column("main CPU", justify="right", no_wrap=True)
-    t.add_column("tree µs CPU/step", justify="right", no_wrap=True)
-    t.add_column("main µs CPU/step", justify="right", no_wrap=True)
+    for name, _ in columns:
+        t.add_column(name, justify="right", no_wrap=True)
     t.add_column("", no_wrap=True)
-    rows: List[Dict[str, Any]] = sorted([*configs, *skipped], key=lambda c: (c["workers"], c["inline"]))
-    for c in rows:
-        name = "0 (in-process)" if c["workers"] == 0 else f"{c['workers']}" + (" + inline" if c["inline"] else "")
-        if "reason" in c:
-            t.add_row(name, *["-"] * 8, f"skipped: {c['reason']}")
-            continue
-        cpu, lat = c["cpu"], c["batch_latency_ms"]
-        t.add_row(name, f"{c['steps_per_s']:,.0f}", f"{c['us_per_env_step']:.3f}",
-                  f"{lat['p50']:.3f}", f"{lat['p99']:.3f}", f"{cpu['tree_cores']:.2f}", f"{cpu['main_cores']:.2f}",
-                  f"{cpu['tree_us_per_env_step']:.3f}", f"{cpu['main_us_per_env_step']:.3f}",
-                  "<- recommended" if _is(c, rec) else "")
+    for c in sorted(configs, key=lambda c: (c["workers"], c["inline"])):
+        t.add_row(*(cell(c) for _, cell in columns), "<- recommended" if _is(c, rec) else "")
     return t
 
 
@@ -357,7 +391,8 @@ def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *
     except Exception as e:
         more = "; --step-timeout S allows more" if isinstance(e, StepTimeoutError) else ""
         raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}{more}") from e
-    return m.figures()
+    parts = [p for p in np.array_split(m.latencies_s, PARTS) if len(p) and p.sum() > 0]
+    return {**m.figures(), "steps_per_s_parts": [len(p) * batch / float(p.sum()) for p in parts]}
 
 
 def run(args, argv: Optional[List[str]] = None) -> int:
@@ -408,19 +443,25 @@ def run(args, argv: Optional[List[str]] = None) -> int:
             progress.refresh()
             configs.append({"workers": w, "inline": inline, **figures})
 
-    rec = recommend(configs)
+    from ringenv._plan import plan_workers
+
+    default = plan_workers(n, None, None, "python" if env.steps_inline else None, batch, None)
+    rec = recommend(configs, default)
     rec["arguments"] = _common.vector_options(n, rec["workers"], rec["inline"], batch, args.device, args.spin_us)
     out.print()
-    _common.print_table(out, _table(configs, rec, skipped))
+    table = _table(configs, rec, args.wide)
+    if args.wide:
+        _common.print_table(out, table)
+    else:
+        out.print(table)
+    for c in skipped:
+        out.print(f"{config_text(c['workers'], c['inline'])}: skipped, {c['reason']}")
     out.print()
     out.print(f"recommended: {config_text(rec['workers'], rec['inline'])} ({arguments_text(rec['arguments'])}) "
-              f"- {rec['reason']}", soft_wrap=True)
-    inline_note = (" (+ inline: the main process steps the last block of envs itself, AsyncVectorEnv(inline=True))"
-                   if any(c["inline"] for c in [*configs, *skipped]) else "")
-    out.print(f"columns: workers = worker processes{inline_note}; steps/s = env steps per second; µs/step = wall µs "
-              "per env step; p50/p99 ms = latency of one vector step (with async batches: one recv/send cycle); "
-              "tree/main CPU = CPU seconds per wall second (cores busy) of main process + workers / main process; "
-              "µs CPU/step = CPU µs per env step", soft_wrap=True, style="dim")
+              f"- {rec['reason']}")
+    out.print(f"columns: noise = spread of steps/s over {PARTS} parts of the run; p50/p99 ms = latency of one "
+              "vector step; CPU = cores busy" + ("" if args.wide else "; --wide shows every column") +
+              " (docs/CLI.md)", style="dim")
     report = {
         "schema": "ringenv.tune/2",
         "command": ["ringenv", *(argv or [])],

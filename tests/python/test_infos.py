@@ -1,15 +1,16 @@
-"""Typed infos (``bindings/src/typed_infos.rs``): when every env of a worker's command returns an
-info of the same number-valued keys, the worker sends them as typed columns in one binary message
-and the main process builds Gymnasium's columns from it without unpickling dicts. Whatever path
-each step takes, the vectorised infos are Gymnasium's (key order, dtypes, bytes, masks) and
-``env_infos()`` gives each env's own dict (its keys in order, its values' own types); a message
-that is not well formed raises ``ValueError``, never crashes."""
+"""Per-step infos end to end: whatever path each step takes (a typed message, runtime/src/infos.rs,
+written by Python and Rust workers alike; the pickled fallback for other values; the info arena in
+the segment or, for what does not fit, the control socket), the vectorised infos are Gymnasium's
+(key order, dtypes, bytes, masks) and ``env_infos()`` gives each env's own dict (its keys in
+order, its values' own types); a message that is not well formed raises ``ValueError``, never
+crashes."""
 
 from __future__ import annotations
 
 import functools
 import random
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -17,9 +18,10 @@ from gymnasium.vector import AutoresetMode
 
 import ringenv
 from ringenv import _native
-from info_envs import MutableInfoEnv, NumberInfoEnv
+from helper_envs import InfoEnv
+from info_envs import EveryStepInfoEnv, LambdaInfoEnv, MutableInfoEnv, NumberInfoEnv
 from vec_asserts import assert_infos_equal, assert_tree_identical
-from vec_compare import make_ref
+from vec_compare import make_ours, make_ref, run_lockstep
 
 NUM_ENVS = 4
 STEPS = 80
@@ -245,8 +247,8 @@ def test_corrupt_typed_messages_raise_value_error_or_decode_never_crash(monkeypa
 
 def _message(first: int, count: int, names) -> bytes:
     """A typed message of ``count`` envs from ``first`` with ``int`` keys ``names`` (the layout of
-    bindings/src/typed_infos.rs); env ``i``'s value of key ``k`` is ``100 * i + k``."""
-    out = [b"\0RTI", struct.pack("=IIH", first, count, len(names))]
+    bindings/src/infos.rs); env ``i``'s value of key ``k`` is ``100 * i + k``."""
+    out = [b"\0RTI", struct.pack("=IIHI", first, count, len(names), 0)]
     for name in names:
         raw = name.encode()
         out.append(b"i\0" + struct.pack("=H", len(raw)) + raw)
@@ -276,7 +278,7 @@ def _sequence_message(kind, codes, cells, text=b"") -> bytes:
     whose items have the kinds ``codes`` (two bytes each), the 8-byte ``cells`` and the strings'
     ``text``."""
     head = kind + bytes([len(codes)]) + struct.pack("=H", 2) + b"".join(codes) + b"xy"
-    return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + b"".join(cells) + text
+    return b"\0RTI" + struct.pack("=IIHI", 0, 1, 1, len(text)) + head + b"".join(cells) + text
 
 
 def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
@@ -293,7 +295,7 @@ def test_a_tuple_key_decodes_to_its_items_and_a_bad_one_names_what_is_wrong():
     assert _native.typed_dicts(_sequence_message(b"t", [], []), 1) == [(0, {"xy": ()})]
     for bad, what in [
         (_sequence_message(b"t", [b"i\0", b"y\0"], cells[:2]), "unknown value kind"),
-        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "bytes of values for 1 envs x 2 cells"),
+        (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:3]), "not starting with the typed header"),
         (_sequence_message(b"t", [b"i\0", b"f\0"], cells[:2], b"x"), "bytes of values for 1 envs x 2 cells"),
         (_sequence_message(b"t", [b"s\0"], [string], text[:-1]), "a string of 9 bytes at 0 of a data section of 8 bytes"),
         (_sequence_message(b"t", [b"s\0"], [string], b"\xff" * len(text)), "not UTF-8"),
@@ -378,7 +380,7 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
         name = b"pos"
         head = b"a" + bytes([num]) + struct.pack("=H", len(name)) + bytes([len(shape)])
         head += b"".join(struct.pack("=I", d) for d in shape) + name
-        return b"\0RTI" + struct.pack("=IIH", 0, len(cells), 1) + head + b"".join(cells) + data
+        return b"\0RTI" + struct.pack("=IIHI", 0, len(cells), 1, len(data)) + head + b"".join(cells) + data
 
     data = np.array([1.5, -2.0, 3.0, 4.0], dtype=np.float32).tobytes()
     f32, whole = np.dtype(np.float32).num, struct.pack("=II", 0, 8)
@@ -401,7 +403,7 @@ def test_an_array_key_decodes_to_new_arrays_of_its_bytes_and_a_bad_one_names_wha
 def test_a_list_key_decodes_to_new_lists_of_its_items_and_a_bad_one_names_what_is_wrong():
     def list_message(cell, data):
         head = b"l\0" + struct.pack("=H", 8) + b"commands"
-        return b"\0RTI" + struct.pack("=IIH", 0, 1, 1) + head + cell + data
+        return b"\0RTI" + struct.pack("=IIHI", 0, 1, 1, len(data)) + head + cell + data
 
     text = "d\u00e9j\u00e0".encode()
     items = (b"s\0" + struct.pack("=II", 0, len(text)) + b"i\0" + struct.pack("=q", -3) + b"z\0" + bytes(8)
@@ -436,7 +438,7 @@ def test_the_shares_list_column_entries_are_its_envs_own_lists_and_a_bad_payload
             items += b"s\0" + struct.pack("=II", at, len(w.encode()))
             at += len(w.encode())
         head = b"l\0" + struct.pack("=H", 8) + b"commands"
-        return (b"\0RTI" + struct.pack("=IIH", first, 1, 1) + head
+        return (b"\0RTI" + struct.pack("=IIHI", first, 1, 1, len(data) + len(items)) + head
                 + struct.pack("=II", len(data), len(items)) + data + items)
 
     worker, share = list_message(0, ["look"]), list_message(1, ["go north", "take key"])
@@ -452,3 +454,167 @@ def test_the_shares_list_column_entries_are_its_envs_own_lists_and_a_bad_payload
     for bad in ("text", (None, [], "text"), (None, (), share), (None, share)):
         with pytest.raises(ValueError, match=r"must be bytes or the inline share's \(None, \[\(env_id, info\), \.\.\.\], bytes\)"):
             _native.typed_columns([worker, bad], None, 2)
+
+
+# Per-step infos travel through each worker's info arena in the segment, not the control socket:
+# only a payload larger than the arena (64 KiB by default) goes on the socket. These tests count
+# the messages on each worker's control socket (``Pool.control_message_counts``).
+
+
+def _counts(vec):
+    return [vec._pool.control_message_counts(w) for w in range(vec._pool.num_workers)]
+
+
+def _arena_fns(blob: int = 0):
+    return [functools.partial(EveryStepInfoEnv, blob) for _ in range(NUM_ENVS)]
+
+
+def test_per_step_infos_cost_no_control_message_and_equal_gymnasium():
+    ours, ref = make_ours(_arena_fns()), make_ref(_arena_fns())
+    try:
+        assert ours._pool.num_workers == 2
+        before = _counts(ours)
+        ends = run_lockstep(ours, ref, seed=3, steps=40)
+        assert ends > 0, "some episodes must end, so autoreset infos are covered"
+        # One reset and 40 steps, every one with non-empty infos in every env: no message on
+        # any worker's control socket, either way.
+        assert _counts(ours) == before
+    finally:
+        ours.close()
+        ref.close()
+
+
+def test_infos_too_large_for_the_arena_fall_back_to_the_socket_and_equal_gymnasium():
+    blob = 40_000  # two envs per worker: ~80 KB of infos per worker per step, over the 64 KiB arena
+    ours, ref = make_ours(_arena_fns(blob)), make_ref(_arena_fns(blob))
+    try:
+        before = _counts(ours)
+        steps = 12
+        run_lockstep(ours, ref, seed=5, steps=steps)
+        after = _counts(ours)
+        for (sent0, recv0), (sent1, recv1) in zip(before, after):
+            assert sent1 == sent0
+            assert recv1 - recv0 == steps + 1, "each reset and step sends its infos on the socket"
+    finally:
+        ours.close()
+        ref.close()
+
+
+def test_call_results_come_back_through_the_arena():
+    ours, ref = make_ours(_arena_fns()), make_ref(_arena_fns())
+    try:
+        ours.reset(seed=0)
+        ref.reset(seed=0)
+        before = _counts(ours)
+        assert ours.get_attr("length") == ref.get_attr("length")
+        after = _counts(ours)
+        for (sent0, recv0), (sent1, recv1) in zip(before, after):
+            assert (sent1 - sent0, recv1 - recv0) == (1, 0), "the request goes on the socket, the results do not"
+    finally:
+        ours.close()
+        ref.close()
+
+
+def test_a_corrupt_arena_length_is_a_typed_error_not_a_crash():
+    ours = make_ours(_arena_fns(), on_worker_failure="raise")
+    try:
+        ours.reset(seed=0)
+        layout = ours._pool.layout()
+        at, size = layout["info_arena_offsets"][0], layout["info_arena_bytes"]
+        seg = np.frombuffer(ours._pool.segment(), dtype=np.uint8)
+        (seq0,) = struct.unpack_from("=Q", seg, at + 8)
+        ours.step_async(np.zeros(NUM_ENVS, dtype=np.int64))
+        # Wait until worker 0 left this step's infos in its arena, then corrupt their length
+        # before the main process reads them (it reads only in step_wait).
+        deadline = time.monotonic() + 30
+        while struct.unpack_from("=Q", seg, at + 8)[0] == seq0:
+            assert time.monotonic() < deadline, "worker 0 never wrote its arena"
+            time.sleep(0.001)
+        time.sleep(0.05)  # let the worker finish publishing the completion
+        struct.pack_into("=Q", seg, at, size * 4)
+        with pytest.raises(ringenv.errors.WorkerDiedError) as e:
+            ours.step_wait()
+        assert "info arena" in str(e.value) and "capacity" in str(e.value), str(e.value)
+    finally:
+        ours.close()
+
+
+def test_infos_plain_pickle_refuses_still_arrive():
+    ours = make_ours([LambdaInfoEnv for _ in range(NUM_ENVS)])
+    try:
+        ours.reset(seed=1)
+        for t in range(1, 4):
+            _, _, terminated, truncated, infos = ours.step(np.ones(NUM_ENVS, dtype=np.int64))
+            assert list(infos["_fn"]) == [True] * NUM_ENVS
+            assert [f(10) for f in infos["fn"]] == [10 + t] * NUM_ENVS
+            assert not (terminated | truncated).any()
+    finally:
+        ours.close()
+
+
+def test_an_arena_of_zero_bytes_sends_every_payload_on_the_socket(monkeypatch):
+    from ringenv import _native
+
+    real = _native.Pool
+
+    class ZeroArenaPool:  # the native Pool, built with an arena of zero bytes
+        segment_size = staticmethod(real.segment_size)
+
+        def __new__(cls, *a, **k):
+            return real(*a, info_arena_bytes=0, **k)
+
+    monkeypatch.setattr(_native, "Pool", ZeroArenaPool)
+    ours, ref = make_ours(_arena_fns()), make_ref(_arena_fns())
+    try:
+        assert ours._pool.layout()["info_arena_bytes"] == 0
+        before = _counts(ours)
+        steps = 10
+        run_lockstep(ours, ref, seed=7, steps=steps)
+        for (_, recv0), (_, recv1) in zip(before, _counts(ours)):
+            assert recv1 - recv0 == steps + 1
+    finally:
+        ours.close()
+        ref.close()
+
+
+def _assert_each_identical(actual, expected, what):
+    """Lists of info dicts, element by element."""
+    assert isinstance(actual, list) and len(actual) == len(expected), what
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert_tree_identical(a, e, f"{what}[{i}]")
+
+
+def test_env_infos_are_each_envs_own_dicts_and_vector_infos_false_skips_vectorising(closing):
+    kwargs = dict(num_workers=2, autoreset_mode=AutoresetMode.SAME_STEP)
+    plain = closing(ringenv.AsyncVectorEnv([InfoEnv] * NUM_ENVS, **kwargs))
+    raw = closing(ringenv.AsyncVectorEnv([InfoEnv] * NUM_ENVS, vector_infos=False, **kwargs))
+    local = [InfoEnv() for _ in range(NUM_ENVS)]
+    _, infos = plain.reset(seed=5)
+    assert raw.reset(seed=5)[1] == {}
+    expected = [env.reset(seed=5 + i)[1] for i, env in enumerate(local)]
+    _assert_each_identical(raw.env_infos(), expected, "reset env_infos")
+    _assert_each_identical(plain.env_infos(), expected, "env_infos beside vectorised infos")
+    assert set(infos) >= {"length", "_length"}  # the default still vectorises
+    rng = np.random.default_rng(0)
+    ends = 0
+    for t in range(40):
+        actions = rng.integers(0, 3, NUM_ENVS)
+        plain.step(actions)
+        assert raw.step(actions)[4] == {}
+        got = raw.env_infos()
+        assert isinstance(got, list) and len(got) == NUM_ENVS
+        if t < 2:  # no episode has ended yet (they last 3 steps or more): the env's own step infos
+            _assert_each_identical(got, [env.step(a)[4] for env, a in zip(local, actions)], f"step {t}")
+        _assert_each_identical(got, plain.env_infos(), f"step {t}")
+        ends += sum("final_info" in info for info in got)
+    assert ends > 5
+
+
+def test_env_infos_of_a_recv_batch(closing):
+    envs = closing(ringenv.AsyncVectorEnv([InfoEnv] * NUM_ENVS, num_workers=2, batch_size=2, vector_infos=False))
+    envs.async_reset(seed=0)
+    *_, infos = envs.recv()
+    ids = infos["env_id"]
+    assert set(infos) == {"env_id"} and len(ids) == 2
+    got = envs.env_infos()
+    assert all(("length" in got[i]) == (i in ids) for i in range(NUM_ENVS)), got
