@@ -23,8 +23,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating virtualenv $VENV"
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
-"${PIP[@]}" install "maturin>=1.5,<2" ziglang
-# The dependencies (pyproject.toml's, and its extras') install while Cargo builds.
+# The dependencies (pyproject.toml's and its extras') install beside maturin, zig and the build.
 mkdir -p target
 "$VENV/bin/python" - "$EXTRAS" > target/requirements.txt <<'PY'
 import sys
@@ -38,6 +37,7 @@ print("\n".join(project["dependencies"] + [r for e in extras for r in project["o
 PY
 "${PIP[@]}" install -r target/requirements.txt &
 DEPENDENCIES=$!
+"${PIP[@]}" install "maturin>=1.5,<2" ziglang
 echo "== building ringenv's wheel (manylinux2014, Cargo's wheel profile) into target/wheels"
 rm -f target/wheels/ringenv-*.whl
 PATH="$(cd "$VENV/bin" && pwd):$PATH" "$VENV/bin/maturin" build --locked --quiet --zig \
