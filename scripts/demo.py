@@ -34,6 +34,7 @@ most; below 1.00x ringenv was slower than what a user would otherwise use.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -114,13 +115,14 @@ def _workers(envs) -> Optional[str]:
 
 
 def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
-                   on_row: Callable[[Dict[str, Any], Dict[str, Any]], None] = lambda group, row: None
+                   on_row: Callable[[Dict[str, Any], Dict[str, Any]], None] = lambda group, row: None,
+                   on_start: Callable[[Dict[str, Any], str], None] = lambda group, runtime: None
                    ) -> Iterator[Dict[str, Any]]:
     """Measures every row of every group, yielding each group once measured: ``env``,
     ``num_envs`` and ``rows``, each row with ``runtime``, ``ringenv`` (bool), ``workers``
     (``None``: in the main process) and the measurement's figures (``steps_per_s``, ``cpu``, ...),
-    or ``error``; ringenv rows also get ``best_peer`` and ``vs_best_peer``. ``on_row(group, row)``
-    is called after each row."""
+    or ``error``; ringenv rows also get ``best_peer`` and ``vs_best_peer``. ``on_start(group,
+    runtime)`` is called before each row is measured, ``on_row(group, row)`` after."""
     for group in groups(num_envs, minigrid_envs):
         n = group["num_envs"]
         rows = []
@@ -131,6 +133,7 @@ def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
                 made.append(make())
                 return made[-1]
 
+            on_start(group, runtime)
             row: Dict[str, Any] = {"runtime": runtime, "ringenv": is_ringenv}
             try:
                 row.update(measure(build, num_envs=n, seconds=seconds, seed=0).figures())
@@ -177,18 +180,64 @@ def table_lines(group: Dict[str, Any]) -> List[str]:
     return lines
 
 
+MARKERS = ("<!-- demo-table:start -->", "<!-- demo-table:end -->")
+
+
+def markdown_table(info: Dict[str, Any], seconds: float, result: List[Dict[str, Any]]) -> List[str]:
+    """The groups of one run as one Markdown table, after a line naming the machine and the date."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    lines = [f"`scripts/demo.py --seconds {seconds:g}` on {when}: {info['cores']} cores usable "
+             f"({info.get('cpu_model') or 'CPU model unknown'}), {info['platform']}, Python {info['python']}, "
+             f"ringenv {info['ringenv']}, gymnasium {info['gymnasium']}, numpy {info['numpy']}.", "",
+             "| env | envs | runtime | workers | steps/s | µs/step | tree CPU | vs best peer |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for group in result:
+        for row, compared in compared_rows(group):
+            if "error" in row:
+                lines.append(f"| {group['env']} | {group['num_envs']} | {row['runtime']} | - | error: "
+                             f"{row['error']} | - | - | - |")
+                continue
+            workers = "in-process" if row["workers"] is None else row["workers"]
+            vs = f"**{compared}**" if row["ringenv"] and compared != "-" else compared
+            lines.append(f"| {group['env']} | {group['num_envs']} | {row['runtime']} | {workers} | "
+                         f"{row['steps_per_s']:,.0f} | {row['us_per_env_step']:.2f} | {row['cpu']['tree_cores']:.2f} | "
+                         f"{vs} |")
+    return lines
+
+
+def write_markdown(path: str, lines: List[str]) -> None:
+    """Replaces what lies between the two :data:`MARKERS` lines of the file at ``path`` with
+    ``lines``; raises ``ValueError`` when the file lacks either marker."""
+    with open(path) as f:
+        text = f.read()
+    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no {MARKERS[0]} ... {MARKERS[1]} lines to write the table between")
+    start += len(MARKERS[0])
+    with open(path, "w") as f:
+        f.write(text[:start] + "\n" + "\n".join(lines) + "\n" + text[end:])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0,
-                        help="seconds per measurement, after the warm-up (default 3)")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="seconds per measurement, after the warm-up (default 2)")
     parser.add_argument("--json", default=None, help="also write every figure to this JSON file")
+    parser.add_argument("--markdown", default=None, metavar="PATH",
+                        help=f"also write the table as Markdown between the lines {MARKERS[0]} and {MARKERS[1]} "
+                             "of this file (README.md carries them)")
     args = parser.parse_args()
     if not args.seconds > 0:
         parser.error(f"argument --seconds: must be positive, got {args.seconds:g}")
     try:
         import minigrid  # noqa: F401
     except ImportError:
-        parser.error("the minigrid package is missing: scripts/demo.sh installs it (ringenv's test extra)")
+        parser.error("the minigrid package is missing: pip install 'ringenv[demo]' (scripts/demo.sh installs it)")
+    if args.markdown:
+        try:
+            write_markdown(args.markdown, [])  # fails now, not after the measurements
+        except (OSError, ValueError) as e:
+            parser.error(f"argument --markdown: {e}")
     info = machine_info()
     print(f"ringenv demo. Machine: {info['cores']} cores usable ({info['cpu_count']} in all), "
           f"CPU {info.get('cpu_model') or 'model unknown'}, {info['platform']}")
@@ -198,12 +247,19 @@ def main() -> int:
           "steps; tree CPU = cores busy (main process + workers); workers: N+inline = N worker processes and the main process "
           "stepping a share\n", flush=True)
 
+    total = sum(len(group["rows"]) for group in groups(16, 8))
+    done = 0
+
+    def on_start(group, runtime):
+        print(f"  [{done + 1}/{total}] {group['env']}: {runtime} ... ", end="", file=sys.stderr, flush=True)
+
     def on_row(group, row):
-        figure = f"{row['steps_per_s']:,.0f} steps/s" if "steps_per_s" in row else row["error"]
-        print(f"  .. {group['env']}: {row['runtime']}: {figure}", file=sys.stderr, flush=True)
+        nonlocal done
+        done += 1
+        print(f"{row['steps_per_s']:,.0f} steps/s" if "steps_per_s" in row else row["error"], file=sys.stderr, flush=True)
 
     result = []
-    for group in measure_groups(args.seconds, on_row=on_row):
+    for group in measure_groups(args.seconds, on_start=on_start, on_row=on_row):
         result.append(group)
         print("\n".join(table_lines(group)) + "\n", flush=True)
     print("Headline, ringenv against the best peer in the same run:")
@@ -218,6 +274,9 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "seconds": args.seconds, "groups": result}, f, indent=1)
         print(f"wrote {args.json}")
+    if args.markdown:
+        write_markdown(args.markdown, markdown_table(info, args.seconds, result))
+        print(f"wrote the table into {args.markdown}")
     return 0
 
 

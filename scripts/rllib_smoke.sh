@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# RLlib with ringenv (issue 15): one tiny PPO iteration of examples/ray_rllib_ppo.py --smoke, whose
-# env runner builds its vector env with gym_env_vectorize_mode="vector_entry_point" (checked to be
+# RLlib with ringenv: one tiny PPO iteration of examples/ray_rllib_ppo.py --smoke, whose env runner
+# builds its vector env with gym_env_vectorize_mode="vector_entry_point" (checked to be
 # ringenv.vector.AsyncVectorEnv, with its own worker processes). Run by scripts/test.sh.
 #
-# - RLlib pins its own Gymnasium (ray[rllib] 2.60 wants gymnasium==1.2.2) while the test venv has a
-#   newer one, so this runs in a throwaway venv (target/rllib-venv, made afresh each run) holding
-#   the wheel scripts/setup.sh built (target/wheels) and ray[rllib] at the test venv's Ray version,
-#   from the package registry (pip's cache makes a second run quick): ringenv under RLlib's
-#   Gymnasium, as a user who installs both gets it.
+# - RLlib pins its own Gymnasium, older than the test venv's, so this runs in a venv of its own
+#   (target/rllib-venv) holding ray[rllib] at the test venv's Ray version and the wheel
+#   scripts/setup.sh built: ringenv under RLlib's Gymnasium, as a user who installs both gets it.
+#   The venv is kept between runs and made afresh when the Ray or Python version changes; the wheel is
+#   reinstalled every run.
 # - torch is not installed again (a CUDA build is gigabytes): the test venv's site-packages is
-#   appended to the throwaway venv's path by a .pth file. Entries from .pth files come after the
-#   venv's own site-packages, so its Gymnasium, Ray and ringenv are the ones imported (checked
-#   below); only what it lacks (torch) comes from the test venv.
+#   appended to the venv's path by a .pth file. Entries from .pth files come after the venv's own
+#   site-packages, so its Gymnasium, Ray and ringenv are the ones imported (checked below); only
+#   what it lacks (torch) comes from the test venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"
@@ -27,9 +27,15 @@ fi
 RAY_VERSION=$("$VENV/bin/python" -c "import ray; print(ray.__version__)")
 TORCH_SITE=$("$VENV/bin/python" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
 START=$SECONDS
-rm -rf "$RVENV"
-"$VENV/bin/python" -m venv "$RVENV"
-"$RVENV/bin/python" -m pip --disable-pip-version-check install --quiet "${wheels[0]}" "ray[rllib]==$RAY_VERSION"
+PIP=("$RVENV/bin/python" -m pip --disable-pip-version-check --quiet)
+MADE_FOR="ray $RAY_VERSION, $("$VENV/bin/python" -V)"
+if [ "$(cat "$RVENV/made-for" 2>/dev/null)" != "$MADE_FOR" ]; then
+    rm -rf "$RVENV"
+    "$VENV/bin/python" -m venv "$RVENV"
+    "${PIP[@]}" install "${wheels[0]}" "ray[rllib]==$RAY_VERSION"
+    echo "$MADE_FOR" > "$RVENV/made-for"
+fi
+"${PIP[@]}" install --force-reinstall --no-deps "${wheels[0]}"
 RSITE=$("$RVENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$TORCH_SITE" > "$RSITE/zz_ringenv_test_venv.pth"
 "$RVENV/bin/python" - "$RSITE" <<'EOF'
@@ -43,4 +49,3 @@ EOF
 INSTALLED=$SECONDS
 timeout 600 "$RVENV/bin/python" examples/ray_rllib_ppo.py --smoke
 echo "rllib smoke: venv and install $((INSTALLED - START)) s, PPO iteration $((SECONDS - INSTALLED)) s"
-rm -rf "$RVENV"

@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# Set-up shared by scripts/demo.sh and scripts/test.sh, from nothing on a fresh machine:
-# creates the virtualenv (RINGENV_VENV, default .venv), builds ringenv's wheel once with
-# `pip wheel .` (maturin builds the Rust crates with Cargo.toml's `wheel` profile, release with
-# fat LTO; one abi3 wheel for CPython 3.10 and later, left in target/wheels for
-# scripts/wheel_smoke.sh), and installs it with its extras (RINGENV_EXTRAS, default `test`;
-# scripts/bench.sh adds `bench`): numpy, gymnasium, cloudpickle, pytest, torch, torchrl and
-# stable-baselines3 from the package registry.
+# Set-up shared by scripts/demo.sh and scripts/test.sh, from nothing: creates the virtualenv
+# (RINGENV_VENV, default .venv), builds ringenv's one wheel into target/wheels and installs it
+# with its extras (RINGENV_EXTRAS, default `test`).
+#
+# The wheel: maturin with zig as the linker against glibc 2.17 (`--zig --compatibility
+# manylinux2014`), Cargo.toml's `wheel` profile, abi3 for CPython 3.10 and later, so
+# ringenv-<version>-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl installs on any
+# x86_64 Linux with glibc 2.17 or later, without Rust. maturin and zig (PyPI `ziglang`) go into
+# the virtualenv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"
-PYTHON="${PYTHON:-python3}"
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+EXTRAS="${RINGENV_EXTRAS:-test}"
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --quiet)
 if [ ! -x "$VENV/bin/python" ]; then
-    # From nothing the disk peaked 9.0 GiB above where it started, during the install (the
-    # virtualenv is 5.9 GiB, torch's CUDA libraries most of it, and pip's downloads sit in TMPDIR
-    # meanwhile); the Rust builds and tests after it stay below that peak.
-    scripts/disk_check.sh 8 "A set-up from nothing (a virtualenv with torch, and the Rust builds)"
+    # The `test` extra brings torch with its CUDA libraries: a 6 GiB virtualenv, and pip's
+    # downloads beside it while it installs.
+    case ",$EXTRAS," in
+        *,test,*) scripts/disk_check.sh 8 "A set-up from nothing with the test extra (torch, and the Rust builds)" ;;
+        *) scripts/disk_check.sh 2 "A set-up from nothing (a virtualenv and the Rust build)" ;;
+    esac
     echo "== creating virtualenv $VENV"
-    "$PYTHON" -m venv "$VENV"
+    "${PYTHON:-python3}" -m venv "$VENV"
 fi
-echo "== building ringenv's wheel (Cargo's wheel profile: release with fat LTO) into target/wheels"
+# The dependencies (pyproject.toml's and its extras') install beside maturin, zig and the build.
+mkdir -p target
+"$VENV/bin/python" - "$EXTRAS" > target/requirements.txt <<'PY'
+import sys
+try:
+    import tomllib  # CPython 3.11 and later; under 3.10 the wheel's install brings them
+except ImportError:
+    sys.exit()
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = [e for e in sys.argv[1].split(",") if e]
+print("\n".join(project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))
+PY
+"${PIP[@]}" install -r target/requirements.txt &
+DEPENDENCIES=$!
+"${PIP[@]}" install "maturin>=1.5,<2" ziglang
+echo "== building ringenv's wheel (manylinux2014, Cargo's wheel profile) into target/wheels"
 rm -f target/wheels/ringenv-*.whl
-"${PIP[@]}" wheel --quiet --no-deps --wheel-dir target/wheels .
+PATH="$(cd "$VENV/bin" && pwd):$PATH" "$VENV/bin/maturin" build --locked --quiet --zig \
+    --compatibility manylinux2014 --target "$(uname -m)-unknown-linux-gnu" --interpreter "$VENV/bin/python" \
+    --out target/wheels
+wait "$DEPENDENCIES"
 WHEEL=$(ls target/wheels/ringenv-*.whl)
-echo "== installing $WHEEL and its dependencies into $VENV"
-"${PIP[@]}" install --quiet --force-reinstall --no-deps "$WHEEL"
-"${PIP[@]}" install --quiet "$WHEEL[${RINGENV_EXTRAS:-test}]"
+echo "== installing $WHEEL[$EXTRAS] into $VENV"
+"${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"
+"${PIP[@]}" install "$WHEEL[$EXTRAS]"

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# One wheel for every CPython from 3.10 on: installs the abi3 wheel that scripts/setup.sh built
-# (target/wheels/ringenv-*-cp310-abi3-*.whl) into a fresh virtualenv under CPython 3.10, 3.11,
-# 3.12 and 3.13 (target/smoke-venv-3.X) and runs scripts/smoke.py there: reset, step, a worker's
-# death, close, with built-in Rust and Python envs. Run by scripts/test.sh.
+# One wheel for every CPython from 3.10 on and every x86_64 Linux from glibc 2.17 on: checks that
+# the wheel scripts/setup.sh built (target/wheels/ringenv-*-cp310-abi3-manylinux*.whl) is
+# manylinux_2_17 (its tag, and `auditwheel show` of the symbols it links), then installs it into a
+# fresh virtualenv under CPython 3.10, 3.11, 3.12 and 3.13 (target/smoke-venv-3.X) and runs
+# scripts/smoke.py there: reset, step, a worker's death, close, with built-in Rust and Python envs.
+# Run by scripts/test.sh and .github/workflows/release.yml.
 #
 # - The install sees no Rust toolchain (directories holding cargo or rustc are dropped from PATH)
-#   and builds nothing (--only-binary=:all:); the dependencies come from the package registry
-#   (pip's cache makes a second run quick).
+#   and builds nothing (--only-binary=:all:). The dependencies come from target/wheelhouse-3.X,
+#   filled from the package registry when it lacks one (the first run). python3's pip installs
+#   into each virtualenv (`pip --python`), which is made without a pip of its own.
 # - An interpreter is python3.X on PATH, else the newest ${PYENV_ROOT:-~/.pyenv}/versions/3.X.*.
-#   A missing one fails the step ("python3.X not found"), since the machines this project runs on
-#   have all four; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead ("python3.X not found: skipped").
+#   A missing one fails the step; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead.
 # - RINGENV_SMOKE_PYTHONS picks the versions (default "3.10 3.11 3.12 3.13").
 # - The oldest, 3.10 (RINGENV_SMOKE_FLOORS picks another), gets the oldest versions of ringenv's
-#   dependencies that pyproject.toml allows, exactly (each `name>=X` installed as `name==X`,
-#   target/floors.txt), and runs, beside the smoke script, the test files those versions matter
-#   to ($FLOOR_TESTS: envs of a script's own classes, Tuple and longdouble observations, errors);
-#   the others get the newest. The suite's other files compare with Gymnasium's own behaviour of
-#   the version scripts/setup.sh installs, which changed between 1.1 and 1.4.
+#   dependencies and of its `plot` extra that pyproject.toml allows, exactly (each `name>=X`
+#   installed as `name==X`, target/floors.txt), and runs, beside the smoke script, the test files
+#   those versions matter to ($FLOOR_TESTS); the others get the newest. The suite's other files
+#   compare with Gymnasium's own behaviour of the version scripts/setup.sh installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -36,6 +37,15 @@ WHEEL="$ROOT/${wheels[0]}"
 python3 -c "import sys, zipfile; sys.exit('ringenv/_native.abi3.so' not in zipfile.ZipFile(sys.argv[1]).namelist())" \
     "$WHEEL" || { echo "$WHEEL holds no ringenv/_native.abi3.so" >&2; exit 1; }
 echo "wheel: ${wheels[0]} (ringenv/_native.abi3.so)"
+# The tag says manylinux_2_17, and so do the glibc symbol versions the extension links.
+tag="manylinux_2_17_$(uname -m)"
+AUDITWHEEL=$(command -v auditwheel || echo "$ROOT/${RINGENV_VENV:-.venv}/bin/auditwheel")
+if [[ "$WHEEL" != *"$tag"* ]] || ! "$AUDITWHEEL" show "$WHEEL" | tr '\n' ' ' | grep -q "consistent with the following platform tag: \"$tag\""; then
+    "$AUDITWHEEL" show "$WHEEL" >&2 || true
+    echo "$WHEEL is not a $tag wheel" >&2
+    exit 1
+fi
+echo "auditwheel: $tag"
 
 # PATH without cargo, rustc and rustup.
 NO_RUST_PATH=""
@@ -61,16 +71,19 @@ find_python() {  # prints a working CPython $1 (3.X), or nothing
     done
 }
 
-# Each lower bound of pyproject.toml's dependencies, pinned (`numpy>=1.21.6` -> `numpy==1.21.6`).
+# Each lower bound of pyproject.toml's dependencies and `plot` extra, pinned (`numpy>=1.21.6` ->
+# `numpy==1.21.6`).
 python3 - "$ROOT/pyproject.toml" > "$ROOT/target/floors.txt" <<'PY'
 import re, sys, tomllib
-for requirement in tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]:
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+for requirement in project["dependencies"] + project["optional-dependencies"]["plot"]:
     floor = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9][0-9.]*)(,<[0-9.]+)?", requirement)
     if floor is None:
         sys.exit(f"pyproject.toml: dependency {requirement!r} has no `>=X` lower bound to test")
     print(f"{floor[1]}=={floor[2]}")
 PY
 
+HOST_PYTHON=$(python3 -c "import sys; print(sys.executable)")  # its pip installs into each virtualenv
 start_all=$(date +%s)
 failed=()
 for v in $VERSIONS; do
@@ -85,20 +98,26 @@ for v in $VERSIONS; do
         continue
     fi
     venv="$ROOT/target/smoke-venv-$v"
+    wheelhouse="$ROOT/target/wheelhouse-$v"
     echo "-- python$v ($py): fresh virtualenv target/smoke-venv-$v"
     start=$(date +%s)
     rm -rf "$venv"
-    "$py" -m venv "$venv"
+    "$py" -m venv --without-pip "$venv"
     install=("$WHEEL")
     if [ "$v" = "$FLOORS" ]; then
-        install+=(--constraint "$ROOT/target/floors.txt" pytest)
+        install=("$WHEEL[plot]" --constraint "$ROOT/target/floors.txt" pytest pytest-xdist)
         echo "   the oldest dependencies pyproject.toml allows: $(tr '\n' ' ' < "$ROOT/target/floors.txt")"
     fi
-    if ! PATH="$NO_RUST_PATH" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        --only-binary=:all: "${install[@]}"; then
-        echo "python$v: pip install of the wheel failed" >&2
-        failed+=("$v")
-        continue
+    pip=(env PATH="$NO_RUST_PATH" "$HOST_PYTHON" -m pip --python "$venv/bin/python" --quiet --disable-pip-version-check)
+    if ! "${pip[@]}" install --only-binary=:all: --no-index --find-links "$wheelhouse" "${install[@]}" 2>/dev/null; then
+        echo "   filling target/wheelhouse-$v from the package registry"
+        if ! "${pip[@]}" download --only-binary=:all: --dest "$wheelhouse" "${install[@]}" ||
+            ! rm -f "$wheelhouse"/ringenv-*.whl ||
+            ! "${pip[@]}" install --only-binary=:all: --no-index --find-links "$wheelhouse" "${install[@]}"; then
+            echo "python$v: pip install of the wheel failed" >&2
+            failed+=("$v")
+            continue
+        fi
     fi
     installed=$(date +%s)
     # From the virtualenv's directory, so that only the installed package can be imported.
@@ -110,7 +129,7 @@ for v in $VERSIONS; do
     fi
     if [ "$v" = "$FLOORS" ]; then
         tested=$(date +%s)
-        if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+        if (cd "$venv" && PATH="$NO_RUST_PATH" timeout 900 "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
                 --rootdir "$ROOT" "${FLOOR_TESTS[@]/#/$ROOT/tests/python/}"); then
             echo "-- python$v with the oldest dependencies: tests $(($(date +%s) - tested)) s"
         else

@@ -63,3 +63,26 @@ def test_importing_a_source_tree_without_its_build_says_so(tmp_path):
     assert done.returncode == 1
     assert "ImportError: ringenv's compiled extension (ringenv._native, _native.abi3.so) cannot be imported" in done.stderr
     assert "circular import" not in done.stderr.splitlines()[-1]
+
+
+def test_importing_and_stepping_loads_no_module_of_the_command_or_the_extras():
+    """pyproject.toml's core dependencies hold what importing and stepping need (NumPy, Gymnasium,
+    cloudpickle) and the ``ringenv`` command's own (rich, psutil), which load only when a command
+    runs; the extras' packages (matplotlib for ``tune --plot``, minigrid, torch, Ray) load only
+    where a user imports them."""
+    code = """
+import sys
+import gymnasium as gym, numpy as np, ringenv
+
+def cartpole():
+    return gym.make("CartPole-v1")
+
+for envs in (ringenv.make_vec("CartPole-v1", 2), ringenv.AsyncVectorEnv([cartpole] * 2)):
+    envs.reset(seed=0)
+    envs.step(np.zeros(2, np.int64))
+    envs.close()
+print(sorted(m for m in ("matplotlib", "minigrid", "psutil", "ray", "rich", "torch") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n", done.stdout
