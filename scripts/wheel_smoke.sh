@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 VERSIONS="${RINGENV_SMOKE_PYTHONS:-3.10 3.11 3.12 3.13}"
 FLOORS="${RINGENV_SMOKE_FLOORS:-3.10}"
-FLOOR_TESTS=(test_main_script.py test_spawn_main.py test_faults.py test_errors.py test_inline.py
+FLOOR_TESTS=(test_main_script.py test_spawn_main.py test_errors.py test_inline.py
              test_worker_death.py test_gymnasium_equivalence.py test_scalar_observations.py)
 
 shopt -s nullglob
