@@ -2,7 +2,7 @@
 batches"): why ``AsyncVectorEnv(env_fns, batch_size=B)`` with ``B < num_envs`` puts every env in a
 worker process by default. A benchmark, not a test.
 
-For each env of issue 12's grid (``benches/grid.py``'s Python envs: ``--costs`` µs per step,
+For each env of the grid (``benches/grid.py``'s Python envs: ``--costs`` µs per step,
 ``--observations``, 3 scalar infos every step), ``--num-envs`` envs in batches of half, it
 measures the default (``AsyncVectorEnv(env_fns, batch_size=B)``: on two cores or more, worker
 processes only) and the share (the same with ``inline=True``: one block fewer in processes, the

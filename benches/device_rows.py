@@ -1,4 +1,4 @@
-"""The rows measured on a lent 16-core GPU machine (docs/WAKEUP.md, docs/GPU.md), one per call, so
+"""The rows measured on a 16-core GPU machine (docs/WAKEUP.md, docs/GPU.md), one per call, so
 that builds can alternate row by row (``PYTHONPATH`` picks the build). A benchmark, not a test.
 
 Each row is one vector env measured by the one measurement loop (:func:`ringenv.cli._measure.measure`):

@@ -14,7 +14,7 @@ as they do:
 EnvPool runs its envs on threads of this process; ringenv in worker processes. Each row reports
 steps/s (env steps), tree CPU (the CPU time of this process, all its threads, and of every worker,
 per second of wall time) and its ratio to EnvPool's row of the same shape (``num_envs``, mode,
-threads = workers). The target of issue 5, ringenv's best row at least as fast as EnvPool's best,
+threads = workers). The speed target, ringenv's best row at least as fast as EnvPool's best,
 is computed by :func:`evaluate_targets`.
 
 Usage: ``python benches/envpool_cartpole.py [--seconds 3] [--num-envs 16,32] [--workers 1,2]
@@ -95,7 +95,7 @@ def add_peer_ratios(rows: List[Dict[str, Any]]) -> None:
 
 
 def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Issue 5's target for this benchmark as ``[{"target", "measured", "met"}]`` (``met`` is
+    """The speed target of this benchmark as ``[{"target", "measured", "met"}]`` (``met`` is
     ``None`` when a side has no measured row)."""
     t = "ringenv's Rust CartPole >= EnvPool's CartPole (best row of each, same run)"
     ok = [r for r in report["rows"] if "steps_per_s" in r]

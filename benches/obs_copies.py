@@ -1,5 +1,5 @@
-"""How fast big structured observations move (issue 12, item 3): a Dict of ~150 KB in 14 leaves
-(uint8, int16, int64), as the issue describes it. Writes its section of ``benches/RESULTS.md``.
+"""How fast big structured observations move : a Dict of ~150 KB in 14 leaves
+(uint8, int16, int64), a symbolic env's typical observation. Writes its section of ``benches/RESULTS.md``.
 
 Measures:
 
@@ -274,7 +274,7 @@ def section(report: Dict[str, Any]) -> List[str]:
     envs, batch = report["envs"], report["envs"] * OBS_BYTES
     end = results_sections.markers("obs_copies")[1]
     lines = results_sections.section_head(
-        "obs_copies", "Big structured observations: the copies of issue 12 item 3", report) + [
+        "obs_copies", "Big structured observations: writing, lending, copying", report) + [
         f"Observation: a Dict of {len(LEAVES)} leaves (uint8, int16, int64), {OBS_BYTES:,} bytes per env; "
         f"{envs} envs ({batch:,} bytes a batch). Function timings: best of {report['repeats']} `timeit` runs.",
         "",

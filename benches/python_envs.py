@@ -187,7 +187,7 @@ def label(row: Dict[str, Any]) -> str:
     return f"{row['runtime']}, {w}, {mode}{dev}"
 
 
-# -- targets (issue 5) ----------------------------------------------------------------------------
+# -- speed targets ----------------------------------------------------------------------------------
 
 
 def _ok(rows: List[Dict[str, Any]], **match: Any) -> List[Dict[str, Any]]:
@@ -195,7 +195,7 @@ def _ok(rows: List[Dict[str, Any]], **match: Any) -> List[Dict[str, Any]]:
 
 
 def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The targets of issue 5 that this benchmark measures, each as ``{"target", "measured",
+    """The speed targets that this benchmark measures, each as ``{"target", "measured",
     "met"}``; ``met`` is ``True``, ``False`` or ``None`` (not measured in this run, ``measured``
     says why). Computed from ``report`` (this script's JSON) alone."""
     cores, n = report["cores"], report["num_envs"]

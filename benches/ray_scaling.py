@@ -1,4 +1,4 @@
-"""``ringenv.ray`` against one local pool and against one Ray actor per env (issue 15), on a
+"""``ringenv.ray`` against one local pool and against one Ray actor per env, on a
 simulated Ray cluster of two nodes (``ray.cluster_utils.Cluster``, one CPU each, on this machine),
 then a projection to 8 and 64 nodes of 16 cores from the measured costs.
 
@@ -27,7 +27,7 @@ Each row: build, reset with seed 0, then in ``--rounds`` interleaved rounds (eve
 round, so that the shared machine's drifting load spreads over all of them) warm up ``--warmup`` s
 and step random actions for ``--seconds`` s; the median round is reported. Reported: env steps/s, µs per batch (wall time of one ``step`` or ``recv`` of the
 whole vector env), and the driver's CPU µs per actor call (``time.process_time`` of this process
-over the calls made). The targets of issue 15, with verdicts from this run: at the ~1 ms env,
+over the calls made). The scaling targets, with verdicts from this run: at the ~1 ms env,
 ringenv.ray within 15% of the faster local pool; at the cheap env, at least 10x the actor-per-env design.
 
 The **projection** for N nodes of 16 cores, E envs per node (``--proj-envs-per-node``) assumes the
@@ -349,7 +349,7 @@ def section(report: Dict[str, Any]) -> List[str]:
     lines += ["", f"The 2-core ceiling at {busy[0]['cost_us']:g} µs per step is {ideal:,.0f} steps/s: the faster local "
               f"pool reached {best_local(busy)['steps_per_s'] / ideal:.0%} of it in this run, the rest went to the machine's other "
               "jobs, so the rows' ratios at that cost are within the load's noise."]
-    lines += ["", "### Targets (issue 15), from this run", ""]
+    lines += ["", "### Targets, from this run", ""]
     for t in report["targets"]:
         lines.append(f"- {t}")
     proj, costs = report["projection"][:-1], report["projection"][-1]

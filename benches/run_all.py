@@ -95,7 +95,7 @@ def run_bench_script(name: str, *args: str) -> dict:
 
 VERDICT = {True: "met", False: "**NOT met**", None: "not measured here"}
 
-# Issue 7: the PPO example must reach CartPole-v1's solved return (gym.spec("CartPole-v1").reward_threshold).
+# The PPO example must reach CartPole-v1's solved return (gym.spec("CartPole-v1").reward_threshold).
 SOLVED_RETURN = 475.0
 # The collector example's two settings: (µs of busy-wait per env step, default total frames).
 COLLECTOR_SETTINGS = ((0.0, 16_000), (2000.0, 8_000))
@@ -119,7 +119,7 @@ def run_example(name: str, *args: str, check: bool = True) -> dict:
 
 
 def run_examples(ppo_timesteps: int, frames_per_batch: int, total_frames: Optional[int]) -> dict:
-    """Issue 7's examples: the PPO run and the collector at each of :data:`COLLECTOR_SETTINGS`."""
+    """The examples: the PPO run and the collector at each of :data:`COLLECTOR_SETTINGS`."""
     print(f"== examples/sb3_ppo_cartpole.py, {ppo_timesteps} timesteps", file=sys.stderr)
     ppo = run_example("sb3_ppo_cartpole.py", "--timesteps", str(ppo_timesteps), check=False)
     collector = []
@@ -136,7 +136,7 @@ def cost_label(cost_us: float) -> str:
 
 
 def examples_section(report: dict, machine_line: str) -> list:
-    """Issue 7's examples: the PPO run with its solved verdict (computed here from its mean return)
+    """The examples: the PPO run with its solved verdict (computed here from its mean return)
     and the collector's steps/s for TorchRL's ParallelEnv and ringenv's, side by side."""
     ppo, collector = report["ppo"], report["collector"]
     solved = ppo["mean_return"] >= SOLVED_RETURN
@@ -196,7 +196,7 @@ def examples_section(report: dict, machine_line: str) -> list:
 
 
 def targets_section(python_envs: dict, envpool_cartpole: dict, machine_line: str) -> list:
-    """Issue 5's targets with their verdicts, as computed by the two bench scripts from this
+    """The speed targets with their verdicts, as computed by the two bench scripts from this
     run's figures."""
     versions = {**python_envs["versions"], **envpool_cartpole["versions"]}
     lines = [

@@ -48,7 +48,7 @@ HISTORY_WORDS = {
     "a lent machine": (r"\b(?:first|second|third|fourth|fifth|sixth|seventh|next|last|each|one|a|the|this)"
                        r"\s+lending\b|\blendings\b|\blent\b[^.;]*\b(?:machine|GPU|H100|H200)\b"
                        r"|\b(?:machine|GPU|H100|H200)\b[^.;]*\blent\b"),
-    "an audit": r"\baudit",
+    "an audit": r"\baudit(?!wheel)",
     "a commit hash": r"`(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}`",
     "a dated run": r"\b20\d\d-\d\d-\d\d\b",
     "the 2-core VM": r"\b2-core VM",
@@ -137,7 +137,7 @@ def test_history_rule_catches_each_form_and_spares_the_code_terms():
               "after an outside audit", "built at `b2509ba`", "run on 2026-11-24", "on the 2-core VM"]
     spared = ["a batch lent to the caller", "run in a session (process group) of its own",
               "an interactive session", "lending starts at 64 KiB", "`1000000` steps", "`cafebabe`",
-              "a two-core machine"]
+              "a two-core machine", "checked by `auditwheel show`"]
     def matches(line):
         return [w for w, rx in _HISTORY.items()
                 if rx.search(_NOT_WORK_SESSIONS.sub("", line) if w == "a work session" else line)]

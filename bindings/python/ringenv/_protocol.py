@@ -221,7 +221,8 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
         Raises:
             NotImplementedError: the sub-envs are Rust envs (no Python attributes or methods).
-            AlreadyPendingCallError, ClosedEnvironmentError.
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
         """
         self._assert_default("call_async")  # (again in _send) before anything is pickled
         self._refuse_calls_of_rust_envs(f"call({name!r})")
@@ -232,9 +233,10 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         """Waits for the pending call; returns a tuple of ``num_envs`` results, in env order.
 
         Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError, the exception a sub-env raised (for
-            example ``ValueError`` for ``reset``, ``step`` or ``close``, which have their own
-            methods).
+            NoAsyncCallError: no call is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed.
+            Exception: whatever a sub-env raised (for example ``ValueError`` for ``reset``,
+                ``step`` or ``close``, which have their own methods).
         """
         _, messages, _ = self._wait("call", AsyncState.WAITING_CALL, timeout)
         try:  # pending until the results are read (a Ctrl-C meanwhile: the next call_wait reads them)
@@ -256,7 +258,9 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
 
         Raises:
             NotImplementedError: the sub-envs are Rust envs (no Python attributes).
-            AlreadyPendingCallError, ClosedEnvironmentError, AttributeError (from a sub-env).
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
+            AttributeError: a sub-env has no such attribute.
         """
         self._assert_open("get_attr")
         self._refuse_calls_of_rust_envs(f"get_attr({name!r})")
@@ -269,7 +273,8 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         Raises:
             ValueError: a list or tuple whose length is not ``num_envs``.
             NotImplementedError: the sub-envs are Rust envs (no Python attributes).
-            AlreadyPendingCallError, ClosedEnvironmentError.
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
         """
         self._assert_open("set_attr")
         self._refuse_calls_of_rust_envs("set_attr")

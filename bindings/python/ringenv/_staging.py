@@ -299,8 +299,8 @@ class GpuStaging:
 
         PyTorch's ``torch._C._cuda_getCurrentRawStream`` (what its compiled kernels call) where it
         exists: ~0.5 µs, against ~13 µs for ``current_stream(...).cuda_stream``, which builds a
-        ``Stream`` object (profiled on an H100 machine, 2026-11-26: 40 ms of 376 ms over 3,000
-        steps of a 256-env Rust CartPole); the public call otherwise."""
+        ``Stream`` object (profiled on an H100 machine: 40 ms of 376 ms over 3,000 steps of a 256-env
+        Rust CartPole); the public call otherwise."""
         raw = self._raw_stream
         if raw is not None:
             return raw(self.device.index)

@@ -37,7 +37,7 @@ _BOOT = "import sys; sys.path[:] = {paths!r}; from ringenv._worker import main; 
 
 #: A built-in Rust env's worker loads only the extension module, from this process's file of it:
 #: its loop is Rust and imports nothing, and the ``ringenv`` package (with numpy, Gymnasium and
-#: cloudpickle) took ~0.3 s of each such worker's start on a 2-core VM, ~90% of a Rust pool's
+#: cloudpickle) took ~0.3 s of each such worker's start on a 2-core machine, ~90% of a Rust pool's
 #: start-up (``benches/RESULTS.md``, section ``startup``).
 _RUST_BOOT = ("import sys; sys.path[:] = {paths!r}; import importlib.util as u; "
               "s = u.spec_from_file_location('ringenv._native', {native!r}); m = u.module_from_spec(s); "

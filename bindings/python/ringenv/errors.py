@@ -229,7 +229,10 @@ class RemoteEnvError(RingenvError):
     pickle). Carries the remote type name, message and traceback as text.
 
     Attributes:
-        env_id (int | None), remote_type (str), remote_message (str), remote_traceback (str).
+        env_id (int | None): the env that raised, where known.
+        remote_type (str): the exception's type name.
+        remote_message (str): its message.
+        remote_traceback (str): the worker's traceback.
     """
 
     def __init__(self, message: str, env_id: Optional[int] = None, remote_type: str = "",

@@ -138,7 +138,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             truncated, with ``infos["worker_restarted"]`` set, and the run goes on. More than
             ``max_restarts`` deaths within ``restart_window`` seconds raise
             :class:`ringenv.errors.CrashLoopError`.
-        max_restarts, restart_window: the crash-loop limit of ``"restart"`` (default 3 per 60 s).
+        max_restarts: the crash-loop limit of ``"restart"``: deaths allowed (default 3) ...
+        restart_window: ... within this many seconds (default 60).
         worker_env: environment variables for the workers, on top of the defaults
             ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (one thread per worker: the
             workers are the parallelism) and ``CUDA_VISIBLE_DEVICES=""`` (CPU envs must not
@@ -446,7 +447,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             multiprocessing.TimeoutError: ``timeout`` seconds passed (the batch stays in flight).
             KeyboardInterrupt: Ctrl-C while it waited or read the batch; the batch is kept, and
                 the next ``recv`` returns it (docs/RELIABILITY.md).
-            ringenv.errors.WorkerDiedError, or the exception an env raised.
+            ringenv.errors.WorkerDiedError: a worker process died.
+            Exception: whatever an env raised.
         """
         self._assert_open("recv")
         batches = self._batches
@@ -485,7 +487,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         marks; the others keep their state and last observation.
 
         Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError,
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
             ValueError: a seed list of the wrong length, a negative seed, one of ``2**64`` or more
                 for a Rust env (``ringenv.errors.SeedError``), a reset mask of the wrong shape or
                 with no True value.
@@ -517,8 +520,10 @@ class AsyncVectorEnv(PoolVectorEnv):
             Gymnasium does.
 
         Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
-            ringenv.errors.WorkerDiedError, or the exception an env raised.
+            NoAsyncCallError: no reset is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed; the reset stays pending.
+            ringenv.errors.WorkerDiedError: a worker process died.
+            Exception: whatever an env raised.
         """
         slot, messages, restarted = self._wait("reset", AsyncState.WAITING_RESET, timeout)
         # The reset stays pending until its results are built: a Ctrl-C meanwhile leaves it to the
@@ -552,7 +557,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         made with ``check_actions=True``.
 
         Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError,
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
             TypeError: a scalar instead of a batch of actions (``step(0)``), as Gymnasium.
             ValueError: actions of the wrong shape or count, actions that are not numbers (an
                 object array holding ``None``, strings; naming the env), non-integer actions for
@@ -585,7 +591,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         except _native.Busy:
             raise self._sending_elsewhere("step_async") from None
 
-    def step_wait(self, timeout: Optional[float] = None):
+    def step_wait(self, timeout: Optional[float] = None) -> Tuple[Any, np.ndarray, np.ndarray, np.ndarray, Dict[str, Any]]:
         """Waits for the pending step.
 
         Returns:
@@ -595,12 +601,14 @@ class AsyncVectorEnv(PoolVectorEnv):
             Gymnasium does (with ``final_obs``/``final_info`` in same-step autoreset mode).
 
         Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
-            KeyboardInterrupt (Ctrl-C while it waited or read the results: the step stays
-            pending, and the next ``step_wait`` returns it; one inside the own code of an env of this process's
-            inline share loses that step, which the next ``step_wait`` says with ``RemoteEnvError``),
-            ringenv.errors.WorkerDiedError, or the exception an env raised (its remote
-            traceback is the ``__cause__``).
+            NoAsyncCallError: no step is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed; the step stays pending.
+            KeyboardInterrupt: Ctrl-C while it waited or read the results: the step stays
+                pending, and the next ``step_wait`` returns it; one inside the own code of an env
+                of this process's inline share loses that step, which the next ``step_wait`` says
+                with ``RemoteEnvError``.
+            ringenv.errors.WorkerDiedError: a worker process died.
+            Exception: whatever an env raised (its remote traceback is the ``__cause__``).
         """
         slot, messages, restarted = self._wait("step", AsyncState.WAITING_STEP, timeout)
         # The step stays pending until its results are built: a Ctrl-C meanwhile leaves it to the

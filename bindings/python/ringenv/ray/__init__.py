@@ -114,7 +114,8 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
             ``infos["actor_restarted"]``. Default: ``vector_kwargs["on_worker_failure"]``, else
             ``"raise"``.
         max_actor_restarts: restarts Ray grants each actor under ``"restart"``.
-        wrappers, prefer_builtin, worker, kwargs: as :func:`ringenv.make_vec` (for an id).
+        wrappers: as :func:`ringenv.make_vec` (for an id), as are ``prefer_builtin``,
+            ``worker`` and ``kwargs``.
 
     Raises:
         TypeError, ValueError: a bad count, option, device or combination (named), before any

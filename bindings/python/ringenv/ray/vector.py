@@ -464,7 +464,9 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         :class:`ringenv.AsyncVectorEnv`. ``options["reset_mask"]`` resets only the envs it marks.
 
         Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError, ValueError (bad seeds or mask).
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
+            ValueError: bad seeds or mask.
         """
         self._assert_default("reset_async")
         seeds = self._seed_list(seed)
@@ -575,9 +577,12 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         """Waits for the pending reset; ``(observations, infos)`` as :class:`ringenv.AsyncVectorEnv`.
 
         Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError (the reset stays pending),
-            ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception;
+            NoAsyncCallError: no reset is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed; the reset stays pending.
+            ringenv.errors.ActorDiedError: an actor died.
+            ringenv.errors.WorkerDiedError: a worker process inside an actor died.
             ClosedEnvironmentError: closed, or Ray was shut down meanwhile (which closes it).
+            Exception: whatever an env raised.
         """
         by_block = self._wait_pending("reset", AsyncState.WAITING_RESET, timeout)
         for b in range(len(self._blocks)):
@@ -613,8 +618,11 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         to the host), one call per actor.
 
         Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError, TypeError (a scalar), ValueError
-            (wrong shape); the actors' pools check the rest (raised by :meth:`step_wait`).
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
+            TypeError: a scalar instead of a batch of actions.
+            ValueError: actions of the wrong shape; the actors' pools check the rest (raised by
+                :meth:`step_wait`).
         """
         self._assert_default("step_async")
         actions = self._check_batch(actions, self.num_envs)
@@ -640,11 +648,13 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             ``infos["actor_restarted"]``.
 
         Raises:
-            NoAsyncCallError, multiprocessing.TimeoutError (the step stays pending),
-            ringenv.errors.ActorDiedError (an actor died; the vector env is closed),
-            ringenv.errors.WorkerDiedError (a worker process inside an actor died, under the local
-            ``on_worker_failure="raise"``; closed too), or the exception an env raised;
+            NoAsyncCallError: no step is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed; the step stays pending.
+            ringenv.errors.ActorDiedError: an actor died; the vector env is closed.
+            ringenv.errors.WorkerDiedError: a worker process inside an actor died, under the
+                local ``on_worker_failure="raise"``; the vector env is closed too.
             ClosedEnvironmentError: closed, or Ray was shut down meanwhile (which closes it).
+            Exception: whatever an env raised.
         """
         by_block = self._wait_pending("step", AsyncState.WAITING_STEP, timeout)
         return self._assemble(list(range(len(self._blocks))), by_block)  # type: ignore[return-value]
@@ -661,8 +671,10 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         """Calls ``name`` on every sub-env (or reads the attribute); a tuple in env order.
 
         Raises:
-            AlreadyPendingCallError, ClosedEnvironmentError, the exception a sub-env raised,
-            ringenv.errors.ActorDiedError (an actor died: not restarted here, whatever the policy).
+            AlreadyPendingCallError: a call is already pending.
+            ClosedEnvironmentError: the vector env is closed.
+            ringenv.errors.ActorDiedError: an actor died (not restarted here, whatever the policy).
+            Exception: whatever a sub-env raised.
         """
         self._assert_default("call")
         refs = [a.call.remote(name, args, kwargs) for a in self._actors]
