@@ -3,11 +3,13 @@
 # (RINGENV_VENV, default .venv), builds ringenv's one wheel into target/wheels and installs it
 # with its extras (RINGENV_EXTRAS, default `test`).
 #
-# The wheel: maturin with zig as the linker against glibc 2.17 (`--zig --compatibility
-# manylinux2014`), Cargo.toml's `wheel` profile, abi3 for CPython 3.10 and later, so
-# ringenv-<version>-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl installs on any
-# x86_64 Linux with glibc 2.17 or later, without Rust. maturin and zig (PyPI `ziglang`) go into
-# the virtualenv.
+# The wheel: maturin, Cargo.toml's `wheel` profile, abi3 for CPython 3.10 and later, tagged
+# manylinux for the glibc it links (RINGENV_MANYLINUX, default manylinux_2_34: this machine's
+# symbols; maturin refuses a tag the symbols do not meet), so it installs without Rust on any
+# x86_64 Linux with that glibc or later. The release workflow (.github/workflows/release.yml)
+# builds the manylinux2014 (glibc 2.17) wheel in the manylinux container. Not zig: its bundled
+# unwinder replaces libgcc_s, and glibc's forced unwind of a daemon thread at interpreter exit
+# then crashes inside the extension (tests/python/test_threads.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"
@@ -23,7 +25,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating virtualenv $VENV"
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
-# The dependencies (pyproject.toml's and its extras') install beside maturin, zig and the build.
+# The dependencies (pyproject.toml's and its extras') install beside maturin and the build.
 mkdir -p target
 "$VENV/bin/python" - "$EXTRAS" > target/requirements.txt <<'PY'
 import sys
@@ -37,12 +39,11 @@ print("\n".join(project["dependencies"] + [r for e in extras for r in project["o
 PY
 "${PIP[@]}" install -r target/requirements.txt &
 DEPENDENCIES=$!
-"${PIP[@]}" install "maturin>=1.5,<2" ziglang
-echo "== building ringenv's wheel (manylinux2014, Cargo's wheel profile) into target/wheels"
+"${PIP[@]}" install "maturin>=1.5,<2"
+echo "== building ringenv's wheel (${RINGENV_MANYLINUX:-manylinux_2_34}, Cargo's wheel profile) into target/wheels"
 rm -f target/wheels/ringenv-*.whl
-PATH="$(cd "$VENV/bin" && pwd):$PATH" "$VENV/bin/maturin" build --locked --quiet --zig \
-    --compatibility manylinux2014 --target "$(uname -m)-unknown-linux-gnu" --interpreter "$VENV/bin/python" \
-    --out target/wheels
+PATH="$(cd "$VENV/bin" && pwd):$PATH" "$VENV/bin/maturin" build --locked --quiet \
+    --compatibility "${RINGENV_MANYLINUX:-manylinux_2_34}" --interpreter "$VENV/bin/python" --out target/wheels
 wait "$DEPENDENCIES"
 WHEEL=$(ls target/wheels/ringenv-*.whl)
 echo "== installing $WHEEL[$EXTRAS] into $VENV"
