@@ -1,26 +1,14 @@
 //! A worker process's side of a pool: attach the inherited segment, take the commands meant for
 //! this worker, publish completions, talk on the control socket.
 //!
-//! The worker waits for commands with the same spin-then-sleep protocol as the main process,
-//! following the wait settings the main process recorded in the segment header (a
-//! [`crate::Spinner`] learns how long to spin from the worker's own recent waits).
+//! The worker waits for commands with the main process's spin-then-sleep settings from the
+//! segment header ([`crate::Spinner`]).
 //!
-//! A worker lives exactly as long as the main *process* (not the thread of it that started the
-//! worker, see [`crate::supervisor`]): [`WorkerEndpoint::connect`] opens a pidfd of the main
-//! process, checks that it is still this process's parent (so the pidfd names the right
-//! process, not a recycled pid), and starts a watcher thread that blocks in `poll` on it; when
-//! the main process ends, the watcher sends `SIGKILL` to the worker's process group (the worker
-//! and any helper its envs started), whatever the worker is doing. As a fallback (no pidfd, or no
-//! thread could be started), a worker asleep waiting for a command also checks its parent every
-//! 100 ms; with the watcher running, an idle worker wakes once a second instead (`IDLE_RECHECK`).
-//!
-//! A main process that replaces itself (`execve`: a script that restarts itself, a launcher that
-//! execs the real program) keeps its pid, so its pidfd never fires; but its end of each control
-//! socket is close-on-exec, and closes. So the watcher also waits for the control socket's
-//! hang-up, and ends the worker then too, unless the worker has taken its `Close` command (the
-//! main process may then drop the socket while the worker still closes its envs). Gymnasium's
-//! `AsyncVectorEnv` workers end the same way, on their pipe's end-of-file. Before this, such a
-//! script kept one set of workers per restart for the life of the program.
+//! A worker lives exactly as long as the main *process*: [`WorkerEndpoint::connect`] opens a
+//! pidfd of the main process (checking it is still the parent) and a watcher thread `SIGKILL`s
+//! the worker's process group when it ends, or when the control socket hangs up (a main process
+//! that `execve`s keeps its pid) unless the worker has taken its `Close`. Without the watcher, a
+//! sleeping worker checks its parent every 100 ms.
 //!
 //! ```no_run
 //! use ringenv_runtime::{CommandKind, EndpointArgs, WorkerEndpoint};

@@ -1,39 +1,26 @@
 //! The main process's side of a pool: create the segment, start the workers, send commands,
 //! collect completions, close.
 //!
-//! A command goes to every worker at once (each steps or resets its own envs) on data slot
-//! `s`; the next command uses slot `s + 1 mod depth`, so the arrays of the last result stay
-//! intact while the next command runs. The protocol is an explicit state machine: at most one
-//! command is pending ([`PoolState`], [`StateError::AlreadyPending`], [`StateError::NoPendingCall`]); a
-//! slow worker yields [`WaitError::Timeout`] with the command still pending. A worker that dies
-//! either ends the pool ([`FailurePolicy::Raise`]: [`Failure::WorkerDied`], the others are stopped) or
-//! is restarted ([`FailurePolicy::Restart`]): its rings are reset, a new worker builds its envs,
-//! those envs are reset and the command they were running completes as a reset (reported in
-//! [`Outcome::restarted`]; for a step, their rows read truncated).
+//! A command goes to every worker at once on data slot `s`; the next uses slot `s + 1 mod
+//! depth`, so the arrays of the last result stay intact while the next command runs. At most one
+//! command is pending ([`PoolState`]); a slow worker yields [`WaitError::Timeout`] with the
+//! command still pending. A worker that dies either ends the pool ([`FailurePolicy::Raise`]) or
+//! is restarted ([`FailurePolicy::Restart`]): its envs are reset and the command completes as a
+//! reset for them ([`Outcome::restarted`]).
 //!
-//! A pool belongs to the process that created it. A `fork` child holds a copy of it (the
-//! segment mapping and descriptors) but not its workers: there every operation returns
-//! [`StateError::ForkedChild`], and closing or dropping the copy only releases the child's
-//! descriptors and mapping; it sends no command, no signal, and waits for no worker, so the
-//! creator's pool runs on untouched ([`Pool::is_owner`]).
+//! A pool belongs to the process that created it: in a `fork` child every operation returns
+//! [`StateError::ForkedChild`], and dropping the copy only releases the child's descriptors and
+//! mapping ([`Pool::is_owner`]).
 //!
 //! Nothing a worker writes into the segment can hang or crash this side: every ring operation is
-//! bounded and checked ([`crate::ring`]), every completion is validated against the command in
-//! flight, and an impossible state is a [`Failure::Corrupt`] naming the worker, which is then
-//! killed and handled as a death (restarted, or the pool is closed).
+//! bounded and checked, every completion is validated, and an impossible state is a
+//! [`Failure::Corrupt`] naming the worker, which is then killed and handled as a death.
 //!
-//! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is no process: the
-//! caller serves it in this process, stepping that share of the envs itself while the worker
-//! processes step theirs (what an in-process vector env does with all of them), so the main
-//! process's core works instead of waiting. Its commands are recorded like any worker's;
-//! the caller takes one with [`Pool::inline_command`], runs it on the envs it hosts (writing their
-//! rows of the slot, [`Pool::batch_mut`]) and hands the result back with
-//! [`Pool::complete_inline`] before it waits ([`Pool::wait`] and [`Pool::recv`] refuse to wait
-//! while that command has not run). It never dies and is never restarted: an env it hosts that
-//! crashes the process takes the main process with it, which is the price of the share. A layout
-//! of one worker with `inline` is a pool with no process at all: the caller steps every env, and
-//! the segment is only its slots (what a host that is itself the isolation boundary, a Ray actor,
-//! uses).
+//! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is served by the
+//! caller in this process: it takes the command with [`Pool::inline_command`], writes its rows
+//! ([`Pool::batch_mut`]) and hands the result back with [`Pool::complete_inline`] before it waits.
+//! It is never restarted. A layout of one worker with `inline` is a pool with no process at all
+//! (what a Ray actor uses).
 //!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
@@ -81,8 +68,7 @@ pub struct PoolConfig {
     /// How long start-up (exec, building the envs, the handshake) may take, in seconds.
     pub startup_timeout: Duration,
     /// The pool's spin-then-sleep policy: the bound of every wait's spin phase, in the main process
-    /// waiting for completions and in the workers waiting for commands (each learns how long to
-    /// spin within it; see [`crate::spin`]).
+    /// and in the workers ([`crate::Spinner`]).
     pub spin: SpinPolicy,
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,

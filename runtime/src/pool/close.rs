@@ -3,10 +3,9 @@
 //! which it can run its own work (signal handlers), and [`Pool::close`] kills whoever is left.
 //!
 //! With a timeout the workers get that long from the request. With none, a close waits as long as
-//! the envs' own `close` takes (as Gymnasium's `close(timeout=None)` does), except for workers that
-//! never took their `Close` command within [`CLOSE_TAKEN`] (a stopped process, one stuck in an
-//! env's step, an unusable command ring): those are not closing anything and are killed. A close
-//! that takes longer than [`CLOSE_PATIENCE`] says so once ([`CloseProgress::Slow`]).
+//! the envs' own `close` takes, except for workers that never took their `Close` within
+//! [`CLOSE_TAKEN`]: those are killed. A close slower than [`CLOSE_PATIENCE`] says so once
+//! ([`CloseProgress::Slow`]).
 //!
 //! ```no_run
 //! use ringenv_runtime::{CloseProgress, Pool};
