@@ -340,17 +340,10 @@ impl WorkerEndpoint {
     }
 }
 
-/// Opens a pidfd of the main process `parent`, checks that it is this process's parent, and
-/// starts a thread that ends this worker when the main process ends, or when the main process's
-/// end of the `control` socket closes before the worker took its `Close` (`closing` unset: an
-/// `execve` of the main process; see the [module docs](self)). Returns a flag that holds while
-/// that thread watches the pidfd (false at once where no pidfd or no thread could be had, and
-/// false if the thread stops polling), so that `next_command` knows whether to check the parent
-/// itself.
-///
-/// The check after `pidfd_open` closes the race with a dead main process whose pid was reused:
-/// an orphan's parent changes (to init or a subreaper) and never changes back, so if `getppid`
-/// still names `parent` after the pidfd was opened, the pidfd is the main process's.
+/// Starts the watcher thread of the module docs on a pidfd of `parent` and on `control`; returns a
+/// flag that holds while it watches the pidfd (else `next_command` checks the parent itself).
+/// `getppid` is checked after `pidfd_open`: an orphan's parent never changes back, so a pid reused
+/// by then cannot be mistaken for the main process.
 fn watch_parent(
     parent: u32,
     control: BorrowedFd<'_>,

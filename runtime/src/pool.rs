@@ -407,9 +407,8 @@ impl Pool {
         if let Err(e) = &result {
             metrics.set_last_error(&format!("{}: {}", e.kind, e.message));
         }
-        // It counts as finished no later than any command sent after it that finished already (it
-        // ran on its turn, when it became due: `Pool::inline_due`), so `RecvOrder::Arrival`
-        // returns it before them and its envs step as often as the worker processes' envs.
+        // It counts as finished no later than any command sent after it that finished already,
+        // so its envs step as often as the worker processes' envs.
         let sent = self.lanes[w].flight().map_or(0, |f| f.sent);
         let later = self.flights().filter(|f| f.sent > sent).filter_map(|f| f.arrived).min();
         let arrived = later.unwrap_or_else(|| {
@@ -682,12 +681,8 @@ impl Pool {
     pub(crate) fn pump(&mut self, timeout: Option<Duration>, done: impl Fn(&[Lane]) -> bool) -> Result<(), WaitError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            // Completions found in one scan arrive in the order their commands were sent (then by
-            // worker), not by worker index alone: otherwise, when several workers finished between
-            // two scans, low-index workers would always arrive first and `recv` with
-            // `RecvOrder::Arrival` could starve the others.
-            // Only the processes' rings: nothing but a worker process completes through one (the
-            // inline worker's ring is never used; what sits in it is ignored).
+            // Scan in the order commands were sent, so `RecvOrder::Arrival` starves no worker
+            // (the inline worker's ring is never used).
             let mut order = std::mem::take(&mut self.scan_order);
             order.clear();
             order.extend(0..self.workers.len());
@@ -702,10 +697,8 @@ impl Pool {
             drained?;
             let now = Instant::now();
             if done(&self.lanes) {
-                // While completions keep coming the wait below never times out, so a worker that
-                // died meanwhile would go unnoticed: in asynchronous batches (`recv`) the others'
-                // batches would be returned for ever and the dead worker's envs never restarted
-                // nor reported. Look for one at most every LIVENESS_CHECK.
+                // While completions keep coming the wait below never times out: look for a dead
+                // worker at most every LIVENESS_CHECK anyway.
                 if now.duration_since(self.liveness_checked) < LIVENESS_CHECK {
                     return Ok(());
                 }
@@ -779,8 +772,7 @@ impl Pool {
         }
         if c.is_in_arena() {
             // SYNC POINT: the Acquire pop of `c` pairs with the worker's Release push after it
-            // wrote the arena (see info_arena.rs); the payload is copied out before the worker
-            // gets its next command.
+            // wrote the arena.
             match self.segment.info_arena(w).read(c.seq) {
                 Ok(bytes) => self.flight(w).reply = Some(bytes),
                 Err(e) => return self.on_death(w, Cause::Corrupt(e.to_string())),
@@ -914,9 +906,7 @@ impl Pool {
             None if !matches!(cause, Cause::Died) => worker.kill(),
             None => ExitStatus::Unknown,
         };
-        // A death's reason is what the worker wrote before it exited (a panic's text and
-        // location), read only now that it is gone; taken in every case, so that a restarted
-        // worker never inherits it.
+        // Taken in every case, so that a restarted worker never inherits it.
         let last_words = self.segment.worker_metrics(w).take_last_words();
         let last_error = match cause {
             Cause::Died => last_words.map(|text| remote_of_last_words(&text)),
