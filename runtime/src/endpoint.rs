@@ -150,7 +150,7 @@ impl WorkerEndpoint {
     /// `args.segment_fd` and `args.control_fd` must be descriptors this process owns and uses
     /// nowhere else (they were inherited from the supervisor for this purpose).
     ///
-    /// Also starts the watcher of the main process (see the [module docs](self)): from then on,
+    /// Also starts the watcher of the main process (see `endpoint.rs`): from then on,
     /// this process and its process group are killed when the main process ends.
     ///
     /// # Errors

@@ -233,7 +233,7 @@ impl Layout {
     }
 
     /// This layout with info arenas of `bytes` bytes per worker (0: none; every completion
-    /// payload then travels on the control socket). See [`crate::info_arena`].
+    /// payload then travels on the control socket). See [`crate::InfoArena`].
     ///
     /// # Errors
     /// [`LayoutError::TooLarge`] when the segment would overflow.

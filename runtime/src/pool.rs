@@ -76,8 +76,8 @@ pub struct PoolConfig {
     /// restart): `true` abandons the start-up as a [`SpawnError::Cancelled`], with the started
     /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
     pub cancel: Option<fn() -> bool>,
-    /// Whether the layout's last worker is served inline by the caller, in this process (see the
-    /// [module docs](self)); the others are processes (none for a layout of one worker: then the
+    /// Whether the layout's last worker is served inline by the caller, in this process (see
+    /// [`Pool::inline_command`]); the others are processes (none for a layout of one worker: then the
     /// caller steps every env). `false`: every worker is a process.
     pub inline: bool,
 }
@@ -390,7 +390,7 @@ impl Pool {
     ///
     /// # Errors
     /// [`SubmitError::InvalidArgument`] when the inline worker has no command waiting to run;
-    /// the errors of every operation's first check ([`Pool::usable`]).
+    /// the errors of every operation's first check (closed, forked, an earlier failure).
     pub fn complete_inline(
         &mut self,
         result: Result<Option<Vec<u8>>, RemoteError>,
@@ -458,7 +458,7 @@ impl Pool {
     /// # Errors
     /// [`SubmitError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
     /// [`StateError::AlreadyPending`]: that worker (or, with `None`, any worker) has a command in
-    /// flight; the errors of every operation's first check ([`Pool::usable`]).
+    /// flight; the errors of every operation's first check (closed, forked, an earlier failure).
     pub fn set_next_slot(&mut self, w: Option<usize>, slot: usize) -> Result<(), SubmitError> {
         self.usable()?;
         let depth = self.segment.layout().depth;
@@ -552,7 +552,7 @@ impl Pool {
     ///
     /// # Errors
     /// [`StateError::AlreadyPending`], the errors of every operation's first check
-    /// ([`Pool::usable`]), a [`Failure`] (a worker's command ring is corrupt, under
+    /// (closed, forked, an earlier failure), a [`Failure`] (a worker's command ring is corrupt, under
     /// [`FailurePolicy::Raise`], or its restart failed), [`SubmitError::InvalidArgument`] for
     /// `Close` (use [`Pool::close`]).
     pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, SubmitError> {
@@ -651,7 +651,7 @@ impl Pool {
     /// # Errors
     /// [`StateError::NoPendingCall`], [`WaitError::Timeout`] (the command stays pending), a
     /// [`Failure`] (the pool is closed), the errors of every operation's first check
-    /// ([`Pool::usable`]).
+    /// (closed, forked, an earlier failure).
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, WaitError> {
         self.usable()?;
         let Some(kind) = self.state.pending() else {
@@ -1042,7 +1042,7 @@ impl Pool {
     }
 
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
-    /// the rest (each with its process group, see [`crate::supervisor`]). A pending command is
+    /// the rest (each with its process group, see `supervisor.rs`). A pending command is
     /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only
     /// releases that process's descriptors of the workers: no command, no signal, no wait.
     pub fn close(&mut self, timeout: Duration) {

@@ -408,17 +408,11 @@ mod tests {
     }
 
     #[test]
-    fn empty_ring_pops_nothing() {
+    fn empty_ring_pops_nothing_and_full_ring_refuses_then_accepts_after_pop() {
         let r = ring(4);
         let c = r.acquire_consumer().unwrap();
         assert!(r.is_empty() && !r.has_ready());
         assert_eq!(c.pop(), None);
-    }
-
-    #[test]
-    fn full_ring_refuses_then_accepts_after_pop() {
-        let r = ring(4);
-        let c = r.acquire_consumer().unwrap();
         for i in 0..4 {
             r.push(i).unwrap();
         }

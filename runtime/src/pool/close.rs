@@ -112,7 +112,7 @@ impl std::fmt::Display for CloseNotice {
 impl Pool {
     /// Waits for the workers told to close ([`Pool::request_close`]) to exit: with a `timeout`
     /// (counted from the request), until it passes; with none, at most `slice`, then returns so
-    /// that the caller can run its own work between slices (see the [module docs](self)).
+    /// that the caller can run its own work between slices.
     pub fn await_close(&mut self, timeout: Option<Duration>, slice: Duration) -> CloseProgress {
         let PoolState::Closing { since, warned } = self.state else { return CloseProgress::Exited };
         let wait = match timeout {
