@@ -351,11 +351,8 @@ impl Pool {
         self.segment.layout()
     }
 
-    /// Messages `(sent, received)` on worker `worker`'s control socket, counted by this process
-    /// since the worker (or its latest restart) started: the handshake, reset options, errors,
-    /// call requests and payloads too large for the worker's info arena.
-    ///
-    /// `(0, 0)` for the inline worker, which has no socket.
+    /// Messages `(sent, received)` on worker `worker`'s control socket since it (or its latest
+    /// restart) started; `(0, 0)` for the inline worker, which has no socket.
     ///
     /// # Panics
     /// When `worker >= num_workers`.
@@ -384,9 +381,8 @@ impl Pool {
         Some((f.kind, f.slot, f.message.as_deref()))
     }
 
-    /// Completes the inline worker's command with what running it gave: an optional payload
-    /// message, or the env error it raised; `busy` is how long it ran (for the worker's metrics,
-    /// which `ringenv top` shows, as a worker process records its own).
+    /// Completes the inline worker's command with an optional payload message, or the env error
+    /// it raised; `busy` is how long it ran (for the worker's metrics).
     ///
     /// # Errors
     /// [`SubmitError::InvalidArgument`] when the inline worker has no command waiting to run;
@@ -452,8 +448,7 @@ impl Pool {
 
     /// Makes `slot` the one the next command of worker `w` uses (`None`: of every worker, as
     /// [`Pool::submit`] needs), in place of the slot after its last: for a caller that must not
-    /// have a slot rewritten yet (the Python vector env lends a slot's observations to its caller
-    /// instead of copying them, `ringenv._leases`). Write the command's inputs after this.
+    /// have a slot rewritten yet (`ringenv._leases`). Write the command's inputs after this.
     ///
     /// # Errors
     /// [`SubmitError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
@@ -524,8 +519,8 @@ impl Pool {
 
     /// Whether this process created the pool ([`crate::current_pid`]). In a `fork` child it is false:
     /// every operation there returns [`StateError::ForkedChild`], and [`Pool::close`] or a drop
-    /// only releases the child's own descriptors and mapping. (The views of [`Pool::batch`] are
-    /// not checked: a forked child must not write through them, the memory is shared.)
+    /// only releases the child's own descriptors and mapping ([`Pool::batch`] views are not
+    /// checked: the memory is shared).
     pub fn is_owner(&self) -> bool {
         crate::current_pid() == self.creator_pid
     }
@@ -980,9 +975,7 @@ impl Pool {
     /// Writes reset seeds for every env into its worker's next slot (call before submitting or
     /// sending a reset).
     ///
-    /// In a process other than the creator (a `fork` child) it writes nothing: the memory is
-    /// shared with the creator's pool, and the submit that would follow returns
-    /// [`StateError::ForkedChild`].
+    /// In a `fork` child it writes nothing (the memory is shared with the creator's pool).
     ///
     /// # Panics
     /// When `seeds.len() != num_envs`.
@@ -1015,10 +1008,9 @@ impl Pool {
         self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
-    /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the
-    /// workers close their envs while this process does something else (the inline share's
-    /// envs); [`Pool::close`] then waits for them. Once per pool; nothing in a `fork` child or
-    /// after the pool closed. A pending command is abandoned.
+    /// Sends every worker its `Close` command without waiting; [`Pool::close`] then waits for
+    /// them. Once per pool; nothing in a `fork` child or after the pool closed. A pending command
+    /// is abandoned.
     pub fn request_close(&mut self) {
         if !self.is_owner() || !self.state.request_close() {
             return;

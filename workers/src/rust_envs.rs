@@ -22,7 +22,7 @@
 //! ```
 
 use crate::env::declared_spaces;
-use crate::host::{seed_of, skips_reset, write_step, Autoreset, EnvHost};
+use crate::host::{seed_of, write_step, Autoreset, EnvHost};
 use crate::leaves::LeafBuf;
 use crate::{panic, Ctx, Env, EnvRng, Info, Leaves, Step};
 use rand::SeedableRng;
@@ -242,7 +242,7 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         let mut first_error = None;
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            if skips_reset(view, id) {
+            if view.seed_flags(id).skips_reset() {
                 continue; // not in the reset mask: the env keeps its state and its last observation
             }
             let seed = seed_of(view, id);
