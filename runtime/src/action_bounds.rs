@@ -1,12 +1,9 @@
 //! The values an action array may hold, checked over its raw bytes before they are written into
 //! a slot.
 //!
-//! The main process checks a whole batch of actions (`num_envs` rows of one flat leaf, C order,
-//! native byte order) in one pass over its bytes, then copies them into the slot, so that a bad
-//! value is refused before any shared memory is written. The rules are Gymnasium's spaces':
-//! a `Discrete(n, start)` action lies in `[start, start + n - 1]`, a `MultiDiscrete(nvec, start)`
-//! element `j` in `[start[j], start[j] + nvec[j] - 1]`, a `MultiBinary` element in `[0, 1]`, and
-//! a float `Box` holds no NaN (`Box.contains` is false for NaN whatever the bounds).
+//! A whole batch is checked in one pass before anything is copied into a slot. The rules are
+//! Gymnasium's: `Discrete` / `MultiDiscrete` / `MultiBinary` within their bounds, and no NaN in a
+//! float `Box`.
 //!
 //! ```
 //! use ringenv_runtime::{ActionBounds, DType};

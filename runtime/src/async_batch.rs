@@ -1,15 +1,10 @@
 //! Asynchronous batches (EnvPool's and PufferLib's `send` / `recv`): commands go to some workers
 //! while others still run, and [`Pool::recv`] hands back the first workers to finish.
 //!
-//! The unit is a worker: each worker steps its contiguous range of envs, so a batch is the union
-//! of a few workers' ranges. Each worker alternates between the data slots on its own (its next
-//! command writes the slot after the one its last result is in), so the rows a caller reads from
-//! one `recv` stay intact while those workers' next commands run.
-//!
-//! [`RecvOrder::Arrival`] returns the workers that finished first: the fastest, but the order of
-//! batches depends on timing. [`RecvOrder::Sent`] returns them in the order their commands were
-//! sent (first in, first out), whatever finished first: the sequence of batches is then a
-//! function of the commands alone, so a seeded run replays exactly.
+//! The unit is a worker (its contiguous range of envs). Each worker alternates between the data
+//! slots on its own, so the rows of one `recv` stay intact while those workers' next commands run.
+//! [`RecvOrder::Arrival`] returns the workers that finished first; [`RecvOrder::Sent`] returns them
+//! in the order their commands were sent, so a seeded run replays exactly.
 //!
 //! ```no_run
 //! use ringenv_runtime::{ArraySpec, CommandKind, DType, Layout, Pool, PoolConfig, RecvOrder, WorkerCommand};

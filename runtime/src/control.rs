@@ -1,11 +1,7 @@
 //! The control channel: one Unix stream socket per worker for what is rare or variable-sized
-//! (the handshake, errors with the remote traceback, reset options, and payloads too large for
-//! the worker's info arena; see [`crate::info_arena`]). Each end counts the messages it sent and
-//! received, so tests can check that the step path stays off the socket.
-//!
-//! Frames are a little-endian `u32` length followed by a [`ControlMessage`] encoded with
-//! `postcard` (serde). The step path never touches the socket unless a command or completion is
-//! flagged as carrying a message, so empty infos cost nothing.
+//! (the handshake, errors with the remote traceback, reset options, payloads too large for the
+//! info arena). Frames are a little-endian `u32` length and a `postcard`-encoded
+//! [`ControlMessage`]. Each end counts its messages, so tests can check that steps stay off it.
 //!
 //! ```
 //! use ringenv_runtime::{ControlChannel, ControlMessage};

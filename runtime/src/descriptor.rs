@@ -108,7 +108,7 @@ impl Completion {
         Completion { worker, flags, seq }
     }
     /// A successful completion of command `seq` by `worker` whose payload is in the worker's
-    /// info arena ([`crate::info_arena`]), not on the socket.
+    /// info arena ([`crate::InfoArena`]), not on the socket.
     pub fn in_arena(worker: u32, seq: u64) -> Completion {
         Completion { worker, flags: Self::ARENA, seq }
     }

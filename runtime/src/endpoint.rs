@@ -1,26 +1,14 @@
 //! A worker process's side of a pool: attach the inherited segment, take the commands meant for
 //! this worker, publish completions, talk on the control socket.
 //!
-//! The worker waits for commands with the same spin-then-sleep protocol as the main process,
-//! following the wait settings the main process recorded in the segment header (a
-//! [`crate::Spinner`] learns how long to spin from the worker's own recent waits).
+//! The worker waits for commands with the main process's spin-then-sleep settings from the
+//! segment header ([`crate::Spinner`]).
 //!
-//! A worker lives exactly as long as the main *process* (not the thread of it that started the
-//! worker, see [`crate::supervisor`]): [`WorkerEndpoint::connect`] opens a pidfd of the main
-//! process, checks that it is still this process's parent (so the pidfd names the right
-//! process, not a recycled pid), and starts a watcher thread that blocks in `poll` on it; when
-//! the main process ends, the watcher sends `SIGKILL` to the worker's process group (the worker
-//! and any helper its envs started), whatever the worker is doing. As a fallback (no pidfd, or no
-//! thread could be started), a worker asleep waiting for a command also checks its parent every
-//! 100 ms; with the watcher running, an idle worker wakes once a second instead (`IDLE_RECHECK`).
-//!
-//! A main process that replaces itself (`execve`: a script that restarts itself, a launcher that
-//! execs the real program) keeps its pid, so its pidfd never fires; but its end of each control
-//! socket is close-on-exec, and closes. So the watcher also waits for the control socket's
-//! hang-up, and ends the worker then too, unless the worker has taken its `Close` command (the
-//! main process may then drop the socket while the worker still closes its envs). Gymnasium's
-//! `AsyncVectorEnv` workers end the same way, on their pipe's end-of-file. Before this, such a
-//! script kept one set of workers per restart for the life of the program.
+//! A worker lives exactly as long as the main *process*: [`WorkerEndpoint::connect`] opens a
+//! pidfd of the main process (checking it is still the parent) and a watcher thread `SIGKILL`s
+//! the worker's process group when it ends, or when the control socket hangs up (a main process
+//! that `execve`s keeps its pid) unless the worker has taken its `Close`. Without the watcher, a
+//! sleeping worker checks its parent every 100 ms.
 //!
 //! ```no_run
 //! use ringenv_runtime::{CommandKind, EndpointArgs, WorkerEndpoint};
@@ -162,7 +150,7 @@ impl WorkerEndpoint {
     /// `args.segment_fd` and `args.control_fd` must be descriptors this process owns and uses
     /// nowhere else (they were inherited from the supervisor for this purpose).
     ///
-    /// Also starts the watcher of the main process (see the [module docs](self)): from then on,
+    /// Also starts the watcher of the main process (see `endpoint.rs`): from then on,
     /// this process and its process group are killed when the main process ends.
     ///
     /// # Errors
@@ -352,17 +340,10 @@ impl WorkerEndpoint {
     }
 }
 
-/// Opens a pidfd of the main process `parent`, checks that it is this process's parent, and
-/// starts a thread that ends this worker when the main process ends, or when the main process's
-/// end of the `control` socket closes before the worker took its `Close` (`closing` unset: an
-/// `execve` of the main process; see the [module docs](self)). Returns a flag that holds while
-/// that thread watches the pidfd (false at once where no pidfd or no thread could be had, and
-/// false if the thread stops polling), so that `next_command` knows whether to check the parent
-/// itself.
-///
-/// The check after `pidfd_open` closes the race with a dead main process whose pid was reused:
-/// an orphan's parent changes (to init or a subreaper) and never changes back, so if `getppid`
-/// still names `parent` after the pidfd was opened, the pidfd is the main process's.
+/// Starts the watcher thread of the module docs on a pidfd of `parent` and on `control`; returns a
+/// flag that holds while it watches the pidfd (else `next_command` checks the parent itself).
+/// `getppid` is checked after `pidfd_open`: an orphan's parent never changes back, so a pid reused
+/// by then cannot be mistaken for the main process.
 fn watch_parent(
     parent: u32,
     control: BorrowedFd<'_>,

@@ -2,16 +2,10 @@
 //! [`SharedFutex`] and is model-checked with the process-local [`LocalFutex`].
 //!
 //! [`SharedFutex`] uses `FUTEX_WAIT` / `FUTEX_WAKE` *without* `FUTEX_PRIVATE_FLAG`: the word lives
-//! in a `MAP_SHARED` memfd mapping, so a private futex would key on the virtual address and never
-//! meet its peer in another process (futex(2), "FUTEX_PRIVATE_FLAG").
-//!
-//! [`LocalFutex`] keeps futex(2)'s contract within one process with a mutex and a condition
-//! variable from the crate's `sync` module: the check of the word and the enqueueing of the
-//! sleeper are atomic with respect to a wake (the mutex plays the kernel's hash-bucket lock), and
-//! a sleeper returns only when a wake addressed to its word arrives (or its timeout passes). Under
-//! `cfg(loom)` the mutex and condition variable are loom's and timeouts are not modelled, so a
-//! wake-up the protocol loses leaves the sleeper blocked for ever and loom reports a deadlock.
-//! [`DefaultFutex`] is what [`crate::Wakeup`] uses: `SharedFutex`, or `LocalFutex` under loom.
+//! in a `MAP_SHARED` mapping, and a private futex would never meet its peer in another process.
+//! [`LocalFutex`] keeps futex(2)'s contract with a mutex and condition variable from the crate's
+//! `sync` module; under `cfg(loom)` timeouts are not modelled, so a lost wake-up is a deadlock loom
+//! reports. [`DefaultFutex`] is what [`crate::Wakeup`] uses (`LocalFutex` under loom).
 //!
 //! Concurrency: any number of waiters and wakers, on any number of words.
 //!

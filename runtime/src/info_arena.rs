@@ -3,23 +3,16 @@
 //! call's results), so that per-step infos cost a `memcpy` on each side instead of a
 //! control-socket message.
 //!
-//! Each worker owns one arena of [`crate::Layout::info_arena_bytes`] bytes. It starts with a
-//! 16-byte header, `len: u64` then `seq: u64` (native endian), followed by `len` payload bytes.
-//! Protocol (single producer, single consumer, one message in flight):
-//! 1. the worker finishes command `seq`, writes the payload and the header ([`InfoArena::write`]),
-//!    then pushes a completion flagged [`crate::Completion::is_in_arena`] (a Release push);
-//! 2. the main process pops the completion (an Acquire pop) and copies the payload out
-//!    ([`InfoArena::read`]) before it sends the worker its next command.
+//! Each worker owns one arena of [`crate::Layout::info_arena_bytes`] bytes: a 16-byte header,
+//! `len: u64` then `seq: u64`, then `len` payload bytes. The worker writes it
+//! ([`InfoArena::write`]) before pushing a completion flagged [`crate::Completion::is_in_arena`];
+//! the main process copies it out ([`InfoArena::read`]) before sending the next command.
 //!
-//! SYNC POINT: the ring's Release push in `WorkerEndpoint::complete` and Acquire pop in the
-//! pool's completion drain order the arena bytes; the arena itself has no atomics. The worker
-//! only writes its arena while it runs a command, and the main process only reads it between that
-//! command's completion and the next command, so no two processes touch it at once.
+//! SYNC POINT: the completion ring's Release push and Acquire pop order the arena bytes; the
+//! arena itself has no atomics.
 //!
-//! Nothing read from the arena is trusted: a length beyond the capacity or a sequence number
-//! other than the completion's is an [`InfoArenaError`], never a panic or an out-of-bounds read.
-//! A payload that does not fit is refused by [`InfoArena::write`]; the worker then sends it on the
-//! control socket.
+//! A length beyond the capacity or a sequence number other than the completion's is an
+//! [`InfoArenaError`]; a payload that does not fit goes on the control socket instead.
 //!
 //! ```
 //! use ringenv_runtime::{InfoArena, InfoArenaError};

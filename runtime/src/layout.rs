@@ -20,12 +20,9 @@
 //!     seed_flags [num_envs]                    u8, bit 0: the env has a seed; bit 1: skip its reset
 //! ```
 //!
-//! A composite space (Dict, Tuple) has one leaf per fixed-size component, so each leaf is a
-//! contiguous batch array (what zero-copy views and a single DMA per leaf need). A space with no
-//! fixed layout has no leaf: its values travel pickled on the control socket.
-//!
-//! Envs are split over workers in contiguous ranges, as `numpy.array_split` splits them, so each
-//! worker owns a contiguous row range of every batch array.
+//! A composite space has one contiguous leaf per fixed-size component; a space with no fixed
+//! layout has none (its values travel pickled on the control socket). Envs are split over workers
+//! in contiguous ranges, as `numpy.array_split` splits them.
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
@@ -236,7 +233,7 @@ impl Layout {
     }
 
     /// This layout with info arenas of `bytes` bytes per worker (0: none; every completion
-    /// payload then travels on the control socket). See [`crate::info_arena`].
+    /// payload then travels on the control socket). See [`crate::InfoArena`].
     ///
     /// # Errors
     /// [`LayoutError::TooLarge`] when the segment would overflow.

@@ -1,18 +1,12 @@
 //! ringenv's runtime: the shared-memory segment, its layout, the lock-free rings, the futex
 //! wake-up protocol, worker supervision, and the pool API.
 //!
-//! This crate knows nothing of Python. Its modules are private; this file only declares them and
-//! re-exports their public API (as crossbeam's `lib.rs` does), so a caller names
-//! `ringenv_runtime::Pool`, never a module path, and the modules can be rearranged freely. Read
-//! the sources bottom-up: `dtype.rs` and `layout.rs` (where everything lives), `header.rs` and
-//! `segment.rs` (the memfd and its validation), `ring.rs`, `futex.rs`, `wakeup.rs` and `wait.rs`
-//! (the lock-free data path), `descriptor.rs` and `control.rs` (what travels), `supervisor.rs`
-//! (processes), then `pool.rs` (main side) and `endpoint.rs` (worker side).
+//! This crate knows nothing of Python. Its modules are private; this file re-exports their public
+//! API, so a caller names `ringenv_runtime::Pool`, never a module path.
+//! Read the sources bottom-up: `layout.rs`, `segment.rs`, `ring.rs`, `wakeup.rs`, `wait.rs`, then
+//! `pool.rs` (main side) and `endpoint.rs` (worker side).
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
-// The segment is a memfd (`memfd_create`, sealed) and the wake-ups are futexes on words in it:
-// Linux system calls, with no fallback here for other kernels. Without this, a build elsewhere
-// fails deep in the system-call wrappers with errors that do not say why.
 #[cfg(not(target_os = "linux"))]
 compile_error!(
     "ringenv runs on Linux only: its shared memory is a sealed memfd and its wake-ups are futexes, \

@@ -2,18 +2,13 @@
 //! themselves, readable by any process that maps the segment (`ringenv top`), never on the data
 //! path's critical section.
 //!
-//! Every field is an atomic written by one process (its owner) with `Relaxed` stores and read
-//! with `Relaxed` loads: a monitor sees each counter's recent value, never a torn one. The last
-//! error text is guarded by a sequence counter (a seqlock: odd while the owner writes), so a
-//! reader either gets a consistent text or retries. A text longer than [`LAST_ERROR_BYTES`] keeps
-//! its beginning and its end (where a panic's `(panicked at file:line:column)` is) with `…` in
-//! between. Futex sleep counts live in the wake-up words ([`crate::Wakeup::sleeps`]).
+//! Every field is an atomic written by its owner with `Relaxed` stores. The last error text is
+//! guarded by a seqlock, so a reader gets a consistent text or retries; a text longer than
+//! [`LAST_ERROR_BYTES`] keeps its beginning and end with `…` between.
 //!
-//! **Last words.** A worker about to die (a Rust env that panicked under `on_panic: "exit"`, a
-//! panic that nothing caught) writes its error with [`WorkerMetrics::set_last_words`] before it
-//! exits; the pool takes it with [`WorkerMetrics::take_last_words`] when it reaps the worker, so
-//! the death's error ([`crate::WorkerFailure::last_error`]) says why it died, not only its exit
-//! status. The text stays as the worker's last error for `ringenv top`.
+//! **Last words.** A worker about to die writes its error with
+//! [`WorkerMetrics::set_last_words`]; the pool takes it with [`WorkerMetrics::take_last_words`]
+//! when it reaps the worker, so [`crate::WorkerFailure::last_error`] says why it died.
 //!
 //! ```
 //! use ringenv_runtime::WorkerMetrics;

@@ -1,24 +1,16 @@
 //! Reading a running pool's metrics from another process, without touching the run and without
 //! any help from the pool: nothing runs in a pool for its monitors.
 //!
-//! A pool's segment is a memfd named `ringenv` (`memfd_create("ringenv")` in `segment.rs`), held
-//! open by the pool's main process and its workers. [`list_pools`] finds the segments of this
-//! user's processes by the link text of their descriptors in `/proc/<pid>/fd`
-//! (`/memfd:ringenv (deleted)`) and reports each segment once (the same file, by device and inode,
-//! is held by every process of the pool), under the main process its header records.
+//! A pool's segment is a memfd named `ringenv`: [`list_pools`] finds this user's segments by the
+//! link text of `/proc/<pid>/fd` entries (`/memfd:ringenv (deleted)`), each once (by device and
+//! inode), under the main process its header records.
 //!
-//! Nothing found there is trusted: any process of this user can hold a file of that name, and a
-//! segment's bytes can be scribbled on by anything that maps it. [`Monitor::open`] therefore
-//! opens `/proc/<pid>/fd/<fd>` with `O_PATH` (no open of the file itself: a FIFO or a device
-//! behind it cannot block or react), and reopens it read-only only if it is a regular file of a
-//! memory file system (tmpfs: a memfd), owned by this user, sealed against shrinking and growing
-//! (so a mapping of it can never `SIGBUS`) and at most [`MAX_SEGMENT_BYTES`] long. The kernel lets
-//! only processes allowed to read the holder's memory (its own user) open that path. Then the
-//! segment is mapped read-only and its header validated; only atomics are loaded from it, the
-//! worker count is at most [`MAX_WORKERS`], the error texts are cut to
-//! [`crate::metrics::LAST_ERROR_BYTES`], and every loop over shared state is bounded. A hostile or
-//! corrupt segment yields an error or odd numbers, never a hang, a panic or an access out of the
-//! mapping.
+//! Nothing found there is trusted. [`Monitor::open`] opens the descriptor with `O_PATH` and
+//! reopens it read-only only if it is a regular tmpfs file owned by this user, sealed against
+//! resizing (so a mapping never `SIGBUS`es) and at most [`MAX_SEGMENT_BYTES`] long; then it maps
+//! it read-only and validates the header. Only atomics are loaded, the worker count is at most
+//! [`MAX_WORKERS`], error texts are cut to [`crate::metrics::LAST_ERROR_BYTES`] and every loop is
+//! bounded: a hostile segment yields an error or odd numbers, never a hang or a panic.
 //!
 //! ```
 //! use ringenv_runtime::{list_pools, ArraySpec, DType, Layout, Monitor, Segment};

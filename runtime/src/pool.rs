@@ -1,39 +1,26 @@
 //! The main process's side of a pool: create the segment, start the workers, send commands,
 //! collect completions, close.
 //!
-//! A command goes to every worker at once (each steps or resets its own envs) on data slot
-//! `s`; the next command uses slot `s + 1 mod depth`, so the arrays of the last result stay
-//! intact while the next command runs. The protocol is an explicit state machine: at most one
-//! command is pending ([`PoolState`], [`StateError::AlreadyPending`], [`StateError::NoPendingCall`]); a
-//! slow worker yields [`WaitError::Timeout`] with the command still pending. A worker that dies
-//! either ends the pool ([`FailurePolicy::Raise`]: [`Failure::WorkerDied`], the others are stopped) or
-//! is restarted ([`FailurePolicy::Restart`]): its rings are reset, a new worker builds its envs,
-//! those envs are reset and the command they were running completes as a reset (reported in
-//! [`Outcome::restarted`]; for a step, their rows read truncated).
+//! A command goes to every worker at once on data slot `s`; the next uses slot `s + 1 mod
+//! depth`, so the arrays of the last result stay intact while the next command runs. At most one
+//! command is pending ([`PoolState`]); a slow worker yields [`WaitError::Timeout`] with the
+//! command still pending. A worker that dies either ends the pool ([`FailurePolicy::Raise`]) or
+//! is restarted ([`FailurePolicy::Restart`]): its envs are reset and the command completes as a
+//! reset for them ([`Outcome::restarted`]).
 //!
-//! A pool belongs to the process that created it. A `fork` child holds a copy of it (the
-//! segment mapping and descriptors) but not its workers: there every operation returns
-//! [`StateError::ForkedChild`], and closing or dropping the copy only releases the child's
-//! descriptors and mapping; it sends no command, no signal, and waits for no worker, so the
-//! creator's pool runs on untouched ([`Pool::is_owner`]).
+//! A pool belongs to the process that created it: in a `fork` child every operation returns
+//! [`StateError::ForkedChild`], and dropping the copy only releases the child's descriptors and
+//! mapping ([`Pool::is_owner`]).
 //!
 //! Nothing a worker writes into the segment can hang or crash this side: every ring operation is
-//! bounded and checked ([`crate::ring`]), every completion is validated against the command in
-//! flight, and an impossible state is a [`Failure::Corrupt`] naming the worker, which is then
-//! killed and handled as a death (restarted, or the pool is closed).
+//! bounded and checked, every completion is validated, and an impossible state is a
+//! [`Failure::Corrupt`] naming the worker, which is then killed and handled as a death.
 //!
-//! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is no process: the
-//! caller serves it in this process, stepping that share of the envs itself while the worker
-//! processes step theirs (what an in-process vector env does with all of them), so the main
-//! process's core works instead of waiting. Its commands are recorded like any worker's;
-//! the caller takes one with [`Pool::inline_command`], runs it on the envs it hosts (writing their
-//! rows of the slot, [`Pool::batch_mut`]) and hands the result back with
-//! [`Pool::complete_inline`] before it waits ([`Pool::wait`] and [`Pool::recv`] refuse to wait
-//! while that command has not run). It never dies and is never restarted: an env it hosts that
-//! crashes the process takes the main process with it, which is the price of the share. A layout
-//! of one worker with `inline` is a pool with no process at all: the caller steps every env, and
-//! the segment is only its slots (what a host that is itself the isolation boundary, a Ray actor,
-//! uses).
+//! **Inline worker.** With [`PoolConfig::inline`], the layout's last worker is served by the
+//! caller in this process: it takes the command with [`Pool::inline_command`], writes its rows
+//! ([`Pool::batch_mut`]) and hands the result back with [`Pool::complete_inline`] before it waits.
+//! It is never restarted. A layout of one worker with `inline` is a pool with no process at all
+//! (what a Ray actor uses).
 //!
 //! Rust callers drive it like this (the worker binary comes from `ringenv-worker`):
 //! ```no_run
@@ -81,8 +68,7 @@ pub struct PoolConfig {
     /// How long start-up (exec, building the envs, the handshake) may take, in seconds.
     pub startup_timeout: Duration,
     /// The pool's spin-then-sleep policy: the bound of every wait's spin phase, in the main process
-    /// waiting for completions and in the workers waiting for commands (each learns how long to
-    /// spin within it; see [`crate::spin`]).
+    /// and in the workers ([`crate::Spinner`]).
     pub spin: SpinPolicy,
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,
@@ -90,8 +76,8 @@ pub struct PoolConfig {
     /// restart): `true` abandons the start-up as a [`SpawnError::Cancelled`], with the started
     /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
     pub cancel: Option<fn() -> bool>,
-    /// Whether the layout's last worker is served inline by the caller, in this process (see the
-    /// [module docs](self)); the others are processes (none for a layout of one worker: then the
+    /// Whether the layout's last worker is served inline by the caller, in this process (see
+    /// [`Pool::inline_command`]); the others are processes (none for a layout of one worker: then the
     /// caller steps every env). `false`: every worker is a process.
     pub inline: bool,
 }
@@ -365,11 +351,8 @@ impl Pool {
         self.segment.layout()
     }
 
-    /// Messages `(sent, received)` on worker `worker`'s control socket, counted by this process
-    /// since the worker (or its latest restart) started: the handshake, reset options, errors,
-    /// call requests and payloads too large for the worker's info arena.
-    ///
-    /// `(0, 0)` for the inline worker, which has no socket.
+    /// Messages `(sent, received)` on worker `worker`'s control socket since it (or its latest
+    /// restart) started; `(0, 0)` for the inline worker, which has no socket.
     ///
     /// # Panics
     /// When `worker >= num_workers`.
@@ -398,13 +381,12 @@ impl Pool {
         Some((f.kind, f.slot, f.message.as_deref()))
     }
 
-    /// Completes the inline worker's command with what running it gave: an optional payload
-    /// message, or the env error it raised; `busy` is how long it ran (for the worker's metrics,
-    /// which `ringenv top` shows, as a worker process records its own).
+    /// Completes the inline worker's command with an optional payload message, or the env error
+    /// it raised; `busy` is how long it ran (for the worker's metrics).
     ///
     /// # Errors
     /// [`SubmitError::InvalidArgument`] when the inline worker has no command waiting to run;
-    /// the errors of every operation's first check ([`Pool::usable`]).
+    /// the errors of every operation's first check (closed, forked, an earlier failure).
     pub fn complete_inline(
         &mut self,
         result: Result<Option<Vec<u8>>, RemoteError>,
@@ -421,9 +403,8 @@ impl Pool {
         if let Err(e) = &result {
             metrics.set_last_error(&format!("{}: {}", e.kind, e.message));
         }
-        // It counts as finished no later than any command sent after it that finished already (it
-        // ran on its turn, when it became due: `Pool::inline_due`), so `RecvOrder::Arrival`
-        // returns it before them and its envs step as often as the worker processes' envs.
+        // It counts as finished no later than any command sent after it that finished already,
+        // so its envs step as often as the worker processes' envs.
         let sent = self.lanes[w].flight().map_or(0, |f| f.sent);
         let later = self.flights().filter(|f| f.sent > sent).filter_map(|f| f.arrived).min();
         let arrived = later.unwrap_or_else(|| {
@@ -467,13 +448,12 @@ impl Pool {
 
     /// Makes `slot` the one the next command of worker `w` uses (`None`: of every worker, as
     /// [`Pool::submit`] needs), in place of the slot after its last: for a caller that must not
-    /// have a slot rewritten yet (the Python vector env lends a slot's observations to its caller
-    /// instead of copying them, `ringenv._leases`). Write the command's inputs after this.
+    /// have a slot rewritten yet (`ringenv._leases`). Write the command's inputs after this.
     ///
     /// # Errors
     /// [`SubmitError::InvalidArgument`]: `slot` is not below the depth, or `w` is not a worker;
     /// [`StateError::AlreadyPending`]: that worker (or, with `None`, any worker) has a command in
-    /// flight; the errors of every operation's first check ([`Pool::usable`]).
+    /// flight; the errors of every operation's first check (closed, forked, an earlier failure).
     pub fn set_next_slot(&mut self, w: Option<usize>, slot: usize) -> Result<(), SubmitError> {
         self.usable()?;
         let depth = self.segment.layout().depth;
@@ -539,8 +519,8 @@ impl Pool {
 
     /// Whether this process created the pool ([`crate::current_pid`]). In a `fork` child it is false:
     /// every operation there returns [`StateError::ForkedChild`], and [`Pool::close`] or a drop
-    /// only releases the child's own descriptors and mapping. (The views of [`Pool::batch`] are
-    /// not checked: a forked child must not write through them, the memory is shared.)
+    /// only releases the child's own descriptors and mapping ([`Pool::batch`] views are not
+    /// checked: the memory is shared).
     pub fn is_owner(&self) -> bool {
         crate::current_pid() == self.creator_pid
     }
@@ -567,7 +547,7 @@ impl Pool {
     ///
     /// # Errors
     /// [`StateError::AlreadyPending`], the errors of every operation's first check
-    /// ([`Pool::usable`]), a [`Failure`] (a worker's command ring is corrupt, under
+    /// (closed, forked, an earlier failure), a [`Failure`] (a worker's command ring is corrupt, under
     /// [`FailurePolicy::Raise`], or its restart failed), [`SubmitError::InvalidArgument`] for
     /// `Close` (use [`Pool::close`]).
     pub fn submit(&mut self, kind: CommandKind, message: Option<&[u8]>) -> Result<usize, SubmitError> {
@@ -666,7 +646,7 @@ impl Pool {
     /// # Errors
     /// [`StateError::NoPendingCall`], [`WaitError::Timeout`] (the command stays pending), a
     /// [`Failure`] (the pool is closed), the errors of every operation's first check
-    /// ([`Pool::usable`]).
+    /// (closed, forked, an earlier failure).
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Outcome, WaitError> {
         self.usable()?;
         let Some(kind) = self.state.pending() else {
@@ -696,12 +676,8 @@ impl Pool {
     pub(crate) fn pump(&mut self, timeout: Option<Duration>, done: impl Fn(&[Lane]) -> bool) -> Result<(), WaitError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            // Completions found in one scan arrive in the order their commands were sent (then by
-            // worker), not by worker index alone: otherwise, when several workers finished between
-            // two scans, low-index workers would always arrive first and `recv` with
-            // `RecvOrder::Arrival` could starve the others.
-            // Only the processes' rings: nothing but a worker process completes through one (the
-            // inline worker's ring is never used; what sits in it is ignored).
+            // Scan in the order commands were sent, so `RecvOrder::Arrival` starves no worker
+            // (the inline worker's ring is never used).
             let mut order = std::mem::take(&mut self.scan_order);
             order.clear();
             order.extend(0..self.workers.len());
@@ -716,10 +692,8 @@ impl Pool {
             drained?;
             let now = Instant::now();
             if done(&self.lanes) {
-                // While completions keep coming the wait below never times out, so a worker that
-                // died meanwhile would go unnoticed: in asynchronous batches (`recv`) the others'
-                // batches would be returned for ever and the dead worker's envs never restarted
-                // nor reported. Look for one at most every LIVENESS_CHECK.
+                // While completions keep coming the wait below never times out: look for a dead
+                // worker at most every LIVENESS_CHECK anyway.
                 if now.duration_since(self.liveness_checked) < LIVENESS_CHECK {
                     return Ok(());
                 }
@@ -793,8 +767,7 @@ impl Pool {
         }
         if c.is_in_arena() {
             // SYNC POINT: the Acquire pop of `c` pairs with the worker's Release push after it
-            // wrote the arena (see info_arena.rs); the payload is copied out before the worker
-            // gets its next command.
+            // wrote the arena.
             match self.segment.info_arena(w).read(c.seq) {
                 Ok(bytes) => self.flight(w).reply = Some(bytes),
                 Err(e) => return self.on_death(w, Cause::Corrupt(e.to_string())),
@@ -928,9 +901,7 @@ impl Pool {
             None if !matches!(cause, Cause::Died) => worker.kill(),
             None => ExitStatus::Unknown,
         };
-        // A death's reason is what the worker wrote before it exited (a panic's text and
-        // location), read only now that it is gone; taken in every case, so that a restarted
-        // worker never inherits it.
+        // Taken in every case, so that a restarted worker never inherits it.
         let last_words = self.segment.worker_metrics(w).take_last_words();
         let last_error = match cause {
             Cause::Died => last_words.map(|text| remote_of_last_words(&text)),
@@ -1004,9 +975,7 @@ impl Pool {
     /// Writes reset seeds for every env into its worker's next slot (call before submitting or
     /// sending a reset).
     ///
-    /// In a process other than the creator (a `fork` child) it writes nothing: the memory is
-    /// shared with the creator's pool, and the submit that would follow returns
-    /// [`StateError::ForkedChild`].
+    /// In a `fork` child it writes nothing (the memory is shared with the creator's pool).
     ///
     /// # Panics
     /// When `seeds.len() != num_envs`.
@@ -1039,10 +1008,9 @@ impl Pool {
         self.segment.pool_metrics().mark_closed(); // `ringenv top` no longer lists it (monitor.rs)
     }
 
-    /// Sends every worker its `Close` command (close your envs and exit) without waiting, so the
-    /// workers close their envs while this process does something else (the inline share's
-    /// envs); [`Pool::close`] then waits for them. Once per pool; nothing in a `fork` child or
-    /// after the pool closed. A pending command is abandoned.
+    /// Sends every worker its `Close` command without waiting; [`Pool::close`] then waits for
+    /// them. Once per pool; nothing in a `fork` child or after the pool closed. A pending command
+    /// is abandoned.
     pub fn request_close(&mut self) {
         if !self.is_owner() || !self.state.request_close() {
             return;
@@ -1066,7 +1034,7 @@ impl Pool {
     }
 
     /// Asks every worker to close its envs and exit, waits up to `timeout` for them, then kills
-    /// the rest (each with its process group, see [`crate::supervisor`]). A pending command is
+    /// the rest (each with its process group, see `supervisor.rs`). A pending command is
     /// abandoned. Idempotent. In a process other than the creator (a `fork` child) it only
     /// releases that process's descriptors of the workers: no command, no signal, no wait.
     pub fn close(&mut self, timeout: Duration) {

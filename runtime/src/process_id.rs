@@ -1,11 +1,6 @@
-//! The id of the calling process, cached: a pool checks on every operation that it runs in the
-//! process that created it (a `fork` child gets a copy of the pool but not its workers), and
-//! `getpid` is a system call (glibc stopped caching it in 2.25), several per step otherwise.
-//!
-//! The cache is cleared in a `fork` child by a `pthread_atfork` child handler, registered before
-//! the first value is cached. `fork()` through libc (Python's `os.fork`, `multiprocessing`, a
-//! DataLoader) runs the handler; a raw `clone` system call that bypasses libc and then calls into
-//! a pool would read its parent's id.
+//! The id of the calling process, cached (a pool checks it on every operation, and `getpid` is a
+//! system call). A `pthread_atfork` child handler clears the cache, so `fork()` through libc is
+//! seen; a raw `clone` that bypasses libc is not.
 //!
 //! ```
 //! assert_eq!(ringenv_runtime::current_pid(), std::process::id());

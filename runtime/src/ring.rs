@@ -6,20 +6,10 @@
 //! processes too), pops without a CAS. A command ring has one producer by construction (the
 //! pool), the completion ring one per worker.
 //!
-//! Each cell carries a stamp (Dmitry Vyukov's bounded MPMC queue, as in crossbeam's `ArrayQueue`):
-//! a cell at position `pos` is writable when `stamp == pos` and readable when
-//! `stamp == pos + 1`; popping sets it to `pos + capacity`, the stamp of the next lap. Positions
-//! are unbounded `u64`s, so they never wrap in practice (2^64 pushes). `head` and `tail` live on
-//! their own cache lines. Nothing in the ring is a pointer: it is valid at any address, in any
-//! process that maps it.
-//!
-//! Atomics and the cell come from the crate's `sync` module, so `tests/rust/loom_ring.rs`
-//! model-checks this code as it is (push/pop, full, empty, wrap-around, several producers, the
-//! consumer claim), with loom flagging any unsynchronised access to a cell's value. Under
-//! `cfg(loom)`, [`Ring::init`] constructs the header and cells in place (loom's atomics are not
-//! valid when zeroed); in a normal build it relies on the zeroed memory the [`Memory`] contract
-//! promises. The unit tests below make no system call and shrink under Miri (see
-//! `docs/RELIABILITY.md`).
+//! Each cell carries a stamp (Vyukov's bounded MPMC queue, as in crossbeam's `ArrayQueue`): a
+//! cell at position `pos` is writable when `stamp == pos`, readable when `stamp == pos + 1`.
+//! Nothing in the ring is a pointer, so it is valid at any address in any process that maps it.
+//! `tests/rust/loom_ring.rs` model-checks this code (atomics come from the crate's `sync` module).
 //!
 //! ```
 //! use ringenv_runtime::{HeapMemory, Ring};
@@ -36,12 +26,9 @@
 //! ```
 //!
 //! # A corrupt peer
-//! The ring lives in memory another process can write. Nothing it writes there may make this
-//! side hang, panic or touch memory outside the ring: positions are compared and advanced with
-//! wrapping arithmetic, a cell index is always masked, [`Ring::push`] retries a bounded number of
-//! times and tells an impossible state ([`PushError::Corrupt`]) from a full ring, and
-//! [`Consumer::check`] validates the indices the consumer reads (`head <= tail <= head +
-//! capacity`). `tests/rust/corrupt.rs` writes random bytes over a ring and checks both sides.
+//! Nothing a peer writes into the ring may make this side hang, panic or read outside it:
+//! indices are masked, [`Ring::push`] retries a bounded number of times ([`PushError::Corrupt`]),
+//! and [`Consumer::check`] validates `head <= tail <= head + capacity`.
 
 use crate::memory::Memory;
 use crate::sync::{spin_loop, AtomicU32, AtomicU64, Ordering, UnsafeCell};
@@ -421,17 +408,11 @@ mod tests {
     }
 
     #[test]
-    fn empty_ring_pops_nothing() {
+    fn empty_ring_pops_nothing_and_full_ring_refuses_then_accepts_after_pop() {
         let r = ring(4);
         let c = r.acquire_consumer().unwrap();
         assert!(r.is_empty() && !r.has_ready());
         assert_eq!(c.pop(), None);
-    }
-
-    #[test]
-    fn full_ring_refuses_then_accepts_after_pop() {
-        let r = ring(4);
-        let c = r.acquire_consumer().unwrap();
         for i in 0..4 {
             r.push(i).unwrap();
         }

@@ -275,7 +275,7 @@ impl Segment {
             Ring::<Completion>::init(memory, self.layout.completion_ring_offset(worker), COMMAND_RING_CAPACITY);
         }
     }
-    /// Worker `worker`'s info arena ([`crate::info_arena`]). Only the worker writes it, while it
+    /// Worker `worker`'s info arena ([`crate::InfoArena`]). Only the worker writes it, while it
     /// runs a command; only the main process reads it, after that command's completion.
     ///
     /// # Panics
@@ -303,7 +303,7 @@ impl Segment {
     }
 
     /// A writable view of data slot `slot`. It borrows the segment exclusively, so two views can
-    /// never hand out aliasing `&mut [u8]` (see [`crate::slot`]'s `compile_fail` example).
+    /// never hand out aliasing `&mut [u8]` (`slot.rs` has a `compile_fail` example).
     ///
     /// # Panics
     /// When `slot >= depth`.

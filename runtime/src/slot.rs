@@ -1,12 +1,9 @@
 //! Views of one data slot: the contiguous batch arrays of one step.
 //!
-//! Rows of every array are indexed by env id; a worker touches only the rows of its own envs, the
-//! main process reads them only after the worker's completion (an Acquire pop) and writes actions
-//! and seeds only before its command (a Release push), so no two processes touch a byte at once.
-//!
-//! Within a process the borrow checker keeps views apart: a [`SlotRef`] (read-only) borrows its
-//! segment shared, a [`SlotView`] (writable) borrows it exclusively ([`crate::Segment::slot_mut`]
-//! takes `&mut self`), so no two views can hand out aliasing `&mut [u8]`:
+//! Rows are indexed by env id; a worker touches only its own envs' rows, and the ring's
+//! Release/Acquire order the main process's reads and writes around each command, so no two
+//! processes touch a byte at once. Within a process a [`SlotView`] (writable) borrows its segment
+//! exclusively, so no two views hand out aliasing `&mut [u8]`:
 //!
 //! ```compile_fail,E0499
 //! use ringenv_runtime::{Array, ArraySpec, DType, Layout, Segment};

@@ -1,24 +1,11 @@
 //! Pinned-memory staging of finished batches to a CUDA device (cargo feature `cuda`).
 //!
-//! The pool's batch arrays live in its shared segment. [`CudaStaging::register`] page-locks that
-//! memory once (`cuMemHostRegister`), so every later host→device copy is a real asynchronous DMA
-//! straight out of the slot the workers wrote: [`CudaStaging::copy_to_device`] enqueues one
-//! `cuMemcpyHtoDAsync` per array on the caller's stream and records the slot's event after them.
-//! Nothing on that path waits for the GPU. The one wait that matters, "the workers must not
-//! rewrite a host slot while the GPU still reads it", is [`CudaStaging::wait_slot`], called
-//! before the next command reuses the slot (by then the copy has long finished, so it returns at
-//! once). Actions produced on the GPU come back with [`CudaStaging::copy_to_host`], which waits
-//! for the caller's stream only.
-//!
-//! Where the driver refuses to register the mapping, a page-locked mirror of the same size is
-//! allocated instead (`cuMemHostAlloc`): the arrays are first copied into it with `memcpy`, and
-//! the host slot is free again as soon as [`CudaStaging::copy_to_device`] returns.
-//!
-//! The driver, `libcuda.so.1`, is loaded at run time (cudarc's `dynamic-loading`), so the same
-//! build runs where no NVIDIA driver is installed: there [`CudaStaging::new`] returns
-//! [`StagingError::NoDriver`] and nothing else changes. The context used is the device's
-//! *primary* context, the one the CUDA runtime (and so PyTorch) uses, so the raw stream handles
-//! and device pointers PyTorch hands out are valid here.
+//! [`CudaStaging::register`] page-locks the segment once (`cuMemHostRegister`), so each
+//! [`CudaStaging::copy_to_device`] is an asynchronous DMA out of the slot on the caller's stream,
+//! followed by the slot's event; [`CudaStaging::wait_slot`] waits for it before the slot is
+//! reused. Where registering is refused, a page-locked mirror (`cuMemHostAlloc`) is filled with
+//! `memcpy` instead. The driver is loaded at run time ([`StagingError::NoDriver`] without it), and
+//! the device's *primary* context is used, so PyTorch's stream handles and pointers are valid.
 //!
 //! Concurrency: a `CudaStaging` is used by one thread at a time (`&mut self` for every call that
 //! enqueues work); the driver objects it holds may move between threads.

@@ -1,29 +1,18 @@
 //! Starting, watching and stopping worker processes.
 //!
-//! Workers start with fork+exec (`std::process::Command` with a `pre_exec` hook, so never a bare
-//! fork of the parent's state). In the child, between fork and exec, the hook marks every
-//! descriptor from 3 up close-on-exec (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`, so a pipe or
-//! file the main process made inheritable does not cross), then clears close-on-exec on exactly
-//! two descriptors: the segment and the child's end of its control socket. Each worker gets a
-//! `pidfd`, so death is detected by a non-blocking `poll` without races on recycled pids.
+//! Workers start with fork+exec (`std::process::Command` with a `pre_exec` hook that marks every
+//! descriptor from 3 up close-on-exec, then clears it on exactly the segment and the child's end
+//! of its control socket). Each worker gets a `pidfd`, so death is detected without races on
+//! recycled pids.
 //!
 //! # Lifetimes
-//! - **A worker dies with the main process, not with a thread of it.** The kernel's parent-death
-//!   signal (`PR_SET_PDEATHSIG`) is not used: it fires when the *thread* that forked exits, so a
-//!   pool built in a short-lived thread (or a worker restarted from one) would be killed with it.
-//!   Instead each worker watches the main process through a pidfd of it
-//!   ([`crate::WorkerEndpoint::connect`]): when the main process ends, for whatever reason, the
-//!   worker's watcher thread kills the worker's process group at once. Spawning from one
-//!   long-lived thread the pool owns would keep the death signal, but costs a thread in every
-//!   main process and does not survive a `fork` of it; the watcher costs one sleeping thread per
-//!   worker and holds whichever thread spawns.
-//! - **A worker's helpers die with it.** Each worker leads its own process group (pgid = its pid;
-//!   also so that a terminal's Ctrl-C reaches only the main process). Processes an env starts
-//!   (a simulator, `subprocess.Popen`) join that group unless they leave it (`setsid`). Before
-//!   the pool reaps a worker, on every path (graceful close, `close(terminate=True)`, a restart,
-//!   a death), it sends `SIGKILL` to the whole group: while the worker is unreaped, its pid, and
-//!   so the group id, cannot be reused, so the signal never reaches a stranger. A helper that
-//!   should outlive its worker must leave the group.
+//! - **A worker dies with the main process, not with a thread of it.** `PR_SET_PDEATHSIG` fires
+//!   when the forking *thread* exits, so instead each worker watches the main process through a
+//!   pidfd ([`crate::WorkerEndpoint::connect`]) and kills its own process group when it ends.
+//! - **A worker's helpers die with it.** Each worker leads its own process group (so Ctrl-C
+//!   reaches only the main process); before the pool reaps a worker, on every path, it sends
+//!   `SIGKILL` to the whole group (the unreaped pid keeps the group id from reuse). A helper that
+//!   should outlive its worker must leave the group (`setsid`).
 //!
 //! The worker's command line is the program and arguments of a [`WorkerCommand`] followed by
 //! `--segment-fd N --control-fd M --worker K --parent-pid P`.

@@ -3,18 +3,10 @@
 //! the crate is built with `RUSTFLAGS="--cfg loom"`.
 //!
 //! [`crate::ring`], [`crate::wakeup`] and [`crate::futex`] use nothing else, so a loom model
-//! (`tests/rust/loom_*.rs`) runs the very code the pool runs, with every interleaving and every
-//! weak-memory outcome the C11 model allows explored, and every access to a ring cell checked
-//! for a data race. In a normal build every item here is a re-export or a `#[repr(transparent)]`
-//! wrapper over its `std` original with `#[inline]` methods: the production code compiles to
-//! what it compiled to before this module existed.
-//!
-//! Under `cfg(loom)`:
-//! - the spin hint ([`spin_loop`]) yields to loom's scheduler, which is what
-//!   lets it explore a spin loop instead of unrolling it forever;
-//! - [`Instant`] is a logical clock: each reading advances the reading thread's time by
-//!   `LOGICAL_TICK` (1 µs), so a spin phase is a fixed, small number of probes and every run of
-//!   a model is deterministic (loom replays schedules, so nothing may depend on wall time).
+//! (`tests/rust/loom_*.rs`) runs the very code the pool runs. In a normal build every item is a
+//! re-export or a `#[repr(transparent)]` `#[inline]` wrapper over `std`. Under `cfg(loom)`,
+//! [`spin_loop`] yields to loom's scheduler and [`Instant`] is a logical clock (each reading
+//! advances `LOGICAL_TICK`, 1 µs), so every model run is deterministic.
 //!
 //! The module is private; its users import from it instead of `std`:
 //!

@@ -4,43 +4,22 @@
 //! worker waiting for its next command); the handshake it ends in is [`Wakeup`]'s.
 //!
 //! - **A fixed bound `B`.** `spin_us` when the user gives one ([`SpinPolicy`]; `0` never spins),
-//!   else [`SpinPolicy::AUTO`]'s: 1 ms when each of the pool's processes has a core (a spinner
-//!   then costs CPU, not throughput, and spins through a worker's wait for the main process's
-//!   turnaround, which grows with the work per step), 400 µs when they outnumber the cores (a
-//!   spinner there holds a core a peer needs: a 40 µs env with 4 workers on 2 cores lost up to
-//!   18% with longer bounds). Both are at least eight futex wake-ups (25-90 µs on the VMs
-//!   measured). No wait spins longer than `B`.
-//! - **One learned quantity: the peer-ready time.** A moving average `a` (`a += (t - a) / 8`,
-//!   glibc's adaptive mutex) of how long after a wait began its peer published, each sample at
-//!   most `4 B`. A wait spins for `2 a + B / 10` when that fits within `B`, else it sleeps at once:
-//!   its waits are long, and spinning through them burns a core (in a pool that outnumbers the
-//!   cores, the core of the peer doing the work). A wait that slept learns `t` *without* its own
-//!   wake-up latency: the producer that woke it stamps the time in the [`Wakeup`]
-//!   (`CLOCK_MONOTONIC`), and `t` is the wait's length less the time since that stamp, at least
-//!   what it spun. Learning the whole wait traps a waiter asleep on a VM with slow wake-ups (its
-//!   waits look long because it sleeps; `benches/wakeup_trap.rs`). With `B` eight wake-ups or
-//!   more, the threshold `0.45 B` is ~3.5 of them or more, so two sides that both sleep (each
-//!   one's peer-ready time holds the other's wake-up) spin again when the work is under ~2.5.
-//! - **How it spins** ([`Probe`]): the CPU's pause instruction, yielding the core every
-//!   [`YIELD_EVERY`]th look, when the pool's processes (workers and the main process) fit the
-//!   cores; `sched_yield` at every look when they outnumber them (pausing spinners then hold the
-//!   core their own peer is queued on: 0.16 M against 3.2-3.7 M steps/s, Rust CartPole with 2
-//!   workers on 2 cores). The main process decides both for the pool
-//!   ([`SpinSettings::for_pool`]); the segment header carries them to every worker.
-//! - **One rule beyond the minimum: on a crowded machine, spins are cut** (AUTO only; a fixed
-//!   `spin_us` is kept as given). A spinner whose peer waits for a core behind another task (a
-//!   busy neighbour) holds a core and gains nothing (Linux's own mutexes spin only while the owner
-//!   is on a CPU, `mutex_spin_on_owner`). A pool whose processes fit the cores reads the machine's
-//!   runnable tasks (`/proc/loadavg`, at most every 10 ms, in a wait whose peer was not ready at
-//!   a first look): more than the cores is a crowded sample. A pool that outnumbers the cores
-//!   (its own processes already exceed them) samples its yields instead: a spin two of whose
-//!   looks came [`STALL`] (1 ms) or more apart lost its core to another task's time slice. After
-//!   [`CUT_AT`] crowded samples in a row, and until two fitting ones, waits of a pausing pool
-//!   sleep at once (freeing the core the peer is queued for) and waits of a yielding pool spin
-//!   at most `B / 10` (sleeping at once there measured 0.77 of the best fixed bound, the cut
-//!   0.90-0.98). It is for the loaded rows of `benches/wakeup_policy.py` (beside one `while True:
-//!   pass`, 2 cores), Rust CartPole, 16 envs: 1.43x with the default workers, and 0.90 of the
-//!   best fixed bound instead of 0.66-0.73 with 2 workers.
+//!   else [`SpinPolicy::AUTO`]'s: 1 ms when each of the pool's processes has a core, 400 µs when
+//!   they outnumber the cores (a spinner then holds a core a peer needs). No wait spins longer.
+//! - **One learned quantity: the peer-ready time.** A moving average `a` (`a += (t - a) / 8`) of
+//!   how long after a wait began its peer published, each sample at most `4 B`. A wait spins for
+//!   `2 a + B / 10` when that fits within `B`, else it sleeps at once. A wait that slept learns `t`
+//!   *without* its own wake-up latency (the waker stamps the time in the [`Wakeup`]): learning the
+//!   whole wait traps a waiter asleep on a VM with slow wake-ups (`benches/wakeup_trap.rs`).
+//! - **How it spins** ([`Probe`]): the pause instruction, yielding every [`YIELD_EVERY`]th look,
+//!   when the pool's processes fit the cores; `sched_yield` at every look when they outnumber
+//!   them (0.16 M against 3.2-3.7 M steps/s, Rust CartPole, 2 workers on 2 cores). The main
+//!   process decides both ([`SpinSettings::for_pool`]); the segment header carries them.
+//! - **On a crowded machine, spins are cut** (AUTO only). A pool that fits the cores samples
+//!   `/proc/loadavg` (at most every 10 ms); one that outnumbers them samples its yields (two looks
+//!   [`STALL`] apart lost the core). After [`CUT_AT`] crowded samples in a row, and until two
+//!   fitting ones, a pausing pool sleeps at once and a yielding pool spins at most `B / 10`
+//!   (`benches/wakeup_policy.py`, loaded rows: 1.43x with the default workers).
 //!
 //! Concurrency: a `Spinner` is `&mut` state of one waiter in one process; nothing of it is shared.
 //!

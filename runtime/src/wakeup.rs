@@ -1,19 +1,13 @@
 //! The wake-up handshake between one waiter and its producers: a futex word, the waiter's
 //! announcement that it sleeps, and the producer's wake.
 //!
-//! A [`Wakeup`] sits in shared memory beside a ring. A waiter that stops spinning (how long it
-//! spins is [`crate::Spinner`]'s policy, `wait.rs`) announces that it sleeps and sleeps on the
-//! futex word `seq`. A producer, after publishing, issues `FUTEX_WAKE` only when a sleeper
-//! announced itself, so a busy pipeline never makes a system call and an idle waiter burns no CPU.
-//! Every sleep has a deadline so a caller can check that its peer is alive.
+//! A waiter that stops spinning ([`crate::Spinner`]) announces that it sleeps and sleeps on the
+//! futex word `seq`; a producer issues `FUTEX_WAKE` only when a sleeper announced itself, so a busy
+//! pipeline makes no system call. Every sleep has a deadline.
 //!
-//! The handshake is Dekker's: the waiter writes `sleepers` then reads the ring; the producer
-//! writes the ring then reads `sleepers`; a sequentially consistent fence on each side means at
-//! least one sees the other, so a wake is never lost. `seq` is read *before* announcing, so a
-//! wake that lands between the re-check and `FUTEX_WAIT` changes the word and the wait returns.
-//! `tests/rust/loom_wakeup.rs` model-checks this handshake (with [`crate::LocalFutex`]):
-//! under every interleaving the waiter is woken, and a variant that reads `seq` too late is
-//! shown to lose a wake-up.
+//! The handshake is Dekker's: the waiter writes `sleepers` then reads the ring, the producer
+//! writes the ring then reads `sleepers`, with a SeqCst fence on each side, so a wake is never
+//! lost; `seq` is read *before* announcing. `tests/rust/loom_wakeup.rs` model-checks it.
 //!
 //! Concurrency: one waiter per word, any number of producers.
 //!

@@ -1,12 +1,9 @@
 //! Counting heap allocations, so that [`check_env`](crate::check_env) can report an env that
 //! allocates in `step`.
 //!
-//! Rust has no per-call allocation statistics; a program opts in by making [`CountingAlloc`] its
-//! global allocator (the [`worker_main!`](crate::worker_main) macro does so for worker
-//! binaries). It forwards every call to the system allocator and adds one to the calling
-//! thread's counter per `alloc`, `alloc_zeroed` and `realloc` (a thread-local add, about a
-//! nanosecond), so that a measurement on one thread is not disturbed by others. Without it,
-//! [`allocations`] is `None` and the check says allocation was not measured.
+//! A program opts in by making [`CountingAlloc`] its global allocator
+//! ([`worker_main!`](crate::worker_main) does). It forwards to the system allocator and counts
+//! `alloc`, `alloc_zeroed` and `realloc` per thread; without it, [`allocations`] is `None`.
 //!
 //! ```
 //! // In a binary or test crate (one global allocator per program):

@@ -1,30 +1,15 @@
 //! `check_env`: the Rust counterpart of Gymnasium's env checker.
 //!
-//! [`check_env`] builds an env, checks its spaces against its types, and steps it with random
-//! actions (drawn from the action space with a generator seeded from the check's seed) for
-//! `steps` steps, resetting whenever an episode ends, three times over:
+//! [`check_env`] steps an env with random actions for `steps` steps, resetting whenever an
+//! episode ends, three times over: (1) reset with `seed`: observations in the space, finite
+//! rewards, no allocation in `step` (when [`CountingAlloc`] is the global allocator), at least one
+//! episode end ([`ProblemKind::NeverEnds`]); (2) a second env, same seed: the same trajectory bit
+//! for bit; (3) the first env again, its observation buffers pre-filled with `0xFF`: the same
+//! trajectory (else reset keeps state or some elements are never written).
 //!
-//! 1. a first env, reset with `seed`: every observation must lie in the observation space, every
-//!    reward must be finite, and `step` must not allocate (measured when [`CountingAlloc`] is the
-//!    global allocator);
-//! 2. a second env built the same way, reset with the same seed: the trajectory (observations,
-//!    rewards, flags, infos) must be the same, bit for bit;
-//! 3. the first env again, reset with the same seed, its observation buffers pre-filled with
-//!    `0xFF` bytes instead of zeros: the same trajectory again (a difference means that reset
-//!    keeps state from the previous episode, or that some observation elements are never written).
-//!
-//! Run 1 must also end an episode (terminated or truncated) at least once: an env that never ends
-//! is a [`ProblemKind::NeverEnds`] problem (most often a forgotten step limit; Gymnasium's envs
-//! end their episodes with a `TimeLimit`). An env whose episodes are longer than `steps` is
-//! checked with more steps.
-//!
-//! A panic in the constructor, `reset` or `step` ends the check with its message and location;
-//! the steps before it are still checked (observations, rewards, allocations), and the report
-//! names the checks that did not run ([`CheckReport::not_run`]) instead of passing them: a check
-//! that saw no step (a panic in the first reset, or `steps` 0) passes nothing, and its report is
-//! not ok ([`CheckReport::is_ok`]). Two envs
-//! whose spaces differ (a constructor that depends on more than its arguments) are a
-//! [`ProblemKind::Spaces`] problem, and run 2 is not compared.
+//! A panic ends the check with its message and location; checks that did not run are listed in
+//! [`CheckReport::not_run`], and a report that saw no step is not ok. Two envs whose spaces differ
+//! are a [`ProblemKind::Spaces`] problem.
 //!
 //! ```
 //! use ringenv_worker::{check_env, envs::CartPole, CheckOptions};

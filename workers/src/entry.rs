@@ -12,9 +12,7 @@
 //!   [`check_env`](crate::check_env) and prints its report; exit status 0 when it passed, 1
 //!   when it found problems (or stepped nothing, `--steps 0`).
 //!
-//! `--env-kwargs` is the spelling of `ringenv tune` and `ringenv bench`; `--kwargs`, its older
-//! spelling, is the same option (and what Python passes, so that binaries built with an older SDK
-//! keep working).
+//! - `--kwargs` is an older spelling of `--env-kwargs` (what Python passes).
 //! - `PROGRAM --segment-fd N --control-fd N --worker K --parent-pid P`: the arguments a pool's
 //!   supervisor appends ([`WorkerCli`]); the program serves as worker `K` until the pool closes
 //!   it, building its envs from the JSON init payload `{"id", "kwargs"}`.

@@ -15,7 +15,7 @@
 //! assert!(!a.take(0));  // and only that one
 //! ```
 
-use ringenv_runtime::{Array, DType, RemoteError, SeedFlags, SlotRef, SlotView};
+use ringenv_runtime::{Array, DType, RemoteError, SlotRef, SlotView};
 
 /// The envs of one worker, driven by the worker loop (or, for a pool's inline share, by the main
 /// process; `Send` so that the main process's pool object may move between threads).
@@ -84,29 +84,6 @@ impl Autoreset {
     pub fn clear(&mut self) {
         self.pending.fill(false);
     }
-}
-
-/// Bit 0 of a reset slot's seed flags: this env has a seed ([`SeedFlags::HAS_SEED`], the runtime
-/// owns the encoding).
-pub const HAS_SEED: u8 = SeedFlags::HAS_SEED;
-/// Bit 1 of a reset slot's seed flags: this env is not reset (Gymnasium's `reset_mask`;
-/// [`SeedFlags::SKIP_RESET`]).
-pub const SKIP_RESET: u8 = SeedFlags::SKIP_RESET;
-
-/// Whether env `env` is left out of this reset (the main process keeps its last observation).
-///
-/// ```
-/// use ringenv_runtime::{ArraySpec, DType, Layout, SeedFlags, Segment};
-/// use ringenv_worker::host::skips_reset;
-/// let (obs, act) = (ArraySpec::new(DType::F32, &[1]), ArraySpec::new(DType::I64, &[]));
-/// let layout = Layout::single(2, 1, 2, obs, act, DType::F32).unwrap();
-/// let mut segment = Segment::create(layout).unwrap();
-/// let mut slot = segment.slot_mut(0);
-/// slot.set_seed_flags(1, SeedFlags::new(false, true));
-/// assert!(!skips_reset(&slot, 0) && skips_reset(&slot, 1));
-/// ```
-pub fn skips_reset(view: &SlotRef<'_>, env: usize) -> bool {
-    view.seed_flags(env).skips_reset()
 }
 
 /// The seed of env `env` in a reset slot: `Some` when its flag is set.

@@ -1,11 +1,8 @@
 //! A small typed info dict that an env fills during `reset` or `step`.
 //!
-//! An [`Info`] holds up to [`Info::CAPACITY`] entries, each a `&'static str` key and a bool,
-//! integer or float value, in a fixed array: filling it allocates nothing. The worker sends the
-//! non-empty infos of a command as one typed message ([`encode`], the format of
-//! [`ringenv_runtime::infos`]), which Python vectorises as Gymnasium's vector envs do (an array
-//! per key and a `_key` mask, values of Python's `bool`, `int` and `float`); an empty info costs
-//! nothing.
+//! An [`Info`] holds up to [`Info::CAPACITY`] entries (a `&'static str` key and a bool, integer
+//! or float) in a fixed array, so filling it allocates nothing. A command's non-empty infos go as
+//! one typed message ([`encode`], [`ringenv_runtime::infos`]); an empty info costs nothing.
 //!
 //! ```
 //! use ringenv_worker::{Info, InfoValue};

@@ -1,11 +1,8 @@
 //! Typed constructor arguments: Python's `env_kwargs` (a JSON object) into a Rust struct, with
 //! errors that name the argument.
 //!
-//! An env's arguments are any `serde::Deserialize` type, typically a struct with
-//! `#[serde(default)]` fields. [`parse`] refuses an argument the struct does not have (even
-//! without `#[serde(deny_unknown_fields)]`: the field list is read from the struct's
-//! `Deserialize` impl), and names the argument whose value does not fit, with serde's reason and
-//! the accepted names.
+//! [`parse`] refuses an argument the struct does not have (the field list is read from its
+//! `Deserialize` impl) and names the argument whose value does not fit, with serde's reason.
 //!
 //! ```
 //! use serde::Deserialize;

@@ -1,12 +1,9 @@
 //! Typed views of one env's observation and action arrays ("leaves").
 //!
-//! A space is laid out in shared memory as one contiguous array per *leaf*: a flat space (Box,
-//! Discrete, MultiDiscrete, MultiBinary) is one leaf, a Dict or Tuple one leaf per flat component,
-//! in declaration order (see [`Space::leaves`](crate::Space::leaves)). An env names the Rust
-//! element type of each leaf in its `Obs` and `Action` associated types: a [`Scalar`] for a single
-//! leaf (`f32` gives `&mut [f32]`), a tuple of scalars for several (`(u8, i8)` gives
-//! `(&mut [u8], &mut [i8])`). The worker checks the types against the declared spaces once, at
-//! start-up, then hands out slices of the shared arrays with no copy and no allocation.
+//! An env names the Rust element type of each leaf ([`Space::leaves`](crate::Space::leaves)) in
+//! its `Obs` and `Action` types: a [`Scalar`] for one leaf (`f32` gives `&mut [f32]`), a tuple for
+//! several (`(u8, i8)` gives `(&mut [u8], &mut [i8])`). The worker checks them against the spaces
+//! once, then hands out slices of the shared arrays.
 //!
 //! ```
 //! use ringenv_worker::{DType, Leaves, Scalar};

@@ -3,13 +3,10 @@
 //!
 //! # Writing an env
 //!
-//! Implement [`Env`]: the observation and action [`Space`]s (Box of any dtype and shape,
-//! Discrete, MultiDiscrete, MultiBinary, and Dict / Tuple of those for observations), the Rust
-//! element types of their arrays (`Obs`, `Action`; see [`Leaves`]), and `reset` / `step`, which
-//! write the observation into the slices they are given (rows of the shared batch arrays: no
-//! allocation, no copy). Randomness comes from the [`Ctx`]'s generator, seeded per env the way
-//! Gymnasium seeds its sub-envs (`seed + index`); reset options and a small typed [`Info`] travel
-//! through the `Ctx` too.
+//! Implement [`Env`]: the observation and action [`Space`]s, the Rust element types of their
+//! arrays (`Obs`, `Action`; see [`Leaves`]), and `reset` / `step`, which write the observation
+//! into rows of the shared batch arrays. Randomness, reset options and a small typed [`Info`]
+//! travel through the [`Ctx`].
 //!
 //! ```
 //! use ringenv_worker::rand::Rng;
@@ -54,22 +51,16 @@
 //! # Serving it to Python
 //!
 //! A binary crate's `main.rs` is one macro call, [`worker_main!`], mapping env ids to
-//! constructors (whose typed arguments are Python's `env_kwargs`; see [`Registry`] and
-//! [`kwargs`]). Python then steps it with
-//! `ringenv.make_vec("mycrate:Guess-v0", num_envs=64, worker="target/release/mycrate")`, and
-//! `ringenv tune target/release/mycrate:Guess-v0` tunes it; the binary also answers `describe`,
-//! `list` and `check` (see [`entry`]). `examples/custom_env` in the repository walks through it
-//! from `cargo new`, and `docs/SDK.md` is the guide.
-//!
-//! `examples/symbolic` is a toolkit for symbolic envs built on this SDK (facts, forward-chaining
-//! rules, BlocksWorld); `examples/custom_env`'s Sokoban uses it.
+//! constructors ([`Registry`], [`kwargs`]). Python then steps it with
+//! `ringenv.make_vec("mycrate:Guess-v0", num_envs=64, worker="target/release/mycrate")`; the
+//! binary also answers `describe`, `list` and `check` ([`entry`]). `docs/SDK.md` is the guide,
+//! `examples/custom_env` a walk-through.
 //!
 //! # Inside a worker
 //!
-//! [`RustEnvs`] hosts a group of envs with Gymnasium's next-step autoreset ([`host`]);
-//! [`worker_loop`] joins a pool and serves its commands; [`registration`] registers the built-in
-//! env (`CartPole-v1`) served by the `ringenv-worker` binary. A panic in an env is
-//! caught ([`mod@panic`]) and reported to Python with its message and location.
+//! [`RustEnvs`] hosts a group of envs with next-step autoreset ([`host`]); [`worker_loop`] serves
+//! a pool's commands; [`registration`] registers the built-in `CartPole-v1`; a panic in an env is
+//! caught ([`mod@panic`]) and reported with its message and location.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod alloc;

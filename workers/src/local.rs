@@ -1,17 +1,10 @@
 //! Stepping one env in this process, without a worker: for unit tests, scripts and
 //! [`check_env`](crate::check_env).
 //!
-//! A [`LocalEnv`] owns the env, its observation buffers (one per leaf, allocated once), its random
-//! number generator and its [`Info`], and gives them to the env exactly as a worker does: a seeded
-//! reset re-seeds the generator with `EnvRng::seed_from_u64(seed)`, an unseeded one continues it.
-//! So a `LocalEnv` reset with seed `s + i` sees what env `i` of a vector env reset with seed `s`
-//! sees. There is no autoreset: call [`LocalEnv::reset`] when an episode ends.
-//!
-//! Actions are checked as a pool checks Python's (`check_actions`, with the runtime's
-//! [`ActionBounds`]): one action of the action space's element count, a `Discrete`,
-//! `MultiDiscrete` or `MultiBinary` action within its bounds, and no NaN in a float `Box` action
-//! (a `Box`'s bounds are not enforced, as Gymnasium passes such actions on unchecked). A bad
-//! action panics, naming the action, the element, its value and the bounds, before the env sees it.
+//! A [`LocalEnv`] hands its env buffers, generator and [`Info`] exactly as a worker does, so one
+//! reset with seed `s + i` sees what env `i` of a vector env reset with `s` sees. There is no
+//! autoreset. Actions are checked as a pool checks Python's ([`ActionBounds`]; a `Box`'s bounds
+//! are not enforced, NaN is); a bad action panics before the env sees it.
 //!
 //! ```
 //! use ringenv_worker::{envs::CartPole, LocalEnv};

@@ -1,22 +1,14 @@
 //! Catching a panic inside an env with its message and source location.
 //!
-//! `catch_unwind` returns only the panic's payload (its message); the location
-//! (`file:line:column`) is known only to the panic hook. [`catch`] installs, once per process, a
-//! hook that records the location (and a backtrace when `RUST_BACKTRACE` asks for one) in a
-//! thread-local while a [`catch`] is running on that thread, and stays silent then: the panic is
-//! reported to the caller instead of printed. Panics outside a [`catch`] go to the previous hook
-//! (by default, printed on stderr). A crate built with `panic = "abort"` cannot catch panics; its
-//! worker dies and the pool reports a dead worker.
+//! `catch_unwind` returns only the panic's message; [`catch`] installs, once per process, a hook
+//! that records the location (and a backtrace when `RUST_BACKTRACE` asks) while a [`catch`] runs
+//! on that thread, and stays silent then. Other panics go to the previous hook. A crate built with
+//! `panic = "abort"` cannot catch panics: its worker dies.
 //!
-//! **Last words.** A worker process registers its metrics record of the segment
-//! ([`LastWords::register`], done by [`crate::worker_loop::run`]); from then on a panic outside
-//! any [`catch`] on the worker's own thread (a bug in a host, a `panic = "abort"` crate) and a
-//! caught panic the worker exits on ([`last_words`], under `on_panic: "exit"`) leave their text
-//! and location there before the process ends, and the pool reports them as the death's last
-//! error instead of a bare exit status. An uncaught panic on another thread of the worker (an
-//! env's own thread) ends only that thread unless panics abort: it is left as the worker's last
-//! error, for `ringenv top`, naming the thread, and a later death of the worker for another
-//! cause is not reported with it.
+//! **Last words.** Once a worker registers its metrics record ([`LastWords::register`]), an
+//! uncaught panic on its thread and a caught panic it exits on ([`last_words`]) leave their text
+//! and location in the segment, and the pool reports them with the death. An uncaught panic on
+//! another thread of the worker is left as its last error for `ringenv top`.
 //!
 //! ```
 //! use ringenv_worker::panic::catch;

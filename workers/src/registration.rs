@@ -1,10 +1,7 @@
 //! The registration of the built-in Rust env, and how a worker builds it from its init payload.
 //!
-//! The built-ins are a [`Registry`] named `ringenv` like any user's: `CartPole-v1` (no
-//! arguments). The init payload of a Rust
-//! worker is JSON: `{"id": "CartPole-v1", "kwargs": {...}}` (`id` is the registry string, as in
-//! Gymnasium; `env_id` is accepted as its old spelling). Unknown ids and arguments are errors that
-//! name the id or argument and list what is accepted.
+//! The built-ins are a [`Registry`] named `ringenv`: `CartPole-v1`. The init payload of a Rust
+//! worker is JSON `{"id": "CartPole-v1", "kwargs": {...}}` (`env_id` is accepted for `id`).
 //!
 //! ```
 //! use ringenv_worker::registration;

@@ -1,18 +1,10 @@
 //! A [`Registry`]: the env ids a worker binary serves, each with its typed constructor (the
 //! built-in envs are registered in [`crate::registration`]).
 //!
-//! A registry maps env ids to constructors. A constructor is a function or closure taking no
-//! argument or one argument of any `serde::Deserialize` type (the env's keyword arguments,
-//! parsed from Python's `env_kwargs` by [`kwargs::parse`], errors naming the
-//! argument), and returning the env or `Result<env, impl Display>` (an `Err` is reported to
-//! Python as a `ValueError` carrying its message). From a registry come the spaces of an id
-//! ([`Registry::spaces`]), the envs of a worker ([`Registry::build_host`]), a check
-//! ([`Registry::check`]) and a whole worker program ([`Registry::main`], see
-//! [`crate::entry`]).
-//!
-//! Ids may be asked for with the registry's name as a namespace: in a registry named
-//! `custom_env` (a crate name; `-` and `_` are the same), `custom_env:Sokoban-v0` and
-//! `Sokoban-v0` name the same env.
+//! A constructor takes no argument or one `serde::Deserialize` argument (Python's `env_kwargs`,
+//! parsed by [`kwargs::parse`]) and returns the env or `Result<env, impl Display>` (an `Err`
+//! reaches Python as a `ValueError`). A registry named `custom_env` also answers
+//! `custom_env:Sokoban-v0` for `Sokoban-v0` (`-` and `_` are the same).
 //!
 //! ```
 //! use ringenv_worker::{envs::CartPole, Registry};

@@ -1,17 +1,12 @@
 //! Hosting envs that implement [`Env`] in a worker: typed, in place, no allocation per step.
 //!
-//! Each env reads its action row and writes its observation rows of the slot directly (through
-//! `bytemuck` casts of the segment's bytes, whose rows are aligned to their dtype by the layout);
-//! an observation of several leaves is written into per-env buffers and copied into its rows.
-//! Each env has its own [`EnvRng`], re-seeded by every seeded reset. A panic inside an env is
-//! caught and, by default ([`OnPanic::Report`]), reported as a [`RemoteError`] of kind `"panic"`
-//! carrying the panic message, its location and the env id; that env's episode is then truncated
-//! (its next step resets it) and the other envs of the command are stepped as usual. With
-//! [`OnPanic::Exit`] (what Python asks for under `on_worker_failure="restart"`) the worker prints
-//! the panic on stderr, leaves it as its last words in the segment ([`panic::last_words`]: the
-//! pool reports message and location with the death) and exits with status 101, like a crashed
-//! worker, so that the pool restarts it. The infos that envs fill go with the completion as one
-//! typed message ([`crate::info::encode`]); reset options arrive as JSON.
+//! Each env reads its action row and writes its observation rows of the slot directly
+//! (`bytemuck` casts; several leaves go through per-env buffers). A panic inside an env is, by
+//! default ([`OnPanic::Report`]), a [`RemoteError`] of kind `"panic"` with message, location and
+//! env id, and that env's episode is truncated; with [`OnPanic::Exit`] (Python's
+//! `on_worker_failure="restart"`) the worker leaves it as its last words
+//! ([`panic::last_words`]) and exits with status 101 so the pool restarts it. Infos go with the
+//! completion as one typed message ([`crate::info::encode`]).
 //!
 //! ```
 //! use ringenv_runtime::{ArraySpec, DType, Layout};
@@ -27,7 +22,7 @@
 //! ```
 
 use crate::env::declared_spaces;
-use crate::host::{seed_of, skips_reset, write_step, Autoreset, EnvHost};
+use crate::host::{seed_of, write_step, Autoreset, EnvHost};
 use crate::leaves::LeafBuf;
 use crate::{panic, Ctx, Env, EnvRng, Info, Leaves, Step};
 use rand::SeedableRng;
@@ -247,7 +242,7 @@ impl<E: Env> EnvHost for RustEnvs<E> {
         let mut first_error = None;
         for k in 0..self.envs.len() {
             let id = self.env_ids.start + k;
-            if skips_reset(view, id) {
+            if view.seed_flags(id).skips_reset() {
                 continue; // not in the reset mask: the env keeps its state and its last observation
             }
             let seed = seed_of(view, id);

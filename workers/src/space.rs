@@ -1,18 +1,11 @@
 //! Observation and action spaces of a Rust env, their leaves in the segment, and their JSON form.
 //!
-//! A [`Space`] mirrors the Gymnasium space of the same name closely enough for the Python side to
-//! rebuild it exactly: `Box(low, high, shape, dtype)`, `Discrete(n, start)`,
-//! `MultiDiscrete(nvec, dtype, start)`, `MultiBinary(n)`, and `Dict` / `Tuple` of those (nested
-//! too). Its *leaves* are the arrays it occupies in shared memory, exactly as ringenv's Python
-//! side plans them (`ringenv._layout.plan`, which follows Gymnasium's `create_shared_memory`):
-//!
-//! - a flat space at the top is one leaf of its own dtype and shape (a Discrete is an `int64`
-//!   scalar, shape `[]`; a MultiBinary is `int8`);
-//! - a Dict or Tuple is one leaf per flat component, depth first in declaration order, each of
-//!   shape `[elements]` (the component's elements, row-major).
-//!
-//! A Dict keeps the order its keys are declared in (the Python Dict is built from the same
-//! ordered pairs, so both sides agree; Gymnasium sorts keys only when given a plain dict).
+//! A [`Space`] mirrors the Gymnasium space of the same name closely enough for Python to rebuild
+//! it: `Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`, and `Dict` / `Tuple` of those. Its
+//! *leaves* are the arrays it occupies in shared memory, as `ringenv._layout.plan` plans them: a
+//! flat space is one leaf of its own dtype and shape (a Discrete is an `int64` scalar, a
+//! MultiBinary `int8`); a Dict or Tuple is one leaf per flat component, depth first, each of shape
+//! `[elements]`. A Dict keeps its declared key order.
 //!
 //! ```
 //! use ringenv_worker::{DType, Space};

@@ -1,11 +1,8 @@
 //! The elements of a leaf, read and written by dtype: membership checks and random samples of
 //! flat spaces, as [`check_env`](crate::check_env) and random agents need them.
 //!
-//! A leaf is bytes in native byte order; these functions read an element of any [`DType`] as an
-//! exact integer (`i128`, for integer and bool dtypes) or as `f64`, so one code path serves every
-//! dtype. Membership follows Gymnasium's `contains` (a NaN is outside every Box); sampling follows
-//! Gymnasium's `sample` (uniform for bounded dimensions, exponential for half-bounded, standard
-//! normal for unbounded float dimensions).
+//! Elements of any [`DType`] are read as `i128` or `f64`, so one code path serves every dtype.
+//! Membership and sampling follow Gymnasium's `contains` and `sample`.
 //!
 //! ```
 //! use ringenv_worker::{values, DType, EnvRng, Space};

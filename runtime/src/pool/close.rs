@@ -3,10 +3,9 @@
 //! which it can run its own work (signal handlers), and [`Pool::close`] kills whoever is left.
 //!
 //! With a timeout the workers get that long from the request. With none, a close waits as long as
-//! the envs' own `close` takes (as Gymnasium's `close(timeout=None)` does), except for workers that
-//! never took their `Close` command within [`CLOSE_TAKEN`] (a stopped process, one stuck in an
-//! env's step, an unusable command ring): those are not closing anything and are killed. A close
-//! that takes longer than [`CLOSE_PATIENCE`] says so once ([`CloseProgress::Slow`]).
+//! the envs' own `close` takes, except for workers that never took their `Close` within
+//! [`CLOSE_TAKEN`]: those are killed. A close slower than [`CLOSE_PATIENCE`] says so once
+//! ([`CloseProgress::Slow`]).
 //!
 //! ```no_run
 //! use ringenv_runtime::{CloseProgress, Pool};
@@ -113,7 +112,7 @@ impl std::fmt::Display for CloseNotice {
 impl Pool {
     /// Waits for the workers told to close ([`Pool::request_close`]) to exit: with a `timeout`
     /// (counted from the request), until it passes; with none, at most `slice`, then returns so
-    /// that the caller can run its own work between slices (see the [module docs](self)).
+    /// that the caller can run its own work between slices.
     pub fn await_close(&mut self, timeout: Option<Duration>, slice: Duration) -> CloseProgress {
         let PoolState::Closing { since, warned } = self.state else { return CloseProgress::Exited };
         let wait = match timeout {

@@ -1,28 +1,17 @@
 //! `CartPole-v1`: a bit-exact Rust port of Gymnasium 1.4's classic cart-pole.
 //!
-//! A pole stands on a cart that moves along a frictionless track; each step pushes the cart left
-//! (action 0) or right (action 1) with a force of 10 N. The dynamics, constants and termination
-//! rule are those of `gymnasium/envs/classic_control/cartpole.py` (Gymnasium 1.4.0):
-//! gravity 9.8, cart mass 1.0, pole mass 0.1, half pole length 0.5, force 10.0, `tau` 0.02 s,
-//! explicit Euler integration, with the same `float64` operations in the same order. The state is
-//! kept in `f64` and the observation `[x, x_dot, theta, theta_dot]` is its `f32` cast, so the
-//! observations equal Gymnasium's bit for bit (the golden test below checks trajectories made by
+//! The dynamics, constants and termination rule are those of Gymnasium 1.4.0's
+//! `classic_control/cartpole.py`, with the same `float64` operations in the same order, so the
+//! `f32` observations equal Gymnasium's bit for bit (golden test below, from
 //! `scripts/gen_cartpole_golden.py`).
 //!
-//! - Reward: 1.0 per step, the terminating step included (0.0 for steps taken after it).
-//! - Terminated: `|x| > 2.4` or `|theta| > 12°` (`12 * 2 * pi / 360` rad).
-//! - Truncated: on the 500th step after a reset and every step after it, as Gymnasium's
-//!   `TimeLimit(max_episode_steps=500)` from the registration does. Like `TimeLimit`, this is set
-//!   even when that step also terminates (both flags are then true).
-//! - Reset: the four state components are drawn uniformly from `[-0.05, 0.05)` with the
-//!   [`EnvRng`] (`rand_pcg::Pcg64`) the worker gives it, seeded by
-//!   `Pcg64::seed_from_u64(seed)`. Stepped on its own, [`CartPole::reset`] keeps its own
-//!   generator the same way: with `None` the env continues its stream; a first reset with `None`
-//!   seeds it from OS entropy (as Gymnasium does). The random draws differ from NumPy's, so reset
-//!   states are not Gymnasium's for the same seed.
-//! - Spaces: observation `Box(-high, high, (4,), float32)` with
-//!   `high = [4.8, inf, 0.41887903, inf]` (the `float32` values Gymnasium stores, `inf` exactly as
-//!   its source has it); action `Discrete(2)`. An action other than 0 or 1 panics.
+//! - Reward: 1.0 per step, the terminating step included.
+//! - Terminated: `|x| > 2.4` or `|theta| > 12°`; truncated from the 500th step on (as
+//!   `TimeLimit(max_episode_steps=500)`, also when that step terminates).
+//! - Reset: the state drawn uniformly from `[-0.05, 0.05)` with the [`EnvRng`]; `None` continues
+//!   the env's stream (OS entropy before the first seed). The draws differ from NumPy's.
+//! - Spaces: observation `Box(-high, high, (4,), float32)`, `high = [4.8, inf, 0.41887903, inf]`;
+//!   action `Discrete(2)` (any other action panics).
 //!
 //! ```
 //! use ringenv_worker::envs::CartPole;
