@@ -63,14 +63,7 @@ def _every(n: int) -> np.ndarray:
 
 def _scalar_type(values: Sequence[Any]) -> Any:
     """The type of the first of ``values`` when every value is a number (``int``, ``float``,
-    ``bool`` or a NumPy number type other than ``timedelta64``), else ``None``.
-
-    Gymnasium's column of such a key has that type, and ``np.array(values, dtype=T)`` converts
-    each value as its item-by-item assignment does, for values of mixed types too (a ``float``
-    column holding an env's ``int``, an ``int`` column truncating an env's ``float``): the same
-    values, errors and warnings (``tests/python/test_infos_columns.py`` compares them over pairs
-    of edge values of every such type). ``timedelta64`` is left to Gymnasium's path: its column of
-    ``np.zeros(n, dtype=np.timedelta64)`` has no unit, and assigning to it raises."""
+    ``bool`` or a NumPy number type other than ``timedelta64``), else ``None``."""
     for t in set(map(type, values)):
         if t not in _PLAIN and (not issubclass(t, np.number) or t is np.timedelta64):
             return None
@@ -111,9 +104,7 @@ _OBJECTS = _Objects()
 def _objects(values: Sequence[Any]) -> Optional[_Objects]:
     """:data:`_OBJECTS` when no value is one Gymnasium's ``_add_info`` gives a typed column or
     recurses into: not exactly an ``int``, ``float`` or ``bool``, nor a NumPy number, nor a
-    ``numpy.ndarray`` or ``dict`` (or a subclass of either); else ``None``. Such a key's column is
-    ``np.full(n, None, dtype=object)`` with each env's value assigned (the object itself: a list
-    or a tuple assigned to one entry of an object array is not unpacked)."""
+    ``numpy.ndarray`` or ``dict`` (or a subclass of either); else ``None``."""
     for t in set(map(type, values)):
         if t in _PLAIN or issubclass(t, (np.number, np.ndarray, dict)):
             return None
@@ -140,13 +131,8 @@ def _object_column(n: int, ids: Sequence[int], values: Sequence[Any]) -> np.ndar
 
 
 def _column(values: Sequence[Any], t: Any) -> np.ndarray:
-    """The column of ``values`` (one per env) of :func:`_column_type` ``t``: a new array of
-    shape ``(len(values), ...)``, as Gymnasium's item-by-item assignment fills it.
-
-    Arrays of one shape and dtype are stacked by ``np.array(values)``: 1.5 µs for 16 arrays of 6
-    bytes against 5.6 µs for ``np.stack``, the same dtype, shape and bytes, and for ``object``
-    arrays the same elements as Gymnasium's assignment (a 0-d object array is kept as the row's
-    element, where ``np.stack`` would unpack it)."""
+    """The column of ``values`` (one per env) of :func:`_column_type` ``t``: a new array of shape
+    ``(len(values), ...)``, as Gymnasium's item-by-item assignment fills it."""
     if t is _OBJECTS:
         return _object_column(len(values), range(len(values)), values)
     return np.array(values) if type(t) is _Arrays else np.array(values, dtype=t)
@@ -202,12 +188,8 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
 
 
 def _clash(keys: Any) -> bool:
-    """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name
-    (``"_" + key``) is also a key, or a key is not a ``str``. Then only Gymnasium's own
-    ``_add_info``, env by env, reproduces its result: it writes a key and a mask of the same name
-    into one another, and it names each env's mask from that env's own key (``1`` and ``True``
-    are one key of the dict, so one column, but two masks, ``_1`` and ``_True``), where a column
-    has one."""
+    """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name (``"_"
+    + key``) is also a key, or a key is not a ``str``."""
     return any(type(key) is not str or f"_{key}" in keys for key in keys)
 
 
@@ -215,14 +197,7 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
               add_info: AddInfo) -> Dict[str, Any]:
     """Adds ``env_infos`` (``(env_id, info)`` pairs in env order, each env at most once) to
     ``infos`` as calling ``add_info(infos, info, env_id)`` for each pair in turn would (Gymnasium's
-    ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict.
-
-    Each numeric column is an array of shape ``(num_envs,)`` of the first value's type (``int`` ->
-    ``int64``, ``float`` -> ``float64``, ``bool`` -> ``bool``), a column of NumPy arrays of one
-    shape and dtype an array of shape ``(num_envs, *shape)`` of that dtype (zeros where an env has
-    none), each with its mask ``"_" + key``, a bool array of shape ``(num_envs,)``. Raises what
-    ``add_info`` raises for the other keys.
-    """
+    ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict."""
     if not env_infos:
         return infos
     before = dict(infos)

@@ -99,9 +99,8 @@ class _BindContext:
 
 
 def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
-    """The leaves of ``space`` for ``num_envs`` envs, or ``None`` when the space has no fixed
-    layout (its values must travel pickled). A flat space's one leaf carries the space's own dtype
-    and shape (what a Rust env declares); other leaves are flat element counts."""
+    """The leaves of ``space`` for ``num_envs`` envs, or ``None`` when the space has no fixed layout
+    (its values must travel pickled)."""
     if is_flat(space):
         shape = list(space.shape or ())
         if len(shape) > MAX_NDIM:
@@ -250,11 +249,9 @@ def from_dict(d: dict) -> spaces.Space:
 
 
 def reader(space: spaces.Space, memory: Any, n: int) -> Callable[[], Any]:
-    """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the
-    space's shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
-    :mod:`ringenv._text` instead of a Python step per character. Dict and Tuple spaces (of
-    exactly those types) are read as Gymnasium reads them, key by key; any other space by
-    Gymnasium's function."""
+    """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the space's
+    shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
+    :mod:`ringenv._text` instead of a Python step per character."""
     if type(space) is spaces.Text:
         return _text.reader(space, memory, n)
     if type(space) is spaces.Dict:

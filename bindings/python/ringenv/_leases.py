@@ -151,13 +151,9 @@ class Leases:
         raise RuntimeError("every slot of the pool is held by the caller")  # pragma: no cover - lend keeps one free
 
     def lend(self, slot: int, rows: Optional[Tuple[int, int]] = None) -> Optional[Any]:
-        """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of
-        an asynchronous batch) as new views for the caller when another slot stays free for the
-        next command (not :meth:`held`), else ``None``: copy it instead.
-
-        The whole slot is held while the caller holds any of it. Commands already in flight when
-        rows are lent write other workers' rows (a worker's next command goes to a slot that is
-        not held), so no lent row changes."""
+        """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of an
+        asynchronous batch) as new views for the caller when another slot stays free for the next
+        command (not :meth:`held`), else ``None``: copy it instead."""
         if slot in self.retired or not any(not self.held(s) for s in range(self.depth) if s != slot):
             return None
         return self._fresh(self._batches[slot], rows)

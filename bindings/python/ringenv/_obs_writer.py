@@ -53,13 +53,8 @@ _PYTHON_SCALARS = frozenset((int, float, bool))
 
 def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
     """A callable writing one observation of ``space`` into row ``index`` of ``memory`` (the
-    Gymnasium shared-memory structure of ``space`` over the segment, from ``_layout.bind``),
-    exactly as ``write_to_shared_memory(space, index, value, memory)`` does.
-
-    Raises (from the returned callable) the exception type ``write_to_shared_memory`` raises for a
-    value that does not fit the space (``KeyError`` for a missing Dict key, ``ValueError`` for a
-    wrong size), with a message naming env ``index``, the leaf and the shapes (:func:`misfit`).
-    """
+    Gymnasium shared-memory structure of ``space`` over the segment, from ``_layout.bind``), exactly
+    as ``write_to_shared_memory(space, index, value, memory)`` does."""
     return _writer(space, index, memory, "")
 
 
@@ -106,14 +101,7 @@ def _writer(space: spaces.Space, index: int, memory: Any, path: str) -> Writer:
 
 def plan(space: spaces.Space, index: int, memory: Any) -> Tuple[Any, List[Leaf]]:
     """How the Rust host walks an observation of a Dict or Tuple ``space`` into row ``index`` of
-    ``memory`` (as for :func:`writer`): ``(tree, leaves)``.
-
-    ``tree`` is ``("dict", [(key, subtree), ...])`` in the space's key order, ``("tuple",
-    [subtree, ...])``, or ``("leaf", i)``; ``leaves[i]`` is ``(row, write)``: for a Box, Discrete,
-    MultiDiscrete or MultiBinary leaf its row, a C-contiguous writable array of the leaf's shape
-    and dtype over the segment, and for any other leaf ``None``; ``write`` writes a value of that
-    leaf as :func:`writer` would. Leaves are numbered in the order :func:`writer` writes them.
-    """
+    ``memory`` (as for :func:`writer`): ``(tree, leaves)``."""
     leaves: List[Leaf] = []
 
     def walk(sub: spaces.Space, mem: Any, path: str) -> Any:
@@ -165,10 +153,9 @@ def _at(path: str) -> str:
 
 def misfit(env_id: int, path: str, space: spaces.Space, value: Any, error: Exception) -> Exception:
     """The error for env ``env_id``'s observation ``value`` (the leaf at ``path``, ``""`` for the
-    whole observation) that its ``space`` cannot hold, NumPy having raised ``error`` writing it:
-    of ``error``'s type, naming the env, the path, the space, and the value's shape beside the
-    space's (or, for a value of the space's shape, its type or dtype beside the space's dtype).
-    ``error`` itself when its type is not one that takes a message alone."""
+    whole observation) that its ``space`` cannot hold, NumPy having raised ``error`` writing it: of
+    ``error``'s type, naming the env, the path, the space, and the value's shape beside the space's
+    (or, for a value of the space's shape, its type or dtype beside the space's dtype)."""
     if type(error) not in (ValueError, TypeError, OverflowError):
         return error
     expected = tuple(space.shape or ())

@@ -346,9 +346,7 @@ class Slots:
 
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
-        runs of rows, in order (``ids``: their env ids), as :meth:`results`. Observations are a
-        view of shared memory for one run of a flat space without ``copy``, lent views of one run
-        with ``copy`` where the slot can be lent (:mod:`ringenv._leases`), else new arrays."""
+        runs of rows, in order (``ids``: their env ids), as :meth:`results`."""
         if len(runs) == 1 and self.obs_flat is not None and self.device is None and self._pickled is None \
                 and (not copy or self.leases is None):  # one run of a flat space (an async batch): kept views
             views = self._run_views.get(runs[0])
@@ -459,9 +457,7 @@ def device_tree(space: spaces.Space) -> bool:
 
 def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:
     """The leaf spaces of ``space`` in depth-first order: a Dict's values in the order the space
-    lists its keys, a Tuple's items in order; ``[space]`` for any other space. The one order of
-    :func:`tree_leaves` and :func:`tree_of` (a Dict or Tuple space indexes like its values, so it
-    is walked as its own batch)."""
+    lists its keys, a Tuple's items in order; ``[space]`` for any other space."""
     return tree_leaves(space, space)
 
 

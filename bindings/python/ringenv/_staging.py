@@ -374,11 +374,10 @@ class DeviceBatches:
             self.staging.before_reuse(slot)
 
     def batch(self, pieces: List[Tuple[int, int, int]], copy: bool) -> Tuple[Any, Any, Any, Any]:
-        """``(observations, rewards, terminations, truncations)`` as tensors on the device, for
-        the rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
-        observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the
-        flags ``bool``. Without ``copy``, one piece gives the staging's reused tensors
-        (:meth:`GpuStaging.stage`); else new tensors (:meth:`GpuStaging.stage_new`)."""
+        """``(observations, rewards, terminations, truncations)`` as tensors on the device, for the
+        rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
+        observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the flags
+        ``bool``."""
         import torch
 
         if copy or len(pieces) > 1:

@@ -123,8 +123,7 @@ def does_not_fit(space: spaces.Text, env_id: int, value: Any) -> Exception:
     """The error for a value of env ``env_id`` that Gymnasium's ``write_to_shared_memory`` could not
     encode in ``space`` (it raises a bare ``KeyError: 97`` for ``b"a"``, an ``IndexError`` for a
     string too long): a ``TypeError`` for a value that is not a ``str``, else a ``ValueError``
-    saying which characters are too many or outside the charset. ``SyncVectorEnv``, which does not
-    encode, passes such a value on; Gymnasium's ``AsyncVectorEnv`` fails on it as here."""
+    saying which characters are too many or outside the charset."""
     where = f"env {env_id} returned a Text observation"
     if not isinstance(value, str):
         return TypeError(f"{where} of type {type(value).__name__} ({value!r:.80}); its observation space "

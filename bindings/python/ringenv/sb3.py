@@ -101,9 +101,7 @@ def _env_method(name: str, args: tuple, kwargs: Dict[str, Any]) -> Callable[[gym
 
 
 def _is_wrapped(wrapper_class: type) -> Callable[[gym.Env], bool]:
-    """SB3's ``env_util.is_wrapped``. The class travels as bytes, unpickled only where its module
-    is already imported: elsewhere no env can be an instance of it, and asking (as SB3's
-    ``evaluate_policy`` asks about ``Monitor``) must not import its module into every worker."""
+    """SB3's ``env_util.is_wrapped``."""
     module = wrapper_class.__module__
     pickled = cloudpickle.dumps(wrapper_class)
 

@@ -70,15 +70,7 @@ _WHAT_TO_PASS = ("create_env_fn must return a gymnasium.Env (e.g. functools.part
 
 def _make_unwrap() -> Callable[[Any, str], Tuple[gym.Env, Any]]:
     """The function that turns what ``create_env_fn`` returned into the gymnasium env to step:
-    ``unwrap(obj, where) -> (gymnasium_env, torchrl_wrapper_or_None)``.
-
-    It is defined inside this function so that cloudpickle sends it to the workers by value: a
-    worker whose factory returns a gymnasium env never imports torch or torchrl (a worker whose
-    factory builds a ``GymEnv`` imports them to build it). It raises ``TypeError`` for anything
-    else than a gymnasium ``Env`` or a non-batched TorchRL ``GymWrapper``, and ``ValueError`` for a
-    ``GymWrapper`` whose settings ringenv does not reproduce (``frame_skip`` > 1, an info dict
-    reader).
-    """
+    ``unwrap(obj, where) -> (gymnasium_env, torchrl_wrapper_or_None)``."""
 
     def unwrap(obj: Any, where: str) -> Tuple[gym.Env, Any]:
         import sys
@@ -115,9 +107,7 @@ def _sub_env_factory(create_env_fn: Callable[..., Any], kwargs: dict, index: int
                      unwrap: Callable[[Any, str], Tuple[gym.Env, Any]],
                      first: Optional[gym.Env] = None) -> Callable[[], gym.Env]:
     """A factory of sub-env ``index`` for :class:`ringenv.AsyncVectorEnv` (nested, so cloudpickle
-    sends it by value). ``first``, the env already built in the main process to read the spaces,
-    is returned by the first call (AsyncVectorEnv's own probe, made in the main process before any
-    factory is pickled), so the main process builds one env, not two."""
+    sends it by value)."""
     handoff = [] if first is None else [first]
 
     def make_sub_env() -> gym.Env:
@@ -365,11 +355,9 @@ class ParallelEnv(EnvBase):
     # -- host -> device ---------------------------------------------------------------------------
 
     def _to_device(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Moves a batch built on the CPU to ``self.device``, for what the vector env does not
-        stage itself (Dict observations on a CUDA device): ``tensordict.to(device,
-        non_blocking=True)``. A single-array observation space on a CUDA device never comes
-        here: ``ringenv.AsyncVectorEnv(device=...)`` copies each batch from the pinned shared
-        segment on the current stream, without a per-step ``.to()``."""
+        """Moves a batch built on the CPU to ``self.device``, for what the vector env does not stage
+        itself (Dict observations on a CUDA device): ``tensordict.to(device,
+        non_blocking=True)``."""
         if self.device.type == "cpu" or tensordict.device == self.device:
             return tensordict
         return tensordict.to(self.device, non_blocking=True)
@@ -432,9 +420,7 @@ class ParallelEnv(EnvBase):
 
     def _reset(self, tensordict: Optional[TensorDictBase] = None, **kwargs: Any) -> TensorDictBase:
         """Resets the sub-envs marked by ``tensordict["_reset"]`` (shape ``[num_workers]`` or
-        ``[num_workers, 1]``, bool), or all of them. ``kwargs`` (``seed``, ``options``) go to every
-        sub-env's ``reset``; ``list_of_kwargs``, a list of ``num_workers`` dicts, gives per-sub-env
-        ones, as in TorchRL's batched envs (``options`` must then be the same for all)."""
+        ``[num_workers, 1]``, bool), or all of them."""
         vec = self._open_vec("reset")
         n = self.num_workers
         list_of_kwargs = kwargs.pop("list_of_kwargs", None)

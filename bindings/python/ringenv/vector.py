@@ -620,15 +620,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
         the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
-        and, on the pickled path, takes in the observations.
-
-        A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
-        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: runs of
-        envs whose infos have the same keys of typed values, a Rust worker's always; see
-        ``runtime/src/infos.rs``), which the share hands over as
-        ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
-        When every message is typed with the same keys, the columns are built from them natively
-        and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""
+        and, on the pickled path, takes in the observations."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}

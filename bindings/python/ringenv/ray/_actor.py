@@ -37,17 +37,7 @@ Block = Tuple[int, int, bytes]
 
 class StartupFailure(Exception):
     """A block's pool could not be built in the actor (raised by every call of the actor; the driver
-    makes it a :class:`ringenv.errors.WorkerStartupError` naming the actor).
-
-    Args (and attributes of the same names):
-        error: the exception (a local pool's ``WorkerStartupError``, a factory's own, or the
-            unpickling's), its env ids made global.
-        cause: what ``error`` was raised from (a local ``WorkerStartupError``'s factory exception;
-            exceptions lose their ``__cause__`` on their way to the driver), or ``None``.
-        env_ids: the env indices of the block (a tuple).
-        traceback: the actor's formatted traceback of ``error``.
-        unpickling: whether the block's recipe (its env factories) could not be unpickled.
-    """
+    makes it a :class:`ringenv.errors.WorkerStartupError` naming the actor)."""
 
     def __init__(self, error: BaseException, cause: Optional[BaseException], env_ids: Tuple[int, ...],
                  traceback: str, unpickling: bool):

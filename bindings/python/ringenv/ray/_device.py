@@ -46,8 +46,7 @@ _ALIGN = 64  # each array starts on a cache line
 def check_space(space: spaces.Space, device: Any) -> None:
     """Raises ``ValueError`` unless ``space`` is arrays per env (a Box, Discrete, MultiDiscrete or
     MultiBinary space, or a Dict or Tuple of them, nested or not) of dtypes torch has
-    (:func:`ringenv._slots.device_tree`). A local vector env's ``device`` takes these and also a
-    Dict of them beside values of no fixed layout (MiniGrid's); a Ray pool does not split one."""
+    (:func:`ringenv._slots.device_tree`)."""
     if not device_tree(space):
         raise ValueError(f"device={device!r} needs observations of arrays (a Box, Discrete, MultiDiscrete or "
                          f"MultiBinary space, or a Dict or Tuple of them, of dtypes torch has), got {space}; "
