@@ -2,14 +2,6 @@
 //! worker (or the inline share) encodes its envs' info dicts ([`encode`]), and the main process
 //! turns a command's messages into Gymnasium's vectorised columns ([`typed_columns`]) or each
 //! env's own dict ([`typed_dicts`]).
-//!
-//! A value is *typed* when it is exactly an `int` (fitting `int64`), `float` or `bool`, NumPy's
-//! scalar of an integer, float or complex dtype of at most 8 bytes (not `bool_`), an exact `str`,
-//! `None`, an exact `tuple` of at most [`MAX_ARITY`] of those, an exact C-contiguous
-//! `numpy.ndarray` of a native bool or number dtype and at most [`MAX_NDIM`] dimensions, or (from
-//! a worker process only) an exact `list` of typed scalars. The columns are those of Gymnasium's
-//! `VectorEnv._add_info`. Anything else keeps the pickled path and Python's vectoriser
-//! (`ringenv._infos`). A malformed message raises `ValueError`.
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -358,11 +350,10 @@ impl<'py> Decoder<'py> {
     }
 }
 
-/// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`,
-/// or the inline share's `(None, [(env_id, info), ...], bytes)`) when together they hold exactly
-/// the envs `env_ids` (`None`: every env) in that order, with the same keys and fields: for each
-/// key its column (first dimension `len(env_ids)`) and its mask `"_" + key` (bool). `None` where
-/// the general path must decide (other envs or keys, `final_obs`, a mask name that is a key).
+/// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`, or
+/// the inline share's `(None, [(env_id, info), ...], bytes)`) when together they hold exactly the
+/// envs `env_ids` (`None`: every env) in that order, with the same keys and fields: for each key
+/// its column (first dimension `len(env_ids)`) and its mask `"_" + key` (bool).
 ///
 /// # Errors
 /// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
