@@ -404,12 +404,9 @@ def _describe_exception(exc: BaseException) -> Tuple[str, str, str, bytes]:
 def main(argv: List[str]) -> int:
     from ringenv import _native
 
-    # Everything imported so far (NumPy, Gymnasium, cloudpickle, ringenv: ~26,000 objects the collector tracks)
-    # lives as long as the process. Out of the collector's sight ("ignore them in all the future
-    # collections": the gc module's documentation, gc.freeze), it costs nothing to the collections
-    # the envs' garbage triggers, nor to the full ones of Python's exit (~80 ms of each close
-    # before: benches/startup.py). The envs' own modules and objects come later, unfrozen: the
-    # exit collects and finalizes them as it would have.
+    # Everything imported so far (NumPy, Gymnasium, cloudpickle, ringenv: ~26,000 objects the
+    # collector tracks) lives as long as the process: frozen, the collections the envs trigger and
+    # those of Python's exit skip it (~80 ms less per close: benches/startup.py).
     gc.freeze()
 
     if not argv or argv[0] not in ("--python", "--rust"):

@@ -259,9 +259,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         if batch_size < n:
             check_batch_size(n, num_workers, batch_size, use_inline)
         obs_leaves = obs_layout.leaves if obs_layout is not None else None
-        # The segment's size, computed without allocating, is checked before Gymnasium's
-        # batch_space allocates arrays of num_envs rows and before the segment is created.
-        # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
+        # The segment's size, computed without allocating, is checked before Gymnasium's batch_space
+        # allocates arrays of num_envs rows and before the segment is created.
         lend = obs_layout is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_layout.leaves),
                                                 array_tree(obs_layout.space), torch_device,
                                                 self.autoreset_mode == AutoresetMode.DISABLED)
