@@ -1,33 +1,12 @@
 """Vectorising a batch of per-env infos the way Gymnasium's ``VectorEnv._add_info`` does, a column
 at a time instead of an env at a time.
 
-Gymnasium builds a vector env's infos by calling ``_add_info(infos, info, env_id)`` once per env:
-for every key it creates (on the key's first appearance) an array of ``num_envs`` entries whose
-dtype is the type of that first value, assigns the env's entry, and keeps a boolean mask
-``infos["_" + key]``. With a few scalar infos per env that is a ``np.zeros`` and two item
-assignments per key per env, which on a Python env that returns in microseconds costs as much as
-the step itself.
-
-:func:`add_infos` gives the same dict, key for key (same insertion order, dtypes, values and
-masks), building each column with one ``np.zeros`` and one fancy assignment when every value of
-that key is a number (``int``, ``float``, ``bool`` or a NumPy number type, of one type or mixed:
-the column has the first value's type and ``np.array(values, dtype=T)`` holds exactly what
-item-by-item assignment would, :func:`_scalar_type`; FrozenLake's ``prob`` is a ``float`` after a
-step and the ``int`` 1 after a reset), and with one ``np.stack`` when every value is a NumPy array
-of one shape and dtype (Taxi's ``action_mask``: Gymnasium's column is ``np.zeros((num_envs,
-*shape), dtype)`` with each env's array assigned to its row, which is what stacking them gives),
-and with one ``object`` array filled item by item when no value is a number, an array or a dict
-(a list, a string, ``None``, a named tuple: Gymnasium's column is ``np.full(num_envs, None,
-dtype=object)`` with each env's value assigned, the same objects). Every other key (nested
-dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
-through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
-
-The columns of typed values (``runtime/src/infos.rs``) are built natively: straight from the
-typed messages' bytes when they cover the call's envs with one set of keys
-(``ringenv._native.typed_columns``), and, when every env's info has the same keys of typed
-values, from the message ``ringenv._native.dict_columns`` makes of the dicts (the same arrays
-without a Python call per column: 8 envs x 3 scalar keys ~4 µs against ~18 µs here). This module
-vectorises the rest.
+:func:`add_infos` gives the same dict as ``_add_info`` called env by env (same key order, dtypes,
+values and masks), building each column at once where every value of the key is a number
+(:func:`_scalar_type`), a NumPy array of one shape and dtype, or an object that is none of a
+number, an array or a dict; every other key goes through Gymnasium's own ``_add_info``, so its
+result and errors stay Gymnasium's. Typed infos (``runtime/src/infos.rs``) are vectorised
+natively (``ringenv._native.typed_columns``, ``dict_columns``); this module does the rest.
 """
 
 from __future__ import annotations
