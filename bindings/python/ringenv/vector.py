@@ -357,14 +357,11 @@ class AsyncVectorEnv(PoolVectorEnv):
                 workers, envs whose last results were not received yet (except for a repeat of
                 the last ``send``, below), actions of the wrong shape or dtype, or with
                 ``check_actions=True`` out of range (nothing is sent).
-            KeyboardInterrupt: Ctrl-C during the call, before or after the actions went out:
-                make the same ``send`` again. A ``send`` repeating the last one (equal actions
-                and env ids, no ``recv`` between) whose envs are still in flight returns at once,
-                so the envs step once either way (docs/RELIABILITY.md).
+            KeyboardInterrupt: Ctrl-C during the call: make the same ``send`` again; the envs step
+                once either way (docs/RELIABILITY.md).
             gymnasium.error.ResetNeeded: Rust envs and no ``async_reset`` (or ``reset``) yet.
             AlreadyPendingCallError: a synchronous call is pending, or another thread is inside
-                ``send``, ``recv`` or ``async_reset`` of this env (nothing is written then: send
-                and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
+                ``send``, ``recv`` or ``async_reset`` of this env; ClosedEnvironmentError.
         """
         self._assert_open("send")
         if self._state != AsyncState.DEFAULT:
@@ -387,10 +384,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             order of ``infos["env_id"]`` (an ``int32`` array of shape ``(batch_size,)``, ascending
             within each worker's block): observations batched as ``observation_space`` with
             ``batch_size`` rows; rewards ``float64``, terminations and truncations ``bool``, each
-            of shape ``(batch_size,)``; infos vectorised over the batch. Observations are views of
-            shared memory when the batch is contiguous and ``copy=False`` (valid until those envs
-            step again); with ``copy=True``, lent views of a contiguous batch where the pool lends
-            (see ``copy``: no command writes them while they are held), else copies.
+            of shape ``(batch_size,)``; infos vectorised over the batch. With ``copy=False``
+            observations may be views of shared memory, valid until those envs step again.
 
         Raises:
             ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
@@ -432,9 +427,8 @@ class AsyncVectorEnv(PoolVectorEnv):
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None):
         """Sends a reset to every sub-env: env ``i`` gets ``seed + i`` (an int), ``seed[i]`` (a list
-        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``. A Python env
-        gets its seed as the Python ``int`` Gymnasium's vector envs pass, of any size (NumPy
-        integers converted); a Rust env's seed is a ``u64``, below ``2**64``.
+        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``. A Rust env's
+        seed is a ``u64``, below ``2**64``.
         ``options["reset_mask"]``, a bool array of shape ``(num_envs,)``, resets only the envs it
         marks; the others keep their state and last observation.
 
@@ -512,11 +506,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             AlreadyPendingCallError: a call is already pending.
             ClosedEnvironmentError: the vector env is closed.
             TypeError: a scalar instead of a batch of actions (``step(0)``), as Gymnasium.
-            ValueError: actions of the wrong shape or count, actions that are not numbers (an
-                object array holding ``None``, strings; naming the env), non-integer actions for
-                a Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the
-                space's dtype, and with ``check_actions=True`` out-of-range or NaN values
-                (naming the env; checked before anything is sent).
+            ValueError: actions of the wrong shape or count, not numbers, non-integer for a
+                Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the space's
+                dtype, and with ``check_actions=True`` out-of-range or NaN values (naming the env).
             gymnasium.error.ResetNeeded: Rust envs not reset yet (a Python env made by
                 ``gym.make`` raises it from the worker, as in Gymnasium).
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.

@@ -2,11 +2,9 @@
 has (install the extra: ``pip install ringenv[ray]``; ``import ringenv`` never imports Ray).
 
 :func:`make_vec` returns a Gymnasium ``VectorEnv`` whose sub-envs live in Ray actors, one per node
-by default, each hosting an ordinary local ringenv pool (its own shared segment; for the CPUs
-Ray gave the actor, one worker process fewer and the actor stepping a share of the envs itself,
-as a local default pool; an actor of one CPU steps its envs with no worker process). ``reset`` and ``step`` make one call per actor, all
-at once, each carrying that actor's whole batch, and concatenate the results in env order: the
-results are bit-identical to a local :class:`ringenv.AsyncVectorEnv` of the same envs and seeds.
+by default, each hosting an ordinary local ringenv pool. ``reset`` and ``step`` make one call per
+actor, all at once, and concatenate the results in env order: bit-identical to a local
+:class:`ringenv.AsyncVectorEnv` of the same envs and seeds.
 ``async_reset`` / ``send`` / ``recv`` (``batch_size < num_envs``) take whichever actors' blocks
 finish first, with two calls in flight per actor. See docs/RAY.md for the cost model and faults.
 
