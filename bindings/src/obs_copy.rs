@@ -1,12 +1,8 @@
 //! Copying a Python env's observation into its rows of the shared segment without a Python call
-//! per leaf: each leaf that is a NumPy array of its row's dtype and shape, in C order, goes in
-//! with one `memcpy` (NumPy's C API through the `numpy` crate reads its type, dtype, shape, flags
-//! and data pointer), a NumPy scalar of its row's dtype for a row of shape `()` (a Discrete's
-//! `numpy.int64`, as MiniGrid's direction) with one copy of its bytes, and a Python `int`,
-//! `float` or `bool` for a row of shape `()` and dtype `int64`, `float64` or `bool` (a
-//! Discrete's) is stored as NumPy's assignment stores it;
-//! anything else goes through the Python writer that `ringenv._obs_writer` built for that leaf
-//! or for the whole observation, so results and errors stay Gymnasium's.
+//! per leaf: a NumPy array of its row's dtype and shape, in C order, with one `memcpy`; a NumPy
+//! scalar of its row's dtype, or a Python `int`, `float` or `bool`, for a row of shape `()` as
+//! NumPy's assignment stores it; anything else through the Python writer of `ringenv._obs_writer`,
+//! so results and errors stay Gymnasium's.
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};

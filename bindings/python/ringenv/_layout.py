@@ -1,18 +1,11 @@
 """How Gymnasium spaces are laid out in ringenv's shared memory segment.
 
-ringenv reuses Gymnasium's own ``create_shared_memory`` / ``read_from_shared_memory`` /
-``write_to_shared_memory`` (``gymnasium.vector.utils``), so every space is encoded exactly as
-Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` encodes it (a ``Text`` as ``int32`` character
-indices, a ``Dict`` or ``Tuple`` as one array per component, ...). Those functions allocate through
-a multiprocessing context's ``Array(typecode, size)``; here a context hands out *leaves*: regions
-of the segment, one contiguous ``[num_envs, ...]`` array per leaf, in the order Gymnasium asks for
-them. Spaces with no fixed layout (``Graph``, ``Sequence``, custom ``Space`` subclasses) have no
-leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``; a ``Dict``
-space some of whose values have a layout and some not (MiniGrid's and BabyAI's observation: an
-image, a direction and a custom ``MissionSpace``) is split (:func:`observation_layout`): the values
-with a layout go into the segment, only the others travel pickled. ``Text`` leaves
-are written and read by :mod:`ringenv._text` (:func:`reader`), with the same codes and strings
-as Gymnasium's functions and without a Python step per character.
+ringenv reuses Gymnasium's ``create_shared_memory`` / ``read_from_shared_memory`` /
+``write_to_shared_memory``, so every space is encoded exactly as Gymnasium's
+``AsyncVectorEnv(shared_memory=True)`` encodes it; here a multiprocessing-like context hands out
+*leaves*: regions of the segment, one contiguous ``[num_envs, ...]`` array per leaf. Spaces with
+no fixed layout have no leaves and travel pickled; a ``Dict`` with values of both kinds is split
+(:func:`observation_layout`). ``Text`` leaves are read by :mod:`ringenv._text` (:func:`reader`).
 """
 
 from __future__ import annotations
