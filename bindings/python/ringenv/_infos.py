@@ -235,10 +235,7 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
 
     Returns:
         what :func:`add_infos` over all ``num_envs`` envs, followed by taking the rows ``env_ids``
-        of every array, gives (same keys, order, dtypes, values and masks). Infos without a
-        nested dict are built at the batch's size, with the batch's positions in place of the env
-        ids; a nested dict goes the long way, since Gymnasium's ``_add_info`` can write an env id
-        into it as a key (a key that is a dict in one env and a number in another).
+        of every array, gives (same keys, order, dtypes, values and masks).
 
     Raises:
         KeyError: naming an env id of ``env_infos`` that is not in ``env_ids``; what

@@ -637,11 +637,9 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
         Returns:
             ``(observations, rewards, terminations, truncations, infos)`` as
-            :class:`ringenv.AsyncVectorEnv` returns them (observations batched as
-            ``observation_space``, new arrays the caller owns; rewards ``float64``, terminations
-            and truncations ``bool``, each of shape ``(num_envs,)``; with a CUDA ``device``,
-            torch tensors on it of those dtypes and shapes). Envs of an actor restarted
-            under ``on_actor_failure="restart"`` come back reset and truncated, with
+            :class:`ringenv.AsyncVectorEnv` returns them (new arrays the caller owns; rewards
+            ``float64``, terminations and truncations ``bool``, each of shape ``(num_envs,)``).
+            Envs of a restarted actor come back reset and truncated, with
             ``infos["actor_restarted"]``.
 
         Raises:
