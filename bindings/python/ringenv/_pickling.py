@@ -1,20 +1,15 @@
 """What crosses between the main process and its workers, and how it is pickled.
 
-A worker is a fresh interpreter: what the caller's main script (``__main__``) defines travels by
-value (cloudpickle), since no other process can import it. Pickling by value has two costs this
-module keeps away from users:
+What the caller's main script defines travels to a worker by value (cloudpickle). Two costs of
+that are kept away from users:
 
-- In the main process, cloudpickle *loading* a class that this process sent by value finds the
-  class already defined (it tracks them) and sets the loaded copies of its methods on it: the
-  caller's own class then runs copies whose globals are a snapshot of the script's (a
-  ``global`` counter stops counting, for every later user of the class). So nothing the main
+- cloudpickle *loading* in the main process a class it sent by value sets the loaded copies of
+  its methods on the caller's own class (whose globals then are a snapshot). So nothing the main
   process sends is loaded back here by cloudpickle: the inline share gets its factories
-  (:func:`local_init`) and its ``call`` requests (:func:`request`) as the objects themselves, and
-  results go through plain pickle first (:func:`dumps`), which pickles the script's classes by
-  reference.
-- In a worker, the script's names are not in ``__main__``, so pickle by reference fails there
-  ("attribute lookup State on __main__ failed"): :func:`publish_main_names` puts the ones that
-  came with the factories there.
+  (:func:`local_init`) and requests (:func:`request`) as the objects themselves, and results go
+  through plain pickle first (:func:`dumps`).
+- In a worker, pickle by reference of the script's names fails ("attribute lookup State on
+  __main__ failed"): :func:`publish_main_names` puts them in the worker's ``__main__``.
 """
 
 from __future__ import annotations
