@@ -2,17 +2,9 @@
 //! statement so that no Ctrl-C can leave it held; and `ringenv._native.Busy`, what a call finds
 //! when another is inside (the guard held, or the pool borrowed by a call that waits).
 //!
-//! A `threading.Lock` taken with `acquire(False)` and released in a `finally` can stay held: CPython
-//! runs a pending signal's handler at the end of a call instruction, so a `KeyboardInterrupt` can
-//! be raised after the acquire and before the `try`. A `with` statement whose `__enter__` is a C
-//! function has no such gap: CPython checks for signals neither inside `__enter__` nor between its
-//! return and the protected block (bpo-29988), so once `__enter__` returns, `__exit__` runs
-//! whatever is raised.
-//!
-//! `__enter__` never blocks: when the guard is held (by another thread, or by a frame below a
-//! signal handler in this one) it raises [`Busy`], which the vector env turns into Gymnasium's
-//! `AlreadyPendingCallError` naming the call. The guard has no owner (as a `threading.Lock`):
-//! whoever entered it exits it.
+//! Not a `threading.Lock`: a `KeyboardInterrupt` can land between its `acquire` and the `try`,
+//! leaving it held. A `with` whose `__enter__` is a C function has no such gap (bpo-29988).
+//! `__enter__` never blocks: a held guard raises [`Busy`].
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyRuntimeError;

@@ -1,15 +1,8 @@
 //! A close asked for while a call is inside the pool: `ringenv._native.PoolCloser`.
 //!
-//! A `Pool`'s methods take `&mut self`, and `wait` and `recv` hold that borrow for as long as they
-//! wait (the GIL released, in slices of 100 ms). A `close()` from another thread, or from a signal
-//! handler that runs inside such a wait (a SIGTERM handler that closes the env), cannot borrow the
-//! pool then: `Pool.close` raises `ringenv._native.Busy`. So each pool shares a
-//! [`CloseRequest`] with a small frozen object, [`PyPoolCloser`], that needs no borrow of the
-//! pool: the closing side records the request there, and the waiting call, which checks it
-//! between slices, stops waiting, closes the pool itself (with the requested timeout) and raises
-//! `ClosedEnvironmentError`. The closing side knows from [`PyPoolCloser::request`] whether the
-//! call it waits for runs in its own thread (a signal handler's frame sits on top of the wait,
-//! which can only go on once the handler returns) or in another one (it waits for that call).
+//! `wait` and `recv` hold the pool's `&mut` borrow while they wait, so a `close()` from another
+//! thread or a signal handler records a [`CloseRequest`] instead; the waiting call checks it
+//! between slices, closes the pool and raises `ClosedEnvironmentError`.
 
 use crate::errors::from_native;
 use pyo3::prelude::*;
@@ -99,8 +92,7 @@ pub struct PyPoolCloser {
 impl PyPoolCloser {
     /// Asks the call inside the pool to close it, giving the workers `timeout` seconds to exit
     /// (`None`: as long as their envs' `close` takes, as `Pool.close`).
-    /// Returns True when that call runs in this thread (a signal handler interrupted it: it closes
-    /// the pool once the handler returns), False otherwise (the caller waits for `closed`).
+    /// Returns True when that call runs in this thread (under a signal handler), else False.
     #[pyo3(signature = (timeout))]
     fn request(&self, timeout: Option<f64>) -> bool {
         *self.shared.timeout.lock().unwrap_or_else(PoisonError::into_inner) = timeout.map(|t| t.max(0.0));

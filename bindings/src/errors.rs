@@ -1,6 +1,4 @@
-//! Maps runtime errors to the typed exceptions of `ringenv.errors`. The exceptions are built by
-//! `ringenv.errors._from_native(kind, message, fields)` in Python, so their classes, docs and
-//! attributes live in one place.
+//! Maps runtime errors to the typed exceptions of `ringenv.errors`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};

@@ -1,26 +1,9 @@
 //! The interpreter's exit and the inline share's calls into Python envs.
 //!
-//! When the interpreter exits, CPython (3.10 to 3.13) ends every daemon thread that asks for the
-//! GIL back from then on with `pthread_exit` (`take_gil` in `Python/ceval_gil.h`), a forced
-//! unwind of that thread's stack. A daemon thread stepping the inline share (or every env, with
-//! `num_workers=0`) is inside this module's Rust frames, which called the env's Python `step`;
-//! the unwind cannot cross them (PyO3's `extern "C"` trampolines abort on unwinding), so glibc
-//! aborts the process: exit status 134, no message, at random (a daemon thread's Python code
-//! hands the GIL over every few milliseconds). Gymnasium's `SyncVectorEnv` in the same place has
-//! only Python and C frames, which the unwind crosses.
-//!
-//! So the inline share's calls into Python (its envs' `step`, `reset`, `call` and `close`) are
-//! counted ([`enter`]), and an `atexit` handler
-//! (`ringenv/vector.py` registers [`hold_inline_calls_at_exit`]) runs before the interpreter
-//! starts ending threads: it lets the calls under way finish (the GIL released, for at most its
-//! timeout), and from then on a thread other than the exiting one that enters the share parks
-//! for good, without the GIL, where the process's end finds it, as PyO3 parks a thread that asks
-//! for the GIL while the interpreter finalizes. Both sides run with the GIL held, so a thread
-//! either counted itself before the handler looked or sees its flag.
-//!
-//! A forked child has only the thread that forked: `os.register_at_fork` (also in
-//! `ringenv/vector.py`) sets the child's count to that thread's own calls
-//! ([`exit_guard_after_fork`]), so the child's exit never waits for the parent's other threads.
+//! At exit CPython (3.10 to 3.13) ends daemon threads that ask for the GIL with `pthread_exit`, an
+//! unwind that cannot cross PyO3's `extern "C"` frames, so glibc aborts the process. The inline
+//! share's calls into Python are therefore counted ([`enter`]); an `atexit` handler
+//! ([`hold_inline_calls_at_exit`]) lets those under way finish, and parks later ones for good.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

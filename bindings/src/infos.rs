@@ -1,31 +1,7 @@
 //! Typed infos between Python and the wire format of [`ringenv_runtime::infos`]: a Python
 //! worker (or the inline share) encodes its envs' info dicts ([`encode`]), and the main process
-//! turns a command's messages, whoever wrote them, into Gymnasium's vectorised columns
-//! ([`typed_columns`]) or each env's own dict ([`typed_dicts`]), the values never Python objects
-//! on the way.
-//!
-//! A value is *typed* when it is exactly an `int` (fitting `int64`), `float` or `bool`, NumPy's
-//! own scalar of an integer, float or complex dtype of at most 8 bytes (not `bool_`, whose
-//! Gymnasium column is an `object` array, nor `longdouble`, `complex128`, `timedelta64`), an
-//! exact `str`, `None`, or an exact `tuple` of at most [`MAX_ARITY`] of those. Gymnasium's
-//! `VectorEnv._add_info` gives a number key the column `numpy.zeros(num_envs, dtype=type(value))`
-//! filled with each env's value, which is the value's bytes; a `str`, `None` or tuple key an
-//! `object` array of each env's value, here a new one equal to the env's (they cannot change).
-//!
-//! Two more kinds are typed, values an env may keep and change after returning them (a worker
-//! process's arrive as copies whichever way they travel):
-//! - an exact `numpy.ndarray` of a bool, integer, float or complex dtype in native byte order,
-//!   C-contiguous, of at most [`MAX_NDIM`] dimensions, every env's of the key of one dtype and
-//!   shape: Gymnasium's column is `numpy.zeros((num_envs, *shape), dtype)` with each env's array
-//!   copied into its row, as here. The inline share hands its envs' own dicts over beside the
-//!   message, for `env_infos()`;
-//! - from a worker process only, an exact `list` of typed scalars: its column is an `object`
-//!   array of each env's list, made anew as by unpickling (`SyncVectorEnv`'s holds the env's own
-//!   list, which the inline share's general path keeps).
-//!
-//! Anything else (a subclass such as a named tuple or `numpy.str_`, nested tuples, a dict) keeps
-//! the pickled path and Python's vectoriser (`ringenv._infos`), so results and errors are
-//! Gymnasium's whichever path a step takes. A malformed message raises `ValueError`.
+//! turns a command's messages into Gymnasium's vectorised columns ([`typed_columns`]) or each
+//! env's own dict ([`typed_dicts`]).
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -127,11 +103,9 @@ fn push(w: &mut Writer, field: &Field, value: &Bound<'_, PyAny>) -> Option<()> {
     }
 }
 
-/// The typed message of `infos` (`(env_id, info)` pairs of one command, in env order), or `None`
-/// when they are not all typed: ids not consecutive, an info that is not exactly a `dict`, keys
-/// that are not `str` or not the first info's in its order, a value not typed or not of the first
-/// info's field for its key, more than 4 GiB of data. With the message, whether a key holds
-/// arrays or lists (values the env may change, of which the message holds copies).
+/// The typed message of `infos` (`(env_id, info)` pairs of one command, in env order), and
+/// whether a key holds arrays or lists; `None` unless ids are consecutive, every info an exact
+/// `dict` with the first one's `str` keys and fields, and the data under 4 GiB.
 pub fn encode(infos: &[(usize, Bound<'_, PyDict>)]) -> Option<(Vec<u8>, bool)> {
     let (first_id, first) = infos.first()?;
     if infos.iter().enumerate().any(|(k, (id, info))| *id != first_id + k || !info.is_exact_instance_of::<PyDict>()) {
@@ -376,16 +350,10 @@ impl<'py> Decoder<'py> {
     }
 }
 
-/// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`,
-/// or the inline share's `(None, [(env_id, info), ...], bytes)`: its envs' own dicts beside the
-/// message) when together their runs hold exactly the envs `env_ids` (`None`: every env,
-/// `0..num_envs`) in that order, with the same keys and fields: for each key, in order, its column
-/// (shape `(len(env_ids),)`: of a number key the dtype of `numpy.zeros(n, dtype=type(value))`, of
-/// a `str`, `None`, tuple or list key `object`, each entry a new value of the env's types, except
-/// that a list key's entry for an env of the share is that env's own list, as `SyncVectorEnv`'s
-/// column holds it; of an array key shape `(len(env_ids), *shape)` and the arrays' dtype) and its
-/// mask `"_" + key` (all True, bool). `None` where the general path must decide: other envs,
-/// other keys, a key named `final_obs` or whose mask name is also a key.
+/// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`, or
+/// the inline share's `(None, [(env_id, info), ...], bytes)`) when together they hold exactly the
+/// envs `env_ids` (`None`: every env) in that order, with the same keys and fields: for each key
+/// its column (first dimension `len(env_ids)`) and its mask `"_" + key` (bool).
 ///
 /// # Errors
 /// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
@@ -562,10 +530,8 @@ fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyByt
     Ok((message, Some(own)))
 }
 
-/// The inline share's own list of key `name` of env `env_id`, pair `index` of its `(env_id,
-/// info)` pairs `own`, which `SyncVectorEnv`'s column holds (the env may change that list later,
-/// and the column with it); `None` where the pair or the value is not as the message says (only
-/// another thread could have changed the dict since).
+/// The inline share's own list of key `name` of env `env_id` (pair `index` of `own`), which
+/// `SyncVectorEnv`'s column holds; `None` where the dict no longer matches the message.
 fn own_list<'py>(own: &Bound<'py, PyList>, index: usize, env_id: usize, name: &str) -> Option<Bound<'py, PyAny>> {
     let (id, info) = own.get_item(index).ok()?.extract::<(usize, Bound<'py, PyDict>)>().ok()?;
     let value = info.get_item(name).ok()??;
@@ -573,9 +539,7 @@ fn own_list<'py>(own: &Bound<'py, PyList>, index: usize, env_id: usize, name: &s
 }
 
 /// Each env's own info dict from the typed message `payload`: a list of `(env_id, info)` pairs in
-/// env order, each info with its run's keys in order and values of the env's own types (`int`,
-/// `float`, `bool`, a NumPy scalar type, `str`, `None`, or a `tuple` of those; a new
-/// `numpy.ndarray` of the env's array's dtype, shape and bytes, a new `list` of such scalars).
+/// env order, with values of the env's own types (arrays and lists new copies).
 ///
 /// # Errors
 /// `ValueError` for a malformed message.

@@ -1,7 +1,4 @@
-//! `ringenv._native`: the thin PyO3 layer between the Python package `ringenv` and the Rust
-//! crates. The pool and the worker loop live in `ringenv-runtime` and `ringenv-worker`; this crate
-//! only converts arguments, releases the GIL while waiting, maps errors to the typed exceptions
-//! of `ringenv.errors`, and hosts Python envs in a worker.
+//! `ringenv._native`: the thin PyO3 layer between the Python package `ringenv` and the Rust crates.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod call_guard;

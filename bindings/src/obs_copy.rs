@@ -1,17 +1,8 @@
 //! Copying a Python env's observation into its rows of the shared segment without a Python call
-//! per leaf: each leaf that is a NumPy array of its row's dtype and shape, in C order, goes in
-//! with one `memcpy` (NumPy's C API through the `numpy` crate reads its type, dtype, shape, flags
-//! and data pointer), a NumPy scalar of its row's dtype for a row of shape `()` (a Discrete's
-//! `numpy.int64`, as MiniGrid's direction) with one copy of its bytes, and a Python `int`,
-//! `float` or `bool` for a row of shape `()` and dtype `int64`, `float64` or `bool` (a
-//! Discrete's) is stored as NumPy's assignment stores it;
-//! anything else goes through the Python writer that `ringenv._obs_writer` built for that leaf
-//! or for the whole observation, so results and errors stay Gymnasium's.
-//!
-//! For a value of exactly the row's dtype (`numpy.dtype`s that NumPy holds equivalent, so byte
-//! order included) and shape, `np.copyto(row, value, casting="unsafe")` and `row[...] = value`
-//! copy the bytes as they are, which is what the `memcpy` does (`tests/python/test_obs_copy.py`
-//! compares both paths with Gymnasium's `SyncVectorEnv` over every kind of leaf and value).
+//! per leaf: a NumPy array of its row's dtype and shape, in C order, with one `memcpy`; a NumPy
+//! scalar of its row's dtype, or a Python `int`, `float` or `bool`, for a row of shape `()` as
+//! NumPy's assignment stores it; anything else through the Python writer of `ringenv._obs_writer`,
+//! so results and errors stay Gymnasium's.
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -245,10 +236,7 @@ impl Leaves {
         Ok(Leaves { whole, leaves })
     }
 
-    /// Writes `obs` along `walk`: each leaf by [`Row::copy_from`] or its writer. If a Dict is not
-    /// a plain `dict` holding every key, or a Tuple not a plain `tuple` of its length, nothing is
-    /// written that way: the whole observation's writer writes it all (Gymnasium's result or
-    /// error), so each leaf's value is converted once either way.
+    /// Writes `obs` along `walk`: each leaf by [`Row::copy_from`] or its writer.
     ///
     /// # Errors
     /// What a writer raises.

@@ -77,9 +77,8 @@ fn layout_of(
     .map_err(|e| to_pyerr(py, SpawnError::Layout(e)))
 }
 
-/// `payloads` copied into Rust buffers, each allocated fallibly: an init payload holds the
-/// pickled factories and spaces (hundreds of MB for a big `Box` space), and where memory is
-/// limited (`ulimit -v`) Rust's infallible allocation would abort the process.
+/// `payloads` copied into Rust buffers, allocated fallibly (an init payload may be hundreds of MB;
+/// under `ulimit -v` an infallible allocation would abort).
 ///
 /// # Errors
 /// `MemoryError` naming the payload and its size.
@@ -116,10 +115,9 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds, got {s}")))
 }
 
-/// Waits for the workers of `pool`, told to close, to exit ([`Pool::await_close`]: within
-/// `timeout`, or with none as long as their envs' `close` takes) in slices of 100 ms with the GIL
-/// released, between which signal handlers run; what the runtime reports of workers still running
-/// becomes a `RuntimeWarning` (the caller kills those next).
+/// Waits for the workers of `pool`, told to close, to exit ([`Pool::await_close`]) in slices of
+/// 100 ms with the GIL released, running signal handlers between; a report of workers still
+/// running becomes a `RuntimeWarning`.
 ///
 /// # Errors
 /// A signal handler's exception (a Ctrl-C), which ends the wait.
@@ -145,11 +143,8 @@ fn warn(py: Python<'_>, text: &str) {
 }
 
 /// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
-/// (Ctrl-C) between slices, until it returns or `timeout` seconds (`None`: forever) passed; a
-/// close asked for meanwhile (`closer`, from another thread or a signal handler) ends it with
-/// `ClosedEnvironmentError` (`call` names the waiting call) before the next slice. The timeout
-/// error names `asked`, the caller's timeout (of which the inline share may have used a part
-/// before this wait).
+/// between slices, until it returns or `timeout` seconds (`None`: forever) passed; a close asked
+/// for through `closer` ends it with `ClosedEnvironmentError`. The timeout error names `asked`.
 fn wait_in_slices<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
@@ -227,18 +222,8 @@ fn start_interrupted() -> bool {
     }
 }
 
-/// A pool of worker processes over one shared memory segment.
-///
-/// Constructed by `ringenv.AsyncVectorEnv`; see `ringenv/_native.pyi` for the signature.
-///
-/// `close()` stops the workers and releases every OS resource the pool holds in this process at
-/// once: the segment's descriptor, the control sockets and the pidfds.
-/// The mapping itself stays while NumPy arrays over it (made from `segment()`) are alive, so such
-/// arrays never point at unmapped memory; it is unmapped when the last one dies.
-///
-/// Only the creating process may use the pool. In another process (a fork) every call raises
-/// `ringenv.errors.ForkedProcessError`, and `close()` or garbage collection lets go of the
-/// inherited handle without messaging or stopping the creator's workers.
+/// A pool of worker processes over one shared memory segment (see `ringenv/_native.pyi`).
+/// Only the creating process may use it; in a fork every call raises `ForkedProcessError`.
 #[pyclass(name = "Pool", module = "ringenv._native")]
 pub struct PyPool {
     /// The pool; `None` once closed.
@@ -249,30 +234,20 @@ pub struct PyPool {
     creator_pid: u32,
     /// The worker pids at close, what `worker_pids` reports afterwards.
     last_pids: Vec<u32>,
-    /// The envs of the inline worker (the layout's last), stepped in this process; `None` when
-    /// every worker is a process, or once closed. (In a mutex only because a pyclass must be
-    /// `Sync`; the pool's methods take `&mut self`, so it is never contended.)
+    /// The envs of the inline worker (the layout's last); `None` without one, or once closed.
+    /// (In a mutex only because a pyclass must be `Sync`.)
     inline: Option<Mutex<Box<dyn EnvHost>>>,
-    /// Where the Python inline share leaves its messages as Python objects (not pickled; see
-    /// [`crate::python_envs::Handover`]); `None` without a Python inline share.
+    /// Where the Python inline share leaves its messages ([`crate::python_envs::Handover`]).
     handover: Option<Handover>,
     /// What [`PyPool::write_actions`] checks before it writes (`set_action_bounds`).
     action_bounds: ActionBounds,
     /// A close asked for while `wait` or `recv` holds the pool ([`crate::close_request`]).
     closer: Arc<CloseRequest>,
     /// What the last `wait` returned, until the next `submit`, `send` or `close`: a `wait` with
-    /// no command pending returns it again. A signal handler's exception (Ctrl-C) raised in the
-    /// caller right after `wait` returned, before it recorded the results, discards them there,
-    /// while here the command is complete; the caller, still waiting by its own account, gets
-    /// them from its next `wait` instead of "no command is pending".
+    /// no command pending returns it again (for a caller a Ctrl-C interrupted right after it).
     retained: Option<Waited>,
     /// The last `recv`'s batch until the next `recv` (or `submit`, `close`, `recv_taken`): a
-    /// `recv(..., again=True)` returns it instead of waiting for a new one. As for `retained`: a
-    /// Ctrl-C raised in the caller right after `recv` returned (a wait that a finished batch ends
-    /// is where a Ctrl-C pressed during it is raised) discards the batch there, while here its
-    /// workers are no longer in flight; the caller, which knows it did not finish taking the
-    /// batch, asks for it again instead of getting "0 have a command in flight" with those envs
-    /// refused by `send` as not received.
+    /// `recv(..., again=True)` returns it, as `retained` does for `wait`.
     received: Option<Py<PyList>>,
 }
 
@@ -328,9 +303,7 @@ impl PyPool {
         drop(entered);
         let busy = started.elapsed();
         pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
-        // Ctrl-C (or `sys.exit` in a signal handler) in the share: raised now, not after the
-        // worker processes finish (the command stays pending for them; the share's part of it
-        // reports the interruption as its error when it is collected).
+        // Ctrl-C in the share: raised now; the command stays pending for the worker processes.
         if let Some(interrupt) = crate::python_envs::take_interrupt() {
             return Err(interrupt);
         }
@@ -338,14 +311,11 @@ impl PyPool {
     }
 
     /// Runs the inline worker's pending command ([`PyPool::run_inline`]), then returns what is left
-    /// of `timeout` seconds for the wait on the worker processes (`None`: no limit). The inline
-    /// share cannot be interrupted: a timeout shorter than it is noticed after it, and the
-    /// command stays pending with that share done.
+    /// of `timeout` seconds for the wait on the worker processes (`None`: no limit).
     ///
     /// # Errors
-    /// The timeout error (`multiprocessing.TimeoutError`) when the inline share alone took
-    /// `timeout` or longer: the call did not finish in time, whatever the processes did, as
-    /// Gymnasium's `step_wait(timeout)` promises; the command stays pending, its inline share done.
+    /// `multiprocessing.TimeoutError` when the inline share alone took `timeout` or longer (the
+    /// command stays pending, its inline share done).
     fn run_inline_within(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<f64>> {
         let ran = self.run_inline(py)?;
         let Some(t) = timeout else { return Ok(None) };
@@ -357,10 +327,8 @@ impl PyPool {
         Ok(Some(left.max(0.0)))
     }
 
-    /// Worker `w`'s message as Python sees it: the bytes a worker process sent, or the inline
-    /// share's step or reset message itself (its [`Handover`]: the tuple those bytes would unpickle
-    /// to), which the share completes with an empty payload (a pickle is never empty; a `call`'s
-    /// results stay pickled).
+    /// Worker `w`'s message: the bytes a worker process sent, or the inline share's step or reset
+    /// message itself (its [`Handover`]), which the share completes with an empty payload.
     ///
     /// # Errors
     /// `InternalError` when the inline share completed with a message but left none to take.
@@ -375,12 +343,9 @@ impl PyPool {
         }
     }
 
-    /// Closes the inline envs (in the creator process only: a fork child's copy is let go). Their
-    /// `close` is one of the share's calls into Python ([`crate::exit_guard::enter`]): a daemon
-    /// thread closing them when the interpreter exits is let finish, or parked, not unwound.
-    /// Returns the `KeyboardInterrupt` or `SystemExit` an env's `close` raised (a Ctrl-C while
-    /// it closed), for the caller to raise once the rest of the close is done; it is never left
-    /// in this thread for a later call to raise.
+    /// Closes the inline envs (in the creator process only) under [`crate::exit_guard::enter`].
+    /// Returns the `KeyboardInterrupt` or `SystemExit` an env's `close` raised, for the caller to
+    /// raise once the rest of the close is done.
     fn close_inline(&mut self) -> Option<PyErr> {
         self.handover = None;
         let host = self.inline.take()?;
@@ -408,28 +373,18 @@ impl PyPool {
         Err(result.err().unwrap_or_else(|| closed_while_waiting(py, call)))
     }
 
-    /// Stops the workers (asks them to close their envs and exit, waits up to `timeout` seconds,
-    /// kills the rest; `timeout=None`: waits as long as their envs' `close` takes, as Gymnasium's
-    /// `close(timeout=None)` does, in slices of 100 ms between which signal handlers run, and a
-    /// Ctrl-C there kills them; [`Pool::await_close`]), then releases every OS resource of the
-    /// pool in this process: the segment's descriptor, the control sockets, the pidfds; the
-    /// mapping goes with the last NumPy array over it. Idempotent.
-    ///
-    /// In a process other than the creator (a fork) it only lets go of this process's handle:
-    /// the creator's workers are neither messaged nor stopped.
+    /// Stops the workers (waits up to `timeout` seconds, `None`: as long as their envs' `close`
+    /// takes; kills the rest; [`Pool::await_close`]), then releases every OS resource of the pool
+    /// in this process; the mapping goes with the last NumPy array over it. Idempotent. In a fork
+    /// it only lets go of this process's handle.
     ///
     /// # Errors
-    /// The `KeyboardInterrupt` or `SystemExit` an inline env's `close` raised (a Ctrl-C while it
-    /// closed), or a signal handler's exception while the workers closed theirs (with no
-    /// `timeout`), once the close is complete (the pool is closed all the same); `InternalError`
-    /// on a panic.
+    /// A `KeyboardInterrupt` or `SystemExit` raised while envs closed, once the close is complete;
+    /// `InternalError` on a panic.
     fn close_pool(&mut self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
         (self.retained, self.received) = (None, None);
-        // The worker processes go first, or close their envs while this process closes its
-        // share's: a slow env close in the share neither holds them up nor adds to `timeout`.
-        // (In a fork child the runtime sends nothing and waits for nothing: the workers are the
-        // creator's.)
+        // The worker processes are told first, so they close their envs while the share does.
         let mut closed = Ok(());
         if let Some(pool) = self.pool.as_mut() {
             self.last_pids = pool.worker_pids();
@@ -475,8 +430,7 @@ impl Drop for PyPool {
             // freed, not closed: nothing to raise it to (a `__del__` closes the env first)
             Python::attach(|py| interrupt.write_unraisable(py, None));
         }
-        // The pool's own drop stops the workers, then releases everything (in a fork child: only
-        // this process's copies of the descriptors and of the mapping).
+        // The pool's drop stops the workers and releases everything.
         self.pool = None;
     }
 }
@@ -722,12 +676,9 @@ impl PyPool {
         Ok(())
     }
 
-    /// Checks `actions` (rows of actions one after the other, in C order, in the action leaf's
-    /// dtype) against the bounds of `set_action_bounds` and, when every value passes, copies them
-    /// into the action rows of each `(slot, start, stop)` run of `runs` in turn (envs `start..stop`
-    /// of slot `slot`: the first `stop - start` rows into the first run, and so on); returns
-    /// whether it wrote them. Nothing is written when a value is refused: the caller finds and
-    /// names it.
+    /// Checks `actions` (rows in C order, in the action leaf's dtype) against the bounds of
+    /// `set_action_bounds` and, when every value passes, copies them into the action rows of each
+    /// `(slot, start, stop)` run of `runs` in turn; returns whether it wrote them.
     ///
     /// # Errors
     /// `ValueError` when the pool has no flat action leaf, a run's slot is not a slot or its envs

@@ -1,25 +1,9 @@
 //! `ringenv._native.Segment`, the owner of a pool's shared mapping on the Python side, and
 //! [`HostBytes`], the way host memory from Python reaches Rust.
 //!
-//! The module is built once for every CPython from 3.10 on, against the stable ABI of 3.10
-//! (PyO3's `abi3-py310`). The buffer protocol (`Py_buffer`, `PyObject_GetBuffer`,
-//! `bf_getbuffer`) is part of that ABI only from 3.11, so memory crosses through NumPy instead,
-//! which is built against each interpreter's full API:
-//! - out: a `Segment` exports the mapping through NumPy's array interface, and `Pool.segment()`
-//!   returns `numpy.asarray(segment)`, a writable `uint8` array of shape `(len(segment),)` over
-//!   the mapping (no copy) whose `.base` is the `Segment`. Every array made from it
-//!   (`numpy.frombuffer(array, dtype, count, offset)`, slices, reshapes) keeps that array, hence
-//!   the `Segment`, hence the mapping alive, even after the pool is closed: the mapping is
-//!   unmapped when the last such array dies.
-//! - in: [`HostBytes::get`] takes `numpy.frombuffer(obj, numpy.uint8)` of any object with a
-//!   C-contiguous buffer (the segment's array, a NumPy array, an `mmap`), and holds that array,
-//!   and with it the object's buffer export, for as long as Rust uses the memory.
-//!
-//! ```python
-//! seg = pool.segment()                      # numpy.ndarray, dtype uint8, shape (segment_size,)
-//! reward = np.frombuffer(seg, np.float64, num_envs, pool.offset(0, "reward"))
-//! pool.close()                              # `reward` stays valid: it holds the mapping
-//! ```
+//! The buffer protocol is in the stable ABI (`abi3-py310`) only from 3.11, so memory crosses
+//! through NumPy: `Pool.segment()` returns `numpy.asarray(segment)`, whose arrays keep the
+//! mapping alive after the pool closes; [`HostBytes::get`] takes `numpy.frombuffer(obj, uint8)`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -28,8 +12,7 @@ use ringenv_runtime::Memory;
 use std::sync::Arc;
 
 /// The owner of a pool's shared mapping: `len(segment)` bytes, exported through NumPy's array
-/// interface as a writable `uint8` array (`numpy.asarray(segment)`, what `Pool.segment()`
-/// returns). The mapping lives while this object does.
+/// interface as a writable `uint8` array (`numpy.asarray(segment)`, what `Pool.segment()` returns).
 #[pyclass(name = "Segment", module = "ringenv._native", frozen)]
 pub struct PySegment {
     mem: Arc<dyn Memory>,

@@ -1,11 +1,5 @@
 //! `ringenv._native.CudaStaging`: the runtime's pinned-memory GPU staging for Python
 //! (`ringenv._staging.GpuStaging` drives it with PyTorch's tensors and streams).
-//!
-//! Python hands over raw integers: device pointers (`tensor.data_ptr()`) and stream handles
-//! (`torch.cuda.current_stream(device).cuda_stream`), so this crate never imports torch. Host
-//! memory comes in as buffer objects (the pool's segment array, a NumPy array, an `mmap`, read
-//! through [`HostBytes`]), never as bare addresses: the segment stays alive while the staging
-//! holds it, and every host range a copy reads is checked to lie inside it.
 
 use crate::errors::staging_to_pyerr;
 use crate::py_segment::HostBytes;
@@ -14,8 +8,6 @@ use pyo3::prelude::*;
 use ringenv_runtime::{CudaStaging, HostToDevice, PinMode, StagingError};
 
 /// Host→device copies of a pool's slots on the caller's CUDA stream, one event per slot.
-///
-/// See `ringenv/_native.pyi` for the signature and `docs/GPU.md` for the data path.
 #[pyclass(name = "CudaStaging", module = "ringenv._native")]
 pub struct PyCudaStaging {
     // Field order is drop order: the staging unregisters the memory before the buffer that keeps

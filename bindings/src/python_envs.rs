@@ -3,30 +3,16 @@
 //! writing its observation straight into the env's rows of the shared slot, its reward,
 //! terminated and truncated into theirs.
 //!
-//! Observations of a flat space (Box, Discrete, MultiDiscrete, MultiBinary) go into the env's
-//! row from Rust when they are NumPy arrays of the row's dtype and shape (one `memcpy`), NumPy
-//! scalars of a row of shape `()`'s dtype, or the Python scalar such a row takes as it is
-//! ([`crate::obs_copy`]), else by NumPy assignment (`view[...] = obs`); composite spaces
-//! (Dict, Tuple) leaf by leaf the same way, walked in Rust, the other leaves (and Text leaves)
-//! through `ringenv._obs_writer`'s writers (Gymnasium's `write_to_shared_memory` semantics);
-//! spaces with no fixed layout travel pickled in the completion's message, and so do the values
-//! of a split Dict's keys that have none (`ringenv._layout.observation_layout`: MiniGrid's
-//! mission), one `dict` of them per env. Actions likewise come from the slot's action rows, or
-//! pickled in the command's message, and reset seeds from the slot's seed rows, or pickled with
-//! the reset's options for a seed of `2**64` or more, which a row's 8 bytes cannot hold.
+//! Flat observations are copied from Rust ([`crate::obs_copy`]) or by NumPy assignment;
+//! Dict and Tuple spaces leaf by leaf, Text leaves through `ringenv._obs_writer`; spaces with no
+//! fixed layout (and a split Dict's keys of none) travel pickled in the completion's message.
+//! Actions come from the slot's action rows or pickled; reset seeds from the seed rows, or
+//! pickled with the options for a seed of `2**64` or more.
 //!
-//! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does:
-//! next-step ([`Autoreset`]), same-step (the reset happens in the step that ends the episode;
-//! `final_obs` and `final_info` go into the info), or disabled. Infos cost nothing when empty;
-//! when every env of a command returned the same keys of numbers they go as one typed message
-//! ([`crate::infos`]), otherwise the non-empty ones are pickled together into one payload;
-//! the endpoint leaves either in the worker's info arena in the segment (the control socket only
-//! when it does not fit; see `ringenv_runtime::info_arena`). The inline share's message never
-//! leaves the process, so it is not pickled: it is handed over as the Python objects themselves
-//! ([`Handover`]; a typed message as its `bytes`), as Gymnasium's `SyncVectorEnv` hands over its
-//! envs' infos. An exception in an env
-//! becomes a [`RemoteError`] carrying its type, message, formatted traceback and the pickled
-//! exception, built by `ringenv._worker._describe_exception`.
+//! Autoreset follows the mode given at start-up, as Gymnasium's `AsyncVectorEnv` worker does.
+//! Infos go as one typed message ([`crate::infos`]) where they can, else pickled; the inline
+//! share hands its message over as Python objects ([`Handover`]). An env's exception becomes a
+//! [`RemoteError`] built by `ringenv._worker._describe_exception`.
 
 use crate::obs_copy::{Leaves, Row, Walk};
 use pyo3::prelude::*;
@@ -45,11 +31,8 @@ enum Mode {
 
 /// Where observations go.
 enum ObsTarget {
-    /// `rows[slot][k]`: env k's row, written by [`Row::copy_from`] (an array of the row's dtype
-    /// and shape; for a row of shape `()` a NumPy scalar of its dtype, or the Python scalar it
-    /// takes as it is: a Discrete's `int`, FrozenLake's and Taxi's), else into its view by NumPy assignment once the observation's
-    /// shape is checked against `shape` (assignment would broadcast a wrong shape silently).
-    /// `space` is the observation space, named in the error for a value that does not fit.
+    /// `rows[slot][k]`: env k's row, written by [`Row::copy_from`], else into its view by NumPy
+    /// assignment once the shape is checked against `shape`; `space` is named in errors.
     Rows { rows: Vec<Vec<Row>>, shape: Py<PyAny>, space: Py<PyAny> },
     /// A Dict or Tuple space: `leaves[slot][k]` holds env k's leaves, written along `walk`.
     /// For a split Dict, `pickled` names the keys whose values go into the completion's message
@@ -71,10 +54,8 @@ type Built = (
     Py<PyAny>,
 );
 
-/// Where the inline share leaves its message: `(observations or None, [(env_id, info), ...])`,
-/// the tuple a worker's message unpickles to. The host puts it here and completes the command with
-/// an empty payload; the pool's `wait` or `recv` takes it out (`PyPool`). Shared (an `Arc`) because
-/// the host is a `Box<dyn EnvHost>` the pool cannot look into.
+/// Where the inline share leaves its message (the tuple a worker's message unpickles to) for
+/// the pool's `wait` or `recv` to take out.
 pub type Handover = Arc<Mutex<Option<Py<PyAny>>>>;
 
 thread_local! {
@@ -91,9 +72,7 @@ pub fn take_interrupt() -> Option<PyErr> {
 }
 
 /// An env's exception that is not an `Exception` (`KeyboardInterrupt`, `SystemExit`): the loop
-/// over the envs stops there, the exception is kept for [`take_interrupt`], and the command's
-/// error is a plain description (no pickled `KeyboardInterrupt` for a later `step_wait` or `close`
-/// to raise again).
+/// stops there and the exception is kept for [`take_interrupt`].
 fn interrupted(py: Python<'_>, e: PyErr, env_ids: &Range<usize>, id: usize) -> RemoteError {
     let envs = ringenv_runtime::EnvIds(env_ids);
     keep_interrupt(py, e, id, |kind| {
@@ -144,12 +123,9 @@ fn keep_interrupt(py: Python<'_>, e: PyErr, id: usize, message: impl FnOnce(&str
 /// interrupt, before the interrupt is treated as the env's.
 const COMPLETING_TRIES: usize = 3;
 
-/// Runs `f`, ringenv's own code that follows an env's `step` or `reset` (the same-step info, the
-/// observation's write), to completion: a `KeyboardInterrupt` or `SystemExit` raised in it (where
-/// its Python code checks for signals) is kept in `deferred` (the first one) and `f` runs again, so
-/// that the env's result, which cannot be had again, is not lost. The loop over the envs goes on,
-/// and the share's caller raises the kept interrupt once the command is complete
-/// ([`defer_interrupt`]). After [`COMPLETING_TRIES`] interrupts in a row the last one is returned.
+/// Runs `f`, ringenv's own code after an env's `step` or `reset`, to completion: an interrupt
+/// raised in it is kept in `deferred` and `f` runs again, so the env's result is not lost. After
+/// [`COMPLETING_TRIES`] interrupts in a row the last one is returned.
 fn completing<'py, T>(
     py: Python<'py>,
     deferred: &mut Option<PyErr>,
@@ -169,9 +145,7 @@ fn completing<'py, T>(
     }
 }
 
-/// Keeps `deferred`, an interrupt [`completing`] held back, for [`take_interrupt`] (unless the
-/// command already stopped on an env's own interrupt, which is kept instead): the waiting call
-/// raises it once the share's part of the command is complete, with no result lost.
+/// Keeps `deferred`, an interrupt [`completing`] held back, for [`take_interrupt`].
 fn defer_interrupt(deferred: Option<PyErr>) {
     if let Some(e) = deferred {
         INTERRUPT.with(|i| {
@@ -473,10 +447,8 @@ impl PyEnvs {
         }
     }
 
-    /// The info env `k`'s `method` returned, as a `dict`: a `dict` (or a subclass) as it is,
-    /// another mapping (`collections.UserDict`, `types.MappingProxyType`) copied into one, as
-    /// Gymnasium's vector envs read any mapping's items; anything else is a `TypeError` naming
-    /// the env.
+    /// The info env `k`'s `method` returned, as a `dict` (another mapping copied into one);
+    /// anything else is a `TypeError` naming the env.
     fn info_dict<'py>(&self, k: usize, method: &str, info: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
         match info.cast_into::<PyDict>() {
             Ok(info) => Ok(info),
@@ -666,10 +638,7 @@ impl PyEnvs {
         slot: usize,
         options: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>, RemoteError> {
-        // Each env gets its own copy of the options, as each of Gymnasium's AsyncVectorEnv
-        // processes does: an env that pops a key from them leaves the next env its own, whatever
-        // the layout (unpickled once per env that resets; the first before any env runs, so a
-        // payload that cannot be read fails the command before anything changed).
+        // Each env gets its own copy of the options, as in Gymnasium's AsyncVectorEnv.
         let (first, big_seeds) = self.unpack_reset(py, options)?;
         let mut unpacked = Some(first);
         let (mut pickled, mut infos, mut error, mut deferred) = (Vec::new(), Vec::new(), None, None);
@@ -781,12 +750,9 @@ impl EnvHost for PyEnvs {
         })
     }
 
-    /// Closes every env; one whose `close` raises is named in a `RuntimeWarning` (in a worker
-    /// process it goes to the worker's stderr) and the others are closed all the same, as
-    /// Gymnasium's `AsyncVectorEnv` logs a worker's error there and goes on. In the main process
-    /// (the inline share) a `KeyboardInterrupt` or `SystemExit` (a Ctrl-C that lands in an env's
-    /// `close`) is no warning: the first one is kept for [`take_interrupt`], which the pool's
-    /// close raises once it is complete, as Gymnasium's `SyncVectorEnv` raises it.
+    /// Closes every env; one whose `close` raises is named in a `RuntimeWarning` and the others
+    /// are closed all the same. A `KeyboardInterrupt` or `SystemExit` is kept for
+    /// [`take_interrupt`] instead.
     fn close(&mut self) {
         Python::attach(|py| {
             let mut interrupt = None;

@@ -100,10 +100,9 @@ def check_options(num_envs: Any, num_workers: Any, batch_size: Any, max_concurre
 
 
 def check_factories(env_fns: Sequence[Any]) -> None:
-    """Raises ``TypeError`` naming the first entry of ``env_fns`` that is not callable (an env
-    made with ``gym.make(...)`` where a factory, ``lambda: gym.make(...)``, was expected; an id
-    string), before any env is made. The first 64 entries and the last are looked at: a lazy
-    sequence of the same factory (``ringenv.make_vec``'s) is not walked through."""
+    """Raises ``TypeError`` naming the first entry of ``env_fns`` that is not callable (an env made
+    with ``gym.make(...)`` where a factory, ``lambda: gym.make(...)``, was expected; an id string),
+    before any env is made."""
     n = len(env_fns)
     for i in (*range(min(n, 64)), n - 1):
         fn = env_fns[i]

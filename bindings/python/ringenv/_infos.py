@@ -1,33 +1,12 @@
 """Vectorising a batch of per-env infos the way Gymnasium's ``VectorEnv._add_info`` does, a column
 at a time instead of an env at a time.
 
-Gymnasium builds a vector env's infos by calling ``_add_info(infos, info, env_id)`` once per env:
-for every key it creates (on the key's first appearance) an array of ``num_envs`` entries whose
-dtype is the type of that first value, assigns the env's entry, and keeps a boolean mask
-``infos["_" + key]``. With a few scalar infos per env that is a ``np.zeros`` and two item
-assignments per key per env, which on a Python env that returns in microseconds costs as much as
-the step itself.
-
-:func:`add_infos` gives the same dict, key for key (same insertion order, dtypes, values and
-masks), building each column with one ``np.zeros`` and one fancy assignment when every value of
-that key is a number (``int``, ``float``, ``bool`` or a NumPy number type, of one type or mixed:
-the column has the first value's type and ``np.array(values, dtype=T)`` holds exactly what
-item-by-item assignment would, :func:`_scalar_type`; FrozenLake's ``prob`` is a ``float`` after a
-step and the ``int`` 1 after a reset), and with one ``np.stack`` when every value is a NumPy array
-of one shape and dtype (Taxi's ``action_mask``: Gymnasium's column is ``np.zeros((num_envs,
-*shape), dtype)`` with each env's array assigned to its row, which is what stacking them gives),
-and with one ``object`` array filled item by item when no value is a number, an array or a dict
-(a list, a string, ``None``, a named tuple: Gymnasium's column is ``np.full(num_envs, None,
-dtype=object)`` with each env's value assigned, the same objects). Every other key (nested
-dicts, ``final_obs``, arrays of differing shapes or dtypes, numbers mixed with other values) goes
-through Gymnasium's own ``_add_info`` env by env, so its result, and any error, stay Gymnasium's.
-
-The columns of typed values (``runtime/src/infos.rs``) are built natively: straight from the
-typed messages' bytes when they cover the call's envs with one set of keys
-(``ringenv._native.typed_columns``), and, when every env's info has the same keys of typed
-values, from the message ``ringenv._native.dict_columns`` makes of the dicts (the same arrays
-without a Python call per column: 8 envs x 3 scalar keys ~4 µs against ~18 µs here). This module
-vectorises the rest.
+:func:`add_infos` gives the same dict as ``_add_info`` called env by env (same key order, dtypes,
+values and masks), building each column at once where every value of the key is a number
+(:func:`_scalar_type`), a NumPy array of one shape and dtype, or an object that is none of a
+number, an array or a dict; every other key goes through Gymnasium's own ``_add_info``, so its
+result and errors stay Gymnasium's. Typed infos (``runtime/src/infos.rs``) are vectorised
+natively (``ringenv._native.typed_columns``, ``dict_columns``); this module does the rest.
 """
 
 from __future__ import annotations
@@ -63,14 +42,7 @@ def _every(n: int) -> np.ndarray:
 
 def _scalar_type(values: Sequence[Any]) -> Any:
     """The type of the first of ``values`` when every value is a number (``int``, ``float``,
-    ``bool`` or a NumPy number type other than ``timedelta64``), else ``None``.
-
-    Gymnasium's column of such a key has that type, and ``np.array(values, dtype=T)`` converts
-    each value as its item-by-item assignment does, for values of mixed types too (a ``float``
-    column holding an env's ``int``, an ``int`` column truncating an env's ``float``): the same
-    values, errors and warnings (``tests/python/test_infos_columns.py`` compares them over pairs
-    of edge values of every such type). ``timedelta64`` is left to Gymnasium's path: its column of
-    ``np.zeros(n, dtype=np.timedelta64)`` has no unit, and assigning to it raises."""
+    ``bool`` or a NumPy number type other than ``timedelta64``), else ``None``."""
     for t in set(map(type, values)):
         if t not in _PLAIN and (not issubclass(t, np.number) or t is np.timedelta64):
             return None
@@ -111,9 +83,7 @@ _OBJECTS = _Objects()
 def _objects(values: Sequence[Any]) -> Optional[_Objects]:
     """:data:`_OBJECTS` when no value is one Gymnasium's ``_add_info`` gives a typed column or
     recurses into: not exactly an ``int``, ``float`` or ``bool``, nor a NumPy number, nor a
-    ``numpy.ndarray`` or ``dict`` (or a subclass of either); else ``None``. Such a key's column is
-    ``np.full(n, None, dtype=object)`` with each env's value assigned (the object itself: a list
-    or a tuple assigned to one entry of an object array is not unpacked)."""
+    ``numpy.ndarray`` or ``dict`` (or a subclass of either); else ``None``."""
     for t in set(map(type, values)):
         if t in _PLAIN or issubclass(t, (np.number, np.ndarray, dict)):
             return None
@@ -140,13 +110,8 @@ def _object_column(n: int, ids: Sequence[int], values: Sequence[Any]) -> np.ndar
 
 
 def _column(values: Sequence[Any], t: Any) -> np.ndarray:
-    """The column of ``values`` (one per env) of :func:`_column_type` ``t``: a new array of
-    shape ``(len(values), ...)``, as Gymnasium's item-by-item assignment fills it.
-
-    Arrays of one shape and dtype are stacked by ``np.array(values)``: 1.5 µs for 16 arrays of 6
-    bytes against 5.6 µs for ``np.stack``, the same dtype, shape and bytes, and for ``object``
-    arrays the same elements as Gymnasium's assignment (a 0-d object array is kept as the row's
-    element, where ``np.stack`` would unpack it)."""
+    """The column of ``values`` (one per env) of :func:`_column_type` ``t``: a new array of shape
+    ``(len(values), ...)``, as Gymnasium's item-by-item assignment fills it."""
     if t is _OBJECTS:
         return _object_column(len(values), range(len(values)), values)
     return np.array(values) if type(t) is _Arrays else np.array(values, dtype=t)
@@ -202,12 +167,8 @@ def _fill(infos: Dict[str, Any], columns: Columns, types: List[Any], num_envs: i
 
 
 def _clash(keys: Any) -> bool:
-    """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name
-    (``"_" + key``) is also a key, or a key is not a ``str``. Then only Gymnasium's own
-    ``_add_info``, env by env, reproduces its result: it writes a key and a mask of the same name
-    into one another, and it names each env's mask from that env's own key (``1`` and ``True``
-    are one key of the dict, so one column, but two masks, ``_1`` and ``_True``), where a column
-    has one."""
+    """Whether, among ``keys`` (a dict's: an info's or :func:`_columns`'), a key's mask name (``"_"
+    + key``) is also a key, or a key is not a ``str``."""
     return any(type(key) is not str or f"_{key}" in keys for key in keys)
 
 
@@ -215,14 +176,7 @@ def add_infos(infos: Dict[str, Any], env_infos: Sequence[Tuple[int, Dict[str, An
               add_info: AddInfo) -> Dict[str, Any]:
     """Adds ``env_infos`` (``(env_id, info)`` pairs in env order, each env at most once) to
     ``infos`` as calling ``add_info(infos, info, env_id)`` for each pair in turn would (Gymnasium's
-    ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict.
-
-    Each numeric column is an array of shape ``(num_envs,)`` of the first value's type (``int`` ->
-    ``int64``, ``float`` -> ``float64``, ``bool`` -> ``bool``), a column of NumPy arrays of one
-    shape and dtype an array of shape ``(num_envs, *shape)`` of that dtype (zeros where an env has
-    none), each with its mask ``"_" + key``, a bool array of shape ``(num_envs,)``. Raises what
-    ``add_info`` raises for the other keys.
-    """
+    ``VectorEnv._add_info``, bound to a vector env of ``num_envs`` envs), and returns the dict."""
     if not env_infos:
         return infos
     before = dict(infos)
@@ -281,10 +235,7 @@ def add_batch_infos(env_infos: Dict[int, Dict[str, Any]], env_ids: np.ndarray, n
 
     Returns:
         what :func:`add_infos` over all ``num_envs`` envs, followed by taking the rows ``env_ids``
-        of every array, gives (same keys, order, dtypes, values and masks). Infos without a
-        nested dict are built at the batch's size, with the batch's positions in place of the env
-        ids; a nested dict goes the long way, since Gymnasium's ``_add_info`` can write an env id
-        into it as a key (a key that is a dict in one env and a number in another).
+        of every array, gives (same keys, order, dtypes, values and masks).
 
     Raises:
         KeyError: naming an env id of ``env_infos`` that is not in ``env_ids``; what

@@ -1,18 +1,11 @@
 """How Gymnasium spaces are laid out in ringenv's shared memory segment.
 
-ringenv reuses Gymnasium's own ``create_shared_memory`` / ``read_from_shared_memory`` /
-``write_to_shared_memory`` (``gymnasium.vector.utils``), so every space is encoded exactly as
-Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` encodes it (a ``Text`` as ``int32`` character
-indices, a ``Dict`` or ``Tuple`` as one array per component, ...). Those functions allocate through
-a multiprocessing context's ``Array(typecode, size)``; here a context hands out *leaves*: regions
-of the segment, one contiguous ``[num_envs, ...]`` array per leaf, in the order Gymnasium asks for
-them. Spaces with no fixed layout (``Graph``, ``Sequence``, custom ``Space`` subclasses) have no
-leaves: their values travel pickled, as with Gymnasium's ``shared_memory=False``; a ``Dict``
-space some of whose values have a layout and some not (MiniGrid's and BabyAI's observation: an
-image, a direction and a custom ``MissionSpace``) is split (:func:`observation_layout`): the values
-with a layout go into the segment, only the others travel pickled. ``Text`` leaves
-are written and read by :mod:`ringenv._text` (:func:`reader`), with the same codes and strings
-as Gymnasium's functions and without a Python step per character.
+ringenv reuses Gymnasium's ``create_shared_memory`` / ``read_from_shared_memory`` /
+``write_to_shared_memory``, so every space is encoded exactly as Gymnasium's
+``AsyncVectorEnv(shared_memory=True)`` encodes it; here a multiprocessing-like context hands out
+*leaves*: regions of the segment, one contiguous ``[num_envs, ...]`` array per leaf. Spaces with
+no fixed layout have no leaves and travel pickled; a ``Dict`` with values of both kinds is split
+(:func:`observation_layout`). ``Text`` leaves are read by :mod:`ringenv._text` (:func:`reader`).
 """
 
 from __future__ import annotations
@@ -99,9 +92,8 @@ class _BindContext:
 
 
 def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
-    """The leaves of ``space`` for ``num_envs`` envs, or ``None`` when the space has no fixed
-    layout (its values must travel pickled). A flat space's one leaf carries the space's own dtype
-    and shape (what a Rust env declares); other leaves are flat element counts."""
+    """The leaves of ``space`` for ``num_envs`` envs, or ``None`` when the space has no fixed layout
+    (its values must travel pickled)."""
     if is_flat(space):
         shape = list(space.shape or ())
         if len(shape) > MAX_NDIM:
@@ -250,11 +242,9 @@ def from_dict(d: dict) -> spaces.Space:
 
 
 def reader(space: spaces.Space, memory: Any, n: int) -> Callable[[], Any]:
-    """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the
-    space's shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
-    :mod:`ringenv._text` instead of a Python step per character. Dict and Tuple spaces (of
-    exactly those types) are read as Gymnasium reads them, key by key; any other space by
-    Gymnasium's function."""
+    """A callable returning ``read_from_shared_memory(space, memory, n=n)`` (``memory``: the space's
+    shared memory from :func:`bind`): the same batch, each ``Text`` leaf decoded by
+    :mod:`ringenv._text` instead of a Python step per character."""
     if type(space) is spaces.Text:
         return _text.reader(space, memory, n)
     if type(space) is spaces.Dict:

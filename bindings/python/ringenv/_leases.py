@@ -1,48 +1,18 @@
 """Lending a slot's observations to the caller instead of copying them (``copy=True``).
 
-With ``copy=True`` a vector env must return observations that no later step changes. Copying the
-slot's observations out of shared memory does that, at one copy of the whole batch per step in
-the main process while the workers wait: for the grid's Dict observation of 148 KiB per env, 8
-envs, that copy held 2 workers of 200 µs envs to 1.68x ``SyncVectorEnv`` where ``copy=False``
-reached 1.97x (``benches/RESULTS.md``). A pool whose observation batch is at least
-:data:`LEASE_MIN_BYTES` therefore gets a third slot, and hands its caller *views* of the slot the
-workers just wrote (for a ``reset`` or ``step`` of every env, and for a ``recv`` batch that is one
-run of rows), as long as the caller holds them: a slot is **held** while any array whose memory
-lies in it is alive. Commands only go to slots that are not held
-(:meth:`Leases.free_slot`), and a slot is lent only when another one stays free for the next
-command; otherwise its observations are copied as before. A caller that holds the last batch
-while it steps, as most training loops do (``obs, ... = envs.step(policy(obs))``), thus gets views
-at every step; one that keeps the last two gets them two steps in three; one that keeps every
-batch (a list of them) gets copies from the third step on.
+Copying a large batch out of shared memory holds the workers up: for the grid's Dict observation
+of 148 KiB per env, 8 envs, 2 workers of 200 µs envs reached 1.68x ``SyncVectorEnv`` with the copy
+where ``copy=False`` reached 1.97x (``benches/RESULTS.md``). A pool whose observation batch is at
+least :data:`LEASE_MIN_BYTES` therefore gets a third slot and hands its caller *views* of the slot
+the workers just wrote; a slot is **held** while any array whose memory lies in it is alive, and
+commands only go to slots not held (:meth:`Leases.free_slot`). A slot is lent only when another
+one stays free for the next command; otherwise its observations are copied.
 
-How "held" is known: each slot's observations are views of one NumPy array per slot (the
-*token*), made with ``numpy.asarray`` from an object exposing the slot's bytes through NumPy's
-array interface (:class:`_SlotMemory`). NumPy sets the ``base`` of a view of a view to the first
-array of the chain whose own base is not an array, here the token, and an array made from an
-array's buffer (``frombuffer``, ``memoryview``) references that array, so every array a caller
-can derive from a lent observation, in any number of steps, keeps a reference to the token; the
-token's reference count above the count of this module's own views (``sys.getrefcount``) is the
-caller's. Arrays that copy (``copy()``,
-arithmetic, ``torch.as_tensor`` onto a GPU, pickling) hold nothing.
-
-Forks: the segment is shared memory, so a process forked while it holds lent arrays would see
-them change once the parent let go of them and a worker rewrote the slot. Before every
-``os.fork`` (``os.register_at_fork``; a ``multiprocessing`` or DataLoader fork is one), the slots
-held at that moment are retired: no command writes them again, and the pool lends while two of
-its slots are not retired, copying from then on otherwise.
-
-What a caller can tell: a lent array does not own its memory (``flags.owndata`` is False, and
-``ndarray.resize`` in place refuses it, as for any view); it is writable, and what the caller writes
-stays until it lets go of the slot.
-
-A masked reset (``options["reset_mask"]``) keeps the other envs' last observations by copying their
-rows from the slot that held them: from a lent slot, that would be what the caller's array holds
-then, including anything the caller wrote into it in place (a normalisation in place), where
-Gymnasium returns the envs' own observations. A pool in ``autoreset_mode=DISABLED``, whose envs
-are reset by masked resets only, therefore never lends (:func:`lends`). In the autoreset modes a
-masked reset is rare (the SB3 adapter's reset with per-env seeds resets in groups, from slots it
-does not edit); there, one that follows a lent batch the caller edited in place keeps the edited
-rows.
+"Held" is known from the reference count of one NumPy array per slot (the *token*, made from
+:class:`_SlotMemory`), which every view derived from a lent observation references as its
+``base``. Before every ``os.fork`` the slots held are retired: no command writes them again.
+A pool in ``autoreset_mode=DISABLED``, whose masked resets copy rows from the slot that held them,
+never lends (:func:`lends`).
 """
 
 from __future__ import annotations
@@ -151,13 +121,9 @@ class Leases:
         raise RuntimeError("every slot of the pool is held by the caller")  # pragma: no cover - lend keeps one free
 
     def lend(self, slot: int, rows: Optional[Tuple[int, int]] = None) -> Optional[Any]:
-        """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of
-        an asynchronous batch) as new views for the caller when another slot stays free for the
-        next command (not :meth:`held`), else ``None``: copy it instead.
-
-        The whole slot is held while the caller holds any of it. Commands already in flight when
-        rows are lent write other workers' rows (a worker's next command goes to a slot that is
-        not held), so no lent row changes."""
+        """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of an
+        asynchronous batch) as new views for the caller when another slot stays free for the next
+        command (not :meth:`held`), else ``None``: copy it instead."""
         if slot in self.retired or not any(not self.held(s) for s in range(self.depth) if s != slot):
             return None
         return self._fresh(self._batches[slot], rows)

@@ -1,10 +1,5 @@
-"""Vector envs that own worker processes refuse to be copied or pickled.
-
-A copy made by ``copy.copy`` would share the original's pool (its worker processes, shared memory
-and state), and garbage-collecting the copy would close that pool under the original, which then
-fails at its next call; a pickle cannot carry processes at all. Gymnasium's ``AsyncVectorEnv`` has
-the same hazard and fails later, with ``OSError: handle is closed``. Here the copy itself fails,
-at once, saying why.
+"""Vector envs that own worker processes refuse to be copied or pickled: a copy would share the
+original's pool and close it when collected, and a pickle cannot carry processes.
 """
 
 from __future__ import annotations

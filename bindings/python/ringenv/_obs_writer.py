@@ -1,33 +1,16 @@
 """Writing one env's observation of a composite space (Dict, Tuple) into its row of the segment,
 one ``np.copyto`` per leaf.
 
-Gymnasium's ``write_to_shared_memory`` writes each Box-like leaf as
-``np.copyto(np.frombuffer(...)[row], np.asarray(value, dtype).flatten())``: a ``frombuffer`` and a
-temporary copy (``flatten``) per leaf per step, so every byte is copied twice. :func:`writer`
-builds, once per env and slot, a view of each leaf's row shaped like the leaf's space, and writes
-a NumPy value of that shape with a single ``np.copyto(view, value, casting="unsafe")``: the same
-bytes (``np.asarray(value, dtype)`` casts with the same unsafe rule) with one copy. A Python
-``int``, ``float`` or ``bool`` for a leaf of shape ``()`` (a Discrete in a Tuple, as Blackjack's
-observation) is assigned to the view, ``view[()] = value``: NumPy converts it as
-``np.asarray(value, dtype)`` does, with the same bytes, errors and warnings
-(``tests/python/test_obs_writer.py`` compares them over every dtype and edge value). Any other
-value (a list, a wrong shape) and any other space (OneOf, ...) goes through Gymnasium's own
-function, so its result and errors stay exactly Gymnasium's; a ``Text`` space through
-:mod:`ringenv._text`, which writes the same codes without a Python step per character.
+Gymnasium's ``write_to_shared_memory`` copies every byte twice (a ``flatten`` per leaf);
+:func:`writer` builds once per env and slot a view of each leaf's row and writes a NumPy value
+with one ``np.copyto(view, value, casting="unsafe")``, the same bytes. Any other value or space
+goes through Gymnasium's own function, so results and errors stay Gymnasium's; a ``Text`` space
+through :mod:`ringenv._text`. A worker's host (``bindings/src/obs_copy.rs``) copies plain NumPy
+leaves itself along :func:`plan` and calls these writers for the rest.
 
-The host of a worker (``bindings/src/obs_copy.rs``) does not call :func:`writer` for each
-observation: it walks the observation along :func:`plan` and copies each leaf that is a NumPy
-array of its row's dtype, shape and C order with one ``memcpy`` (what ``np.copyto`` does for such
-a value, without a Python call per leaf), and so a NumPy scalar of a row of shape ``()``'s dtype
-(a Discrete's ``numpy.int64``); any other leaf goes to that leaf's writer below, and a
-Dict or Tuple that is not a plain ``dict`` or ``tuple`` (of the right length, with every key) to
-the whole observation's :func:`writer`, so results and errors stay the same.
-
-A value that does not fit its leaf raises the exception type Gymnasium's function raises
-(``ValueError`` for a wrong shape or a value NumPy cannot convert, ``TypeError``, ``OverflowError``,
-``KeyError`` for a missing Dict key), its message naming the env, the leaf's path in the
-observation (``['inner'][0]``), the leaf's space, and the shape the env returned beside the
-space's (:func:`misfit`).
+A value that does not fit its leaf raises the exception type Gymnasium's function raises, its
+message naming the env, the leaf's path (``['inner'][0]``), its space and the shapes
+(:func:`misfit`).
 """
 
 from __future__ import annotations
@@ -53,13 +36,8 @@ _PYTHON_SCALARS = frozenset((int, float, bool))
 
 def writer(space: spaces.Space, index: int, memory: Any) -> Writer:
     """A callable writing one observation of ``space`` into row ``index`` of ``memory`` (the
-    Gymnasium shared-memory structure of ``space`` over the segment, from ``_layout.bind``),
-    exactly as ``write_to_shared_memory(space, index, value, memory)`` does.
-
-    Raises (from the returned callable) the exception type ``write_to_shared_memory`` raises for a
-    value that does not fit the space (``KeyError`` for a missing Dict key, ``ValueError`` for a
-    wrong size), with a message naming env ``index``, the leaf and the shapes (:func:`misfit`).
-    """
+    Gymnasium shared-memory structure of ``space`` over the segment, from ``_layout.bind``), exactly
+    as ``write_to_shared_memory(space, index, value, memory)`` does."""
     return _writer(space, index, memory, "")
 
 
@@ -106,14 +84,7 @@ def _writer(space: spaces.Space, index: int, memory: Any, path: str) -> Writer:
 
 def plan(space: spaces.Space, index: int, memory: Any) -> Tuple[Any, List[Leaf]]:
     """How the Rust host walks an observation of a Dict or Tuple ``space`` into row ``index`` of
-    ``memory`` (as for :func:`writer`): ``(tree, leaves)``.
-
-    ``tree`` is ``("dict", [(key, subtree), ...])`` in the space's key order, ``("tuple",
-    [subtree, ...])``, or ``("leaf", i)``; ``leaves[i]`` is ``(row, write)``: for a Box, Discrete,
-    MultiDiscrete or MultiBinary leaf its row, a C-contiguous writable array of the leaf's shape
-    and dtype over the segment, and for any other leaf ``None``; ``write`` writes a value of that
-    leaf as :func:`writer` would. Leaves are numbered in the order :func:`writer` writes them.
-    """
+    ``memory`` (as for :func:`writer`): ``(tree, leaves)``."""
     leaves: List[Leaf] = []
 
     def walk(sub: spaces.Space, mem: Any, path: str) -> Any:
@@ -165,10 +136,9 @@ def _at(path: str) -> str:
 
 def misfit(env_id: int, path: str, space: spaces.Space, value: Any, error: Exception) -> Exception:
     """The error for env ``env_id``'s observation ``value`` (the leaf at ``path``, ``""`` for the
-    whole observation) that its ``space`` cannot hold, NumPy having raised ``error`` writing it:
-    of ``error``'s type, naming the env, the path, the space, and the value's shape beside the
-    space's (or, for a value of the space's shape, its type or dtype beside the space's dtype).
-    ``error`` itself when its type is not one that takes a message alone."""
+    whole observation) that its ``space`` cannot hold, NumPy having raised ``error`` writing it: of
+    ``error``'s type, naming the env, the path, the space, and the value's shape beside the space's
+    (or, for a value of the space's shape, its type or dtype beside the space's dtype)."""
     if type(error) not in (ValueError, TypeError, OverflowError):
         return error
     expected = tuple(space.shape or ())

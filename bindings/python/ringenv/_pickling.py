@@ -1,20 +1,15 @@
 """What crosses between the main process and its workers, and how it is pickled.
 
-A worker is a fresh interpreter: what the caller's main script (``__main__``) defines travels by
-value (cloudpickle), since no other process can import it. Pickling by value has two costs this
-module keeps away from users:
+What the caller's main script defines travels to a worker by value (cloudpickle). Two costs of
+that are kept away from users:
 
-- In the main process, cloudpickle *loading* a class that this process sent by value finds the
-  class already defined (it tracks them) and sets the loaded copies of its methods on it: the
-  caller's own class then runs copies whose globals are a snapshot of the script's (a
-  ``global`` counter stops counting, for every later user of the class). So nothing the main
+- cloudpickle *loading* in the main process a class it sent by value sets the loaded copies of
+  its methods on the caller's own class (whose globals then are a snapshot). So nothing the main
   process sends is loaded back here by cloudpickle: the inline share gets its factories
-  (:func:`local_init`) and its ``call`` requests (:func:`request`) as the objects themselves, and
-  results go through plain pickle first (:func:`dumps`), which pickles the script's classes by
-  reference.
-- In a worker, the script's names are not in ``__main__``, so pickle by reference fails there
-  ("attribute lookup State on __main__ failed"): :func:`publish_main_names` puts the ones that
-  came with the factories there.
+  (:func:`local_init`) and requests (:func:`request`) as the objects themselves, and results go
+  through plain pickle first (:func:`dumps`).
+- In a worker, pickle by reference of the script's names fails ("attribute lookup State on
+  __main__ failed"): :func:`publish_main_names` puts them in the worker's ``__main__``.
 """
 
 from __future__ import annotations
@@ -49,12 +44,9 @@ def dumps(obj: Any) -> bytes:
 
 
 class _ByNamePickler(cloudpickle.Pickler):
-    """cloudpickle, except that a class of the caller's main script found under its own name in
-    this process's ``__main__`` (or ``__mp_main__``) is pickled by reference, as plain pickle
-    does: the main process loads it as its own class. By value, cloudpickle would set the loaded
-    copies of the class's methods and attributes on the caller's class (see the module's
-    docstring). Used for what a worker sends back (results, infos, exceptions), whose reader,
-    the main process, runs the script that defines the class."""
+    """cloudpickle, except that a class of the caller's main script found under its own name in this
+    process's ``__main__`` (or ``__mp_main__``) is pickled by reference, as plain pickle does: the
+    main process loads it as its own class."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, type) and _named_in_main(obj):
@@ -72,13 +64,10 @@ def _named_in_main(cls: type) -> bool:
 
 
 def for_worker(obj: Any) -> bytes:
-    """``obj`` pickled with cloudpickle for a worker process, the code it sends by value (the
-    main script's functions and classes) keeping its file name, so that a worker's traceback
-    names the caller's file and line (``File "train.py", line 12, in step``, the source line read
-    from that file) where cloudpickle alone writes ``File "<dynamic-code>"``. Code whose file is
-    not on disk but is in this process's ``linecache`` (a Jupyter or IPython cell) carries its
-    source lines, which the loading process adds to its own ``linecache``. Read with
-    ``cloudpickle.loads`` (or ``pickle.loads``)."""
+    """``obj`` pickled with cloudpickle for a worker process, the code it sends by value (the main
+    script's functions and classes) keeping its file name, so that a worker's traceback names the
+    caller's file and line (``File "train.py", line 12, in step``, the source line read from that
+    file) where cloudpickle alone writes ``File "<dynamic-code>"``."""
     buffer = io.BytesIO()
     _WorkerPickler(buffer, protocol=5).dump(obj)
     return buffer.getvalue()
@@ -206,21 +195,7 @@ def _json_options(options: Any) -> bytes:
 
 def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:
     """Makes cloudpickle send by value the code of modules a worker cannot import, before the
-    factories ``env_fns`` are pickled for it.
-
-    cloudpickle sends what ``__main__`` defines by value, since no other process can import it;
-    what any other module defines it sends by reference (its name). Two more modules cannot be
-    imported by a worker, a fresh interpreter, and are registered with
-    ``cloudpickle.register_pickle_by_value``, which treats them as ``__main__`` is treated:
-
-    - in a child started with multiprocessing's ``"spawn"`` or ``"forkserver"`` the main script
-      runs again as module ``__mp_main__``;
-    - a module with no import spec (``__spec__`` is ``None`` or missing) that defines a factory: a
-      script run by ``runpy.run_path(path)`` (module ``<run_path>``, its default ``run_name``), a
-      module made with ``types.ModuleType`` and put in ``sys.modules``, or a script IPython's
-      ``%run -n`` ran under its own name after a ``%run`` of it (IPython empties the module it
-      keeps, ``__spec__`` included): by reference, each worker would import the file and run its
-      top level again."""
+    factories ``env_fns`` are pickled for it."""
     main = sys.modules.get("__mp_main__")
     if main is not None and getattr(main, "__name__", None) == "__mp_main__":
         cloudpickle.register_pickle_by_value(main)
@@ -260,11 +235,7 @@ _LOCAL_KEYS = itertools.count()
 
 def local_init(cfg: dict) -> bytes:
     """The init message of the main process's inline share: ``cfg`` (the env factories among it)
-    kept here under a key, not pickled. The share's envs are made in this process by the caller's
-    own factories, as ``SyncVectorEnv`` makes them: a round trip through cloudpickle would give
-    them copies of the caller's functions, and cloudpickle, finding a class it sent already
-    defined in this process, sets the copies on the caller's own class (its methods then see a
-    snapshot of the script's globals: ``global`` counters stop counting)."""
+    kept here under a key, not pickled."""
     key = next(_LOCAL_KEYS)
     _LOCAL_INITS[key] = cfg
     return pickle.dumps({"local": key})
@@ -292,21 +263,11 @@ _MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def publish_main_names(roots: List[Any]) -> None:
-    """Makes the functions and classes of the caller's main script that cloudpickle re-created
-    here (by value: ``roots`` are the env factories) findable by name in this worker's own
-    ``__main__`` (or ``__mp_main__``), so that pickle by reference works on them in the worker as
-    in the caller: an env that pickles its own state (``pickle.dumps(self.state)`` of a class the
-    script defines) or hands a script's function to ``multiprocessing``. Without this, pickle
-    raises "attribute lookup State on __main__ failed": a worker's ``__main__`` is its own boot
-    code, not the caller's script (which, unlike multiprocessing's spawn, a worker never runs).
-
-    Walks the factories (``functools.partial`` included), the globals and closures of the
-    script's functions and the attributes of its classes; a top-level name is set only where
-    the worker's module has none (its own names are kept).
-
-    The same holds for a module this worker does not have, whose code therefore came by value
-    (see :func:`pickle_unimportable_by_value`): a script run by ``runpy.run_path``, module ``<run_path>``,
-    is made here as an empty module holding those names."""
+    """Makes the functions and classes of the caller's main script that cloudpickle re-created here
+    (by value: ``roots`` are the env factories) findable by name in this worker's own ``__main__``
+    (or ``__mp_main__``), so that pickle by reference works on them in the worker as in the caller:
+    an env that pickles its own state (``pickle.dumps(self.state)`` of a class the script defines)
+    or hands a script's function to ``multiprocessing``."""
     published, seen, stack = set(_MAIN_MODULES), set(), list(roots)
     while stack:
         obj = stack.pop()

@@ -41,21 +41,13 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
     ``cores`` cores (default: :func:`usable_cores`; ``ringenv.ray`` passes an actor's CPUs).
 
     The envs split into contiguous blocks (``numpy.array_split``'s rule), one per worker process,
-    plus with the inline share one last block that this process steps itself while the processes
-    step theirs. ``inline=None`` (auto) takes the share only with the default worker count
-    (``num_workers=None``), when ``host`` (the kind of envs: ``"python"`` or ``"rust"``; ``None``:
-    envs only a worker program can run) allows it and at least one worker process remains beside
-    it: then the processes are one fewer than the default block count (one per usable core,
-    capped by ``num_envs`` and ``max_concurrency``; for ``batch_size < num_envs`` the smallest
-    count of equal blocks that make up ``batch_size``, :func:`default_async_workers`). Asynchronous
-    batches (``batch_size < num_envs``) on two or more cores take no share by default: the
-    processes step while the caller computes the next actions between ``recv`` and ``send``,
-    which a share, stepped inside ``recv``, would delay (docs/INLINE.md). On a single
-    usable core that plan is one block, and the default steps it in this process with no worker
-    process at all (the share is every env), as it does a block beside the processes. An explicit
-    ``num_workers`` means that many processes stepping every env, as before the share existed,
-    unless ``inline=True``; ``num_workers=0`` means no process: this process steps every env (the
-    share is all of them).
+    plus with the inline share one last block this process steps itself. ``inline=None`` takes
+    the share only with ``num_workers=None``, when ``host`` (``"python"``, ``"rust"``; ``None``:
+    envs only a worker program can run) allows it: the processes are then one fewer than the
+    default block count (:func:`default_async_workers` for ``batch_size < num_envs``, which on two
+    or more cores takes no share: docs/INLINE.md). On a single usable core the default is the
+    share alone. An explicit ``num_workers`` means that many processes unless ``inline=True``;
+    ``num_workers=0`` means this process steps every env.
 
     Raises:
         ValueError: ``inline=True`` (or ``num_workers=0``) where it cannot be (no Python or

@@ -140,9 +140,7 @@ class RustEnvs:
     """``num_envs`` copies of Rust env ``id`` served by the worker program ``argv`` (the pool
     appends its four arguments): ``ringenv._worker.worker_argv("--rust")`` for the built-ins,
     ``[path]`` for a worker binary made with the ``ringenv-worker`` SDK (see
-    ``ringenv.make_vec``). ``spaces_json`` is the ``(observation, action)`` space description
-    (``_layout.from_dict``); ``kwargs`` reach the env's constructor as JSON. Given to
-    :class:`ringenv.AsyncVectorEnv` as ``_rust_envs``, in place of ``env_fns``."""
+    ``ringenv.make_vec``)."""
 
     argv: List[str]
     id: str

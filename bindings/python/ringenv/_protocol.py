@@ -365,22 +365,14 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         return slot, messages, restarted
 
     def close_extras(self, timeout: Optional[float] = None, terminate: bool = False):
-        """Stops the workers and releases every OS resource of the env at once: the segment's
-        descriptor, the control sockets, the workers' pidfds. The env's own arrays over the
-        shared segment are dropped too; the mapping goes when the last array a caller still
-        holds (an observation returned with ``copy=False``) dies, so such arrays stay valid.
+        """Stops the workers and releases every OS resource of the env at once; the mapping goes
+        when the last array a caller still holds dies, so such arrays stay valid.
 
         A pending call is first awaited for up to ``timeout`` seconds (``None``: as long as it
-        takes) unless ``terminate``; either way Gymnasium's warning ("Calling `close` while
-        waiting for a pending call to `step` to complete.") names it. Then the workers are asked
-        to close their envs and given ``timeout`` seconds to exit, the rest killed (``None``, the
-        default: as long as their envs' ``close`` takes, as Gymnasium's ``close`` waits for every
-        env's; a Ctrl-C meanwhile kills them and is raised once everything is closed), or with
-        ``terminate=True`` killed at once. A vector env freed without ``close`` is closed with
-        ``terminate=True``, as Gymnasium's is.
-
-        In a process other than the one that created the env (a fork), it only lets go of this
-        process's inherited copy: the creator's workers are neither messaged nor stopped.
+        takes) unless ``terminate``, with Gymnasium's warning. Then the workers are given
+        ``timeout`` seconds to close their envs and exit (``None``: as long as their ``close``
+        takes), the rest killed; ``terminate=True`` kills them at once. In a forked process it
+        only lets go of this process's inherited copy.
 
         Raises:
             KeyboardInterrupt: Ctrl-C while an env of this process's inline share closed, raised
@@ -410,18 +402,10 @@ class PoolVectorEnv(NotCopyable, VectorEnv):
         self._release(0.0 if terminate else timeout)
 
     def _release(self, timeout: Optional[float]) -> None:
-        """Marks the env closed, stops the workers (waiting up to ``timeout`` seconds for them to
-        exit, ``None``: until their envs are closed; in a forked child: only lets go of the
-        inherited handle) and drops the env's
-        arrays over the segment, so that every descriptor is closed now and the mapping goes
-        with the last array a caller still holds.
-
-        When another frame is inside a call that waits on the pool (a ``step`` in another thread,
-        or the call a signal handler closing the env interrupted), the pool is closed by that
-        call (:class:`ringenv._native.PoolCloser`): it stops waiting within 100 ms (after the main
-        process's own share of envs, if it is stepping them) and raises
-        ``ClosedEnvironmentError``. From another thread this waits for that, at most
-        ``timeout`` + :data:`CLOSE_HANDOFF_S` seconds (with no ``timeout``, until it is done).
+        """Marks the env closed, stops the workers (up to ``timeout`` seconds) and drops the env's
+        arrays over the segment. A call waiting on the pool in another frame closes it instead
+        (:class:`ringenv._native.PoolCloser`); from another thread this waits for that, at most
+        ``timeout`` + :data:`CLOSE_HANDOFF_S` seconds.
 
         Raises:
             ringenv.errors.RingenvError: the other thread's call did not let go of the pool in

@@ -1,27 +1,12 @@
 """The caller's Gymnasium registry, carried to its worker processes.
 
-A worker is a fresh interpreter that never runs the caller's script, so what the script
-registered does not exist there: ids registered by ``import minigrid`` or
-``gym.register_envs(ale_py)``, by ``gym.register(...)`` in the script itself, or a built-in id
-the script registered again with other arguments. A factory that calls ``gym.make(id)`` then
-failed in the worker with ``NameNotFound``, or silently made the env of the stock spec, where
-Gymnasium's ``AsyncVectorEnv`` (whose forked processes inherit the registry) and SB3's
-``SubprocVecEnv`` (whose forkserver runs the script again) make the caller's.
-
-So the main process sends its whole registry (:func:`carried`: each spec pickled once), and a
-worker makes each of its envs against it (:class:`CallerRegistry`): before each factory runs,
-every carried id whose spec differs from the worker's is set to the caller's. Nothing is
-imported for that: ``gym.make`` imports an entry point's module when it loads it, as in the
-caller, and a worker does not import every package its caller happened to register (importing
-``minigrid`` imports ``pygame``, whose handlers turn a worker's segmentation fault into an
-abort). When that import registers its package's ids again, it replaces the caller's specs
-(Gymnasium warns "Overriding environment ... already in registry"; the worker ignores that
-warning for the carried ids, and for no other), so the next factory gets the caller's again.
-
-An entry point named by a string in the caller's main script (``"__main__:Maze"``) names a
-class a worker's ``__main__`` lacks: the class travels by value with the specs and is set there
-under its name. A spec that cannot be pickled or loaded is left out: its id behaves in the worker
-as it did without this.
+A worker never runs the caller's script, so ids the script registered (``import minigrid``,
+``gym.register(...)``) do not exist there. The main process sends its whole registry
+(:func:`carried`: each spec pickled once), and before each factory runs a worker sets every
+carried id whose spec differs to the caller's (:class:`CallerRegistry`). Nothing is imported for
+that: ``gym.make`` imports an entry point's module when it loads it, as in the caller. A class a
+string entry point names in the caller's ``__main__`` travels by value; a spec that cannot be
+pickled or loaded is left out.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The vector env's side of its pool's slots: NumPy views of the shared segment, actions written
 into a slot, results read from a slot or from rows of slots.
 
-A pool has ``depth`` slots (2), so that workers write step t+1 into one while the caller still
-reads step t from the other. A slot holds, each contiguous over the envs, one ``(num_envs, ...)``
-array per leaf of the observation space (when observations cross through shared memory),
+A pool has ``depth`` slots (2), so that workers write step t+1 into one while the caller reads
+step t from the other. A slot holds one ``(num_envs, ...)`` array per observation leaf,
 ``reward`` ``(num_envs,)`` (``float64`` for Python envs, ``float32`` for Rust envs),
 ``terminated`` and ``truncated`` ``(num_envs,)`` ``bool``, and the actions
-``(num_envs, *action_shape)`` of a flat action space. Observations that do not cross through
-shared memory arrive pickled, and :class:`Slots` keeps the latest one of each env; so do the
-values of a split Dict's keys of no fixed layout (``ringenv._layout.observation_layout``), which
-:class:`Slots` puts back beside the values read from the slot, in the space's key order. With
-``device="cuda"`` the results are read as torch tensors on the GPU
-(:class:`ringenv._staging.DeviceBatches`), and actions may be torch tensors.
+``(num_envs, *action_shape)`` of a flat action space. :class:`Slots` keeps the latest pickled
+observations (and a split Dict's pickled values) of each env.
 """
 
 from __future__ import annotations
@@ -346,9 +341,7 @@ class Slots:
 
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
-        runs of rows, in order (``ids``: their env ids), as :meth:`results`. Observations are a
-        view of shared memory for one run of a flat space without ``copy``, lent views of one run
-        with ``copy`` where the slot can be lent (:mod:`ringenv._leases`), else new arrays."""
+        runs of rows, in order (``ids``: their env ids), as :meth:`results`."""
         if len(runs) == 1 and self.obs_flat is not None and self.device is None and self._pickled is None \
                 and (not copy or self.leases is None):  # one run of a flat space (an async batch): kept views
             views = self._run_views.get(runs[0])
@@ -459,9 +452,7 @@ def device_tree(space: spaces.Space) -> bool:
 
 def leaf_spaces(space: spaces.Space) -> List[spaces.Space]:
     """The leaf spaces of ``space`` in depth-first order: a Dict's values in the order the space
-    lists its keys, a Tuple's items in order; ``[space]`` for any other space. The one order of
-    :func:`tree_leaves` and :func:`tree_of` (a Dict or Tuple space indexes like its values, so it
-    is walked as its own batch)."""
+    lists its keys, a Tuple's items in order; ``[space]`` for any other space."""
     return tree_leaves(space, space)
 
 

@@ -1,19 +1,9 @@
 """GPU staging for ``device="cuda"``: a pool's finished batches copied to a CUDA device as torch
 tensors, asynchronously, on the caller's current stream (see docs/GPU.md).
 
-The pool's batch arrays live in its shared segment, which :class:`GpuStaging` page-locks once
-(``cuMemHostRegister``; a pinned mirror where the driver refuses). :meth:`GpuStaging.stage`
-enqueues one host-to-device copy per array on ``torch.cuda.current_stream(device)`` and records
-the slot's event after them; it never waits for the GPU. Before the workers rewrite a slot,
-:meth:`GpuStaging.before_reuse` waits for that slot's copy (by then long finished).
-
-The vector env's side of it is :class:`DeviceBatches`, made from the arrays of the vector env's
-slots (:class:`ringenv._slots.Slots`), which call :meth:`DeviceBatches.before_reuse` before every
-command that makes workers rewrite a slot (the copy of that slot's last batch must have finished:
-in a pipeline of depth 2 it has, and the call returns at once), and :meth:`DeviceBatches.batch`
-after every result; :func:`host_actions` takes actions that may be torch tensors (CUDA or CPU).
-
-PyTorch is imported only when a CUDA device is asked for: ``import ringenv`` never imports it.
+:class:`GpuStaging` page-locks the segment once (``cuMemHostRegister``; a pinned mirror where the
+driver refuses) and enqueues copies without waiting for the GPU; :class:`DeviceBatches` is the
+vector env's side. PyTorch is imported only when a CUDA device is asked for.
 """
 
 from __future__ import annotations
@@ -178,17 +168,14 @@ class GpuStaging:
                                                                          slots=len(slots))
         self._host: List[List[Tuple[int, int]]] = [
             [(a.__array_interface__["data"][0], a.nbytes // num_envs) for a in arrays] for arrays in slots]
-        # Two sets of output tensors, used in turn: a batch's tensors are rewritten by the copy
-        # of the batch after next.
+        # Two sets of output tensors, used in turn.
         self._out: List[List["torch.Tensor"]] = [
             [torch.empty(a.shape, dtype=d, device=torch_device) for a, d in zip(first, dtypes)] for _ in range(2)]
         self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
-        #: Each array's row shape and torch dtype, for :meth:`stage_new`.
         self._rows_of = [(tuple(a.shape[1:]), d) for a, d in zip(first, dtypes)]
         self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._turn = 0
-        # Streams the output tensors were told about (Tensor.record_stream), so that the caching
-        # allocator never hands their memory out while a copy on another stream may still write it.
+        # Streams the output tensors were recorded on (Tensor.record_stream).
         self._streams: Set[int] = set()
 
     def _open(self) -> _native.CudaStaging:
@@ -208,14 +195,9 @@ class GpuStaging:
         at once, without waiting for the GPU.
 
         Returns:
-            One tensor per host array, on the device, of the array's dtype (bool for the flags)
-            and shape ``(len(rows), ...)`` (``(num_envs, ...)`` without ``rows``). Work enqueued
-            afterwards on the same stream sees the copied values; another stream must wait for
-            this one first (``other.wait_stream(...)``).
-
-            The tensors are reused: those of the batch staged at call ``t`` are rewritten by the
-            copy of call ``t + 2`` (enqueued on that call's current stream, so work already
-            enqueued on it reads the old values first). Clone what must outlive that.
+            One tensor per host array, on the device, of the array's dtype and shape
+            ``(len(rows), ...)`` (``(num_envs, ...)`` without ``rows``). The tensors of call ``t``
+            are rewritten by the copy of call ``t + 2``: clone what must outlive that.
 
         Raises:
             ValueError: ``slot`` out of range, or ``rows`` not a slice with step 1.
@@ -251,10 +233,8 @@ class GpuStaging:
 
     def stage_new(self, pieces: Sequence[Tuple[int, int, int]]) -> List["torch.Tensor"]:
         """Enqueues the copy of the rows ``start:stop`` of slot ``slot`` of each ``(slot, start,
-        stop)`` piece, in order, into **new** tensors on ``torch.cuda.current_stream(device)``
-        (allocated on that stream, so the caching allocator orders their reuse after the copies),
-        and returns at once. One driver call per slot met; no device-to-device copy: a batch of
-        ``copy=True`` or of rows of several workers costs the host-to-device copies alone.
+        stop)`` piece, in order, into new tensors on ``torch.cuda.current_stream(device)``, and
+        returns at once.
 
         Returns:
             One tensor per host array, of shape ``(rows, ...)`` (``rows`` the pieces' rows in
@@ -295,12 +275,8 @@ class GpuStaging:
             raise ValueError(f"slot {slot} out of range: the pool has {len(self._host)} slots")
 
     def _stream_handle(self) -> int:
-        """The ``cudaStream_t`` of ``torch.cuda.current_stream(device)``, as an integer.
-
-        PyTorch's ``torch._C._cuda_getCurrentRawStream`` (what its compiled kernels call) where it
-        exists: ~0.5 µs, against ~13 µs for ``current_stream(...).cuda_stream``, which builds a
-        ``Stream`` object (profiled on an H100 machine: 40 ms of 376 ms over 3,000 steps of a 256-env
-        Rust CartPole); the public call otherwise."""
+        """The ``cudaStream_t`` of ``torch.cuda.current_stream(device)``: through
+        ``torch._C._cuda_getCurrentRawStream`` where it exists (~0.5 µs against ~13 µs)."""
         raw = self._raw_stream
         if raw is not None:
             return raw(self.device.index)
@@ -315,9 +291,6 @@ class GpuStaging:
 
     def before_reuse(self, slot: int) -> None:
         """Blocks until the last copy of ``slot`` finished, so the workers may rewrite the slot.
-        Call it before sending the command that writes ``slot`` again; it returns at once when
-        the copy is done (as it is by then, in a pipeline of depth 2), and always with the
-        ``"staging_buffer"`` pin mode.
 
         Raises:
             ValueError: ``slot`` out of range. CudaError: the copy failed on the device.
@@ -327,10 +300,7 @@ class GpuStaging:
     def actions_to_host(self, tensor: Any, dest: np.ndarray) -> None:
         """Copies actions into ``dest`` (the pool's action array, or rows of it).
 
-        A CUDA tensor (on this staging's device) is converted to ``dest``'s dtype and made
-        contiguous on the current stream, copied device-to-host on that stream, and that stream
-        alone is waited for (the policy that produced the actions runs first). A CPU tensor is a
-        plain copy.
+        A CUDA tensor is copied device-to-host on its current stream, which alone is waited for.
 
         Args:
             tensor: a ``torch.Tensor`` of shape ``dest.shape``.
@@ -365,9 +335,8 @@ class GpuStaging:
         self._open().copy_to_host(source.data_ptr(), dest, stream)
 
     def close(self) -> None:
-        """Waits for every copy in flight, then unpins the segment and releases the device's
-        context (the native staging's drop does both). Tensors already returned stay valid.
-        Idempotent; any other call afterwards raises ``RuntimeError``."""
+        """Waits for every copy in flight, then unpins the segment. Idempotent; any other call
+        afterwards raises ``RuntimeError``."""
         self._native = None
 
 
@@ -379,12 +348,9 @@ class DeviceBatches:
 
     Args:
         device: a ``torch.device`` of type cuda (from :func:`ringenv._staging.parse_device`).
-        arrays: per slot of the vector env, its observation leaves ``(num_envs, ...)`` (one for a
-            Box, Discrete, MultiDiscrete or MultiBinary space; one per leaf of a Dict or Tuple of
-            them, nested or not), then its ``(num_envs,)`` reward, terminated and truncated arrays:
-            staged one host-to-device copy each (:meth:`ringenv._slots.Slots.device_leaves`).
-        tree: puts a batch's leaf tensors back in the space's dicts and tuples
-            (:meth:`ringenv._slots.Slots.observation_tree`).
+        arrays: per slot, its observation leaves ``(num_envs, ...)``, then its ``(num_envs,)``
+            reward, terminated and truncated arrays.
+        tree: puts a batch's leaf tensors back in the space's dicts and tuples.
         segment: the pool's segment.
 
     Raises:
@@ -408,20 +374,14 @@ class DeviceBatches:
             self.staging.before_reuse(slot)
 
     def batch(self, pieces: List[Tuple[int, int, int]], copy: bool) -> Tuple[Any, Any, Any, Any]:
-        """``(observations, rewards, terminations, truncations)`` as tensors on the device, for
-        the rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
-        observations of the space's dtype and shape ``(rows, ...)`` (per leaf, in the space's
-        dicts and tuples, for a Dict or Tuple space), rewards ``float64``, the flags ``bool``.
-        Copies are enqueued on the caller's current stream and nothing waits for them. Without
-        ``copy``, a batch of one piece is the staging's reused tensors (rewritten two batches
-        later, see :meth:`GpuStaging.stage`); with it, or for several pieces, new tensors copied
-        straight from the host (:meth:`GpuStaging.stage_new`), the caller's own.
-        """
+        """``(observations, rewards, terminations, truncations)`` as tensors on the device, for the
+        rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
+        observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the flags
+        ``bool``."""
         import torch
 
         if copy or len(pieces) > 1:
-            # New tensors, copied straight from the host: no clone, no torch.cat (on an H100
-            # machine a 256-env step's three clones cost 30 µs of the main process's time).
+            # New tensors copied straight from the host: no clone, no torch.cat.
             obs, (reward, terminated, truncated) = self._split(self.staging.stage_new(pieces))
             return obs, reward if reward.dtype == torch.float64 else reward.to(torch.float64), terminated, truncated
         slot, start, stop = pieces[0]
@@ -438,11 +398,8 @@ class DeviceBatches:
 
 
 def host_actions(actions: Any, staging: Optional[DeviceBatches]) -> Any:
-    """``actions`` as a NumPy array of the same dtype when it is a torch tensor (a CUDA tensor is
-    copied to the host on its current stream, through the pinned staging when there is one, and
-    that stream alone is waited for); anything else is returned as it is, so the vector env's
-    checks see the caller's values and dtype either way. A tensor of a dtype NumPy lacks is
-    widened first, exactly: bfloat16 and the float8 types to float32, complex32 to complex64.
+    """``actions`` as a NumPy array of the same dtype when it is a torch tensor (bfloat16 and
+    float8 widened to float32, complex32 to complex64); anything else as it is.
 
     Raises:
         ValueError: a tensor on the ``meta`` device (it holds no values).

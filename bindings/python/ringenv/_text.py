@@ -1,18 +1,12 @@
 """Text observations in shared memory, encoded and decoded with NumPy, not a Python step per
 character.
 
-Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` keeps a ``Text`` value as ``max_length``
-``int32`` codes: each character's ``space.character_index``, then ``len(space.character_set)``
-as padding (``flatten``); reading keeps the codes below that padding value and joins
-``space.character_list[code]`` (``read_from_shared_memory``). Both loop in Python over every
-character: for an 800-character value of a ``Text(1024)`` 67 µs to write in the worker and 130 µs
-per env to read in the main process (``benches/text_obs.py``), where ``SyncVectorEnv`` hands the
-string over as it is.
-:class:`TextCodec` does the same with one ``str.encode``/``bytes.decode`` (UTF-32) and a lookup
-table per value. Where it does not apply (a value that is not a ``str``, longer than
-``max_length`` or with a character outside the charset; a charset with characters beyond U+FFFF
-for encoding, or surrogates for decoding) it calls Gymnasium's own function, so results and errors
-are Gymnasium's (``tests/python/test_text.py``).
+Gymnasium keeps a ``Text`` value as ``max_length`` ``int32`` codes (``character_index``, then
+padding) and loops in Python over every character: for an 800-character value of a
+``Text(1024)`` 67 µs to write and 130 µs per env to read (``benches/text_obs.py``).
+:class:`TextCodec` does the same with one UTF-32 ``str.encode``/``bytes.decode`` and a
+lookup table; where it does not apply it calls Gymnasium's own function, so results and errors are
+Gymnasium's.
 """
 
 from __future__ import annotations
@@ -123,8 +117,7 @@ def does_not_fit(space: spaces.Text, env_id: int, value: Any) -> Exception:
     """The error for a value of env ``env_id`` that Gymnasium's ``write_to_shared_memory`` could not
     encode in ``space`` (it raises a bare ``KeyError: 97`` for ``b"a"``, an ``IndexError`` for a
     string too long): a ``TypeError`` for a value that is not a ``str``, else a ``ValueError``
-    saying which characters are too many or outside the charset. ``SyncVectorEnv``, which does not
-    encode, passes such a value on; Gymnasium's ``AsyncVectorEnv`` fails on it as here."""
+    saying which characters are too many or outside the charset."""
     where = f"env {env_id} returned a Text observation"
     if not isinstance(value, str):
         return TypeError(f"{where} of type {type(value).__name__} ({value!r:.80}); its observation space "

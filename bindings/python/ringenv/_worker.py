@@ -46,13 +46,7 @@ _RUST_BOOT = ("import sys; sys.path[:] = {paths!r}; import importlib.util as u; 
 
 def worker_argv(mode: str) -> List[str]:
     """The command line of a worker hosting Python (``mode="--python"``) or built-in Rust
-    (``"--rust"``) envs; the pool appends its own arguments. The worker runs with this
-    interpreter's options (``-O``, ``-W``, ``-X``, ``-E``, ... as ``multiprocessing``'s spawn
-    passes them: ``subprocess._args_from_interpreter_flags``). Its ``sys.path`` is this
-    process's, with ``""`` (the working directory of an interactive session or ``-c``) made
-    absolute as ``multiprocessing`` does (the directory this process started in). Where that
-    directory is gone (removed while the program ran, before ``multiprocessing`` noted it), ``""``
-    is left out: it names no directory any more."""
+    (``"--rust"``) envs; the pool appends its own arguments."""
     paths = [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))]
     if "" in paths:
         start_dir = _start_dir()
@@ -127,11 +121,8 @@ def _check_spaces(env_id: int, env, obs_space, act_space, observation_mode: str)
 
 
 class _Float64Scalars:
-    """The actions of a float Box of shape ``()`` as ``numpy.float64`` scalars (exactly the
-    slot's value), indexed like the slot's view (``actions[k]``). The slot holds the space's
-    dtype; a ``numpy.float32`` is not a Python ``float``, so ``time.sleep(action)`` and other
-    APIs taking a float would refuse it, while Gymnasium hands the env the element of the
-    caller's array (``numpy.float64`` for an array of Python floats)."""
+    """The actions of a float Box of shape ``()`` as ``numpy.float64`` scalars (exactly the slot's
+    value), indexed like the slot's view (``actions[k]``)."""
 
     __slots__ = ("view",)
 
@@ -337,12 +328,10 @@ def _unpack_reset(payload: bytes) -> Tuple[Any, Optional[Dict[int, int]]]:
 
 
 def _same_step_info(info: Mapping, final_obs: Any, reset_info: dict) -> dict:
-    """The info of a same-step autoreset as Gymnasium's ``SyncVectorEnv`` makes it:
-    ``final_obs``, then ``final_info`` (the step's ``info``), then the reset's ``reset_info``
-    added over them, a dict value merged into a dict already there key by key (its
-    ``_add_info`` does so), any other value replacing it. (Gymnasium's ``AsyncVectorEnv`` builds
-    ``{"final_info": info, "final_obs": final_obs, **reset_info}`` instead: the other key order,
-    and a reset info's own ``final_info`` replaces the step's.) ``info`` is not modified."""
+    """The info of a same-step autoreset as Gymnasium's ``SyncVectorEnv`` makes it: ``final_obs``,
+    then ``final_info`` (the step's ``info``), then the reset's ``reset_info`` added over them, a
+    dict value merged into a dict already there key by key (its ``_add_info`` does so), any other
+    value replacing it."""
     return _merged({"final_obs": final_obs, "final_info": info}, reset_info)
 
 
@@ -415,12 +404,9 @@ def _describe_exception(exc: BaseException) -> Tuple[str, str, str, bytes]:
 def main(argv: List[str]) -> int:
     from ringenv import _native
 
-    # Everything imported so far (NumPy, Gymnasium, cloudpickle, ringenv: ~26,000 objects the collector tracks)
-    # lives as long as the process. Out of the collector's sight ("ignore them in all the future
-    # collections": the gc module's documentation, gc.freeze), it costs nothing to the collections
-    # the envs' garbage triggers, nor to the full ones of Python's exit (~80 ms of each close
-    # before: benches/startup.py). The envs' own modules and objects come later, unfrozen: the
-    # exit collects and finalizes them as it would have.
+    # Everything imported so far (NumPy, Gymnasium, cloudpickle, ringenv: ~26,000 objects the
+    # collector tracks) lives as long as the process: frozen, the collections the envs trigger and
+    # those of Python's exit skip it (~80 ms less per close: benches/startup.py).
     gc.freeze()
 
     if not argv or argv[0] not in ("--python", "--rust"):

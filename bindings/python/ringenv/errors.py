@@ -6,24 +6,14 @@ Protocol errors reuse Gymnasium's classes, so code written against
 - ``gymnasium.error.AlreadyPendingCallError``: ``step_async``/``reset_async`` while a call is pending;
 - ``gymnasium.error.NoAsyncCallError``: ``step_wait``/``reset_wait`` with no call pending;
 - ``gymnasium.error.ClosedEnvironmentError``: any call after ``close()``;
-- ``multiprocessing.TimeoutError``: ``step_wait(timeout)`` / ``reset_wait(timeout)`` /
-  ``call_wait(timeout)`` ran out of time (the call stays pending; wait again or close); its
-  message and ``env_ids`` name the envs that had not finished, and say so when this process
-  steps them itself (the inline share, which a timeout cannot interrupt: ``inline=False`` steps
-  every env in a worker process); a worker that did not start within ``startup_timeout`` raises
-  :class:`StartupTimeoutError`, a subclass naming it.
+- ``multiprocessing.TimeoutError``: a ``*_wait(timeout)`` ran out of time (the call stays
+  pending); its message and ``env_ids`` name the envs that had not finished;
+  :class:`StartupTimeoutError` is the subclass for ``startup_timeout``.
 
-Worker errors give a worker's env ids (``env_ids``) as the tuple of its env indices, e.g.
-``(2, 3)`` for a worker stepping envs 2 and 3.
-
-An exception raised inside an env is re-raised in the caller with its own type and message
-(unpickled from the worker), its ``env_id`` the env's index, a note ``"(raised in env 3)"``
-naming the env where its message does not, and its ``__cause__`` a :class:`RemoteTraceback`
-holding the worker's formatted traceback. When envs of several workers raise in one call, the
-lowest env id's exception is raised, and each other env's error is a note on it (PEP 678) naming
-the env, with its traceback.
-Failures of the runtime itself are :class:`RingenvError` subclasses below, GPU
-staging's included (:class:`CudaUnavailableError`, :class:`CudaError`).
+An exception raised inside an env is re-raised in the caller with its own type and message, its
+``env_id`` the env's index, and its ``__cause__`` a :class:`RemoteTraceback` holding the worker's
+traceback; other envs' errors of the same call are notes on it (PEP 678). Failures of the runtime
+itself are :class:`RingenvError` subclasses below.
 """
 
 from __future__ import annotations
@@ -57,7 +47,8 @@ __all__ = [
 
 
 def _env_ids_text(env_ids: Sequence[int]) -> str:
-    """``[2, 3]``, or ``[0, 1, ..., 99] (100 envs)`` for a long block (as the runtime prints them)."""
+    """``[2, 3]``, or ``[0, 1, ..., 99] (100 envs)`` for a long block (as the runtime prints
+    them)."""
     n = len(env_ids)  # a tuple or a range: never materialised (a range may be huge)
     if n <= 8:
         return "[" + ", ".join(map(str, env_ids)) + "]"
@@ -68,9 +59,8 @@ class RingenvError(RuntimeError):
     """A failure of the ringenv runtime (segment, processes, control protocol).
 
     Attributes:
-        errno (int | None): the operating system's error number (``errno.EMFILE``, ``errno.ENOMEM``,
-            ...) where an OS call failed (creating the segment, starting a worker, the control
-            socket), as on ``OSError``; ``None`` for any other failure.
+        errno (int | None): the operating system's error number (``errno.EMFILE``, ...) where an
+            OS call failed, as on ``OSError``; ``None`` for any other failure.
     """
 
     errno: Optional[int] = None
@@ -86,12 +76,9 @@ class WorkerDiedError(RingenvError):
         exitcode (int | None): its exit code, when it exited.
         signal (int | None): the signal that killed it, when one did (9 for SIGKILL).
         last_error (dict | None): why it died, when it said so: a dict with ``kind``, ``message``,
-            ``env_id`` (int or None), ``traceback`` and ``payload``. For a Rust env that panicked
-            (the worker exits on a panic under ``on_worker_failure="restart"``) or a panic
-            nothing caught, ``kind`` is ``"panic"`` and ``message`` the panic's text and location,
-            ``"... (panicked at src/lib.rs:12:5)"``, cut in its middle to 248 bytes; for a worker
-            killed for breaking the protocol or corrupting shared memory, what it did. ``None``
-            for a death without last words (a signal, ``os._exit``). The message ends with it too.
+            ``env_id`` (int or None), ``traceback`` and ``payload``; for a panic ``kind`` is
+            ``"panic"`` and ``message`` the panic's text and location, cut in its middle to 248
+            bytes. ``None`` for a death without last words (a signal, ``os._exit``).
     """
 
     def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Sequence[int] = (),
@@ -118,10 +105,8 @@ class CrashLoopError(WorkerDiedError):
 
 class SharedMemoryCorruptError(WorkerDiedError):
     """A worker left the shared memory segment in an impossible state (ring indices or stamps
-    overwritten, a completion for a command it was not running, ...). The main process never
-    hangs or crashes on it: it kills the worker and handles it as a death, so under
-    ``on_worker_failure="restart"`` the worker is restarted (and reported in the ``restarted``
-    info) and this error is not raised; otherwise the pool stopped its other workers and is closed.
+    overwritten, ...). The worker is killed and handled as a death (restarted under
+    ``on_worker_failure="restart"``); otherwise the pool stopped its other workers and is closed.
 
     Attributes: those of :class:`WorkerDiedError` (``signal`` is 9: it was killed), plus
         what (str): what was found, with the values read.
@@ -133,17 +118,13 @@ class SharedMemoryCorruptError(WorkerDiedError):
 
 
 class InternalError(RingenvError):
-    """A bug in ringenv's native code (a Rust panic), caught at the boundary so it never reaches
-    Python as ``pyo3_runtime.PanicException``. The message holds the panic's text and location;
-    please report it. The env object may be unusable afterwards: close it.
-    """
+    """A bug in ringenv's native code (a Rust panic); the message holds the panic's text and
+    location. The env object may be unusable afterwards: close it."""
 
 
 class WorkerStartupError(RingenvError):
     """A worker could not build its envs (a factory raised, spaces differ, ...). The message
-    names the env that failed (or the worker and its envs, when it failed before building any:
-    importing the factories' modules) and the remote exception's type and message; its
-    traceback is the ``__cause__``'s, printed once above.
+    names the env that failed and the remote exception's type and message.
 
     Attributes:
         worker (int): index of the worker.
@@ -165,19 +146,16 @@ class WorkerStartupError(RingenvError):
 
 class StartupTimeoutError(multiprocessing.TimeoutError):
     """A worker did not finish starting within ``startup_timeout`` seconds; every worker was
-    stopped. A ``multiprocessing.TimeoutError`` (what code written for Gymnasium catches); the
-    message names the worker, its pid and env ids, how far it got, what it runs, and the fix.
+    stopped. The message names the worker, its pid and env ids, how far it got, and the fix.
 
     Attributes:
         worker (int): index of the worker (the first one found not ready).
         pid (int): its process id.
         env_ids (tuple[int, ...]): the env indices it was building, e.g. ``(2, 3)``.
         seconds (float): the ``startup_timeout``, in seconds.
-        building (bool): ``True`` when it had joined the pool and was building its envs (the env
-            factories or constructors had not returned); ``False`` when its program was still
-            starting (interpreter start-up, imports).
-        program (str): what it runs: the env factories of those envs, or the Rust env's id and
-            the worker binary's path.
+        building (bool): ``True`` when it was building its envs; ``False`` when its program was
+            still starting (interpreter start-up, imports).
+        program (str): what it runs: the env factories, or the Rust env's id and worker binary.
     """
 
     def __init__(self, message: str, worker: int = -1, pid: int = 0, env_ids: Sequence[int] = (),
@@ -187,8 +165,7 @@ class StartupTimeoutError(multiprocessing.TimeoutError):
         self.seconds, self.building, self.program = seconds, building, program
 
     def with_program(self, program: str) -> "StartupTimeoutError":
-        """This error, its ``program`` (and message) saying what the worker runs in the caller's
-        terms (the env factories, the env id) instead of the command line."""
+        """This error with ``program`` (and the message) in the caller's terms."""
         return StartupTimeoutError(_startup_timeout_message(self.worker, self.pid, self.env_ids, self.seconds,
                                                             self.building, program),
                                    self.worker, self.pid, self.env_ids, self.seconds, self.building, program)
@@ -206,9 +183,7 @@ def _startup_timeout_message(worker: int, pid: int, env_ids: Sequence[int], seco
 
 def _timeout_message(seconds: float, late: Sequence[Tuple[int, Sequence[int]]], inline: Optional[int]) -> str:
     """The message of a ``*_wait(timeout)`` that ran out of ``seconds``: the envs of the workers
-    ``late`` (``(worker, env ids)`` pairs) that had not finished. Envs of the inline share
-    (worker ``inline``, stepped in the calling process) are said to be, with why the error came
-    only once they returned and the fix."""
+    ``late`` (``(worker, env ids)`` pairs) that had not finished."""
     processes = [(w, ids) for w, ids in late if w != inline]
     parts = []
     if processes:
@@ -288,9 +263,7 @@ class RemoteTraceback(Exception):
 
 
 def _remote_exception(remote: dict, named: bool = True) -> BaseException:
-    """Rebuilds the exception described by a worker's error dict. An exception of the env's own
-    type keeps its own message (as ``SyncVectorEnv`` raises it); unless ``named`` is false, a
-    note (PEP 678, :data:`_RAISED_IN`) names the env that raised it."""
+    """Rebuilds the exception described by a worker's error dict."""
     exc: Optional[BaseException] = None
     if remote.get("payload"):
         try:
@@ -332,14 +305,9 @@ _RAISED_IN = "(raised in env {})"
 
 def _merged(errors: Sequence[BaseException]) -> BaseException:
     """The one exception to raise for a call in which several things failed: a failure of the
-    runtime itself (a :class:`RingenvError` that is not an env's, e.g. a worker's death) before
-    any env's error, else the error of the lowest env id (``env_id``), as Gymnasium's
-    ``SyncVectorEnv`` raises its first env's. Each other error is added to it as a note (PEP 678:
-    shown under the traceback from Python 3.11 on, kept in ``__notes__`` on 3.10) naming its env
-    (``"env 3 raised in the same call too:"``) and giving its traceback, followed by that error's
-    own notes, so that none is lost. Gymnasium's ``AsyncVectorEnv`` logs every worker's error
-    instead, and raises the last.
-    """
+    runtime itself (a :class:`RingenvError` that is not an env's, e.g. a worker's death) before any
+    env's error, else the error of the lowest env id (``env_id``), as Gymnasium's ``SyncVectorEnv``
+    raises its first env's."""
     def order(e: BaseException) -> tuple:
         env_id = getattr(e, "env_id", None)
         own = isinstance(e, RingenvError) and not isinstance(e, RemoteEnvError)
@@ -378,9 +346,7 @@ def _shift_notes(error: BaseException, start: int) -> None:
 
 
 def _add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)``; on Python 3.10, which has no ``add_note``, the same list. An
-    exception that takes no note (its ``__notes__`` made something else than a list by its own
-    code) is raised without it: the env's error is never replaced by the note's."""
+    """``exc.add_note(note)``; on Python 3.10, which has no ``add_note``, the same list."""
     try:
         add = getattr(exc, "add_note", None)
         if add is not None:

@@ -11,10 +11,8 @@ RLlib, through it) gives one:
 ('AsyncVectorEnv', 2, (4,))
 >>> envs.close()
 
-Keyword arguments of ``gymnasium.make_vec`` (Gymnasium refuses ``vector_kwargs`` in this mode)
-are split by name: those of :class:`ringenv.AsyncVectorEnv` (``num_workers``, ``copy``,
-``on_worker_failure``, ``device``, ...; see :data:`VECTOR_OPTIONS`) configure the vector env, the
-others reach the env's constructor.
+Keyword arguments of ``gymnasium.make_vec`` are split by name: :data:`VECTOR_OPTIONS` configure
+the vector env, the others reach the env's constructor.
 """
 
 from __future__ import annotations
@@ -53,9 +51,8 @@ VECTOR_OPTIONS: FrozenSet[str] = frozenset(
     name for name in inspect.signature(AsyncVectorEnv.__init__).parameters
     if name not in ("self", "env_fns") and not name.startswith("_"))
 
-#: The options of :data:`VECTOR_OPTIONS` that only ringenv's vector env has (no env takes an
-#: argument of these names by convention): ``ringenv.make_vec`` refuses them among the env's
-#: keyword arguments, naming ``vector_kwargs``, instead of passing them to the env.
+#: The options of :data:`VECTOR_OPTIONS` that only ringenv's vector env has: ``ringenv.make_vec``
+#: refuses them among the env's keyword arguments, naming ``vector_kwargs``.
 RUNTIME_OPTIONS: FrozenSet[str] = frozenset({
     "num_workers", "startup_timeout", "on_worker_failure", "max_restarts", "restart_window", "worker_env",
     "check_actions", "spin_us", "vector_infos", "inline", "max_concurrency"}) & VECTOR_OPTIONS
@@ -63,10 +60,6 @@ RUNTIME_OPTIONS: FrozenSet[str] = frozenset({
 #: Seconds a worker binary may take to answer ``describe`` (it builds one env) or ``list``.
 DESCRIBE_TIMEOUT_S = 60.0
 
-
-# The errors of an env id that a worker binary does not serve are Gymnasium's (what
-# ``gymnasium.make`` raises for an id it does not know), and also ``ValueError``s, what ringenv
-# raised for them before: code catching either keeps working.
 
 class WorkerNameNotFound(gym.error.NameNotFound, ValueError):
     """A worker binary serves no env of this id (nor of its name, in another version): the
@@ -111,18 +104,14 @@ def _worker_path(worker: Union[str, "os.PathLike[str]"]) -> str:
 
 def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
     """``(worker_path, id)`` when ``text`` is spelled ``PATH:ID`` with ``PATH`` an existing
-    executable file (``target/release/my_envs:Sokoban-v0``, the spelling ``ringenv tune``
-    accepts), else ``None``. The first ``:`` before which the text is such a file splits the two.
+    executable file (``target/release/my_envs:Sokoban-v0``), else ``None``.
 
     Raises:
         FileNotFoundError, IsADirectoryError, PermissionError: ``text`` has no such split but the
-            text before its first ``:`` is a path (it contains ``/``, which no Python module name
-            or Gymnasium ``module:Id`` module does) that is missing, a directory or not executable:
-            the ``PATH`` of ``PATH:ID`` is named instead of being tried as a module.
-        WorkerIdMissing: ``text`` is the path (with a ``/``) of an executable file and no ``:ID``
-            (a ``gymnasium.error.Error`` and a ``ValueError``): the message names the spelling
-            ``PATH:ID`` and, for a worker binary, the ids it serves (``PATH list``; a program
-            that is not one is not run).
+            text before its first ``:`` is a path (with a ``/``) that is missing, a directory or
+            not executable.
+        WorkerIdMissing: ``text`` is the path (with a ``/``) of an executable file and no ``:ID``;
+            the message lists the ids a worker binary serves.
     """
     for i, ch in enumerate(text):
         head = text[:i]
@@ -136,15 +125,13 @@ def split_worker_id(text: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-#: Text that every worker binary made with the SDK holds (its command line's description, in
-#: ``workers/src/entry.rs``): a program given without ``:ID`` is run (``PATH list``) only when it
-#: holds it, so that no other program is started with arguments it was not written for.
+#: Text every worker binary made with the SDK holds (``workers/src/entry.rs``): a program given
+#: without ``:ID`` is run (``PATH list``) only when it holds it.
 _WORKER_MARK = b"A ringenv worker binary: serves Rust envs"
 
 
 def _holds_worker_mark(path: str, chunk: int = 1 << 20) -> bool:
-    """Whether the file ``path`` holds :data:`_WORKER_MARK` (read in chunks; ``False`` when it
-    cannot be read)."""
+    """Whether the file ``path`` holds :data:`_WORKER_MARK` (``False`` when unreadable)."""
     overlap = len(_WORKER_MARK) - 1
     try:
         with open(path, "rb") as f:
@@ -161,8 +148,7 @@ def _holds_worker_mark(path: str, chunk: int = 1 << 20) -> bool:
 
 
 def _id_missing(path: str) -> WorkerIdMissing:
-    """The error of the program ``path`` given where an env id was expected, listing the ids it
-    serves when it is a worker binary (``PATH list``; another program is not run)."""
+    """The error of the program ``path`` given where an env id was expected."""
     if not _holds_worker_mark(path):
         return WorkerIdMissing(f"{path} is a program, not an env id (and not a ringenv worker binary, whose env "
                                "would be named PATH:ID)")
@@ -176,23 +162,13 @@ def _id_missing(path: str) -> WorkerIdMissing:
 
 
 def _printable(text: str) -> str:
-    """``text`` with every non-printable character but newlines escaped (``\\x1b``), so that the
-    output of a program that is not a worker binary cannot drive the terminal from an error
-    message."""
+    """``text`` with every non-printable character but newlines escaped (``\\x1b``)."""
     return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
-def _run_describe(path: str, worker: str, id: str, kwargs_json: str) -> Tuple[int, str, str]:
-    """``(status, stdout, stderr)`` of ``path describe ID --kwargs JSON`` (``--kwargs``, the older
-    spelling of ``--env-kwargs``, which binaries of every SDK version accept), as :func:`_run_worker`
-    runs it."""
-    return _run_worker(path, worker, ["describe", id, "--kwargs", kwargs_json], f"describe {id!r}")
-
-
 def _run_worker(path: str, worker: str, args: Sequence[str], what: str) -> Tuple[int, str, str]:
-    """``(status, stdout, stderr)`` of ``path ARGS...``, run in a session (process group) of its
-    own, so that when it outlasts :data:`DESCRIBE_TIMEOUT_S` (or Ctrl-C ends the wait) the whole
-    group is killed, whatever it started, not only the program.
+    """``(status, stdout, stderr)`` of ``path ARGS...``, run in a process group of its own, so that the
+    whole group is killed when it outlasts :data:`DESCRIBE_TIMEOUT_S` (or on Ctrl-C).
 
     Raises:
         ValueError: the program did not answer within :data:`DESCRIBE_TIMEOUT_S` seconds (the
@@ -259,7 +235,9 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
 
     path = _worker_path(worker)
     kwargs_json = json.dumps(json_kwargs(kwargs))
-    status, stdout, stderr = _run_describe(path, os.fspath(worker), id, kwargs_json)
+    # ``--kwargs``: the older spelling of ``--env-kwargs``, which binaries of every SDK version accept.
+    status, stdout, stderr = _run_worker(path, os.fspath(worker), ["describe", id, "--kwargs", kwargs_json],
+                                         f"describe {id!r}")
     try:
         answer = json.loads(stdout)
     except json.JSONDecodeError:
@@ -333,23 +311,13 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
 
     ``id`` may also be a ``gymnasium.envs.registration.EnvSpec``, as ``gymnasium.make_vec``
     takes one: its ``num_envs``, ``vectorization_mode``, ``vector_kwargs`` and ``wrappers``
-    kwargs, where present, replace the arguments (a ``"vector_entry_point"`` spec's vector options
-    sit among its kwargs), the rest are the env's, and its env is made from the spec itself (a
-    Python env even where a built-in has its id; a ringenv-registered Rust env's spec gives that
-    Rust env). The vector env's ``spec`` records the call as ``gymnasium.make_vec`` records its
-    own: the env's kwargs with ``num_envs`` (when not 1), ``vectorization_mode`` (``"async"`` for
-    Python envs, ``"vector_entry_point"`` for Rust envs, with the vector options among the kwargs
-    as ``gymnasium.make_vec("ringenv/ID", ...)`` records them), ``vector_kwargs`` and
-    ``wrappers``. So ``ringenv.make_vec(envs.spec)`` makes the same vector env again, and
-    ``gymnasium.make_vec(envs.spec)`` makes ringenv's again for a Rust env and Gymnasium's
-    ``AsyncVectorEnv`` of the same envs for a Python one (which refuses ringenv's own
-    ``vector_kwargs``, such as ``num_workers``, by name).
+    kwargs replace the arguments, the rest are the env's. The vector env's ``spec`` records the
+    call as ``gymnasium.make_vec`` records its own, so ``ringenv.make_vec(envs.spec)`` makes the
+    same vector env again.
 
-    A Rust env's vector env is the same Gymnasium-compatible :class:`ringenv.AsyncVectorEnv`
-    (next-step autoreset, ``float64`` rewards, infos vectorised); a panic in the env raises
-    ``ringenv.errors.RemoteEnvError`` (``remote_type == "panic"``) with the panic message and its
-    ``file:line:column``, or, under ``vector_kwargs={"on_worker_failure": "restart"}``, restarts
-    its worker like any worker failure.
+    A panic in a Rust env raises ``ringenv.errors.RemoteEnvError`` (``remote_type == "panic"``)
+    with the panic message and its ``file:line:column``, or, with ``on_worker_failure="restart"``,
+    restarts its worker.
 
     Args:
         id: the env id, or its ``EnvSpec``.
@@ -434,13 +402,10 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
 
 def _unpack_spec(spec: EnvSpec, num_envs: int, vectorization_mode: Any, vector_kwargs: Optional[dict],
                  wrappers: Any, kwargs: Dict[str, Any]) -> Tuple[EnvSpec, int, Any, Optional[dict], Any, Dict[str, Any]]:
-    """What ``make_vec(spec, ...)`` makes, as ``gymnasium.make_vec`` reads an ``EnvSpec``: a copy
-    of ``spec`` without kwargs, and the arguments with the spec's ``num_envs``,
-    ``vectorization_mode``, ``vector_kwargs`` and ``wrappers`` in place of the caller's, and its
-    other kwargs under the caller's ``kwargs``. A ``"vector_entry_point"`` spec (what
-    ``gymnasium.make_vec`` records for an id with a vector entry point, as ringenv's Rust envs
-    have) holds the vector options among its kwargs; they move to ``vector_kwargs`` and the mode
-    is dropped (ringenv's vector env is the one either way)."""
+    """A copy of ``spec`` without kwargs, and the arguments with the spec's ``num_envs``,
+    ``vectorization_mode``, ``vector_kwargs`` and ``wrappers`` in place of the caller's (a
+    ``"vector_entry_point"`` spec's vector options move to ``vector_kwargs``), as
+    ``gymnasium.make_vec`` reads an ``EnvSpec``."""
     spec = copy.deepcopy(spec)
     spec_kwargs, spec.kwargs = dict(spec.kwargs), {}
     num_envs = spec_kwargs.pop("num_envs", num_envs)
@@ -461,8 +426,7 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
     ``gymnasium.make_vec(..., vectorization_mode="async")`` records its own."""
     wrappers = tuple(wrappers or ())
     env_fn = functools.partial(_make_one, make_id, wrappers, kwargs)
-    # The spec is made first: nothing runs between the env's start and its return (an error or a
-    # Ctrl-C there would keep its workers running for as long as the traceback holds it).
+    # The spec is made first: nothing runs between the env's start and its return.
     spec = copy.deepcopy(env_spec)
     spec.kwargs = {**spec.kwargs, **kwargs}
     if num_envs != 1:
@@ -478,9 +442,8 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
 
 
 def _spec(id: str) -> EnvSpec:
-    """``gymnasium.spec(id)``, and for Gymnasium's ``"module:Id"`` form the spec of ``Id`` once
-    ``module`` is imported (which registers it), as ``gymnasium.make`` finds it
-    (``gymnasium.envs.registration._find_spec``: the same import and error)."""
+    """``gymnasium.spec(id)``, importing ``module`` first for the ``"module:Id"`` form, as
+    ``gymnasium.make`` does."""
     module, sep, env_name = id.partition(":")
     if not sep:
         return gym.spec(id)
@@ -503,9 +466,7 @@ def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVect
         if name in vector_kwargs:
             raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
                             "and that option applies to Python envs only")
-    # The spec the id is registered with: "ringenv/CartPole-v1" for the built-in CartPole-v1 (as
-    # gymnasium.make_vec records one), else the SDK binary's id where ringenv.register made it.
-    # Made first, as in _python_vector_env.
+    # The spec the id is registered with ("ringenv/CartPole-v1", or ringenv.register's); made first.
     registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.builtin else None
     registered = registered or gym.registry.get(envs.id)
     spec = None
@@ -558,8 +519,7 @@ class VectorEntryPoint:
     """The ``vector_entry_point`` of an id registered by ringenv: called by ``gymnasium.make_vec``
     as ``entry_point(num_envs=N, **kwargs)``, it returns a :class:`ringenv.AsyncVectorEnv` of
     ``N`` copies of the env, splitting ``kwargs`` into vector options (:data:`VECTOR_OPTIONS`)
-    and env arguments. A plain object (picklable, comparable), so that specs holding it can be
-    copied and sent.
+    and env arguments. Picklable and comparable.
 
     Args:
         id: the Gymnasium id it is registered under.
@@ -577,8 +537,7 @@ class VectorEntryPoint:
         if self.rust_id is not None:
             envs = make_vec(self.rust_id, num_envs, vector_kwargs=vector_kwargs, worker=self.worker, **env_kwargs)
         else:
-            # The spec itself travels to the workers, so they need not have registered the id; its
-            # default kwargs are already in kwargs (gymnasium.make_vec merged them).
+            # The spec itself travels to the workers; its default kwargs are already in kwargs.
             env_spec = copy.deepcopy(gym.spec(self.id))
             env_spec.kwargs = {}
             env_fn = functools.partial(_make_one, env_spec, (), env_kwargs)
@@ -613,9 +572,8 @@ def register(id: str, entry_point: Union[str, Callable[..., gym.Env], None] = No
       serving ``rust_id`` (default: ``id`` without its namespace, ``"my_envs/Sokoban-v0"`` ->
       ``"Sokoban-v0"``). Only the vector modes exist for it.
 
-    ``gymnasium.make_vec``'s keyword arguments (and ``kwargs``, the defaults registered with the
-    id) are split by name: :data:`VECTOR_OPTIONS` configure the vector env, the rest reach the
-    env's constructor. Registering an id again replaces it (Gymnasium warns).
+    Keyword arguments are split by name: :data:`VECTOR_OPTIONS` configure the vector env, the
+    rest reach the env's constructor. Registering an id again replaces it.
 
     >>> import gymnasium as gym, ringenv
     >>> ringenv.register("demo/Pendulum-v1", "gymnasium.envs.classic_control:PendulumEnv",

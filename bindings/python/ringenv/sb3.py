@@ -101,9 +101,7 @@ def _env_method(name: str, args: tuple, kwargs: Dict[str, Any]) -> Callable[[gym
 
 
 def _is_wrapped(wrapper_class: type) -> Callable[[gym.Env], bool]:
-    """SB3's ``env_util.is_wrapped``. The class travels as bytes, unpickled only where its module
-    is already imported: elsewhere no env can be an instance of it, and asking (as SB3's
-    ``evaluate_policy`` asks about ``Monitor``) must not import its module into every worker."""
+    """SB3's ``env_util.is_wrapped``."""
     module = wrapper_class.__module__
     pickled = cloudpickle.dumps(wrapper_class)
 
@@ -139,19 +137,13 @@ class SubprocVecEnv(NotCopyable, VecEnv):
 
     Underneath is a :class:`ringenv.AsyncVectorEnv` in same-step autoreset mode, with its layout:
     ``num_workers`` processes, each stepping a contiguous group of envs, instead of SB3's one
-    process per env. By default there is one group per usable core (at most ``num_envs``): a
-    worker process steps each but the last, which this process steps itself (the inline share,
-    docs/INLINE.md; on one usable core it steps every env); ``inline=False`` keeps every env in a
-    worker process, for crash isolation as with SB3. SB3 wants each env's own info dict, which
-    it reads with :meth:`ringenv.AsyncVectorEnv.env_infos` (``vector_infos=False``: Gymnasium's
-    vectorised infos are never built).
+    process per env (``inline=False`` keeps every env in a worker process, as with SB3).
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle;
             old ``gym`` envs are converted with SB3's ``_patch_env``).
-        start_method: accepted for compatibility and otherwise ignored (workers always start
-            with fork+exec); it must be ``None`` or a name ``multiprocessing.get_context``
-            accepts, which raises its own ``ValueError`` otherwise, as with SB3.
+        start_method: accepted for compatibility and otherwise ignored; it must be ``None`` or
+            a name ``multiprocessing.get_context`` accepts.
         **kwargs: passed to :class:`ringenv.AsyncVectorEnv`: ``num_workers``,
             ``on_worker_failure``, ``worker_env``, ``startup_timeout``, ``copy``, ...; not
             ``autoreset_mode`` (SB3's semantics need same-step autoreset).

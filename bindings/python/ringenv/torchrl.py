@@ -70,15 +70,7 @@ _WHAT_TO_PASS = ("create_env_fn must return a gymnasium.Env (e.g. functools.part
 
 def _make_unwrap() -> Callable[[Any, str], Tuple[gym.Env, Any]]:
     """The function that turns what ``create_env_fn`` returned into the gymnasium env to step:
-    ``unwrap(obj, where) -> (gymnasium_env, torchrl_wrapper_or_None)``.
-
-    It is defined inside this function so that cloudpickle sends it to the workers by value: a
-    worker whose factory returns a gymnasium env never imports torch or torchrl (a worker whose
-    factory builds a ``GymEnv`` imports them to build it). It raises ``TypeError`` for anything
-    else than a gymnasium ``Env`` or a non-batched TorchRL ``GymWrapper``, and ``ValueError`` for a
-    ``GymWrapper`` whose settings ringenv does not reproduce (``frame_skip`` > 1, an info dict
-    reader).
-    """
+    ``unwrap(obj, where) -> (gymnasium_env, torchrl_wrapper_or_None)``."""
 
     def unwrap(obj: Any, where: str) -> Tuple[gym.Env, Any]:
         import sys
@@ -115,9 +107,7 @@ def _sub_env_factory(create_env_fn: Callable[..., Any], kwargs: dict, index: int
                      unwrap: Callable[[Any, str], Tuple[gym.Env, Any]],
                      first: Optional[gym.Env] = None) -> Callable[[], gym.Env]:
     """A factory of sub-env ``index`` for :class:`ringenv.AsyncVectorEnv` (nested, so cloudpickle
-    sends it by value). ``first``, the env already built in the main process to read the spaces,
-    is returned by the first call (AsyncVectorEnv's own probe, made in the main process before any
-    factory is pickled), so the main process builds one env, not two."""
+    sends it by value)."""
     handoff = [] if first is None else [first]
 
     def make_sub_env() -> gym.Env:
@@ -160,33 +150,22 @@ class ParallelEnv(EnvBase):
     for gymnasium envs.
 
     Each sub-env is ``create_env_fn(**create_env_kwargs)``: a gymnasium ``Env``, or a TorchRL
-    ``GymEnv`` / ``GymWrapper`` of one, which is unwrapped inside the worker that builds it (to the
-    gymnasium env it wraps; that worker imports torchrl to build it, so a plain gymnasium factory
-    keeps torch out of the workers). The main process builds one sub-env (with the first factory
-    and kwargs) to check it and read its spaces and specs, then hands it to
-    :class:`ringenv.AsyncVectorEnv`, which reads its spaces and closes it: one env is built in the
-    main process, as TorchRL's ``ParallelEnv`` builds one to read its metadata.
+    ``GymEnv`` / ``GymWrapper`` of one, unwrapped inside the worker that builds it. The main
+    process builds one sub-env to read its spaces and specs, as TorchRL's ``ParallelEnv`` does.
 
-    Specs are those TorchRL's ``GymWrapper`` declares for that sub-env (its own conversion of the
-    gymnasium spaces; a ``GymEnv``'s own specs, so ``categorical_action_encoding`` is honoured),
-    expanded to ``[num_workers]``: ``"observation"`` (or the Dict space's keys, ``"state"`` renamed
-    ``"observation"``), ``"action"``, ``"reward"`` (``float32``, shape ``[num_workers, 1]``) and
-    ``"done"``, ``"terminated"``, ``"truncated"`` (``bool``, shape ``[num_workers, 1]``; ``done`` is
-    ``terminated | truncated``). Infos are not read (as ``GymEnv`` without an info dict reader).
-    Rewards cross shared memory as ``float64`` and are cast to the spec's dtype, as ``GymEnv``
-    casts them.
+    Specs are those TorchRL's ``GymWrapper`` declares for that sub-env, expanded to
+    ``[num_workers]``: ``"observation"`` (or the Dict space's keys), ``"action"``, ``"reward"``
+    (``float32``, shape ``[num_workers, 1]``) and ``"done"``, ``"terminated"``, ``"truncated"``
+    (``bool``, shape ``[num_workers, 1]``). Infos are not read.
 
-    Sub-envs never reset themselves (``autoreset_mode=DISABLED``): ``reset`` resets the sub-envs
-    its ``"_reset"`` entry marks (all without one), as TorchRL's batched envs do, so
-    ``step_and_maybe_reset`` and ``rollout(break_when_any_done=False)`` behave as TorchRL's.
+    Sub-envs never reset themselves: ``reset`` resets the sub-envs its ``"_reset"`` entry marks
+    (all without one), as TorchRL's batched envs do.
 
     Other keyword arguments: ``startup_timeout``, ``on_worker_failure``, ``max_restarts``,
     ``restart_window``, ``worker_env`` and ``check_actions`` are passed to
-    :class:`ringenv.AsyncVectorEnv` (see there); with ``on_worker_failure="restart"`` the sub-envs
-    of a restarted process report ``truncated=True`` for the step it died in. ``shared_memory``,
-    ``mp_start_method``, ``daemon``, ``use_buffers``, ``consolidate``, ``serial_for_single``,
-    ``metadata_from_workers``, ``non_blocking`` and ``auto_wrap_envs`` are accepted for
-    compatibility with ``torchrl.envs.ParallelEnv`` and change nothing here; ``pin_memory``,
+    :class:`ringenv.AsyncVectorEnv`. ``shared_memory``, ``mp_start_method``, ``daemon``,
+    ``use_buffers``, ``consolidate``, ``serial_for_single``, ``metadata_from_workers``,
+    ``non_blocking`` and ``auto_wrap_envs`` are accepted and change nothing; ``pin_memory``,
     ``allow_step_when_done``, ``memmap``, ``policy_proof`` and ``share_individual_td`` are
     accepted with their defaults only (``ValueError`` otherwise).
 
@@ -198,16 +177,12 @@ class ParallelEnv(EnvBase):
         create_env_kwargs: keyword arguments for ``create_env_fn``: one dict for all, or a
             sequence of ``num_workers`` dicts.
         device: where the returned tensors live. ``None`` or ``"cpu"``: CPU tensors. A CUDA device:
-            for a single-array observation space (Box, Discrete, MultiDiscrete, MultiBinary) the
-            vector env stages each batch itself, copying it asynchronously from the page-locked
-            shared segment on the current stream (``AsyncVectorEnv(device=...)``, docs/GPU.md);
-            Dict observations are built on the CPU and moved by :meth:`_to_device`
-            (``TensorDict.to(device, non_blocking=True)``).
+            single-array observations are staged by the vector env (docs/GPU.md); Dict
+            observations are moved with ``TensorDict.to(device, non_blocking=True)``.
 
     Keyword Args:
-        num_processes: ringenv worker processes (default: ringenv's default, the cores less one
-            and the main process stepping the last group: ``AsyncVectorEnv``'s ``inline``); sub-env
-            ids are split among them in contiguous groups.
+        num_processes: ringenv worker processes (default: ``AsyncVectorEnv``'s ``num_workers``
+            default); sub-envs are split among them in contiguous groups.
         num_sub_threads: threads per worker process (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
             ``OPENBLAS_NUM_THREADS``; default 1), unless ``worker_env`` sets them.
         shutdown_timeout: seconds :meth:`close` gives the workers to exit before killing them
@@ -365,11 +340,9 @@ class ParallelEnv(EnvBase):
     # -- host -> device ---------------------------------------------------------------------------
 
     def _to_device(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Moves a batch built on the CPU to ``self.device``, for what the vector env does not
-        stage itself (Dict observations on a CUDA device): ``tensordict.to(device,
-        non_blocking=True)``. A single-array observation space on a CUDA device never comes
-        here: ``ringenv.AsyncVectorEnv(device=...)`` copies each batch from the pinned shared
-        segment on the current stream, without a per-step ``.to()``."""
+        """Moves a batch built on the CPU to ``self.device``, for what the vector env does not stage
+        itself (Dict observations on a CUDA device): ``tensordict.to(device,
+        non_blocking=True)``."""
         if self.device.type == "cpu" or tensordict.device == self.device:
             return tensordict
         return tensordict.to(self.device, non_blocking=True)
@@ -432,9 +405,7 @@ class ParallelEnv(EnvBase):
 
     def _reset(self, tensordict: Optional[TensorDictBase] = None, **kwargs: Any) -> TensorDictBase:
         """Resets the sub-envs marked by ``tensordict["_reset"]`` (shape ``[num_workers]`` or
-        ``[num_workers, 1]``, bool), or all of them. ``kwargs`` (``seed``, ``options``) go to every
-        sub-env's ``reset``; ``list_of_kwargs``, a list of ``num_workers`` dicts, gives per-sub-env
-        ones, as in TorchRL's batched envs (``options`` must then be the same for all)."""
+        ``[num_workers, 1]``, bool), or all of them."""
         vec = self._open_vec("reset")
         n = self.num_workers
         list_of_kwargs = kwargs.pop("list_of_kwargs", None)

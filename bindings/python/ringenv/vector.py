@@ -71,124 +71,77 @@ class AsyncVectorEnv(PoolVectorEnv):
     """Vectorized env stepping its sub-envs in worker processes over shared memory.
 
     Accepts what ``gymnasium.vector.AsyncVectorEnv`` accepts and returns the same results
-    (values and dtypes) as Gymnasium's vector envs, so switching is a one-line import change.
-    Sub-envs are split into ``num_workers`` contiguous groups; each group runs in one worker
-    process (``ringenv._worker``, importing from the main process's ``sys.path``, never from
-    its working directory) whose step loop is Rust, calling the envs through PyO3 and writing
-    observations straight into a shared memory segment, one contiguous ``(num_envs, ...)`` array
-    per leaf of the observation space (Gymnasium's own ``write_to_shared_memory`` encoding).
+    (values and dtypes). Sub-envs are split into ``num_workers`` contiguous groups, each run by
+    one worker process whose Rust step loop writes observations straight into a shared memory
+    segment, one ``(num_envs, ...)`` array per leaf of the observation space.
 
-    Only the process that created the env may use it. In a process forked from it
-    (``os.fork``, multiprocessing's ``"fork"`` start method, a DataLoader worker) every call
-    raises :class:`ringenv.errors.ForkedProcessError`, and ``close()``, garbage collection or
-    the child's exit only let go of the child's inherited copy: the creator's workers go on.
-
-    :meth:`close` releases every OS resource of the env at once (descriptors now; the shared
-    mapping with the last array a caller still holds from it), even while the env object is
-    still referenced.
+    Only the process that created the env may use it: in a forked process every call raises
+    :class:`ringenv.errors.ForkedProcessError`, and ``close()`` only lets go of the child's copy.
 
     Args:
         env_fns: callables that each create one sub-env (sent to the workers with cloudpickle).
         shared_memory: if ``True`` (default), observations of spaces with a fixed layout (Box,
             Discrete, MultiDiscrete, MultiBinary, Text, Dict and Tuple of those) cross through
             shared memory; others (Graph, Sequence, custom spaces), and all with ``False``,
-            travel pickled through the worker's info arena in the segment (the control socket when
-            they do not fit). A Dict with values of both kinds (MiniGrid's: an image and a custom
-            ``MissionSpace``) is split: only the values of no fixed layout travel pickled.
-            Results are identical either way for observations that belong to their space; a
-            value of another dtype (a float for a Discrete) is cast into shared memory unsafely, as
-            Gymnasium's ``write_to_shared_memory`` casts it, where batching pickled values (and
-            ``SyncVectorEnv``) raises ``TypeError`` for a cast NumPy's ``same_kind`` rule refuses.
-        copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns: no
-            later call changes them. A batch of at least 64 KiB of array observations (a Box, or a
-            Dict or Tuple of Box, Discrete, MultiDiscrete, MultiBinary) is lent rather than copied:
-            views of a slot of shared memory that no worker writes while any array of it is
-            alive, in this process or in a child forked meanwhile (a third slot; the batch is
-            copied when the caller holds the others; ``ringenv/_leases.py``). If ``False`` they may
-            be views of the shared slot, valid until the step after next.
+            travel pickled. A Dict with values of both kinds is split. A value of another dtype
+            is cast into shared memory unsafely, as Gymnasium's ``write_to_shared_memory`` does.
+        copy: if ``True`` (default), ``reset``/``step`` return observations the caller owns. A
+            batch of at least 64 KiB of array observations is lent rather than copied: views of a
+            slot no worker writes while any array of it is alive (``ringenv/_leases.py``). If
+            ``False`` they may be views of the shared slot, valid until the step after next.
         context: accepted for compatibility and ignored: workers always start with fork+exec.
-        daemon: accepted for compatibility; workers always die with the main process (each
-            watches it through a pidfd) whatever its value.
-        worker: must be ``None``: ringenv's worker loop replaces Gymnasium's; a custom worker
-            function raises ``ValueError``.
+        daemon: accepted for compatibility; workers always die with the main process.
+        worker: must be ``None``: a custom worker function raises ``ValueError``.
         observation_mode: ``"same"``, ``"different"`` (sub-envs may differ in bounds, not in
             dtype or shape), or a ``(batched_space, single_space)`` tuple, as Gymnasium.
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (default), ``SAME_STEP`` or ``DISABLED``.
         max_concurrency: at most this many envs step at once: caps ``num_workers``.
         num_workers: worker processes (default: one per usable core, less one with ``inline``);
-            ``0``: none, this process steps every env (no crash isolation at all: for a caller
-            that is itself an isolated process, such as a Ray actor; docs/INLINE.md).
+            ``0``: none, this process steps every env (no crash isolation; docs/INLINE.md).
         inline: whether this process steps the last block of envs itself while the worker
-            processes step theirs (its core works instead of waiting). ``None`` (default): yes
-            when ``num_workers`` is not given (the processes are then the usable cores less one;
-            none on a single usable core, where the share is every env) and the envs are Python
-            or built-in Rust envs. ``False``: every env in a worker
-            process (full crash isolation). Same results either way, unless the env's code or
-            the globals it reads change after creation (a notebook cell reassigning a global,
-            a module reloaded or edited on disk): the share's envs then see the change, as
-            ``SyncVectorEnv``'s do, and the workers' do not, as ``AsyncVectorEnv``'s do not;
-            see docs/INLINE.md.
+            processes step theirs. ``None`` (default): yes when ``num_workers`` is not given and
+            the envs are Python or built-in Rust envs. ``False``: every env in a worker process.
+            The share's envs see later changes to their code or globals, as ``SyncVectorEnv``'s
+            do; see docs/INLINE.md.
         startup_timeout: seconds to wait for the worker processes to build their envs
-            (``multiprocessing.TimeoutError`` after it, the started workers stopped). Envs this
-            process builds itself (the probe that reads the spaces, the inline share's) are built
-            in the calling thread with no time limit; Ctrl-C interrupts them.
+            (``multiprocessing.TimeoutError`` after it). Envs this process builds itself have no
+            time limit; Ctrl-C interrupts them.
         on_worker_failure: ``"raise"`` (default): a worker that dies raises
             :class:`ringenv.errors.WorkerDiedError` and closes the vector env. ``"restart"``: the
             worker is restarted and its envs reset; the step it died in reports those envs as
-            truncated, with ``infos["worker_restarted"]`` set, and the run goes on. More than
-            ``max_restarts`` deaths within ``restart_window`` seconds raise
-            :class:`ringenv.errors.CrashLoopError`.
+            truncated, with ``infos["worker_restarted"]`` set. More than ``max_restarts`` deaths
+            within ``restart_window`` seconds raise :class:`ringenv.errors.CrashLoopError`.
         max_restarts: the crash-loop limit of ``"restart"``: deaths allowed (default 3) ...
         restart_window: ... within this many seconds (default 60).
         worker_env: environment variables for the workers, on top of the defaults
-            ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` (one thread per worker: the
-            workers are the parallelism) and ``CUDA_VISIBLE_DEVICES=""`` (CPU envs must not
-            grab a GPU); a value of ``None`` keeps the parent's value instead of the default.
-        check_actions: if ``True``, ``step_async`` and ``send`` also check action values and
-            raise ``ValueError`` naming the env and the value, before anything is sent, for
+            ``OMP_NUM_THREADS=MKL_NUM_THREADS=OPENBLAS_NUM_THREADS=1`` and
+            ``CUDA_VISIBLE_DEVICES=""``; a value of ``None`` keeps the parent's value.
+        check_actions: if ``True``, ``step_async`` and ``send`` also raise ``ValueError`` for
             out-of-range Discrete, MultiDiscrete and MultiBinary actions and NaN in a float Box
-            (a few µs per step). ``False`` (default) passes values to the envs unchecked, as
-            Gymnasium does (an env may take an action outside its space on purpose). Shape and
-            dtype are checked either way, since they decide what fits the shared slot: a scalar
-            where a batch is expected is a ``TypeError``, a wrong shape, non-numbers, floats for
-            an integer space or integers that do not fit the space's dtype a ``ValueError``.
-            Built-in Rust envs (``ringenv.make_vec``) check by default: they panic on an
-            out-of-range action.
-        batch_size: envs per :meth:`recv` (EnvPool's asynchronous batches: ``async_reset`` /
-            ``send`` / ``recv``); default ``num_envs``. Below ``num_envs`` a batch is whole
-            workers' blocks, so ``num_envs`` must split into equal blocks that make up
-            ``batch_size`` (the default ``num_workers`` is chosen so); autoreset is then
-            ``NEXT_STEP`` or ``SAME_STEP`` per env exactly as in :meth:`step` (an env that ended
-            is reset by its next ``send``), and ``DISABLED`` is refused.
+            (a few µs per step). Shape and dtype are checked either way (``TypeError`` for a
+            scalar where a batch is expected, ``ValueError`` for a wrong shape or dtype).
+            Built-in Rust envs (``ringenv.make_vec``) check by default.
+        batch_size: envs per :meth:`recv` (EnvPool's ``async_reset`` / ``send`` / ``recv``);
+            default ``num_envs``. Below ``num_envs`` a batch is whole workers' blocks, so
+            ``num_envs`` must split into equal blocks that make up ``batch_size``; ``DISABLED``
+            autoreset is refused.
         device: ``None`` or ``"cpu"`` (default): results are NumPy arrays. ``"cuda"``,
             ``"cuda:N"`` or a ``torch.device``: observations, rewards (``float64``),
             terminations and truncations come back as torch tensors on that GPU, copied
-            asynchronously from the page-locked shared segment on the caller's current torch
-            stream (no synchronisation on the step path; work enqueued on that stream afterwards
-            sees them); with ``copy=False`` the tensors are reused two batches later. Actions may
-            be torch tensors (CUDA or CPU). Needs observations of arrays in shared memory: a Box,
-            Discrete, MultiDiscrete or MultiBinary space (one tensor), or a Dict or Tuple of them
-            (the same dicts and tuples of tensors, one host-to-device copy per leaf); a split
-            Dict (see ``shared_memory``) sends those and keeps its other values on the host.
-            Raises ``ValueError`` for other spaces before any worker starts. See docs/GPU.md.
-        spin_us: the wake-up policy's bound, in µs: how long at most a waiting process (the main
-            process waiting for results, a worker waiting for its next command) spins before it
-            sleeps on a futex. ``None`` (default): a bound of 1 ms (400 µs when the workers plus
-            the main process outnumber the cores), within which it spins only as long as its
-            peers' recent ready times suggest, not at all once they outgrow the bound, and less
-            while other processes crowd the machine;
-            ``0``: never spin (every wait sleeps at once; a wake-up costs ~30-40 µs on a VM);
-            at most ``ringenv._checks.SPIN_US_MAX`` (10 s).
-            Spinners yield the core between looks when the processes outnumber the cores. See
-            docs/WAKEUP.md.
+            asynchronously on the caller's current torch stream; with ``copy=False`` the tensors
+            are reused two batches later. Actions may be torch tensors. Needs observations of
+            arrays in shared memory (a Box, Discrete, MultiDiscrete or MultiBinary space, or a
+            Dict or Tuple of them); ``ValueError`` otherwise. See docs/GPU.md.
+        spin_us: how long at most, in µs, a waiting process spins before it sleeps on a futex.
+            ``None`` (default): up to 1 ms (400 µs when the processes outnumber the cores),
+            adapted to its peers' recent ready times; ``0``: never spin; at most
+            ``ringenv._checks.SPIN_US_MAX`` (10 s). See docs/WAKEUP.md.
         deterministic: if ``True``, :meth:`recv` returns batches in the order their actions were
-            sent (first in, first out) instead of the order they finished, so the sequence of
-            batches, and with seeded envs the whole run, is a function of the seeds and actions
-            alone; the price is waiting for the earliest batch even when a later one is done.
+            sent instead of the order they finished, so with seeded envs the whole run is a
+            function of the seeds and actions alone.
         vector_infos: if ``True`` (default), ``reset``, ``step`` and ``recv`` return infos
-            vectorised as Gymnasium does; if ``False``, they return an empty dict and skip that
-            work, and each env's own info dict is read with :meth:`env_infos` (which works either
-            way).
+            vectorised as Gymnasium does; if ``False``, an empty dict (:meth:`env_infos` reads
+            each env's own).
 
     Attributes:
         num_workers: the number of worker processes; inline: whether this process steps a share
@@ -306,9 +259,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         if batch_size < n:
             check_batch_size(n, num_workers, batch_size, use_inline)
         obs_leaves = obs_layout.leaves if obs_layout is not None else None
-        # The segment's size, computed without allocating, is checked before Gymnasium's
-        # batch_space allocates arrays of num_envs rows and before the segment is created.
-        # copy=True observations are lent rather than copied where a batch is large (ringenv/_leases.py).
+        # The segment's size, computed without allocating, is checked before Gymnasium's batch_space
+        # allocates arrays of num_envs rows and before the segment is created.
         lend = obs_layout is not None and lends(copy, n * sum(_layout.leaf_bytes(leaf) for leaf in obs_layout.leaves),
                                                 array_tree(obs_layout.space), torch_device,
                                                 self.autoreset_mode == AutoresetMode.DISABLED)
@@ -405,14 +357,11 @@ class AsyncVectorEnv(PoolVectorEnv):
                 workers, envs whose last results were not received yet (except for a repeat of
                 the last ``send``, below), actions of the wrong shape or dtype, or with
                 ``check_actions=True`` out of range (nothing is sent).
-            KeyboardInterrupt: Ctrl-C during the call, before or after the actions went out:
-                make the same ``send`` again. A ``send`` repeating the last one (equal actions
-                and env ids, no ``recv`` between) whose envs are still in flight returns at once,
-                so the envs step once either way (docs/RELIABILITY.md).
+            KeyboardInterrupt: Ctrl-C during the call: make the same ``send`` again; the envs step
+                once either way (docs/RELIABILITY.md).
             gymnasium.error.ResetNeeded: Rust envs and no ``async_reset`` (or ``reset``) yet.
             AlreadyPendingCallError: a synchronous call is pending, or another thread is inside
-                ``send``, ``recv`` or ``async_reset`` of this env (nothing is written then: send
-                and recv from one thread, or guard them with a lock); ClosedEnvironmentError.
+                ``send``, ``recv`` or ``async_reset`` of this env; ClosedEnvironmentError.
         """
         self._assert_open("send")
         if self._state != AsyncState.DEFAULT:
@@ -435,10 +384,8 @@ class AsyncVectorEnv(PoolVectorEnv):
             order of ``infos["env_id"]`` (an ``int32`` array of shape ``(batch_size,)``, ascending
             within each worker's block): observations batched as ``observation_space`` with
             ``batch_size`` rows; rewards ``float64``, terminations and truncations ``bool``, each
-            of shape ``(batch_size,)``; infos vectorised over the batch. Observations are views of
-            shared memory when the batch is contiguous and ``copy=False`` (valid until those envs
-            step again); with ``copy=True``, lent views of a contiguous batch where the pool lends
-            (see ``copy``: no command writes them while they are held), else copies.
+            of shape ``(batch_size,)``; infos vectorised over the batch. With ``copy=False``
+            observations may be views of shared memory, valid until those envs step again.
 
         Raises:
             ValueError: fewer than ``batch_size`` envs are in flight (nothing to wait for).
@@ -480,9 +427,8 @@ class AsyncVectorEnv(PoolVectorEnv):
     def reset_async(self, seed: Optional[Union[int, Sequence[Optional[int]]]] = None,
                     options: Optional[dict] = None):
         """Sends a reset to every sub-env: env ``i`` gets ``seed + i`` (an int), ``seed[i]`` (a list
-        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``. A Python env
-        gets its seed as the Python ``int`` Gymnasium's vector envs pass, of any size (NumPy
-        integers converted); a Rust env's seed is a ``u64``, below ``2**64``.
+        of ``num_envs`` ints or ``None``), or no seed (``None``), and ``options``. A Rust env's
+        seed is a ``u64``, below ``2**64``.
         ``options["reset_mask"]``, a bool array of shape ``(num_envs,)``, resets only the envs it
         marks; the others keep their state and last observation.
 
@@ -560,11 +506,9 @@ class AsyncVectorEnv(PoolVectorEnv):
             AlreadyPendingCallError: a call is already pending.
             ClosedEnvironmentError: the vector env is closed.
             TypeError: a scalar instead of a batch of actions (``step(0)``), as Gymnasium.
-            ValueError: actions of the wrong shape or count, actions that are not numbers (an
-                object array holding ``None``, strings; naming the env), non-integer actions for
-                a Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the
-                space's dtype, and with ``check_actions=True`` out-of-range or NaN values
-                (naming the env; checked before anything is sent).
+            ValueError: actions of the wrong shape or count, not numbers, non-integer for a
+                Discrete, MultiDiscrete or MultiBinary space, integers that do not fit the space's
+                dtype, and with ``check_actions=True`` out-of-range or NaN values (naming the env).
             gymnasium.error.ResetNeeded: Rust envs not reset yet (a Python env made by
                 ``gym.make`` raises it from the worker, as in Gymnasium).
             ringenv.errors.ForkedProcessError: called in a process forked from the creator.
@@ -667,15 +611,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
         workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
         the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
-        and, on the pickled path, takes in the observations.
-
-        A message is a worker's pickled ``(observations, [(env_id, info), ...])``, the inline
-        share's tuple itself, or a typed message (``bytes`` starting with :data:`_TYPED`: runs of
-        envs whose infos have the same keys of typed values, a Rust worker's always; see
-        ``runtime/src/infos.rs``), which the share hands over as
-        ``(None, [(env_id, info), ...], message)`` when it holds copies of its envs' arrays.
-        When every message is typed with the same keys, the columns are built from them natively
-        and the dicts only when :meth:`env_infos` asks (the share's: its envs' own)."""
+        and, on the pickled path, takes in the observations."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}

@@ -2,11 +2,9 @@
 has (install the extra: ``pip install ringenv[ray]``; ``import ringenv`` never imports Ray).
 
 :func:`make_vec` returns a Gymnasium ``VectorEnv`` whose sub-envs live in Ray actors, one per node
-by default, each hosting an ordinary local ringenv pool (its own shared segment; for the CPUs
-Ray gave the actor, one worker process fewer and the actor stepping a share of the envs itself,
-as a local default pool; an actor of one CPU steps its envs with no worker process). ``reset`` and ``step`` make one call per actor, all
-at once, each carrying that actor's whole batch, and concatenate the results in env order: the
-results are bit-identical to a local :class:`ringenv.AsyncVectorEnv` of the same envs and seeds.
+by default, each hosting an ordinary local ringenv pool. ``reset`` and ``step`` make one call per
+actor, all at once, and concatenate the results in env order: bit-identical to a local
+:class:`ringenv.AsyncVectorEnv` of the same envs and seeds.
 ``async_reset`` / ``send`` / ``recv`` (``batch_size < num_envs``) take whichever actors' blocks
 finish first, with two calls in flight per actor. See docs/RAY.md for the cost model and faults.
 
@@ -90,21 +88,12 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
             2 when ``batch_size < num_envs``, so that two calls are in flight per actor).
         actor_options: Ray actor options (``ray.remote(...).options``), on top of
             ``{"num_cpus": 1, "scheduling_strategy": "SPREAD"}``; give each actor the cores of its
-            node (``num_cpus=16``): its pools step that many blocks of envs at once, one of them
-            in the actor process itself where the envs allow it (Python and built-in Rust envs:
-            15 worker processes and the actor; an actor of 1 CPU runs no worker process), unless
-            ``vector_kwargs["num_workers"]`` (per block) or ``inline=False`` says otherwise.
+            node (``num_cpus=16``): its pools step that many blocks of envs at once.
         vector_kwargs: options of each actor's :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``on_worker_failure``, ``startup_timeout``, ``autoreset_mode``, ``spin_us``, ...).
             ``vector_infos`` applies to the whole vector env; ``copy`` is ignored (results are
-            always new arrays). ``device``: ``None`` or ``"cpu"`` (NumPy arrays), or ``"cuda"``,
-            ``"cuda:N"``, a ``torch.device``: observations, rewards (``float64``), terminations
-            and truncations come back as torch tensors on that GPU, assembled in page-locked
-            host memory in the driver and copied asynchronously on the caller's current stream
-            (docs/RAY.md); it needs observations of arrays (a Box, Discrete, MultiDiscrete or
-            MultiBinary space: one tensor; or a Dict or Tuple of them: the same dicts and tuples
-            of tensors, one per leaf), else ``ValueError``. Actions may be torch tensors (CPU or
-            CUDA) either way.
+            always new arrays). ``device``: as :class:`ringenv.AsyncVectorEnv`'s (torch tensors on
+            that GPU, rewards ``float64``; docs/RAY.md), else ``ValueError``.
         batch_size: envs per :meth:`~RayVectorEnv.recv` (default ``num_envs``); below it, a
             multiple of the block size ``num_envs / (num_actors * blocks_per_actor)``.
         deterministic: :meth:`~RayVectorEnv.recv` returns blocks in the order they were sent.
@@ -119,18 +108,14 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
 
     Raises:
         TypeError, ValueError: a bad count, option, device or combination (named), before any
-            actor starts: ``vector_kwargs`` with the local pool's checks (an unknown option,
-            ``num_workers`` outside ``0..num_envs``, a negative ``spin_us``, ...; an observation
-            space ``device`` cannot stage: ``ValueError`` once the actors described it, which are
-            then stopped); ``gymnasium.error.Error`` for an unknown id.
+            actor starts (``vector_kwargs`` with the local pool's checks);
+            ``gymnasium.error.Error`` for an unknown id.
         ringenv.errors.CudaUnavailableError: a CUDA device was asked for and cannot be used (its
             ``reason`` says why), before any actor starts.
         multiprocessing.TimeoutError: the actors did not start within ``startup_timeout``.
         ringenv.errors.WorkerStartupError: an actor could not build its envs: a factory raised
             there, or the factories' module cannot be imported on its node (``worker``: the actor's
-            index; ``env_ids``: the global env ids; the message names the actor; ``__cause__``:
-            the factory's exception, or the ``ModuleNotFoundError``). Any actor startup error
-            stops every actor.
+            index; ``__cause__``: the factory's exception). Every actor is stopped.
     """
     vector_kwargs = dict(vector_kwargs or {})
     actor_options = dict(actor_options or {})

@@ -1,21 +1,10 @@
 """The Ray actor of ``ringenv.ray``: one per node (or per share of a node), hosting ordinary local
 ringenv pools, one per *block* of envs.
 
-A block is the unit one actor call carries: a call steps a whole block (or, for a synchronous
-``step``, every block of the actor at once), never one env, so Ray's per-call cost (~1 ms) is paid
-per block. With asynchronous batches an actor holds two blocks, each its own
-:class:`ringenv.AsyncVectorEnv` with half the actor's cores, so that two calls are in flight per
-actor: one block steps while the other's results travel to the learner and its next actions come
-back. The actor is a threaded Ray actor (``max_concurrency`` = blocks + 1); calls on one block are
-never concurrent (the driver sends a block's next call only after its last one returned), and
-different blocks are different pools, which share nothing.
-
-Results leave the actor as NumPy arrays, which Ray serialises out of band into its object store
-(zero-copy reads on the same node), and each env's own info dict (``env_infos``), which the
-driver vectorises exactly as a local vector env does.
-
-Only the driver (:mod:`ringenv.ray.vector`) calls this; its methods take and return local block
-indices and global env ids.
+A call steps a whole block, never one env, so Ray's per-call cost (~1 ms) is paid per block.
+The actor is threaded (``max_concurrency`` = blocks + 1); calls on one block are never concurrent,
+and different blocks are different pools. Results leave as NumPy arrays and each env's own info
+dict, which the driver (:mod:`ringenv.ray.vector`) vectorises as a local vector env does.
 """
 
 from __future__ import annotations
@@ -37,17 +26,7 @@ Block = Tuple[int, int, bytes]
 
 class StartupFailure(Exception):
     """A block's pool could not be built in the actor (raised by every call of the actor; the driver
-    makes it a :class:`ringenv.errors.WorkerStartupError` naming the actor).
-
-    Args (and attributes of the same names):
-        error: the exception (a local pool's ``WorkerStartupError``, a factory's own, or the
-            unpickling's), its env ids made global.
-        cause: what ``error`` was raised from (a local ``WorkerStartupError``'s factory exception;
-            exceptions lose their ``__cause__`` on their way to the driver), or ``None``.
-        env_ids: the env indices of the block (a tuple).
-        traceback: the actor's formatted traceback of ``error``.
-        unpickling: whether the block's recipe (its env factories) could not be unpickled.
-    """
+    makes it a :class:`ringenv.errors.WorkerStartupError` naming the actor)."""
 
     def __init__(self, error: BaseException, cause: Optional[BaseException], env_ids: Tuple[int, ...],
                  traceback: str, unpickling: bool):

@@ -143,10 +143,8 @@ class BlockBatchesMixin:
         """Waits for the next ``batch_size`` envs: the first blocks to finish (``ray.wait``), or
         with ``deterministic=True`` the earliest sent.
 
-        ``timeout`` (seconds) bounds the whole call, the wait for an actor restarted under
-        ``on_actor_failure="restart"`` included: a block whose actor is still being restarted at
-        the deadline stays in flight (its reset goes on), the blocks already in are kept for the
-        next ``recv``, and ``multiprocessing.TimeoutError`` is raised.
+        ``timeout`` (seconds) bounds the whole call, an actor's restart included; the blocks
+        already in are kept for the next ``recv``.
 
         Returns:
             ``(observations, rewards, terminations, truncations, infos)`` of the batch in the
@@ -157,9 +155,7 @@ class BlockBatchesMixin:
             ValueError: fewer than ``batch_size`` envs in flight.
             multiprocessing.TimeoutError: ``timeout`` passed (the batches stay in flight).
             ringenv.errors.ActorDiedError, ringenv.errors.WorkerDiedError, or the env's exception
-            (the first in env order, once, with the other envs' errors of the batch as notes: the
-            whole batch is dropped, as a local pool drops it, and its envs may be sent actions
-            again).
+            (the first in env order, the others as notes; the whole batch is dropped).
             ClosedEnvironmentError: closed, or Ray was shut down (which closes it).
         """
         self._assert_open("recv")

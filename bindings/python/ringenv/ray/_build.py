@@ -1,16 +1,10 @@
 """What a ``ringenv.ray`` actor builds: picklable recipes for the local pool of one block of envs,
 made in the driver (where ids are resolved and bad arguments refused) and called in the actor.
 
-A recipe runs on the actor's node: the local pool's envs step on the CPUs Ray assigned the actor
-(``actor_options["num_cpus"]``), shared between its blocks, as a local pool's default steps them on
-its machine's cores: one block of envs per CPU, the last stepped by the actor process itself (the
-inline share, docs/INLINE.md) when the envs allow it (Python envs and built-in Rust envs; a worker
-binary's envs run in its processes only). So one actor with ``num_cpus=16`` on a 16-core node runs
-15 worker processes and steps one block itself, and an actor of one CPU runs none: it steps its
-envs itself (``num_workers=0``), with no hop between processes on the way to Ray. The actor is the
-isolation boundary there: an env that crashes its process is an actor death
-(:class:`ringenv.ray.ActorDiedError`, or a restart), not a worker death. Giving
-``vector_kwargs["num_workers"]`` (or ``inline=False``) keeps every env in worker processes.
+The local pool's envs step on the CPUs Ray assigned the actor (``actor_options["num_cpus"]``), as a
+local pool's default steps them on its machine's cores, the last block stepped by the actor
+itself where the envs allow it; an actor of one CPU runs no worker process. The actor is the
+isolation boundary there: an env that crashes it is an actor death.
 """
 
 from __future__ import annotations

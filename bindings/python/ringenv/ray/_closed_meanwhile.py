@@ -26,11 +26,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def closed_meanwhile(method: F) -> F:
-    """Wraps a public method of a vector env with a ``closed`` attribute (and a
-    ``_closing_thread``, the ``threading.get_ident()`` of the thread that closed it): an
-    ``Exception`` it raises after another thread closed the env during the call becomes
-    ``ClosedEnvironmentError`` (naming the method), chained to the original. A close by the call
-    itself (the env closes on a dead actor, then raises ``ActorDiedError``) keeps its error."""
+    """Wraps a public method of a vector env with a ``closed`` attribute (and a ``_closing_thread``,
+    the ``threading.get_ident()`` of the thread that closed it): an ``Exception`` it raises after
+    another thread closed the env during the call becomes ``ClosedEnvironmentError`` (naming the
+    method), chained to the original."""
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:

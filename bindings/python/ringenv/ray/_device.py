@@ -1,24 +1,11 @@
 """``device="cuda"`` for ``ringenv.ray``: the driver's batches staged to a GPU through ringenv's
 pinned path (:class:`ringenv._staging.GpuStaging`, docs/GPU.md).
 
-A local pool's batches already lie in memory the staging can page-lock (its segment). A Ray
-vector env's batches do not: they arrive block by block from Ray's object store. So the driver
-owns one page-aligned host buffer (an anonymous ``mmap``) holding, for each of two slots used in
-turn, the batch arrays of the whole vector env (observations ``(num_envs, *obs_shape)``, one
-such array per leaf of a Dict or Tuple space, rewards ``float64``, terminated and truncated
-``bool``, each ``(num_envs,)``), and hands it to
-:class:`~ringenv._staging.GpuStaging` as its "segment": the staging page-locks it once
-(``cuMemHostRegister``, or a pinned mirror where the driver refuses) and does the rest as for a
-local pool.
-
-For each batch, :meth:`PinnedBatches.assemble` waits for the slot's last copy (its event; two
-batches ago, so long done), concatenates the blocks' arrays straight into that slot's pinned
-arrays (the one host copy a CPU batch makes too), enqueues the host-to-device copies on the
-caller's current stream (the slot's event recorded after them) and returns tensors on the device
-without waiting for the GPU. Actions as torch tensors go through :func:`ringenv._staging.host_actions`
-with this object, as in a local vector env.
-
-PyTorch is imported only here, when a CUDA device was asked for.
+A Ray vector env's batches arrive block by block from Ray's object store, so the driver owns one
+page-aligned host buffer (an anonymous ``mmap``) holding, for each of two slots used in turn, the
+batch arrays of the whole vector env, and hands it to :class:`~ringenv._staging.GpuStaging` as its
+"segment". :meth:`PinnedBatches.assemble` concatenates the blocks' arrays straight into a slot's
+pinned arrays and enqueues the copies without waiting for the GPU.
 """
 
 from __future__ import annotations
@@ -46,8 +33,7 @@ _ALIGN = 64  # each array starts on a cache line
 def check_space(space: spaces.Space, device: Any) -> None:
     """Raises ``ValueError`` unless ``space`` is arrays per env (a Box, Discrete, MultiDiscrete or
     MultiBinary space, or a Dict or Tuple of them, nested or not) of dtypes torch has
-    (:func:`ringenv._slots.device_tree`). A local vector env's ``device`` takes these and also a
-    Dict of them beside values of no fixed layout (MiniGrid's); a Ray pool does not split one."""
+    (:func:`ringenv._slots.device_tree`)."""
     if not device_tree(space):
         raise ValueError(f"device={device!r} needs observations of arrays (a Box, Discrete, MultiDiscrete or "
                          f"MultiBinary space, or a Dict or Tuple of them, of dtypes torch has), got {space}; "

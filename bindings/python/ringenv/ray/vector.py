@@ -315,9 +315,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
     def _await_recovery(self, recovery: Dict[str, Any], deadline: Optional[float]) -> List[Tuple[Any, ...]]:
         """Waits for the reset of a restarted actor (:meth:`_recover`'s ``recovery``: its blocks,
         the reset in flight, ``startup_timeout``'s deadline), asking again while Ray reports the
-        actor still restarting; then its results as :meth:`_recover` returns them. When the
-        caller's ``deadline`` comes before the reset returned (and before ``startup_timeout``'s),
-        raises :class:`_RestartPending` holding ``recovery``, to be awaited again later."""
+        actor still restarting; then its results as :meth:`_recover` returns them."""
         k, blocks = recovery["k"], recovery["blocks"]
         actor = self._actors[k]
         base = k * self.blocks_per_actor
@@ -371,10 +369,9 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return recovery["ref"]
 
     def _submit(self, k: int, blocks: List[int], kind: str, args: Any) -> Tuple[Any, str, Any]:
-        """Sends one call to actor ``k`` for its ``blocks``: ``kind`` ``"reset"`` (``args``:
-        seeds and options per block) or ``"step"`` (``args``: actions per block); a step of
-        blocks whose actor was restarted becomes a ``"restart"`` reset. Returns ``(ref, kind,
-        args)``."""
+        """Sends one call to actor ``k`` for its ``blocks``: ``kind`` ``"reset"`` (``args``: seeds
+        and options per block) or ``"step"`` (``args``: actions per block); a step of blocks whose
+        actor was restarted becomes a ``"restart"`` reset."""
         base = k * self.blocks_per_actor
         local = [b - base for b in blocks]
         if kind == "step" and any(b in self._needs_reset for b in blocks):
@@ -640,11 +637,9 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
         Returns:
             ``(observations, rewards, terminations, truncations, infos)`` as
-            :class:`ringenv.AsyncVectorEnv` returns them (observations batched as
-            ``observation_space``, new arrays the caller owns; rewards ``float64``, terminations
-            and truncations ``bool``, each of shape ``(num_envs,)``; with a CUDA ``device``,
-            torch tensors on it of those dtypes and shapes). Envs of an actor restarted
-            under ``on_actor_failure="restart"`` come back reset and truncated, with
+            :class:`ringenv.AsyncVectorEnv` returns them (new arrays the caller owns; rewards
+            ``float64``, terminations and truncations ``bool``, each of shape ``(num_envs,)``).
+            Envs of a restarted actor come back reset and truncated, with
             ``infos["actor_restarted"]``.
 
         Raises:
