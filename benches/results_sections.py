@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -60,6 +60,19 @@ def write(path: Path, name: str, lines: List[str]) -> None:
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     begin, end = markers(name)
     path.write_text(replace(text, lines, begin, end, OWNED[name]))
+
+
+def numbers(cast: Callable[[str], Any] = float, minimum: float = 0) -> Callable[[str], List[Any]]:
+    """An argparse type: comma-separated values of ``cast``, each at least ``minimum``."""
+    def parse(text: str) -> List[Any]:
+        try:
+            values = [cast(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"expected comma-separated numbers of at least {minimum:g}, got {text!r}")
+        return values
+    return parse
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
