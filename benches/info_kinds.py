@@ -12,6 +12,7 @@ Usage: ``python benches/info_kinds.py [--envs 8] [--cost-us 0] [--seconds 1] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 import time
@@ -160,10 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     report: Dict[str, Any] = {**results_sections.report_head(a), "conditions": {}}
     for condition in conditions:
         print(f"{condition}:", file=sys.stderr, flush=True)
-        if condition == "neighbour":
-            with busy_neighbour():
-                report["conditions"][condition] = rows(kinds, a.envs, a.cost_us, a.seconds, a.rounds)
-        else:
+        with busy_neighbour() if condition == "neighbour" else contextlib.nullcontext():
             report["conditions"][condition] = rows(kinds, a.envs, a.cost_us, a.seconds, a.rounds)
     results_sections.publish("info_kinds", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)

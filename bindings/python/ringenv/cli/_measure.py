@@ -1,11 +1,7 @@
-"""ringenv's one measurement loop. ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and the
-benchmarks in ``benches/`` all measure with :func:`measure`, so a figure means the same thing
-wherever it is printed.
-
-One measurement: build a vector env, reset it with a seed, warm up, then step it with
-pre-generated random actions for a fixed time, timing every vector step (or, with async batches,
-every ``recv``/``send`` cycle), and read the CPU time (user + system, all threads, by psutil) of
-the main process and of every worker process over exactly the timed window.
+"""ringenv's one measurement loop: ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and
+``benches/`` all measure with :func:`measure`, so a figure means the same thing wherever it is
+printed. It times every vector step and reads the CPU time of the main process and every worker
+over exactly the timed window.
 
 Example (a null env in this process, so no worker CPU)::
 
