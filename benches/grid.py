@@ -144,19 +144,13 @@ def ringenv_plan(num_envs: int, workers: Optional[int], batch_size: int, host: s
             "processes": processes, "inline": inline, "stepping": processes + int(inline)}
 
 
-def envpool_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("envpool") is not None
-
-
 def cartpole_rows(sizes: List[int], workers: List[int]) -> List[Dict[str, Any]]:
     """The Rust CartPole rows: per size, the peers, then ringenv through make_vec and tune's code path."""
     rows: List[Dict[str, Any]] = []
     for n in sizes:
         rows.append({"runtime": "gymnasium make_vec (vector_entry_point)", "peer": True, "workers": None,
                      "make": lambda n=n: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")})
-        if envpool_installed():
+        if _envpool_version() is not None:
             for threads in (1, 2):
                 rows.append({"runtime": "EnvPool", "peer": True, "workers": threads,
                              "make": lambda n=n, t=threads: _envpool(n, t),
@@ -555,10 +549,10 @@ def compare_builds(args, names: List[str]) -> int:
 
 
 def _envpool_version() -> Optional[str]:
-    if not envpool_installed():
+    try:
+        import envpool
+    except ImportError:
         return None
-    import envpool
-
     return str(envpool.__version__)
 
 

@@ -271,9 +271,7 @@ def projection(cheap: List[Dict[str, Any]], cost_us: float,
     local_s = local_cheap["us_per_batch"] * 1e-6
     latency_s = max(0.0, (ray_cheap["us_per_batch"] - local_cheap["us_per_batch"]) * 1e-6 - 2 * driver_s)
     out = []
-    # A local worker's own cost per env step (the cheap local pool's batch time over its 2 workers'
-    # envs), added to the env's nominal cost: the projected nodes' cores are their own, not shared
-    # with other jobs as this machine's are.
+    # a local worker's own cost per env step, added to the env's nominal cost
     per_env_s = local_s * 2 / local_cheap["num_envs"]
     for label, cost in (("cheap", 0.0), (f"{cost_us:g} µs", cost_us)):
         env_s = cost * 1e-6 + per_env_s

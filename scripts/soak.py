@@ -35,8 +35,6 @@ from ringenv import _native
 MIB = 1 << 20
 
 
-# ---- /proc readings -----------------------------------------------------------------------------
-
 def rss_bytes(pid: int) -> int:
     """Resident set size of ``pid`` in bytes (``VmRSS`` of ``/proc/<pid>/status``)."""
     with open(f"/proc/{pid}/status") as f:
@@ -67,8 +65,6 @@ def read(step: int, worker_pids: Sequence[int]) -> Reading:
                    [open_fds(p) for p in worker_pids])
 
 
-# ---- worker-side accounting (the segment's metrics region) --------------------------------------
-
 def worker_counters(env: ringenv.AsyncVectorEnv) -> Optional[List[dict]]:
     """Each worker's own counters (commands and env steps completed), or None if this build
     cannot read them (the pool is found through the advert ``ringenv top`` uses)."""
@@ -83,8 +79,6 @@ def worker_counters(env: ringenv.AsyncVectorEnv) -> Optional[List[dict]]:
             return snap["workers"]
     return None
 
-
-# ---- the Python counter env ---------------------------------------------------------------------
 
 class CounterEnv(gym.Env):
     """Observation ``int64[3] = [index, steps since reset, episode number]``; reward 1 per step;
@@ -157,8 +151,6 @@ def check_the_checker() -> None:
     model.step(rows([2, 0], [0, 1]), np.array([1.0, 0.0]), no, no)  # env 1 autoresets: fine
     assert (model.lost, model.duplicated, model.other) == (1, 1, 0), (model.lost, model.duplicated, model.other)
 
-
-# ---- one variant --------------------------------------------------------------------------------
 
 @dataclass
 class Result:

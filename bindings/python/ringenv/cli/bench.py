@@ -41,8 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
 
 
-# -- the peers ------------------------------------------------------------------------------------
-
 
 def _installed(module: str) -> bool:
     try:
