@@ -1,15 +1,8 @@
-"""Two builds side by side: each row measured with this build's ``ringenv`` and with another
-build's, alternately, each measurement in its own subprocess whose ``PYTHONPATH`` is that build's
-folder. Used by ``benches/wakeup_policy.py`` and ``benches/grid.py`` (``--baseline DIR``).
-
-``DIR`` is a ``PYTHONPATH`` entry holding the other build's ``ringenv`` package (e.g. a venv's
-``site-packages``); this build is the folder of the ``ringenv`` the script imported. A script
-re-runs itself with ``--ab-row ROW`` (``ROW``: a JSON object naming one row and the round) to
-measure one row and print its figures on a line starting with :data:`MARK`. Rounds alternate the
-order (old then new, new then old), so drift of the machine falls on both builds alike. The
-table gives each build's median steps/s over the rounds and their ratio, new/old, with the rows
-below the tolerance marked.
-"""
+"""Two builds side by side (``--baseline DIR`` of ``benches/wakeup_policy.py`` and
+``benches/grid.py``): each row measured with this build's ``ringenv`` and with the one on the
+``PYTHONPATH`` entry ``DIR``, alternately, each measurement in its own subprocess (the script
+re-run with ``--ab-row ROW``, printing its figures after :data:`MARK`). Rounds alternate the order
+so drift falls on both builds alike; the table gives each build's median steps/s and new/old."""
 
 from __future__ import annotations
 
@@ -71,9 +64,8 @@ def _run(script: str, argv: List[str], row: Dict[str, Any], build: str) -> float
 
 def compare(script: str, rows: List[Dict[str, Any]], baseline: str, repeats: int,
             argv: Optional[List[str]] = None, condition: str = "") -> List[Dict[str, Any]]:
-    """Each of ``rows`` (JSON-able dicts naming a row, with a ``label``) measured ``repeats``
-    rounds with the build at ``baseline`` and with this one, alternately; returns per row its
-    ``label``, ``condition``, ``old``/``new`` (median steps/s), ``ratio`` (new/old) and the runs."""
+    """Each of ``rows`` (JSON-able, with a ``label``) measured ``repeats`` rounds with each build
+    alternately; per row ``label``, ``condition``, median ``old``/``new``, ``ratio`` and the runs."""
     new_build = str(Path(ringenv.__file__).resolve().parent.parent)
     argv = _argv_without_baseline(sys.argv[1:] if argv is None else argv)
     out = []
@@ -93,8 +85,7 @@ def compare(script: str, rows: List[Dict[str, Any]], baseline: str, repeats: int
 
 
 def section(title: str, results: List[Dict[str, Any]], baseline: str, repeats: int, seconds: float) -> List[str]:
-    """The A/B run as Markdown lines: one row per measured row and condition, and the rows below
-    the acceptance's tolerance (quiet: 0.95, beside the neighbour: 0.90) listed at the end."""
+    """The A/B run as Markdown lines, the rows below tolerance (quiet 0.95, neighbour 0.90) listed."""
     lines = [f"## {title}: this build (new) against `{baseline}` (old), rows alternating", "",
              f"Each row: the median of {repeats} rounds of {seconds:g} s per build, each in its own subprocess.", "",
              "| row | condition | old steps/s | new steps/s | new/old |", "|---|---|---:|---:|---:|"]

@@ -1,24 +1,11 @@
-"""Asynchronous batches with and without the inline share (docs/INLINE.md, "Asynchronous
-batches"): why ``AsyncVectorEnv(env_fns, batch_size=B)`` with ``B < num_envs`` puts every env in a
-worker process by default. A benchmark, not a test.
-
-For each env of the grid (``benches/grid.py``'s Python envs: ``--costs`` µs per step,
-``--observations``, 3 scalar infos every step), ``--num-envs`` envs in batches of half, it
-measures the default (``AsyncVectorEnv(env_fns, batch_size=B)``: on two cores or more, worker
-processes only) and the share (the same with ``inline=True``: one block fewer in processes, the
-main process steps the last block inside ``recv``), with ``--policies`` µs of the caller's own
-work between ``recv`` and ``send`` (``ringenv.cli._measure.busy_wait``: a policy's forward pass;
-0 = none), quiet and then beside one busy-looping ``while True: pass`` process. ``--repeats``
-rounds alternate the two layouts (the first of a round takes turns), and each figure is the
-median of its rounds with the spread beside it. Every measurement goes through
-``ringenv.cli._measure.measure``, the one measurement loop.
-
-The table goes to stdout and, with ``--output`` (default ``benches/RESULTS.md``; ``-`` for none),
-into its own section of that file.
+"""Asynchronous batches with and without the inline share (docs/INLINE.md): why
+``AsyncVectorEnv(env_fns, batch_size=B)`` puts every env in a worker process by default. For
+``benches/grid.py``'s Python envs, batches of half, with ``--policies`` µs of the caller's work
+between ``recv`` and ``send``, quiet and beside the busy neighbour; ``--repeats`` alternating
+rounds, medians with the spread. Writes its section of ``benches/RESULTS.md`` (``--output -``: none).
 
 Usage::
 
-    python benches/async_share.py
     python benches/async_share.py --costs 40,200 --policies 0,200 --repeats 5 --output -
 """
 
@@ -39,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results_sections  # noqa: E402
 import ringenv  # noqa: E402
-from grid import OBSERVATIONS, make_grid_env  # noqa: E402
+from grid import OBSERVATIONS, GridEnv  # noqa: E402
 from neighbour import busy_neighbour  # noqa: E402
 from ringenv.cli._common import machine_info, machine_line  # noqa: E402
 from ringenv.cli._measure import measure  # noqa: E402
@@ -50,7 +37,7 @@ LAYOUTS = ("default", "share")
 
 def measure_layout(layout: str, cost: float, obs: str, policy_us: float, num_envs: int, seconds: float) -> float:
     """Steps/s of one layout (``default`` or ``share``) of the env."""
-    fns = [functools.partial(make_grid_env, cost, obs, "3 scalars")] * num_envs
+    fns = [functools.partial(GridEnv, cost, obs, "3 scalars")] * num_envs
     extra = {"inline": True} if layout == "share" else {}
     make = functools.partial(ringenv.AsyncVectorEnv, fns, batch_size=num_envs // 2, **extra)
     m = measure(make, num_envs=num_envs, seconds=seconds, seed=0, batch_size=num_envs // 2,
@@ -104,21 +91,16 @@ def section(rows: List[Dict[str, object]], args, started: str) -> List[str]:
     return lines + [END]
 
 
-def _numbers(text: str) -> List[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--costs", type=_numbers, default=[0.0, 40.0, 200.0, 1000.0], help="µs per env step")
+    parser.add_argument("--costs", type=results_sections.numbers(), default=[0.0, 40.0, 200.0, 1000.0], help="µs per env step")
     parser.add_argument("--observations", type=lambda t: t.split(","), default=list(OBSERVATIONS))
-    parser.add_argument("--policies", type=_numbers, default=[0.0, 200.0], help="µs of work between recv and send")
+    parser.add_argument("--policies", type=results_sections.numbers(), default=[0.0, 200.0], help="µs of work between recv and send")
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=0.6)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--conditions", type=lambda t: t.split(","), default=["quiet", "neighbour"])
-    parser.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                        help="the results file to write this section into; - for none")
+    results_sections.add_output_argument(parser)
     args = parser.parse_args(argv)
     for obs in args.observations:
         if obs not in OBSERVATIONS:

@@ -1,13 +1,6 @@
 """The rows measured on a 16-core GPU machine (docs/WAKEUP.md, docs/GPU.md), one per call, so
-that builds can alternate row by row (``PYTHONPATH`` picks the build). A benchmark, not a test.
-
-Each row is one vector env measured by the one measurement loop (:func:`ringenv.cli._measure.measure`):
-reset with seed 0, 0.3 s of warm-up, ``--seconds`` of stepping; ``torch.cuda.synchronize()`` ends
-the timed window of a ``device="cuda"`` row. Python rows use ``benches/python_envs.py``'s busy env
-(``copy=False, check_actions=False``, as that script measures; the ``_def`` rows with every setting
-at its default, the worker layout included, but ``spin_us``), Rust rows ``ringenv.make_vec`` with
-default settings but the worker count (``cartpole64_def``: none given); ``dict`` and ``floats`` rows
-``benches/grid.py``'s env, default settings but ``batch_size`` and ``device``. Prints ``ROW steps/s, main process cores, tree cores``.
+builds can alternate row by row (``PYTHONPATH`` picks the build). Each row is one vector env
+measured by ``ringenv.cli._measure.measure``; prints ``ROW steps/s, main process cores, tree cores``.
 
 Usage::
 

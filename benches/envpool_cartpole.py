@@ -1,26 +1,10 @@
 """ringenv's Rust CartPole-v1 against EnvPool's C++ CartPole-v1, in one run.
 
-Both step the same classic-control dynamics (Barto, Sutton & Anderson 1983, as in Gymnasium's
-``CartPole-v1``) with random actions (seeded, the same for both), episodes ending and resetting
-as they do:
-
-- EnvPool: ``envpool.make("CartPole-v1", env_type="gymnasium", num_envs=N, batch_size=B,
-  num_threads=T, seed=0)``, stepped with ``step`` (``B = N``) and with ``async_reset`` then
-  ``recv``/``send`` (``B = N/2``), for each ``T`` in ``--workers``;
-- ringenv: ``ringenv.make_vec("CartPole-v1", num_envs=N, vector_kwargs=dict(num_workers=W,
-  copy=False, check_actions=False, batch_size=B))``, stepped the same two ways for each ``W`` in
-  ``--workers`` (asynchronous batches need ``N/2`` to be whole workers' blocks, so from 2 workers).
-
-EnvPool runs its envs on threads of this process; ringenv in worker processes. Each row reports
-steps/s (env steps), tree CPU (the CPU time of this process, all its threads, and of every worker,
-per second of wall time) and its ratio to EnvPool's row of the same shape (``num_envs``, mode,
-threads = workers). The speed target, ringenv's best row at least as fast as EnvPool's best,
-is computed by :func:`evaluate_targets`.
-
-Usage: ``python benches/envpool_cartpole.py [--seconds 3] [--num-envs 16,32] [--workers 1,2]
-[--json PATH]``; ``benches/run_all.py`` runs it and writes the figures into ``benches/RESULTS.md``.
-Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``);
-EnvPool runs behind ``ringenv.cli.bench.EnvPoolVector``.
+Random seeded actions, episodes ending and resetting; EnvPool on ``T`` threads of this process
+(``ringenv.cli.bench.EnvPoolVector``), ringenv on ``W`` worker processes (``make_vec``,
+``copy=False, check_actions=False``), each stepped with ``step`` and with ``async_reset`` then
+``recv``/``send`` batches of ``N/2``. Each row: steps/s, tree cores and its ratio to EnvPool's row
+of the same shape; :func:`evaluate_targets` gives the target's verdict. ``benches/run_all.py`` runs it.
 """
 
 from __future__ import annotations
@@ -32,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+import results_sections
 
 from python_envs import figures, finish, usable_cores, versions
 from ringenv.cli._measure import measure
@@ -110,21 +95,11 @@ def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [{"target": t, "measured": measured, "met": a["steps_per_s"] >= b["steps_per_s"]}]
 
 
-def parse_ints(text: str) -> List[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like 1,2, got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers like 1,2, got {text!r}")
-    return values
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
-    parser.add_argument("--num-envs", type=parse_ints, default=[16, 32], help="comma-separated (default 16,32)")
-    parser.add_argument("--workers", type=parse_ints, default=[1, 2],
+    parser.add_argument("--num-envs", type=results_sections.numbers(int, 1), default=[16, 32], help="comma-separated (default 16,32)")
+    parser.add_argument("--workers", type=results_sections.numbers(int, 1), default=[1, 2],
                         help="EnvPool threads and ringenv workers, comma-separated (default 1,2)")
     parser.add_argument("--json", default=None, help="write every figure to this JSON file")
     args = parser.parse_args(argv)

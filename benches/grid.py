@@ -1,58 +1,20 @@
-"""The benchmark grid: ringenv with default settings against what a user would pick
-instead, over env cost x observation x infos x workers x sync/async batches, quiet and again with
-one busy-looping neighbour process on the machine; then the targets, each with a verdict
-computed from this run's figures.
+"""The benchmark grid: ringenv with default settings against what a user would pick instead
+(Gymnasium's SyncVectorEnv and AsyncVectorEnv, Gymnasium's vectorised CartPole, EnvPool), over env
+cost x observation x infos x workers x sync/async batches, quiet and beside one busy-looping
+neighbour (``benches/neighbour.py``); then the targets, each with a verdict from this run's figures.
 
-What runs (``--quick`` runs a corner of it, for a check in a minute or two):
-
-- **Python envs** (:class:`GridEnv`, ``--num-envs`` 8 of them): each step busy-waits its cost on
-  ``time.perf_counter`` (0, 40, 200, 1000 µs; CPU work, which a ``time.sleep`` is not) and
-  returns either 16 float32s or a Dict of 12 leaves, 151,552 bytes in all (four uint8
-  ``(64, 64, 3)`` frames, four int16 ``(48, 48, 2)`` maps, four int64 ``(32, 32, 2)`` id grids),
-  with either no infos or three scalars every step (a float, an int and a bool). Episodes are
-  truncated every 1000 steps, so autoreset runs as in real envs. Per env: Gymnasium's
-  ``SyncVectorEnv(env_fns)`` and ``AsyncVectorEnv(env_fns)`` (the peers), then
-  ``ringenv.AsyncVectorEnv(env_fns, num_workers=w)`` for each ``w`` in ``--workers`` (0, 1, 2, 4;
-  0 is no worker process: this process steps every env, as ``SyncVectorEnv`` does) stepping every
-  env per step, and with async batches (``batch_size=num_envs/2``, EnvPool-style
-  ``async_reset`` then ``recv``/``send``) for each ``w`` whose blocks make whole batches. Every
-  runtime runs with its default settings otherwise (no ``copy=False``, no ``spin_us``, no
-  ``check_actions=False``); ringenv's default worker count is ``min(num_envs, cores)``, the row
-  marked *default*. The **ceiling** is the cores times a plain single-env loop's steps/s
-  (``env.step`` in this process), measured just before the env's rows.
-- **Rust CartPole** (ringenv's built-in ``CartPole-v1``), 16 and 64 envs, 0, 1 and 2 workers, through
-  ``ringenv.make_vec`` and through ``ringenv tune``'s own code path
-  (``ringenv.cli.tune.measure_configuration``), against Gymnasium's vectorised CartPole
-  (``gymnasium.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")``) and, when
-  installed (the ``bench`` extra), EnvPool's C++ CartPole with 1 and 2 threads.
-
-Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the same
-as ``ringenv tune``, ``ringenv bench`` and ``scripts/demo.sh``): build, reset with seed 0, warm
-up ``--warmup`` s, step random actions for ``--seconds`` s; steps/s counts env steps; tree CPU is
-the CPU seconds (psutil) of the main process and every worker per wall second. Each ringenv row's
-ratio is to the best peer of its env in the same condition.
-
-The **neighbour** is ``python -c "while True: pass"`` started before the condition's first row and
-killed after its last; it is not part of any row's CPU.
-
-The output is a Markdown section between ``<!-- grid:begin -->`` and ``<!-- grid:end -->`` that
-replaces the same section of ``benches/RESULTS.md`` (the rest of the file is kept; without the
-markers the section goes before the file's first ``## `` heading). ``--quick`` prints the section
-and writes nothing unless ``--output`` is given.
-
-With ``--baseline DIR`` (``DIR``: a ``PYTHONPATH`` entry holding another build's ``ringenv``,
-``benches/ab.py``) the peers are skipped and every ringenv row (of the grid, or of ``--quick``'s
-corner) is measured ``--ab-repeats`` rounds with each build alternately, each measurement in its
-own subprocess; the table gives both medians and new/old, and no file is written. With
-``--quick``: 25 rows per condition, 200 measurements of 0.1 + 0.2 s with the default 2 rounds,
-about 2 s each with the subprocess's start (6-8 minutes on 2 cores for both conditions).
+Python envs (:class:`GridEnv`) busy-wait their cost per step and return 16 float32s or a Dict of
+12 leaves (151,552 bytes), with no infos or three scalars; the ceiling is the cores times a
+single-env loop. Every row is measured by ``ringenv.cli._measure.measure``. The output replaces
+the ``grid`` section of ``benches/RESULTS.md`` (``benches/results_sections.py``). With
+``--baseline DIR`` every ringenv row is measured with this build and another alternately
+(``benches/ab.py``) and nothing is written.
 
 Usage::
 
-    python benches/grid.py                      # the full grid, quiet then with the neighbour (~15 min on 2 cores)
-    python benches/grid.py --quick --baseline /work/main/.venv/lib/python3.11/site-packages  # A/B of two builds
-    python benches/grid.py --quick              # a few rows, short durations: a check that it runs
-    python benches/grid.py --neighbour off      # quiet only (on: with the neighbour only)
+    python benches/grid.py                      # the full grid (~15 min on 2 cores)
+    python benches/grid.py --quick              # a corner at short durations: a check that it runs
+    python benches/grid.py --quick --baseline DIR  # A/B of two builds
 """
 
 from __future__ import annotations
@@ -88,11 +50,9 @@ OBSERVATIONS = ("16 floats", "Dict 148 KiB")
 INFOS = ("none", "3 scalars")
 TRUNCATE_AFTER = 1000  # steps per episode
 
-# -- the envs -------------------------------------------------------------------------------------
-
 
 def dict_space() -> gym.spaces.Dict:
-    """The big observation: 12 leaves, 151,552 bytes (see the module docstring)."""
+    """The big observation: four uint8 frames, int16 maps and int64 id grids, 151,552 bytes."""
     leaves: Dict[str, gym.spaces.Space] = {}
     for i in range(4):
         leaves[f"frame{i}"] = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
@@ -108,10 +68,8 @@ def space_bytes(space: gym.spaces.Space) -> int:
 
 
 class GridEnv(gym.Env):
-    """A Python env of the grid: ``step`` busy-waits ``cost_us`` µs, changes one element of its
-    (preallocated) observation, returns it with reward 1.0, and truncates every
-    :data:`TRUNCATE_AFTER` steps. ``obs`` is one of :data:`OBSERVATIONS`, ``infos`` one of
-    :data:`INFOS`; action ``Discrete(2)``."""
+    """``step`` busy-waits ``cost_us`` µs, changes one element of its preallocated observation
+    (one of :data:`OBSERVATIONS`) and truncates every :data:`TRUNCATE_AFTER` steps."""
 
     action_space = gym.spaces.Discrete(2)
 
@@ -146,24 +104,17 @@ class GridEnv(gym.Env):
         return self.obs, 1.0, False, self.t >= TRUNCATE_AFTER, self._info()
 
 
-def make_grid_env(cost_us: float, obs: str, infos: str) -> GridEnv:
-    return GridEnv(cost_us, obs, infos)
-
-
-# -- the rows -------------------------------------------------------------------------------------
-
 
 def env_rows(cost_us: float, obs: str, infos: str, num_envs: int, workers: List[int]) -> List[Dict[str, Any]]:
-    """The rows of one Python env: the two peers, then ringenv stepping every env per step for
-    each worker count, then with async batches of ``num_envs // 2`` where they are whole workers."""
-    fns = [functools.partial(make_grid_env, cost_us, obs, infos)] * num_envs
+    """The rows of one Python env: the two peers, then ringenv per worker count, sync and with
+    async batches of ``num_envs // 2`` where they are whole workers."""
+    fns = [functools.partial(GridEnv, cost_us, obs, infos)] * num_envs
     rows: List[Dict[str, Any]] = [
         {"runtime": "gymnasium SyncVectorEnv", "peer": True, "workers": None, "mode": "step",
          "make": lambda: gym.vector.SyncVectorEnv(fns)},
         {"runtime": "gymnasium AsyncVectorEnv", "peer": True, "workers": num_envs, "mode": "step",
          "make": lambda: gym.vector.AsyncVectorEnv(fns)},
     ]
-    # What a user gets with no worker count (the default), then each explicit count.
     rows.append({**ringenv_plan(num_envs, None, num_envs), "mode": "step",
                  "make": functools.partial(ringenv.AsyncVectorEnv, fns)})
     for w in workers:
@@ -186,28 +137,20 @@ def env_rows(cost_us: float, obs: str, infos: str, num_envs: int, workers: List[
 
 
 def ringenv_plan(num_envs: int, workers: Optional[int], batch_size: int, host: str = "python") -> Dict[str, Any]:
-    """A ringenv row's fields: ``workers`` as given (``None``: the default), and what ringenv makes
-    of it on this machine (``ringenv.vector.plan_workers``): ``processes``, ``inline`` (this
-    process steps a share) and ``stepping`` (processes stepping envs, this one included)."""
+    """A ringenv row's fields: ``workers`` as given (``None``: the default) and what
+    ``plan_workers`` makes of it here (``processes``, ``inline``, ``stepping``)."""
     processes, inline = plan_workers(num_envs, workers, None, host, batch_size, None)
     return {"runtime": "ringenv", "peer": False, "workers": workers, "default": workers is None,
             "processes": processes, "inline": inline, "stepping": processes + int(inline)}
 
 
-def envpool_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("envpool") is not None
-
-
 def cartpole_rows(sizes: List[int], workers: List[int]) -> List[Dict[str, Any]]:
-    """The Rust CartPole rows: per size, Gymnasium's vectorised CartPole, EnvPool (1 and 2
-    threads, when installed), then ringenv through make_vec and through tune's code path."""
+    """The Rust CartPole rows: per size, the peers, then ringenv through make_vec and tune's code path."""
     rows: List[Dict[str, Any]] = []
     for n in sizes:
         rows.append({"runtime": "gymnasium make_vec (vector_entry_point)", "peer": True, "workers": None,
                      "make": lambda n=n: gym.make_vec("CartPole-v1", n, vectorization_mode="vector_entry_point")})
-        if envpool_installed():
+        if _envpool_version() is not None:
             for threads in (1, 2):
                 rows.append({"runtime": "EnvPool", "peer": True, "workers": threads,
                              "make": lambda n=n, t=threads: _envpool(n, t),
@@ -276,8 +219,6 @@ def label(row: Dict[str, Any]) -> str:
     return f"{row['cost_us']:g} µs, {row['obs']}, infos {row['infos']}: {who}{mode}"
 
 
-# -- one condition (quiet, or with the neighbour) ---------------------------------------------------
-
 
 def run_condition(name: str, args) -> Dict[str, Any]:
     """Every row once, under condition ``name`` (``quiet`` or ``neighbour``)."""
@@ -290,7 +231,7 @@ def run_condition(name: str, args) -> Dict[str, Any]:
         for cost in args.costs:
             for obs in args.observations:
                 for infos in args.infos:
-                    factory = functools.partial(make_grid_env, cost, obs, infos)
+                    factory = functools.partial(GridEnv, cost, obs, infos)
                     single = single_loop_steps_per_s(factory, args.seconds)
                     rows = env_rows(cost, obs, infos, args.num_envs, args.workers)
                     for r in rows:
@@ -318,9 +259,7 @@ def progress(condition: str, row: Dict[str, Any]) -> None:
 
 
 def add_ratios(rows: List[Dict[str, Any]], ceiling: Optional[float]) -> None:
-    """Sets each measured ringenv row's ``vs_best_peer`` (and ``best_peer``), ``vs_sync`` (to
-    Gymnasium's SyncVectorEnv, where in the rows), ``vs_vector`` (to Gymnasium's vectorised
-    CartPole, where in the rows) and ``ceiling_ratio``."""
+    """Sets each measured ringenv row's ratios: ``vs_best_peer``, ``vs_sync``, ``vs_vector``, ``ceiling_ratio``."""
     ok = [r for r in rows if r.get("status") == "ok"]
     peers = [r for r in ok if r["peer"]]
     best = max(peers, key=lambda r: r["steps_per_s"], default=None)
@@ -341,16 +280,13 @@ def add_ratios(rows: List[Dict[str, Any]], ceiling: Optional[float]) -> None:
             r["ceiling_ratio"] = r["steps_per_s"] / ceiling
 
 
-# -- the targets ----------------------------------------------------------------------------------
-
 
 def _worst(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     return min(rows, key=lambda r: r[key])
 
 
 def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
-    """The targets under one condition, each ``{"target", "met", "measured"}`` (``met``:
-    True, False, or None when not measured here, ``measured`` saying why), from the figures alone."""
+    """The targets under one condition, each ``{"target", "met" (None: not measured), "measured"}``."""
     python_rows = [r for e in cond["envs"] for r in e["rows"] if r.get("status") == "ok" and not r["peer"]]
     cart_rows = [r for r in cond["cartpole"] if r.get("status") == "ok" and not r["peer"]]
     out: List[Dict[str, Any]] = []
@@ -371,9 +307,6 @@ def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
         out.append({"target": target, "met": not failing, "measured": text})
 
     verdict("at least 1.0x the best peer on every row", python_rows + cart_rows, "vs_best_peer", 1.0)
-    # the same target read as "default settings": only the rows a
-    # user gets without choosing a worker count (the sync and async *default* columns); the line
-    # above also counts every explicit count (4 workers on 2 cores at 0 µs among them)
     verdict("at least 1.0x the best peer on every row, default settings (the default columns only)",
             [r for r in python_rows + cart_rows if r.get("default")], "vs_best_peer", 1.0,
             why_missing="no default row ran")
@@ -387,9 +320,7 @@ def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
                         "measured": "not applicable: the neighbour holds a core, so the machine's ceiling is not "
                                     "the rows' ceiling"})
             continue
-        # per env of that cost, its best ringenv row with no more workers than cores: a busy-wait
-        # env preempted by another worker still sees its clock run, so oversubscribed rows can
-        # read above the ceiling
+        # oversubscribed rows can read above the ceiling (a preempted busy-wait still sees its clock run)
         best_rows = []
         for e in cond["envs"]:
             rows = [r for r in e["rows"] if r.get("status") == "ok" and not r["peer"] and e["cost_us"] == cost
@@ -408,8 +339,6 @@ def evaluate(cond: Dict[str, Any], cores: int) -> List[Dict[str, Any]]:
                 "measured": "not measured here: the grid runs default settings only (docs/WAKEUP.md)"})
     return out
 
-
-# -- Markdown -------------------------------------------------------------------------------------
 
 VERDICT = {True: "met", False: "**NOT met**", None: "-"}
 
@@ -512,33 +441,6 @@ def section(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
-# -- the run --------------------------------------------------------------------------------------
-
-
-def _floats(text: str) -> List[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= 0, got {text!r}")
-    return values
-
-
-def _ints(text: str, minimum: int = 1) -> List[int]:
-    wanted = f"expected comma-separated integers of at least {minimum}, got {text!r}"
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(wanted) from None
-    if not values or min(values) < minimum:
-        raise argparse.ArgumentTypeError(wanted)
-    return sorted(set(values))
-
-
-def _worker_counts(text: str) -> List[int]:
-    return _ints(text, minimum=0)  # 0: no worker process
-
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -552,9 +454,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="measured seconds per row (default 0.8; quick 0.2)")
     parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds per row (default 0.3; quick 0.1)")
     parser.add_argument("--num-envs", type=int, default=8, help="envs of each Python env row (default 8)")
-    parser.add_argument("--workers", type=_worker_counts, default=None, help="ringenv worker counts (default 0,1,2,4; quick 1,2)")
-    parser.add_argument("--costs", type=_floats, default=None, help="µs per env step (default 0,40,200,1000)")
-    parser.add_argument("--cartpole-envs", type=_ints, default=None, help="Rust CartPole sizes (default 16,64)")
+    parser.add_argument("--workers", type=results_sections.numbers(int, 0), default=None, help="ringenv worker counts (default 0,1,2,4; quick 1,2)")
+    parser.add_argument("--costs", type=results_sections.numbers(), default=None, help="µs per env step (default 0,40,200,1000)")
+    parser.add_argument("--cartpole-envs", type=results_sections.numbers(int, 1), default=None, help="Rust CartPole sizes (default 16,64)")
     parser.add_argument("--output", default=None,
                         help="the RESULTS.md whose grid section is replaced (default benches/RESULTS.md; with "
                              "--quick, or '-', none: the section is only printed, as by the other benches)")
@@ -564,7 +466,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     q = args.quick
     args.seconds = args.seconds if args.seconds is not None else (0.2 if q else 0.8)
     args.warmup = args.warmup if args.warmup is not None else (0.1 if q else 0.3)
-    args.workers = args.workers or ([1, 2] if q else [0, 1, 2, 4])
+    args.workers = sorted(set(args.workers or ([1, 2] if q else [0, 1, 2, 4])))
     args.costs = args.costs or ([0.0, 200.0] if q else list(COSTS_US))
     args.cartpole_envs = args.cartpole_envs or ([16] if q else [16, 64])
     args.observations = list(OBSERVATIONS)
@@ -609,8 +511,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
-# -- two builds side by side (--baseline) ------------------------------------------------------------
-
 ROW_KEY = ("group", "cost_us", "obs", "infos", "num_envs", "runtime", "workers", "mode", "batch_size")
 
 
@@ -636,8 +536,7 @@ def measure_one(key: Dict[str, Any], args) -> float:
 
 
 def compare_builds(args, names: List[str]) -> int:
-    """``--baseline``: every ringenv row under each condition through :func:`ab.compare`; prints
-    the table (and ``--json``)."""
+    """``--baseline``: every ringenv row under each condition through :func:`ab.compare`."""
     results: List[Dict[str, Any]] = []
     for name in names:
         with busy_neighbour() if name == "neighbour" else contextlib.nullcontext():
@@ -650,10 +549,10 @@ def compare_builds(args, names: List[str]) -> int:
 
 
 def _envpool_version() -> Optional[str]:
-    if not envpool_installed():
+    try:
+        import envpool
+    except ImportError:
         return None
-    import envpool
-
     return str(envpool.__version__)
 
 

@@ -1,17 +1,8 @@
-"""What an idle pool costs: CPU seconds of the main process and of each worker process while
-nothing is called, for ringenv's default wait policy (``spin_us=None``) and for ``spin_us=0``
-(every wait sleeps at once). Writes its section of ``benches/RESULTS.md``.
-
-Each row makes a vector env with default settings (plus ``spin_us`` where named), resets it and
-steps it ``--steps`` times (so the wait policy has learned from real commands), then leaves it
-idle: ``--settle`` seconds first, then a window of ``--seconds`` seconds over which it reads each
-process's CPU time (psutil: user + system; counted in 10 ms ticks, so a row of 20 s resolves
-0.05% of a core), the workers' wake-ups (their main threads' voluntary context switches, psutil:
-each sleep on the futex ends in one, and an idle worker's other thread sleeps in ``poll`` for good)
-and the workers' spin phases (the pool's own counters, as ``ringenv top`` reads them). Envs: the built-in Rust ``CartPole-v1`` (``ringenv.make_vec``)
-and Gymnasium's ``CartPole-v1`` (``gymnasium.make`` in ``ringenv.AsyncVectorEnv``), 8 envs each.
-Rows run ``--rounds`` times in turn; figures are medians with the spread in brackets. Run it on a
-quiet machine: on a crowded one the wait policy sleeps at once anyway (docs/WAKEUP.md).
+"""What an idle pool costs: CPU seconds of the main process and each worker while nothing is
+called, for the default wait policy (``spin_us=None``) and ``spin_us=0``, after ``--steps`` steps
+and ``--settle`` s; with the workers' wake-ups (voluntary context switches) and spin phases.
+Rust and Gymnasium ``CartPole-v1``, 8 envs; medians of ``--rounds`` with the spread. Run it on a
+quiet machine (docs/WAKEUP.md). Writes its section of ``benches/RESULTS.md``.
 
 Usage: ``python benches/idle_cpu.py [--seconds 20] [--settle 5] [--rounds 2] [--output RESULTS.md|-]``.
 """

@@ -1,31 +1,9 @@
-"""Per-step infos of each kind of value, stepped through ringenv beside Gymnasium's vector envs:
-which values keep a step on the typed path (``bindings/src/infos.rs``: numbers, strings,
-``None``, tuples of those, NumPy arrays; lists from worker processes) and what the others
-cost. Writes its section of ``benches/RESULTS.md``.
-
-Each row is :class:`InfoKindEnv` (``--envs`` envs busy-waiting ``--cost-us`` µs per step, a
-``Discrete`` observation, truncated every 500 steps) whose info on every reset and step is
-``{"step_count": t, "extra": VALUE}`` with ``VALUE`` of one kind (``--kinds``):
-
-- ``no info``: the info is ``{}``;
-- ``number``: ``t / 2`` (a ``float``);
-- ``tuple``: a grid position ``(t % 8, t % 5)`` (gym-simplegrid's ``agent_xy``);
-- ``str``: a message, one of four (a text world's);
-- ``None``;
-- ``list``: ``[t % 8, t % 5]`` (typed from a worker process, not in the inline share: an env may
-  keep and change a list, and the share's infos are the env's own objects);
-- ``namedtuple``: a ``typing.NamedTuple`` of two ints (not typed: its type must be kept);
-- ``array``: an action mask, a ``bool`` array of shape ``(4,)`` (typed; the inline share hands
-  over its envs' own dicts beside the message).
-
-With gym-simplegrid installed (it is not one of ringenv's dependencies), a row of its
-``SimpleGrid-8x8-v0`` too (~2 µs per step, ``{"agent_xy": tuple, "step_count": int}`` every step).
-
-Runtimes: Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` (their defaults), and
-``ringenv.AsyncVectorEnv`` with default settings, with ``num_workers=0`` (no worker process) and
-with ``num_workers=2, inline=False`` (worker processes only), each row ``--seconds``
-through the one measurement loop (``ringenv.cli._measure.measure``), ``--rounds`` times in turn,
-quiet and then beside the busy neighbour (``benches/neighbour.py``; ``--conditions``).
+"""Per-step infos of each kind of value (``--kinds``: no info, number, tuple, str, None, list,
+namedtuple, array; and gym-simplegrid's env where installed), stepped through ringenv (default,
+``num_workers=0``, ``num_workers=2, inline=False``) beside Gymnasium's vector envs: which values
+keep a step on the typed path (``bindings/src/infos.rs``) and what the others cost. Rows run
+``--rounds`` times in turn, quiet and beside the busy neighbour. Writes its section of
+``benches/RESULTS.md``.
 
 Usage: ``python benches/info_kinds.py [--envs 8] [--cost-us 0] [--seconds 1] [--rounds 2]
 [--kinds no info,number,...] [--conditions quiet,neighbour] [--output RESULTS.md|-]``.
@@ -34,6 +12,7 @@ Usage: ``python benches/info_kinds.py [--envs 8] [--cost-us 0] [--seconds 1] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 import time
@@ -182,10 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     report: Dict[str, Any] = {**results_sections.report_head(a), "conditions": {}}
     for condition in conditions:
         print(f"{condition}:", file=sys.stderr, flush=True)
-        if condition == "neighbour":
-            with busy_neighbour():
-                report["conditions"][condition] = rows(kinds, a.envs, a.cost_us, a.seconds, a.rounds)
-        else:
+        with busy_neighbour() if condition == "neighbour" else contextlib.nullcontext():
             report["conditions"][condition] = rows(kinds, a.envs, a.cost_us, a.seconds, a.rounds)
     results_sections.publish("info_kinds", section(report), a.output)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)

@@ -1,9 +1,5 @@
-"""The busy neighbour of the benchmarks: one other process that keeps a core busy, as another
-user's job on a shared machine would.
-
-Used by ``benches/run_all.py``, ``benches/grid.py``, ``benches/wakeup_policy.py`` and
-``benches/info_kinds.py``, so each measures beside the same neighbour, started the same way.
-"""
+"""The busy neighbour of the benchmarks: one process keeping a core busy, as another user's job on
+a shared machine would."""
 
 from __future__ import annotations
 
@@ -23,9 +19,7 @@ HEAD_START_S = 0.2
 
 @contextlib.contextmanager
 def busy_neighbour(head_start_s: float = HEAD_START_S) -> Iterator[subprocess.Popen]:
-    """Runs ``python -c "while True: pass"`` for the duration of the ``with`` block, after a head
-    start of ``head_start_s`` seconds; kills it (and waits for it) on the way out, exception or
-    not. Yields the process."""
+    """Runs :data:`PROGRAM` for the ``with`` block, after a head start; kills it on the way out."""
     proc = subprocess.Popen([sys.executable, "-c", PROGRAM])
     try:
         time.sleep(head_start_s)

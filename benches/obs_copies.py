@@ -1,43 +1,18 @@
-"""How fast big structured observations move : a Dict of ~150 KB in 14 leaves
-(uint8, int16, int64), a symbolic env's typical observation. Writes its section of ``benches/RESULTS.md``.
+"""How fast big structured observations move: a Dict of ~150 KB in 14 leaves (uint8, int16,
+int64). Measures the worker's write path (Gymnasium's ``write_to_shared_memory`` against
+``ringenv._obs_writer``), the in-process host's write of a plain ``dict`` and an ``OrderedDict``
+(``bindings/src/obs_copy.rs``), the main process's read path (``copy=True`` lent, copied,
+``copy=False``; with and without ``ringenv.settle_allocator()``), where lending starts to pay
+against a copy (:data:`LEND_KIB`), and end-to-end steps/s against ``SyncVectorEnv``. Writes its
+section of ``benches/RESULTS.md``.
 
-Measures:
-
-- the worker's write path, one env's observation into its row of the segment: Gymnasium's
-  ``write_to_shared_memory`` (two copies per leaf: ``flatten``, then ``copyto``) against
-  ``ringenv._obs_writer`` (one ``copyto`` per leaf), over a segment-like buffer;
-- the same write inside the host that steps Python envs (``bindings/src/obs_copy.rs``): a step of
-  ``--envs`` envs hosted in this process (``num_workers=0``), each returning one kept observation
-  (no work of its own), per env: as a plain ``dict``, which the host walks in Rust (one ``memcpy``
-  per leaf), and as a ``collections.OrderedDict``, which it hands to ``ringenv._obs_writer``'s
-  writers (one ``copyto`` per leaf, the path every observation took before the walk); and a
-  16-float Box observation, the step's cost without the Dict;
-- the main process's read path of a live ``ringenv.AsyncVectorEnv`` (``Slots.observations``, what
-  ``step`` returns), in a loop that keeps the last batch as a policy loop does, each row in a
-  new process: ``copy=True`` as it is by default for these batches, lent (new views of the slot,
-  ``ringenv/_leases.py``); ``copy=True`` copied (one copy per leaf per batch into new arrays:
-  what a batch costs when the caller holds the pool's other slots, here forced by turning
-  lending off), with the default layout and with ``num_workers=0``, each with and without
-  ``ringenv.settle_allocator()`` (``ringenv/_allocator.py``, an opt-in), for this script's
-  observation and for ``benches/grid.py``'s (:data:`READ_OBS`); and ``copy=False``
-  (views);
-- where lending starts to pay: ``Leases.lend`` (new views of one slot, the refcount checks)
-  against a ``copy()`` of a batch of one ``uint8`` leaf of 4 KiB to 1 MiB (:data:`LEND_KIB`;
-  ``ringenv._leases.LEASE_MIN_BYTES`` is the size lending starts at);
-- end to end, steps/s of the env (fresh arrays and infos every step, ~120 µs of Python work per
-  step) in ``SyncVectorEnv`` and in ``ringenv.AsyncVectorEnv`` with default settings, with every
-  ``copy=True`` batch copied (lending off), and with ``copy=False``, through the one measurement
-  loop (``ringenv.cli._measure``).
-
-Function timings use ``timeit`` (best of ``--repeats`` runs). Usage:
-``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--output RESULTS.md|-]``.
+Usage: ``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--output RESULTS.md|-]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import functools
 import json
 import subprocess
@@ -197,9 +172,9 @@ def _env(obs: str) -> Callable[[], gym.Env]:
     """A factory of the env of the read rows' observation ``obs`` (one of :data:`READ_OBS`)."""
     if obs == "14 leaves":
         return BigDictEnv
-    from grid import make_grid_env  # benches/grid.py's env: its 12-leaf Dict, one preallocated observation
+    from grid import GridEnv  # benches/grid.py's env: its 12-leaf Dict, one preallocated observation
 
-    return functools.partial(make_grid_env, 0.0, "Dict 148 KiB", "none")
+    return functools.partial(GridEnv, 0.0, "Dict 148 KiB", "none")
 
 
 def read_row(obs: str, path: str, workers: Optional[int], settle: bool, envs: int, seconds: float,
@@ -318,8 +293,7 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=1.0, help="seconds per row (timeit rows: all repeats)")
     p.add_argument("--envs", type=int, default=8)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                   help="the results file to write this run's section into; - for none")
+    results_sections.add_output_argument(p)
     p.add_argument("--read-row", help=argparse.SUPPRESS)  # internal: one read_row in this process
     a = p.parse_args(argv)
     if a.read_row:
@@ -327,12 +301,8 @@ def main(argv: List[str] | None = None) -> int:
         print(read_row(spec["obs"], spec["path"], spec["workers"], spec["settle"], spec["envs"], spec["seconds"],
                        spec["repeats"]))
         return 0
-    from ringenv.cli._common import machine_info
-
-    report: Dict[str, Any] = {
-        "machine": machine_info(), "envs": a.envs, "repeats": a.repeats, "seconds": a.seconds,
-        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }
+    report: Dict[str, Any] = {**results_sections.report_head(a), "envs": a.envs, "repeats": a.repeats,
+                              "seconds": a.seconds}
     t0 = time.perf_counter()
     report["write"] = write_path(a.seconds, a.repeats)
     report["host_write"] = host_write_path(a.seconds, a.repeats, a.envs)

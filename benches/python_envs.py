@@ -1,45 +1,13 @@
 """Throughput of Python envs through ringenv and through Gymnasium's vector envs, in one run.
 
-Two envs, both with a ``Box(-1, 1, (4,), float32)`` observation and ``Discrete(2)`` actions,
-never ending an episode:
-
-- the null env (``--costs 0``): ``step`` returns a preallocated observation and does nothing
-  else, so what is measured is the runtime's own overhead per step;
-- a busy env of ``C`` µs per step (``--costs 40,750``): ``step`` busy-waits on
-  ``time.perf_counter`` for ``C`` µs. Busy-waiting, not ``time.sleep``, because a sleeping env
-  leaves its core free (so more workers than cores would overlap sleeps and beat any CPU
-  ceiling, which a real CPU-bound env cannot) and because a sleep overshoots by the timer slack
-  and wake-up latency (Linux's default timer slack is 50 µs, prctl(2) ``PR_SET_TIMERSLACK``), which
-  is larger than the 40 µs being modelled.
-
-For each cost the run first measures a plain single-env loop (``env.step`` in this process); its
-steps/s times the usable cores is the **ceiling**, and its time per step is the **env's own
-cost**. The single loop is measured again after the cost's rows and the faster of the two is
-used (the higher ceiling: the stricter figure). Each row then reports, after a warm-up:
-
-- steps/s (env steps: a vector step of 32 envs counts 32);
-- its ratio to the ceiling;
-- tree CPU / env cost: the CPU time (user + system, psutil) of the whole process tree (this
-  process and every worker) during the timed window, divided by steps x the env's own cost;
-  1.00 means no CPU spent beyond the env itself (on a loaded machine it can read below 1: a
-  busy-wait on the wall clock also ends while its process is preempted);
-- tree cores: the same CPU time per second of wall time (2.00 = both cores busy).
-
-ringenv rows use ``copy=False, check_actions=False`` (Gymnasium checks no actions either) with
-``num_workers`` 1, 2, 4, ... up to ``--max-workers``, stepping synchronously (``step``) and with
-EnvPool-style asynchronous batches (``async_reset``, then ``recv``/``send`` with ``batch_size``
-``num_envs/2``, and ``num_envs/4`` from 4 workers). The peers are Gymnasium's ``AsyncVectorEnv``
-(one process per env, ``shared_memory=True, copy=False``) and ``SyncVectorEnv``
-(``copy=False``) on the same envs. With ``--device cuda`` every ringenv row is measured a second
-time with ``device="cuda"`` (batches copied to the GPU; the clock stops after
-``torch.cuda.synchronize()``).
-
-Every row is measured by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the
-same as ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and ``benches/grid.py``).
-
-Usage: ``python benches/python_envs.py [--seconds 3] [--costs 0,40,750] [--max-workers 4]
-[--num-envs 32] [--device cuda] [--json PATH]``. ``benches/run_all.py`` runs it and writes the
-figures and the targets' verdicts (:func:`evaluate_targets`) into ``benches/RESULTS.md``.
+The null env (``--costs 0``) returns a preallocated ``(4,)`` float32 observation, so the runtime's
+own overhead is measured; a busy env of ``C`` µs busy-waits on ``time.perf_counter`` (a sleep
+would leave its core free and overshoot by the timer slack). Per cost, a single-env loop gives
+the ceiling (cores x its steps/s) and the env's own cost; each row reports steps/s, its ratio to
+the ceiling, tree CPU over the env's own cost and tree cores. ringenv rows (``copy=False,
+check_actions=False``, 1, 2, 4, ... ``--max-workers`` workers, sync and async batches) against
+Gymnasium's AsyncVectorEnv and SyncVectorEnv; ``--device cuda`` adds ringenv rows on the GPU.
+``benches/run_all.py`` runs it and writes its tables and :func:`evaluate_targets`' verdicts.
 """
 
 from __future__ import annotations
@@ -55,13 +23,12 @@ from typing import Any, Dict, List, Optional
 import gymnasium as gym
 import numpy as np
 import psutil
+import results_sections
 from ringenv.cli._common import usable_cores
 from ringenv.cli._measure import Measurement, busy_wait, measure
 from ringenv.cli._measure import single_loop_steps_per_s as _single_loop
 
 OBS_SHAPE = (4,)
-
-# -- the envs -------------------------------------------------------------------------------------
 
 
 class NullEnv(gym.Env):
@@ -99,8 +66,6 @@ def make_env(cost_us: float) -> gym.Env:
     return NullEnv() if cost_us == 0 else BusyEnv(cost_us * 1e-6)
 
 
-# -- measuring ------------------------------------------------------------------------------------
-
 
 def figures(m: Measurement) -> Dict[str, Any]:
     """The figures this benchmark reports of one measurement of the one measurement loop
@@ -115,8 +80,6 @@ def single_loop_steps_per_s(cost_us: float, seconds: float) -> float:
     """Steps/s of one env stepped by a plain ``env.step`` loop in this process."""
     return _single_loop(functools.partial(make_env, cost_us), seconds)
 
-
-# -- the rows -------------------------------------------------------------------------------------
 
 
 def worker_counts(max_workers: int) -> List[int]:
@@ -187,8 +150,6 @@ def label(row: Dict[str, Any]) -> str:
     return f"{row['runtime']}, {w}, {mode}{dev}"
 
 
-# -- speed targets ----------------------------------------------------------------------------------
-
 
 def _ok(rows: List[Dict[str, Any]], **match: Any) -> List[Dict[str, Any]]:
     return [r for r in rows if "steps_per_s" in r and all(r[k] == v for k, v in match.items())]
@@ -227,9 +188,7 @@ def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
         if cores != 2:
             t += " (stated for 2 cores)"
         rows = _ok(by_cost[cost]["rows"], runtime="ringenv AsyncVectorEnv", device="cpu") if cost in by_cost else []
-        # Only configurations with no more workers than cores: a busy-wait env that is preempted
-        # still sees its clock run, so oversubscribed rows do less CPU work per step than the
-        # single loop measured and can read above the ceiling.
+        # oversubscribed rows can read above the ceiling (a preempted busy-wait still sees its clock run)
         rows = [r for r in rows if isinstance(r["workers"], int) and r["workers"] <= cores]
         if not rows:
             missing(t, f"--costs lacks {cost}" if cost not in by_cost else "no ringenv row ran")
@@ -267,8 +226,6 @@ def evaluate_targets(report: Dict[str, Any]) -> List[Dict[str, Any]]:
                                 f"({label(bc)})", "met": ratio >= 0.95})
     return out
 
-
-# -- the run --------------------------------------------------------------------------------------
 
 
 def check_device(device: Optional[str]) -> Optional[str]:
@@ -322,20 +279,10 @@ def set_ratios(row: Dict[str, Any], cores: int, single_steps_per_s: float) -> No
         row["cpu_ratio"] = row["cpu_s"] / (row["env_steps"] / single_steps_per_s)
 
 
-def parse_costs(text: str) -> List[float]:
-    try:
-        costs = [float(c) for c in text.split(",") if c.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated µs per step like 0,40,750, got {text!r}")
-    if not costs or any(c < 0 for c in costs):
-        raise argparse.ArgumentTypeError(f"expected non-negative µs per step like 0,40,750, got {text!r}")
-    return costs
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (default 3)")
-    parser.add_argument("--costs", type=parse_costs, default=[0.0, 40.0, 750.0],
+    parser.add_argument("--costs", type=results_sections.numbers(), default=[0.0, 40.0, 750.0],
                         help="µs per env step, comma-separated; 0 is the null env (default 0,40,750)")
     parser.add_argument("--num-envs", type=int, default=32, help="envs per vector env (default 32)")
     parser.add_argument("--max-workers", type=int, default=4,

@@ -1,46 +1,12 @@
-"""``ringenv.ray`` against one local pool and against one Ray actor per env, on a
-simulated Ray cluster of two nodes (``ray.cluster_utils.Cluster``, one CPU each, on this machine),
-then a projection to 8 and 64 nodes of 16 cores from the measured costs.
+"""``ringenv.ray`` against one local pool, a hand-written Ray actor per node and one Ray actor per
+env, on a simulated Ray cluster of two one-CPU nodes (``ray.cluster_utils.Cluster``), for a cheap
+env and a ~1 ms busy-wait env (``--cost-us``); then a projection to 8 and 64 nodes of 16 cores
+from the measured costs (a model, not a measurement: the batch time is a node's compute plus the
+local pool's overhead, a Ray call's latency and the driver's CPU per call times the nodes).
 
-Rows, each for a cheap env (no work) and a ~1 ms env (``--cost-us``, a busy-wait on
-``time.perf_counter``), ``--num-envs`` envs (Python envs: 4 float32s, Discrete(2), truncated every
-1000 steps):
-
-- **local pool**: ``ringenv.AsyncVectorEnv(env_fns, num_workers=2)``: the same 2 cores, no Ray;
-  and the local pool with default settings, ``ringenv.AsyncVectorEnv(env_fns)`` (1 worker process
-  and the inline share on 2 cores), measured last in each round. *Ratio to local* is to the faster
-  of the two in the same run.
-- **ringenv.ray, 2 nodes**: ``ringenv.ray.make_vec(env_fns, num_actors=2)``: one actor per
-  simulated node; with its default plan an actor of one CPU or less steps its envs itself (no
-  worker process); ``step`` is one call per actor.
-- **ringenv.ray, 2 nodes, async**: the same with ``batch_size=num_envs/2`` (two blocks per actor,
-  two calls in flight per actor; ``recv``/``send``).
-- **hand-written Ray actor per node**: Ray's own floor for this data flow, no ringenv: two plain
-  Ray actors (one on each node; no CPU reserved, ringenv.ray's actors hold the nodes' CPUs
-  and are idle meanwhile), each stepping its 16 envs in a Python
-  loop in one call per batch; the driver concatenates. What ringenv.ray costs beyond Ray is its
-  row over this one.
-- **actor per env**: the naive design: one Ray actor per env (a plain Gymnasium env inside), each
-  step one actor call per env, all in flight at once, then ``ray.get`` of them all.
-
-Each row: build, reset with seed 0, then in ``--rounds`` interleaved rounds (every design once per
-round, so that the shared machine's drifting load spreads over all of them) warm up ``--warmup`` s
-and step random actions for ``--seconds`` s; the median round is reported. Reported: env steps/s, µs per batch (wall time of one ``step`` or ``recv`` of the
-whole vector env), and the driver's CPU µs per actor call (``time.process_time`` of this process
-over the calls made). The scaling targets, with verdicts from this run: at the ~1 ms env,
-ringenv.ray within 15% of the faster local pool; at the cheap env, at least 10x the actor-per-env design.
-
-The **projection** for N nodes of 16 cores, E envs per node (``--proj-envs-per-node``) assumes the
-per-batch time T(N) = E * env_s / 16 + local_s + latency_s + N * driver_s: a node's compute (env_s,
-the env's nominal cost plus a local worker's own cost per env step, from the cheap local pool's
-row: the projected nodes' cores are their own, this machine's are shared), the local pool's own overhead
-per batch (local_s), the latency a Ray call adds to a batch (latency_s: ringenv.ray's µs per batch
-minus the local pool's, at the cheap env, less the driver's own part for 2 calls) and the driver's
-CPU per call (driver_s, serial: it grows with N). Steps/s = N * E / T(N). A model, not a
-measurement: the real cluster's network (here: loopback) and the learner's own time are not in it.
-
-The output is a Markdown section between ``<!-- ray:begin -->`` and ``<!-- ray:end -->`` that
-replaces the same section of ``benches/RESULTS.md`` (appended at the end without the markers).
+Designs are measured in ``--rounds`` interleaved rounds and the median round reported; the
+targets' verdicts come from this run. The output replaces the ``ray`` section of
+``benches/RESULTS.md``.
 
 Usage::
 
@@ -299,15 +265,13 @@ def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, n
 
 def projection(cheap: List[Dict[str, Any]], cost_us: float,
                envs_per_node: int) -> List[Dict[str, Any]]:
-    """Steps/s for 8 and 64 nodes of 16 cores from this run's costs (see the module docstring)."""
+    """Steps/s for 8 and 64 nodes of 16 cores from this run's costs: T(N) = E·env/16 + local + latency + N·driver."""
     local_cheap, ray_cheap = cheap[0], cheap[1]
     driver_s = ray_cheap["driver_cpu_us_per_call"] * 1e-6
     local_s = local_cheap["us_per_batch"] * 1e-6
     latency_s = max(0.0, (ray_cheap["us_per_batch"] - local_cheap["us_per_batch"]) * 1e-6 - 2 * driver_s)
     out = []
-    # A local worker's own cost per env step (the cheap local pool's batch time over its 2 workers'
-    # envs), added to the env's nominal cost: the projected nodes' cores are their own, not shared
-    # with other jobs as this machine's are.
+    # a local worker's own cost per env step, added to the env's nominal cost
     per_env_s = local_s * 2 / local_cheap["num_envs"]
     for label, cost in (("cheap", 0.0), (f"{cost_us:g} µs", cost_us)):
         env_s = cost * 1e-6 + per_env_s

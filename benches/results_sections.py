@@ -1,28 +1,23 @@
-"""Sections of ``benches/RESULTS.md`` that one script owns: the lines between that script's two
-markers (``<!-- NAME:begin -->``, ``<!-- NAME:end -->``), replaced by its own run and kept as they
-are by every other writer of the file (:data:`OWNED` lists them; ``benches/run_all.py`` rewrites
-the rest of the file and keeps them all, :func:`keep`)."""
+"""Sections of ``benches/RESULTS.md`` that one script owns: the lines between its markers
+(``<!-- NAME:begin -->``, ``<!-- NAME:end -->``), kept as they are by every other writer."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: The owned sections, by name, and whether a new one goes before the file's first ``## ``
-#: heading (else at the end): ``grid`` (``benches/grid.py``), ``ray`` (``benches/ray_scaling.py``),
-#: ``async_share``, ``wakeup`` (``benches/wakeup_policy.py``), ``obs_copies``, ``text_obs``,
-#: ``idle_cpu``, ``startup`` and ``info_kinds`` (each ``benches/<name>.py``).
+#: The owned sections (``ray``: ``ray_scaling.py``, ``wakeup``: ``wakeup_policy.py``, else
+#: ``benches/<name>.py``) and whether a new one goes before the file's first ``## `` heading.
 OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False,
          "text_obs": False, "idle_cpu": False, "startup": False, "info_kinds": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:
-    """A table cell of repeated measurements: their median, then ``(min..max)``, each formatted
-    with ``fmt`` (``format``'s spec)."""
+    """A table cell of repeated measurements: ``median (min..max)``, each formatted with ``fmt``."""
     return f"{format(float(np.median(values)), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
 
 
@@ -32,17 +27,15 @@ def markers(name: str) -> Tuple[str, str]:
 
 
 def extract(text: str, begin: str, end: str) -> Optional[List[str]]:
-    """The section of ``text`` between ``begin`` and ``end`` as lines (markers included), or
-    ``None`` when ``text`` has no such section."""
+    """The lines of ``text`` from ``begin`` to ``end`` (markers included), or ``None``."""
     if begin not in text or end not in text:
         return None
     return (begin + text.split(begin, 1)[1].split(end, 1)[0] + end).splitlines()
 
 
 def replace(text: str, lines: List[str], begin: str, end: str, before_first_heading: bool) -> str:
-    """``text`` with its section between ``begin`` and ``end`` replaced by ``lines`` (markers
-    included); without one, ``lines`` go before the first ``## `` heading when
-    ``before_first_heading``, else at the end."""
+    """``text`` with its section between ``begin`` and ``end`` replaced by ``lines``; a new one goes
+    before the first ``## `` heading when ``before_first_heading``, else at the end."""
     block = "\n".join(lines)
     if begin in text and end in text:
         head, rest = text.split(begin, 1)
@@ -55,23 +48,33 @@ def replace(text: str, lines: List[str], begin: str, end: str, before_first_head
 
 
 def write(path: Path, name: str, lines: List[str]) -> None:
-    """Replaces (or adds) the section ``name`` of the results file at ``path`` with ``lines``
-    (markers included); a file that does not exist yet starts as ``# Benchmark results``."""
+    """Replaces (or adds) the section ``name`` of the results file at ``path``."""
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     begin, end = markers(name)
     path.write_text(replace(text, lines, begin, end, OWNED[name]))
 
 
+def numbers(cast: Callable[[str], Any] = float, minimum: float = 0) -> Callable[[str], List[Any]]:
+    """An argparse type: comma-separated values of ``cast``, each at least ``minimum``."""
+    def parse(text: str) -> List[Any]:
+        try:
+            values = [cast(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            values = []
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"expected comma-separated numbers of at least {minimum:g}, got {text!r}")
+        return values
+    return parse
+
+
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """Adds a section script's ``--output`` option: the results file its section goes into
-    (default: ``benches/RESULTS.md``), ``-`` for none."""
+    """A section script's ``--output``: its results file (default ``benches/RESULTS.md``), ``-`` for none."""
     parser.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
                         help="the results file to write this run's section into; - for none")
 
 
 def report_head(args: argparse.Namespace) -> Dict[str, Any]:
-    """The start of a section script's report: the machine (``ringenv.cli._common.machine_info``),
-    the parsed ``args`` and the UTC time the run started."""
+    """The start of a section script's report: the machine, ``args`` and the UTC start time."""
     from ringenv.cli._common import machine_info
 
     return {"machine": machine_info(), "args": args,
@@ -79,10 +82,8 @@ def report_head(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def section_head(name: str, title: str, report: Dict[str, Any], after_start: str = "") -> List[str]:
-    """The first lines of the section ``name`` that the script ``benches/NAME.py`` owns: its begin
-    marker, the heading ``## TITLE (`benches/NAME.py`)``, a blank line, and the line that says the
-    section is written by that script, with the machine and the run's start (``report`` from
-    :func:`report_head`), ``after_start`` (e.g. ``", load 0.30 at start"``) before its full stop."""
+    """The first lines of the section ``name`` of ``benches/NAME.py``: its marker, heading and the
+    line naming the script, the machine and the start (``after_start`` before its full stop)."""
     m, script = report["machine"], f"benches/{name}.py"
     return [
         markers(name)[0],
@@ -96,8 +97,7 @@ def section_head(name: str, title: str, report: Dict[str, Any], after_start: str
 
 
 def publish(name: str, lines: List[str], output: str) -> None:
-    """Prints the section ``name`` (``lines``, markers included) and writes it into the results
-    file ``output`` unless that is ``-`` (see :func:`write`)."""
+    """Prints the section ``name`` and writes it into ``output`` unless that is ``-``."""
     print("\n".join(lines))
     if output != "-":
         write(Path(output), name, lines)

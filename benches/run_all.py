@@ -1,29 +1,16 @@
 """Regenerates benches/RESULTS.md: every table, from measurements taken in one run on this machine.
 
-Runs, in order: the criterion ring round-trip benchmark (``benches/ring_roundtrip.rs``, with its
-Unix-socket peer); the main job's table (scripts/demo.py's groups: ringenv beside Gymnasium's
-SyncVectorEnv, AsyncVectorEnv and vectorised CartPole, with its ratio to the best peer), quiet
-and again beside one busy-looping neighbour process (``benches/neighbour.py``); ``ringenv bench``
-for CartPole-v1 (every peer installed); ``benches/python_envs.py`` (null and busy Python envs
-through ringenv and Gymnasium's vector envs) and ``benches/envpool_cartpole.py`` (ringenv's Rust
-CartPole against EnvPool's); the examples as subprocesses with ``--json``:
-examples/sb3_ppo_cartpole.py (PPO, 1e5 timesteps; its verdict, mean return >= 475, is computed
-here from its figures) and examples/torchrl_collector.py twice (a CartPole with no added cost,
-16,000 frames; with a 2000 µs busy-wait per step, 8,000 frames; TorchRL's ParallelEnv beside
-ringenv's). The file opens with the speed targets and whether each was met, computed from this
-run's figures. Then each script that owns a section of the file runs and replaces its section
-(:data:`SECTION_SCRIPTS`; ``benches/results_sections.py``); this script keeps those sections when
-it rewrites the rest. Every measurement is made by ringenv's one measurement loop
-(``ringenv.cli._measure``).
+Runs the criterion ring round trip (``benches/ring_roundtrip.rs``), the main job's table
+(``scripts/demo.py``'s groups, quiet and beside a busy neighbour), ``ringenv bench CartPole-v1``,
+``benches/python_envs.py``, ``benches/envpool_cartpole.py`` and the examples
+(``examples/sb3_ppo_cartpole.py``, ``examples/torchrl_collector.py`` at two env costs); the file
+opens with the speed targets' verdicts. Then each script of :data:`SECTION_SCRIPTS` replaces its
+own section (``benches/results_sections.py``).
 
-Run it through scripts/bench.sh, which sets everything up first (the ``bench`` extra: envpool,
-minigrid). ``--skip-examples`` leaves the examples out; ``--only-examples`` runs only them (with
-``--output`` elsewhere, and ``--ppo-timesteps 2048 --collector-frames-per-batch 200
---collector-total-frames 800`` to try the section in a minute); ``--skip-sections`` leaves the
-section scripts out (each also runs on its own: ``python benches/grid.py --help``).
-
-On a machine with 16 cores and an NVIDIA GPU: ``scripts/bench.sh --max-workers 16 --device cuda``
-adds the 16-worker and ``device="cuda"`` rows (refused at once where CUDA is missing).
+Run it through scripts/bench.sh, which installs the ``bench`` extra first. ``--only-examples
+--output /tmp/x.md --ppo-timesteps 2048 --collector-frames-per-batch 200 --collector-total-frames
+800`` tries the examples' section in a minute. On 16 cores with an NVIDIA GPU:
+``scripts/bench.sh --max-workers 16 --device cuda``.
 """
 
 from __future__ import annotations
@@ -68,24 +55,17 @@ def fmt_time(ns: float) -> str:
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    mem = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                if line.startswith("MemTotal")), 0) / 2**20
-    rustc = sh("rustc", "--version").strip()
-    import gymnasium
-    import numpy
-    return (f"{platform.machine()}, {os.cpu_count()} cores ({model}), {mem:.0f} GiB, Linux {platform.release()}, "
-            f"{rustc}, Python {platform.python_version()}, gymnasium {gymnasium.__version__}, "
-            f"numpy {numpy.__version__}")
+    from ringenv.cli._common import machine_info
+
+    m = machine_info()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{m['machine']}, {m['cpu_count']} cores ({m['cpu_model'] or 'unknown CPU'}), {mem:.0f} GiB, "
+            f"Linux {platform.release()}, {sh('rustc', '--version').strip()}, Python {m['python']}, "
+            f"gymnasium {m['gymnasium']}, numpy {m['numpy']}")
 
 
 def run_bench_script(name: str, *args: str) -> dict:
-    """Runs ``benches/<name>`` with ``--json`` (its tables go to stderr, as progress) and returns
-    its report."""
+    """Runs ``benches/<name>`` with ``--json`` (its output to stderr) and returns its report."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.json"
         subprocess.run([sys.executable, str(ROOT / "benches" / name), *args, "--json", str(path)], check=True,
@@ -102,13 +82,8 @@ COLLECTOR_SETTINGS = ((0.0, 16_000), (2000.0, 8_000))
 
 
 def run_example(name: str, *args: str, check: bool = True) -> dict:
-    """Runs ``examples/<name>`` with ``--json`` (its output goes to stderr, as progress) and returns
-    its figures. With ``check=False`` a non-zero exit is accepted if the figures were written (the
-    PPO example exits 1 when not solved, which the section reports).
-
-    Raises:
-        subprocess.CalledProcessError: the example failed (or, with ``check=False``, wrote no figures).
-    """
+    """Runs ``examples/<name>`` with ``--json`` and returns its figures; with ``check=False`` a
+    non-zero exit that wrote figures is accepted (the PPO example's "not solved")."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.json"
         cmd = [sys.executable, str(ROOT / "examples" / name), *args, "--json", str(path)]
@@ -136,8 +111,7 @@ def cost_label(cost_us: float) -> str:
 
 
 def examples_section(report: dict, machine_line: str) -> list:
-    """The examples: the PPO run with its solved verdict (computed here from its mean return)
-    and the collector's steps/s for TorchRL's ParallelEnv and ringenv's, side by side."""
+    """The examples: the PPO run with its solved verdict and the collector's rows."""
     ppo, collector = report["ppo"], report["collector"]
     solved = ppo["mean_return"] >= SOLVED_RETURN
     v = ppo["versions"]
@@ -196,8 +170,7 @@ def examples_section(report: dict, machine_line: str) -> list:
 
 
 def targets_section(python_envs: dict, envpool_cartpole: dict, machine_line: str) -> list:
-    """The speed targets with their verdicts, as computed by the two bench scripts from this
-    run's figures."""
+    """The speed targets with the two bench scripts' verdicts."""
     versions = {**python_envs["versions"], **envpool_cartpole["versions"]}
     lines = [
         "## Speed targets",
@@ -290,22 +263,6 @@ def envpool_section(report: dict) -> list:
         lines.append(f"| {runtime} | {r['num_envs']} | {r['workers']} | {mode} | {r['steps_per_s']:,.0f} | "
                      f"{1e6 / r['steps_per_s']:.3f} | {r['tree_cores']:.2f} | {vs} |")
     return lines + [""]
-
-
-def demo_rows(groups: list) -> list:
-    """The main job's table rows of ``groups`` (``scripts/demo.py``'s ``measure_groups``)."""
-    import demo
-    lines = []
-    for g in groups:
-        for r, compared in demo.compared_rows(g):
-            if "error" in r:
-                lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | - | {r['error']} | - | - | - |")
-                continue
-            workers = r["workers"] if r["workers"] is not None else "in-process"
-            vs = f"**{compared}**" if r["ringenv"] and compared != "-" else compared
-            lines.append(f"| {g['env']} | {g['num_envs']} | {r['runtime']} | {workers} | {r['steps_per_s']:,.0f} | "
-                         f"{r['us_per_env_step']:.2f} | {r['cpu']['tree_cores']:.2f} | {vs} |")
-    return lines
 
 
 def main() -> int:
@@ -415,7 +372,7 @@ def main() -> int:
         "| env | envs | runtime | workers | steps/s | µs per env step | tree CPU | vs best peer |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += demo_rows(demo_groups)
+    lines += demo.markdown_rows(demo_groups)
     lines += [
         "",
         "### The main job beside one busy-looping neighbour process",
@@ -428,7 +385,7 @@ def main() -> int:
         "| env | envs | runtime | workers | steps/s | µs per env step | tree CPU | vs best peer |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += demo_rows(demo_groups_busy)
+    lines += demo.markdown_rows(demo_groups_busy)
     lines += [
         "",
         f"## `ringenv bench CartPole-v1`, {args.seconds:g} s per row",
@@ -476,9 +433,7 @@ def header(machine_line: str) -> list:
 
 
 def write(output: str, lines: list) -> int:
-    """Writes ``lines`` to ``output``, keeping every section a benchmark script owns that the file
-    already holds (``results_sections.OWNED``: the grid, Ray, asynchronous-batch and wake-up
-    sections, each between its markers)."""
+    """Writes ``lines`` to ``output``, keeping the sections the file holds that a script owns."""
     import results_sections
 
     path = Path(output)

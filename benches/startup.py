@@ -1,14 +1,7 @@
-"""How long a vector env takes to start: seconds from the constructor's call to the first
-observations of ``reset(seed=0)``, and then to ``close()``'s return, for ringenv's default
-settings and for the peers in the same run. Writes its section of ``benches/RESULTS.md``.
-
-Rows (``--num-envs`` envs each): the built-in Rust ``CartPole-v1`` through ``ringenv.make_vec``
-(its workers load only the extension module, ``ringenv/_worker.py``), Gymnasium's ``CartPole-v1``
-in ``ringenv.AsyncVectorEnv`` (workers import the Python package and unpickle the factories), and
-as peers Gymnasium's ``AsyncVectorEnv`` and ``SyncVectorEnv`` of the same env and Gymnasium's
-vectorised CartPole (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``).
-Rows run ``--rounds`` times in turn (the first round's processes warm the page cache for the
-rest); figures are medians with the spread in brackets.
+"""How long a vector env takes to start (the constructor to the first observations of
+``reset(seed=0)``) and to close, for ringenv's default settings (Rust and Gymnasium CartPole) and
+the peers (Gymnasium's vector envs and vectorised CartPole), medians of ``--rounds`` with the
+spread. Writes its section of ``benches/RESULTS.md``.
 
 Usage: ``python benches/startup.py [--num-envs 8] [--rounds 5] [--output RESULTS.md|-]``.
 """

@@ -1,21 +1,9 @@
-"""Text observations (text worlds): what a ``Text`` leaf costs in shared memory, and a text env
-stepped through ringenv beside Gymnasium's vector envs. Writes its section of
-``benches/RESULTS.md``.
+"""Text observations: one ``Text(max_length=1024)`` row written and a batch read back, Gymnasium's
+shared-memory helpers against ``ringenv._text`` and ``ringenv._layout.reader``; then steps/s of a
+text env in Gymnasium's vector envs and ``ringenv.AsyncVectorEnv`` (default, ``num_workers=0``).
+Writes its section of ``benches/RESULTS.md``.
 
-Measures:
-
-- one env's value of ``Text(max_length=1024)`` holding ``--chars`` characters written into its
-  row: Gymnasium's ``write_to_shared_memory`` (a Python step per character) against
-  ``ringenv._text``'s writer (one UTF-32 encode and a table lookup);
-- a batch of ``--envs`` such rows read back: Gymnasium's ``read_from_shared_memory`` against
-  ``ringenv._layout.reader`` (one mask, one lookup, one decode for the batch);
-- end to end, steps/s of a text env (:class:`TextWorldEnv`: busy-waits ``--cost-us`` µs per step,
-  returns the text) in ``SyncVectorEnv``, ``AsyncVectorEnv`` (shared memory, its default) and
-  ``ringenv.AsyncVectorEnv`` with default settings and with ``num_workers=0``, through the one
-  measurement loop (``ringenv.cli._measure``), ``--rounds`` times in turn.
-
-Function timings use ``timeit`` (best of 5). Usage:
-``python benches/text_obs.py [--chars 800] [--envs 8] [--cost-us 40] [--seconds 1] [--rounds 2] [--output RESULTS.md|-]``.
+Usage: ``python benches/text_obs.py [--chars 800] [--envs 8] [--cost-us 40] [--seconds 1] [--rounds 2] [--output RESULTS.md|-]``.
 """
 
 from __future__ import annotations

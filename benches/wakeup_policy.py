@@ -1,52 +1,18 @@
 """The wake-up policy against fixed spin bounds, in one run (the default ``spin_us=None`` should
 come within 10% of the best fixed ``spin_us``); or, with ``--baseline DIR``, the default policy of
-this build against another build's, row by row. A benchmark, not a test.
+this build against another build's, row by row (``benches/ab.py``). A benchmark, not a test.
 
-For one env and each worker count, it measures steps/s of a ringenv vector env with every
-``spin_us`` of ``--spins`` (default ``none,0,20,50,100,200,500,2000``; ``none`` is the default
-policy), interleaved: ``--repeats`` rounds, each measuring every setting once in a rotated order,
-so drift of the machine during the run falls on all settings alike. Each setting's figure is the
-median of its rounds, with the spread (min..max) beside it. Then the same again with a busy
-neighbour: a process running ``while True: pass`` (``--neighbour both``, the default; ``off`` or
-``on`` for one of the two).
-
-Envs (``--env``, default ``cartpole,py:0,py:40,py:200``; with the defaults of ``--num-envs`` 16,
-``--workers default,1,2``, ``--repeats`` 3 and ``--seconds`` 0.5, the section recorded in
-``benches/RESULTS.md``, about 11 minutes on 2 cores):
-
-- ``cartpole``: ringenv's Rust CartPole (``ringenv.make_vec("CartPole-v1", n)``): waits of
-  ~1-20 µs, where spinning decides everything;
-- ``py:C``: a Python env whose ``step`` busy-waits ``C`` µs on ``time.perf_counter`` (``C = 0``:
-  returns a preallocated ``(4,)`` float32 observation and does nothing else), through
-  ``ringenv.AsyncVectorEnv``.
-
-Every measurement goes through :func:`ringenv.cli._measure.measure` (the one measurement loop):
-reset with a seed, warm-up, then ``--seconds`` of stepping with pre-generated actions, CPU of the
-process tree read from ``/proc``. Each row prints steps/s (median and spread), the tree's CPU in
-cores busy, and for the default its ratio to the best fixed bound's median, with ``ok`` when it
-is at least 0.90.
-
-The run is written to ``benches/RESULTS.md`` as its section between ``<!-- wakeup:begin -->`` and
-``<!-- wakeup:end -->`` (``--output -``: nothing written): one row per env, worker count and
-condition, with the default's median and spread, the best fixed bound's, ``spin_us=0``'s and the
-ratio, and a line counting the rows within 10%.
-
-With ``--baseline DIR`` (``DIR``: a ``PYTHONPATH`` entry holding another build's ``ringenv``,
-``benches/ab.py``) only the default policy runs, each row (env, worker count, condition) measured
-``--ab-repeats`` rounds with each build alternately, each measurement in its own subprocess; the
-table gives both medians and new/old, and nothing is written to ``benches/RESULTS.md``.
-``--quick`` shortens the rounds to 0.3 s (with ``--baseline`` and the default envs, workers,
-conditions and 3 rounds: 24 rows, 144 measurements of about 2 s each with the subprocess's start,
-5-6 minutes on 2 cores).
+Per env (``--env``: ``cartpole``, ringenv's Rust CartPole, or ``py:C``, a Python env busy-waiting
+``C`` µs per step) and worker count, every ``spin_us`` of ``--spins`` is measured by
+``ringenv.cli._measure.measure`` in ``--repeats`` interleaved rounds (the median with its spread),
+quiet and beside a busy neighbour. The run replaces the ``wakeup`` section of
+``benches/RESULTS.md`` (``--output -``: nothing written).
 
 Usage::
 
-    python benches/wakeup_policy.py --env cartpole,py:0,py:40 --num-envs 16 --workers default,1,2
-    python benches/wakeup_policy.py --env cartpole --num-envs 16 --workers 1,2
-    python benches/wakeup_policy.py --env py:40 --num-envs 16 --workers 1,2,4 --seconds 2
-    python benches/wakeup_policy.py --env cartpole --spins none,0,2000 --repeats 3 --seconds 0.5 \\
-        --neighbour off --json /tmp/wakeup.json --output -
-    python benches/wakeup_policy.py --quick --baseline /work/main/.venv/lib/python3.11/site-packages
+    python benches/wakeup_policy.py                 # the recorded section, ~11 minutes on 2 cores
+    python benches/wakeup_policy.py --env cartpole --spins none,0,2000 --neighbour off --output -
+    python benches/wakeup_policy.py --quick --baseline DIR
 """
 
 from __future__ import annotations
@@ -58,7 +24,6 @@ import json
 import platform
 import statistics
 import sys
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import gymnasium as gym
@@ -213,8 +178,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--quick", action="store_true", help="0.3 s per measurement")
     p.add_argument("--neighbour", choices=["off", "on", "both"], default="both")
     p.add_argument("--json", help="write every figure to this file")
-    p.add_argument("--output", default=str(Path(__file__).resolve().parent / "RESULTS.md"),
-                   help="the results file to write this run's section into; - for none")
+    results_sections.add_output_argument(p)
     ab.add_arguments(p, repeats=3)
     a = p.parse_args(argv)
     a.seconds = a.seconds if a.seconds is not None else (0.3 if a.quick else 0.5)

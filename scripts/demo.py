@@ -1,34 +1,15 @@
 """ringenv's main job: step real environments through ringenv and through what a user would pick
 instead, in the same run on this machine, and print steps per second with ringenv's ratio to the
-best of them.
+best of them ("vs best peer"; below 1.00x ringenv was slower).
 
 Run through scripts/demo.sh (which sets everything up). Every runtime runs with its default
-settings (ringenv: ``ringenv.AsyncVectorEnv(env_fns)`` / ``ringenv.make_vec(id, n)``, nothing
-else; Gymnasium: ``SyncVectorEnv(env_fns)``, ``AsyncVectorEnv(env_fns)``). Each row is measured
-by ringenv's one measurement loop (``ringenv.cli._measure.measure``, the same as ``ringenv tune``
-and ``benches/``): reset with seed 0, a warm-up, then random actions (pre-generated, seeded) for
-``--seconds`` seconds; a "step" is one env step, so a vector step of 16 envs counts 16, and tree
-CPU is the CPU seconds of the main process and every worker per wall second (psutil).
-
-The groups:
-
-- CartPole-v1 as a Python env (``gymnasium.make``), 16 envs: ringenv against Gymnasium's
-  ``SyncVectorEnv`` and ``AsyncVectorEnv``.
-- MiniGrid-DoorKey-8x8-v0 (the ``minigrid`` package, a third-party env with a Dict observation:
-  an image, a direction and a mission string of MiniGrid's own ``MissionSpace``; ringenv puts the
-  first two in shared memory and pickles the mission), 8 envs, with per-step infos: MiniGrid's own ``step``
-  returns an empty info dict, so a thin wrapper (:class:`StepInfos`) reports three scalars every
-  step (step count, agent direction, whether it carries the key), as most real envs report
-  something every step; the same wrapped env runs under every runtime. Gymnasium's
-  ``AsyncVectorEnv`` runs with ``shared_memory=False``: its default cannot hold the custom
-  ``MissionSpace`` and its error says to pass that.
-- CartPole-v1 as ringenv's built-in Rust env (``ringenv.make_vec``), 16 envs, against Gymnasium's
-  own vectorised CartPole (``gymnasium.make_vec("CartPole-v1", 16,
-  vectorization_mode="vector_entry_point")``: NumPy over all envs at once, the fastest CartPole
-  Gymnasium has).
-
-"vs best peer" is ringenv's steps/s over the best peer's in its group, measured minutes apart at
-most; below 1.00x ringenv was slower than what a user would otherwise use.
+settings; each row is measured by ``ringenv.cli._measure.measure`` (random seeded actions for
+``--seconds``; a vector step of 16 envs counts 16; tree CPU is the CPU seconds of the main process
+and every worker per wall second). The groups: CartPole-v1 as a Python env, 16 envs, against
+Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv``; MiniGrid-DoorKey-8x8-v0, 8 envs, with three
+scalar infos every step (:class:`StepInfos`; Gymnasium's ``AsyncVectorEnv`` with
+``shared_memory=False``, which its error asks for); ringenv's built-in Rust CartPole-v1, 16 envs,
+against Gymnasium's own vectorised CartPole.
 """
 
 from __future__ import annotations
@@ -118,11 +99,8 @@ def measure_groups(seconds: float, num_envs: int = 16, minigrid_envs: int = 8,
                    on_row: Callable[[Dict[str, Any], Dict[str, Any]], None] = lambda group, row: None,
                    on_start: Callable[[Dict[str, Any], str], None] = lambda group, runtime: None
                    ) -> Iterator[Dict[str, Any]]:
-    """Measures every row of every group, yielding each group once measured: ``env``,
-    ``num_envs`` and ``rows``, each row with ``runtime``, ``ringenv`` (bool), ``workers``
-    (``None``: in the main process) and the measurement's figures (``steps_per_s``, ``cpu``, ...),
-    or ``error``; ringenv rows also get ``best_peer`` and ``vs_best_peer``. ``on_start(group,
-    runtime)`` is called before each row is measured, ``on_row(group, row)`` after."""
+    """Measures every row of every group, yielding each group (``env``, ``num_envs``, ``rows``)
+    once measured; each row holds its figures or ``error``, ringenv rows ``vs_best_peer`` too."""
     for group in groups(num_envs, minigrid_envs):
         n = group["num_envs"]
         rows = []
@@ -191,6 +169,12 @@ def markdown_table(info: Dict[str, Any], seconds: float, result: List[Dict[str, 
              f"ringenv {info['ringenv']}, gymnasium {info['gymnasium']}, numpy {info['numpy']}.", "",
              "| env | envs | runtime | workers | steps/s | µs/step | tree CPU | vs best peer |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    return lines + markdown_rows(result)
+
+
+def markdown_rows(result: List[Dict[str, Any]]) -> List[str]:
+    """The Markdown table rows of the groups of one run."""
+    lines = []
     for group in result:
         for row, compared in compared_rows(group):
             if "error" in row:

@@ -9,22 +9,10 @@
 #   scripts/gymnasium_suite.sh --source DIR    # take tests/ from DIR (a Gymnasium checkout)
 #   scripts/gymnasium_suite.sh -- -k async     # anything after -- goes to pytest
 #
-# Where the tests come from, in this order:
-#   1. --source DIR or $GYMNASIUM_SRC: a checkout (or unpacked archive) of Gymnasium's repository
-#      at v1.4.0; its tests/ is copied.
-#   2. The registry: `pip download --no-binary :all: gymnasium==1.4.0` (the sdist), used when it
-#      holds tests/vector. Gymnasium 1.4.0's sdist does not (it ships tests/test_core.py and
-#      tests/testing_env.py only), so this step says so and goes on.
-#   3. GitHub: `git clone --depth 1 --branch v1.4.0` of Gymnasium's repository.
-# The first tree found is kept in target/gymnasium-suite/; delete that folder to fetch again.
-#
-# Needs: the ringenv package built into the Python used ($PYTHON, default .venv/bin/python;
-# scripts/setup.sh does it), gymnasium==1.4.0 installed there, and pytest. Gymnasium's
-# tests/vector also import pygame for CartPole's rgb_array render (gymnasium[classic-control]);
-# nothing else beyond gymnasium's own dependencies (its `testing` extra adds scipy, dill and
-# array_api_extra, which tests/vector does not import).
-#
-# Exit status: pytest's (1 when any test failed). Not part of scripts/test.sh (it takes minutes).
+# The tests come from --source DIR (or $GYMNASIUM_SRC), a checkout of Gymnasium at v1.4.0, else a
+# shallow git clone of its tag (its sdist holds no tests/vector); the tree is kept in
+# target/gymnasium-suite/ (delete it to fetch again). Needs ringenv built into $PYTHON (default
+# .venv/bin/python), gymnasium==1.4.0, pytest and pygame. Exit status: pytest's.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,7 +32,7 @@ while [ $# -gt 0 ]; do
         --ringenv) CLASS=ringenv ;;
         --source) SOURCE="$2"; shift ;;
         --) shift; PYTEST_ARGS=("$@"); break ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -67,19 +55,6 @@ if [ ! -d "$SRC/tests/vector" ]; then
     if [ -n "$SOURCE" ]; then
         [ -d "$SOURCE/tests/vector" ] || { echo "$SOURCE has no tests/vector" >&2; exit 2; }
         found="$SOURCE" origin="$SOURCE$( (git -C "$SOURCE" rev-parse HEAD 2>/dev/null || true) | sed 's/^/, commit /')"
-    fi
-    if [ -z "$found" ]; then
-        echo "fetching the sdist of gymnasium==$VERSION from the package registry ..."
-        if "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: "gymnasium==$VERSION" -d "$tmp/sdist"; then
-            tar -xzf "$tmp/sdist/gymnasium-$VERSION.tar.gz" -C "$tmp" "gymnasium-$VERSION/tests" 2>/dev/null || true
-            if [ -d "$tmp/gymnasium-$VERSION/tests/vector" ]; then
-                found="$tmp/gymnasium-$VERSION" origin="the sdist of gymnasium==$VERSION"
-            else
-                echo "the sdist of gymnasium $VERSION holds no tests/vector (only tests/test_core.py, tests/testing_env.py)"
-            fi
-        else
-            echo "pip download failed"
-        fi
     fi
     if [ -z "$found" ]; then
         echo "cloning $REPO_URL at $TAG ..."

@@ -3,15 +3,9 @@
 # builds its vector env with gym_env_vectorize_mode="vector_entry_point" (checked to be
 # ringenv.vector.AsyncVectorEnv, with its own worker processes). Run by scripts/test.sh.
 #
-# - RLlib pins its own Gymnasium, older than the test venv's, so this runs in a venv of its own
-#   (target/rllib-venv) holding ray[rllib] at the test venv's Ray version and the wheel
-#   scripts/setup.sh built: ringenv under RLlib's Gymnasium, as a user who installs both gets it.
-#   The venv is kept between runs and made afresh when the Ray or Python version changes; the wheel is
-#   reinstalled every run.
-# - torch is not installed again (a CUDA build is gigabytes): the test venv's site-packages is
-#   appended to the venv's path by a .pth file. Entries from .pth files come after the venv's own
-#   site-packages, so its Gymnasium, Ray and ringenv are the ones imported (checked below); only
-#   what it lacks (torch) comes from the test venv.
+# RLlib pins an older Gymnasium, so this runs in its own venv (target/rllib-venv: ray[rllib] at the
+# test venv's Ray version and the wheel scripts/setup.sh built, remade when Ray or Python change);
+# torch comes from the test venv's site-packages through a .pth file, after the venv's own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RINGENV_VENV:-.venv}"

@@ -1,10 +1,6 @@
-"""Smoke test of an installed ringenv wheel, run by scripts/test.sh under each CPython from 3.10
-to 3.13 (scripts/wheel_smoke.sh installs the one abi3 wheel into a fresh virtualenv per
-interpreter).
-
-Run from outside the source tree, so that the installed package is imported, not
-``bindings/python``. Prints one line per check (``ok`` or ``FAIL`` and why) and exits 1 if any
-check failed. Each check is bounded by a 120 s alarm, only to turn a hang into a failure.
+"""Smoke test of an installed ringenv wheel, run by scripts/wheel_smoke.sh under each CPython from
+3.10 on, from outside the source tree. Prints ``ok`` or ``FAIL`` per check (each bounded by a
+120 s alarm) and exits 1 if any failed.
 
     python scripts/smoke.py
 """

@@ -2,26 +2,16 @@
 """Soak test: run ringenv for millions of env steps and check that nothing leaks or goes astray.
 
 For each variant (the built-in Rust ``CartPole-v1`` through ``ringenv.make_vec``, and a Python
-counter env through ``ringenv.AsyncVectorEnv``) it steps ``--steps`` env steps (``--num-envs`` envs
-per vector step) and reports, for the main process and every worker process:
-
-- resident memory (``VmRSS``) and open file descriptors (``/proc/<pid>/fd``) after a warm-up
-  (the *start*, once allocator pools and caches have filled) and at the end, with samples between;
-- lost and duplicated steps. The Python counter env's observation is
-  ``[env index, steps since its reset, episode number]``, so every row of every step is checked
-  against a model of Gymnasium's next-step autoreset: a row that did not advance is a lost step,
-  one that advanced twice a duplicated step. For both variants the workers' own counters (the
-  segment's metrics region) must show exactly the commands and env steps the main process sent.
-
-It also checks that closing the env gives back every file descriptor the main process opened.
-It exits with status 1 when any check fails: RSS growing by more than the tolerance, a file
-descriptor count that changed, any lost or duplicated step.
+counter env through ``ringenv.AsyncVectorEnv``) it steps ``--steps`` env steps and checks, for the
+main process and every worker: resident memory and open file descriptors from after a warm-up to
+the end; no lost or duplicated step (the counter env's observation is checked against a model of
+Gymnasium's next-step autoreset, and the workers' own counters must match what was sent); and
+that closing gives back every file descriptor. Exits 1 when any check fails.
 
 Usage (CI runs the default, 200,000 steps per variant)::
 
     .venv/bin/python scripts/soak.py                      # the CI default
     .venv/bin/python scripts/soak.py --steps 10000000     # the full soak
-    .venv/bin/python scripts/soak.py --variants python --num-envs 8 --json soak.json
 """
 
 from __future__ import annotations
@@ -44,8 +34,6 @@ from ringenv import _native
 
 MIB = 1 << 20
 
-
-# ---- /proc readings -----------------------------------------------------------------------------
 
 def rss_bytes(pid: int) -> int:
     """Resident set size of ``pid`` in bytes (``VmRSS`` of ``/proc/<pid>/status``)."""
@@ -77,8 +65,6 @@ def read(step: int, worker_pids: Sequence[int]) -> Reading:
                    [open_fds(p) for p in worker_pids])
 
 
-# ---- worker-side accounting (the segment's metrics region) --------------------------------------
-
 def worker_counters(env: ringenv.AsyncVectorEnv) -> Optional[List[dict]]:
     """Each worker's own counters (commands and env steps completed), or None if this build
     cannot read them (the pool is found through the advert ``ringenv top`` uses)."""
@@ -93,8 +79,6 @@ def worker_counters(env: ringenv.AsyncVectorEnv) -> Optional[List[dict]]:
             return snap["workers"]
     return None
 
-
-# ---- the Python counter env ---------------------------------------------------------------------
 
 class CounterEnv(gym.Env):
     """Observation ``int64[3] = [index, steps since reset, episode number]``; reward 1 per step;
@@ -167,8 +151,6 @@ def check_the_checker() -> None:
     model.step(rows([2, 0], [0, 1]), np.array([1.0, 0.0]), no, no)  # env 1 autoresets: fine
     assert (model.lost, model.duplicated, model.other) == (1, 1, 0), (model.lost, model.duplicated, model.other)
 
-
-# ---- one variant --------------------------------------------------------------------------------
 
 @dataclass
 class Result:

@@ -6,18 +6,12 @@
 # scripts/smoke.py there: reset, step, a worker's death, close, with built-in Rust and Python envs.
 # Run by scripts/test.sh and .github/workflows/release.yml.
 #
-# - The install sees no Rust toolchain (directories holding cargo or rustc are dropped from PATH)
-#   and builds nothing (--only-binary=:all:). The dependencies come from target/wheelhouse-3.X,
-#   filled from the package registry when it lacks one (the first run). python3's pip installs
-#   into each virtualenv (`pip --python`), which is made without a pip of its own.
-# - An interpreter is python3.X on PATH, else the newest ${PYENV_ROOT:-~/.pyenv}/versions/3.X.*.
-#   A missing one fails the step; RINGENV_SMOKE_ALLOW_MISSING=1 skips it instead.
-# - RINGENV_SMOKE_PYTHONS picks the versions (default "3.10 3.11 3.12 3.13").
-# - The oldest, 3.10 (RINGENV_SMOKE_FLOORS picks another), gets the oldest versions of ringenv's
-#   dependencies and of its `plot` extra that pyproject.toml allows, exactly (each `name>=X`
-#   installed as `name==X`, target/floors.txt), and runs, beside the smoke script, the test files
-#   those versions matter to ($FLOOR_TESTS); the others get the newest. The suite's other files
-#   compare with Gymnasium's own behaviour of the version scripts/setup.sh installs.
+# - The install sees no Rust toolchain and builds nothing; dependencies come from
+#   target/wheelhouse-3.X (filled from the registry on the first run).
+# - An interpreter is python3.X on PATH, else the newest ${PYENV_ROOT:-~/.pyenv}/versions/3.X.*;
+#   a missing one fails unless RINGENV_SMOKE_ALLOW_MISSING=1. RINGENV_SMOKE_PYTHONS picks them.
+# - 3.10 (RINGENV_SMOKE_FLOORS) gets the oldest dependency versions pyproject.toml allows and also
+#   runs $FLOOR_TESTS; the others get the newest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

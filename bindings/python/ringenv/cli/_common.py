@@ -19,8 +19,6 @@ from ringenv._checks import SPIN_US_MAX
 from ringenv._plan import usable_cores
 from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S
 
-# -- errors -----------------------------------------------------------------------------------------
-
 
 class UsageError(Exception):
     """A bad command line: reported as one line on stderr, exit status 2."""
@@ -29,8 +27,6 @@ class UsageError(Exception):
 class RunError(Exception):
     """A failure while measuring (an env that cannot be built or stepped): exit status 1."""
 
-
-# -- argument types (argparse turns their ArgumentTypeError into "argument X: message") -------------
 
 
 def positive_int(text: str) -> int:
@@ -44,7 +40,6 @@ def positive_int(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
-    """``text`` as a number of seconds (the callers bound it), else the argument's error."""
     try:
         return float(text)
     except ValueError:
@@ -69,8 +64,7 @@ def non_negative_int(text: str) -> int:
 
 
 def workers_list(text: str):
-    """``auto`` (returned as the string) or a comma-separated list of integers >= 0 (0: no worker
-    process, the main process steps every env: ``num_workers=0``)."""
+    """``auto`` or a comma-separated list of integers >= 0 (0: no worker process)."""
     if text.strip().lower() == "auto":
         return "auto"
     values = []
@@ -85,8 +79,6 @@ def workers_list(text: str):
 
 
 def spin_microseconds(text: str) -> float:
-    """``--spin-us``: a number of microseconds from 0 (never spin) to
-    :data:`ringenv._checks.SPIN_US_MAX`."""
     try:
         value = float(text)
     except ValueError:
@@ -98,8 +90,7 @@ def spin_microseconds(text: str) -> float:
 
 
 def add_step_timeout(p: argparse.ArgumentParser) -> None:
-    """``--step-timeout S``, shared by ``tune`` and ``bench``: the deadline of the one measurement
-    loop's reset and of each vector step (:class:`ringenv.cli._watchdog.Watchdog`)."""
+    """``--step-timeout S`` of ``tune`` and ``bench`` (:class:`ringenv.cli._watchdog.Watchdog`)."""
     p.add_argument("--step-timeout", type=step_timeout_seconds, default=DEFAULT_STEP_TIMEOUT_S, metavar="S",
                    help=f"seconds the reset or one vector step may take before the env is taken for hung, closed "
                         f"with its workers killed, and the measurement failed (default {DEFAULT_STEP_TIMEOUT_S:g}; "
@@ -107,7 +98,6 @@ def add_step_timeout(p: argparse.ArgumentParser) -> None:
 
 
 def step_timeout_seconds(text: str) -> float:
-    """``--step-timeout``: a finite number of seconds >= 0 (0: no limit)."""
     value = _seconds(text)
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (0: no limit), got {text!r}")
@@ -124,7 +114,6 @@ def json_object(text: str) -> Dict[str, Any]:
     return value
 
 
-
 def auto_workers(cores: int, num_envs: int) -> List[int]:
     """1, 2, 4, ... up to and including ``cores``, plus ``cores``; none above ``num_envs``."""
     values, w = set(), 1
@@ -136,13 +125,8 @@ def auto_workers(cores: int, num_envs: int) -> List[int]:
 
 
 def check_output_path(path: Optional[str], argument: str) -> None:
-    """Checks before anything is measured that ``path`` (``None``: no output) can be written: its
-    directory exists, it is not a directory, and a file can be created there (one is, and
-    removed).
-
-    Raises:
-        UsageError: naming ``argument`` and the reason.
-    """
+    """Raises :class:`UsageError` naming ``argument`` unless a file can be written at ``path``
+    (``None``: no output), checked before anything is measured."""
     if path is None:
         return
     parent = os.path.dirname(os.path.abspath(path))
@@ -158,14 +142,8 @@ def check_output_path(path: Optional[str], argument: str) -> None:
 
 
 def check_device(device: str) -> None:
-    """Checks ``--device`` up front with ``ringenv._staging.parse_device``: ``cpu``, ``cuda`` or
-    ``cuda:N``, and for CUDA that a device can be used here.
-
-    Raises:
-        UsageError: naming ``--device``, with ``parse_device``'s message: a device string it does
-            not know (ValueError), or CUDA that cannot be used (``CudaUnavailableError``: no driver,
-            no PyTorch, a CPU-only PyTorch, or no device of that index).
-    """
+    """Raises :class:`UsageError` naming ``--device`` unless ``parse_device`` accepts ``device``
+    and, for CUDA, a device can be used here."""
     from ringenv._staging import parse_device
     from ringenv.errors import CudaUnavailableError
 
@@ -176,11 +154,9 @@ def check_device(device: str) -> None:
 
 
 def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int, *, inline: bool = False) -> Optional[str]:
-    """Why ``num_workers`` worker processes (with ``inline``, plus the main process's share: one
-    block more) cannot serve async batches of ``batch_size`` of ``num_envs`` envs (a batch must be
-    whole blocks: ``num_envs % blocks == 0`` and ``batch_size`` a multiple of ``num_envs //
-    blocks``, ``ringenv._batches.check_batch_size``'s rule), short enough for a table cell;
-    ``None`` when they can, or when ``batch_size == num_envs`` (no async batches)."""
+    """Why ``num_workers`` workers (plus one block with ``inline``) cannot serve async batches of
+    ``batch_size`` of ``num_envs`` envs (``check_batch_size``'s rule), short enough for a table
+    cell; ``None`` when they can or there are no async batches."""
     from ringenv._batches import check_batch_size
 
     if batch_size >= num_envs:
@@ -204,11 +180,8 @@ def whole_workers_reason(num_envs: int, num_workers: int, batch_size: int, *, in
 
 def vector_options(num_envs: int, num_workers: int, inline: bool = False, batch_size: Optional[int] = None,
                    device: str = "cpu", spin_us: Optional[float] = None) -> Dict[str, Any]:
-    """The keyword arguments of ``ringenv.AsyncVectorEnv`` (``make_vec``'s ``vector_kwargs``) for a
-    configuration of ``ringenv tune``: ``num_workers`` and ``inline`` always (so the measured
-    configuration is exactly the one named, whatever ringenv's defaults), ``batch_size`` when
-    below ``num_envs``, ``device`` when not ``"cpu"``, ``spin_us`` when given. What
-    :meth:`EnvTarget.make_ringenv` passes and what the recommendation tells the user to pass."""
+    """The ``AsyncVectorEnv`` keyword arguments of a ``ringenv tune`` configuration, as measured and
+    as recommended: ``num_workers`` and ``inline`` always, the others where not the default."""
     options: Dict[str, Any] = {"num_workers": num_workers, "inline": bool(inline)}
     if batch_size is not None and batch_size != num_envs:
         options["batch_size"] = batch_size
@@ -219,18 +192,12 @@ def vector_options(num_envs: int, num_workers: int, inline: bool = False, batch_
     return options
 
 
-# -- the env an ENV argument names ----------------------------------------------------------------
-
 
 @dataclass
 class EnvTarget:
-    """An env named on the command line.
-
-    ``kind`` is ``"builtin"`` (a Rust env: one of ringenv's own, or, when ``worker`` is set, one
-    served by that worker binary), ``"gymnasium"`` (a registered Gymnasium id) or ``"factory"``
-    (a ``module:callable``). ``python_factory`` builds one Python (Gymnasium) env, or is ``None``
-    when there is no Python implementation (a worker binary's envs).
-    """
+    """An env named on the command line: ``kind`` ``"builtin"`` (a Rust env, ringenv's own or a
+    ``worker`` binary's), ``"gymnasium"`` or ``"factory"``; ``python_factory`` builds one Python
+    env (``None`` for a worker binary's envs)."""
 
     name: str
     kind: str
@@ -241,7 +208,6 @@ class EnvTarget:
 
     @property
     def label(self) -> str:
-        """How the env is described in output."""
         if self.worker is not None:
             return f"{self.name} (Rust, worker binary {self.worker})"
         return {"builtin": f"{self.name} (ringenv built-in, Rust)",
@@ -250,25 +216,13 @@ class EnvTarget:
 
     @property
     def steps_inline(self) -> bool:
-        """Whether the main process can step a share of these envs (``AsyncVectorEnv(inline=True)``):
-        Python envs and ringenv's built-in Rust envs can, a worker binary's envs cannot (they run
-        only in its processes; ``ringenv._program.WorkerProgram.host`` is ``None`` for them)."""
+        """Whether the main process can step a share of these envs (not a worker binary's)."""
         return self.worker is None
 
     def make_ringenv(self, num_envs: int, num_workers: int, batch_size: Optional[int] = None,
                      device: str = "cpu", spin_us: Optional[float] = None, *, inline: bool = False):
-        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies stepped by ``num_workers`` worker
-        processes (with ``inline``, and the main process stepping the last block itself), with
-        async batches of ``batch_size`` envs (default ``num_envs``: no async batches) staged on
-        ``device`` (``"cpu"``: NumPy arrays; ``"cuda"``: torch tensors), with the wake-up policy's
-        spin bound ``spin_us`` (µs; default ``None``: ringenv's own policy). Every other setting
-        is ringenv's default; the arguments are :func:`vector_options`'.
-
-        Raises:
-            ValueError: ``batch_size`` is not whole blocks (see :func:`whole_workers_reason`), or
-                ``inline`` where it cannot be (see ``ringenv._plan.plan_workers``).
-            ringenv.errors.CudaUnavailableError: ``device`` is CUDA and CUDA cannot be used.
-        """
+        """A ``ringenv.AsyncVectorEnv`` of ``num_envs`` copies with :func:`vector_options`'
+        settings, every other one ringenv's default."""
         import ringenv
 
         options = vector_options(num_envs, num_workers, inline, batch_size, device, spin_us)
@@ -289,16 +243,9 @@ def _gym_spec_or_none(id: str):
 
 
 def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_builtin: bool = True) -> EnvTarget:
-    """The env ``text`` names: a Rust env of a worker binary (``PATH:ID``, ``PATH`` an existing
-    file, as ``ringenv.make_vec`` accepts it), a built-in id (preferred, as ``ringenv.make_vec``
-    does), a ``module:callable`` factory, or a Gymnasium id (``module:Id-v0`` imports ``module``
-    first).
-
-    Raises:
-        UsageError: naming the argument ``ENV``, when ``text`` names none of these, a worker
-            binary that cannot describe the env (its message: an unknown id lists the ids it
-            serves), or a worker binary's path without ``:ID`` (listing the ids it serves).
-    """
+    """The env ``text`` names: a worker binary's ``PATH:ID``, a built-in id (preferred, as
+    ``make_vec`` does), a ``module:callable`` factory, or a Gymnasium id (``module:Id-v0``
+    imports ``module`` first). Raises :class:`UsageError` naming ``ENV`` otherwise."""
     import gymnasium as gym
 
     import ringenv
@@ -358,8 +305,6 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
     return EnvTarget(text, "gymnasium", kwargs, functools.partial(gym.make, text, **kwargs), text)
 
 
-# -- machine information --------------------------------------------------------------------------
-
 
 def _cpu_model() -> Optional[str]:
     try:
@@ -398,12 +343,8 @@ def machine_line(info: Dict[str, Any]) -> str:
             f"gymnasium {info['gymnasium']}")
 
 
-# -- consoles -------------------------------------------------------------------------------------
-
-
 def consoles():
-    """(stdout console for tables and results, stderr console for progress bars). As wide as the
-    terminal (``COLUMNS``, or 80 when not a terminal); not a terminal: no colour codes."""
+    """(stdout console for tables, stderr console for progress); no colour codes off a terminal."""
     from rich.console import Console
 
     def make(stream):
@@ -415,8 +356,7 @@ def consoles():
 
 
 def print_table(console, table) -> None:
-    """Prints a table at its natural width even on a narrow terminal (the terminal wraps the
-    lines) rather than letting rich cut figures short with an ellipsis."""
+    """Prints a table at its natural width, so rich never cuts a figure short on a narrow terminal."""
     from rich.console import Console
 
     if console.width < 200:

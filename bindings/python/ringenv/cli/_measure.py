@@ -1,11 +1,7 @@
-"""ringenv's one measurement loop. ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and the
-benchmarks in ``benches/`` all measure with :func:`measure`, so a figure means the same thing
-wherever it is printed.
-
-One measurement: build a vector env, reset it with a seed, warm up, then step it with
-pre-generated random actions for a fixed time, timing every vector step (or, with async batches,
-every ``recv``/``send`` cycle), and read the CPU time (user + system, all threads, by psutil) of
-the main process and of every worker process over exactly the timed window.
+"""ringenv's one measurement loop: ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and
+``benches/`` all measure with :func:`measure`, so a figure means the same thing wherever it is
+printed. It times every vector step and reads the CPU time of the main process and every worker
+over exactly the timed window.
 
 Example (a null env in this process, so no worker CPU)::
 
@@ -41,12 +37,10 @@ WARMUP_FRACTION = 0.2
 WARMUP_MIN_STEPS = 8
 WARMUP_TEXT = (f"min({WARMUP_MAX_S:g} s, {WARMUP_FRACTION:g} x seconds), at least {WARMUP_MIN_STEPS} vector steps")
 
-# -- CPU time -------------------------------------------------------------------------------------
-
 
 def processes(pids: Iterable[int]) -> List[psutil.Process]:
-    """A :class:`psutil.Process` for each pid still alive (a Process remembers its start time, so
-    a pid reused by another process later is not mistaken for it)."""
+    """A :class:`psutil.Process` for each pid still alive (it remembers its start time: a reused
+    pid is not mistaken for it)."""
     out = []
     for pid in pids:
         try:
@@ -75,8 +69,6 @@ def descendants(root: Optional[int] = None) -> List[int]:
     except psutil.NoSuchProcess:
         return []
 
-
-# -- the measurement ------------------------------------------------------------------------------
 
 
 @dataclass
@@ -108,8 +100,7 @@ class Measurement:
         return self.main_cpu_s + self.worker_cpu_s
 
     def figures(self) -> Dict[str, Any]:
-        """Every figure, for the JSON reports and the tables (µs per env step, ms per vector
-        step, CPU as cores busy = CPU seconds per wall second)."""
+        """Every figure, for the JSON reports and the tables (cores = CPU seconds per wall second)."""
         lat_ms = self.latencies_s * 1e3
         steps = self.env_steps
         return {
@@ -142,8 +133,7 @@ class Measurement:
 
 
 def pregenerate_actions(single_action_space, num_envs: int, seed: int, count: int = ACTION_BATCHES) -> List[np.ndarray]:
-    """``count`` batches of random actions sampled from the batched action space (``num_envs``
-    rows each), seeded with ``seed``."""
+    """``count`` seeded batches of random actions of ``num_envs`` rows each."""
     from gymnasium.vector.utils import batch_space
 
     space = batch_space(single_action_space, num_envs)
@@ -152,8 +142,8 @@ def pregenerate_actions(single_action_space, num_envs: int, seed: int, count: in
 
 
 def default_worker_pids(envs) -> List[int]:
-    """The worker processes of a vector env: ringenv's pool, Gymnasium's ``processes``, or else
-    every process below this one (:func:`measure` leaves out those that existed before the env)."""
+    """The worker processes of a vector env: ringenv's pool, Gymnasium's ``processes``, or every
+    process below this one."""
     pool = getattr(envs, "_pool", None)
     if pool is not None and hasattr(pool, "worker_pids"):
         return list(pool.worker_pids())
@@ -164,21 +154,16 @@ def default_worker_pids(envs) -> List[int]:
 
 
 def busy_wait(seconds: float) -> None:
-    """Keeps this thread's core busy for ``seconds`` of wall time (``time.perf_counter``), as a
-    policy's forward pass on the CPU would."""
+    """Keeps this thread's core busy for ``seconds`` of wall time."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
 
 
 def _stepper(envs, batch_size: int, num_envs: int, policy_s: float = 0.0) -> Callable[[np.ndarray], None]:
-    """One vector step: ``envs.step(actions)``; with async batches (``batch_size < num_envs``),
-    ``recv()`` the next ready batch and ``send()`` it ``actions`` (shape ``(batch_size, ...)``)
-    for its ``infos["env_id"]``. ``policy_s`` seconds of :func:`busy_wait` stand for the caller's
-    work on the results before the actions go (between ``recv`` and ``send``; before ``step``).
-    The last results are held until the next step returns, as a policy loop holds the
-    observations it computes the next actions from (ringenv lends a large ``copy=True`` batch
-    only while another slot is free: ``ringenv/_leases.py``)."""
+    """One vector step: ``envs.step(actions)``, or with async batches ``recv()`` then ``send()``,
+    after ``policy_s`` of :func:`busy_wait`. The last results are held until the next step
+    returns, as a policy loop holds the observations it acts on."""
     held: List[Any] = [None]
     if batch_size >= num_envs:
         def step(actions: np.ndarray) -> None:
@@ -212,48 +197,26 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     ``seconds`` seconds of wall time.
 
     Args:
-        make: builds the vector env: anything with ``reset(seed=)``, ``step(actions)`` and
-            ``close()`` (and ``async_reset(seed=)``, ``recv()``, ``send(actions, env_ids)`` for
-            async batches), and ``single_action_space`` unless ``actions`` are given.
-        num_envs: envs in the vector env.
-        seconds: wall seconds of timed stepping, after the warm-up.
-        seed: the seed of the reset and of the pre-generated actions.
-        batch_size: envs per vector step (default ``num_envs``). Below ``num_envs`` the env is
-            reset with ``async_reset(seed=seed)`` and each vector step is one ``recv()`` of
-            ``batch_size`` envs followed by a ``send()`` of their actions, so a recv's envs step
-            while the next batch is received.
-        actions: the action batches to step with in turn (each of ``batch_size`` rows); default
-            :data:`ACTION_BATCHES` batches pre-generated from ``single_action_space`` with ``seed``.
-        warmup_s: seconds of warm-up (default ``min(0.5, seconds / 5)``); at least 8 vector
-            steps either way.
-        worker_pids: the worker processes of the env (:func:`default_worker_pids`); processes
-            that already existed before ``make()`` (a busy neighbour, an earlier env) never count.
+        make: builds the vector env (``reset``/``step``/``close``, and ``async_reset``/``recv``/
+            ``send`` for async batches).
+        batch_size: envs per vector step (default ``num_envs``); below it each vector step is one
+            ``recv()`` and a ``send()`` of that batch's actions.
+        actions: the action batches to step with in turn; default :data:`ACTION_BATCHES` batches
+            sampled with ``seed``.
+        warmup_s: seconds of warm-up (default :data:`WARMUP_TEXT`).
+        worker_pids: the env's worker processes; processes that existed before ``make()`` never count.
         synchronize: called after the last timed step, inside the timed window (e.g.
-            ``torch.cuda.synchronize`` so that the last host-to-device copy is counted).
+            ``torch.cuda.synchronize``).
         on_phase: called with ``"start"``, ``"warmup"``, ``"measure"`` and ``"close"``.
-        on_progress: called with ``(elapsed seconds, vector steps)`` at most every
-            ``progress_every_s`` seconds while measuring.
-        policy_s: seconds of the caller's own work per vector step, busy-waited in this process
-            (:func:`busy_wait`) before each ``step``, or between ``recv`` and ``send``: a policy's
-            forward pass, which asynchronous batches overlap with the other envs' steps.
-            Default 0 (none).
-        step_timeout_s: seconds that the reset or any one vector step may take (default
-            :data:`~ringenv.cli._watchdog.DEFAULT_STEP_TIMEOUT_S`, 60; ``None`` or 0: no limit).
-            Past it the step is interrupted (:class:`~ringenv.cli._watchdog.Watchdog`: only when
-            this runs in the main thread and nothing else handles ``SIGUSR2``), the env closed
-            with its workers killed, and :class:`~ringenv.cli._watchdog.StepTimeoutError` raised.
+        on_progress: called with ``(elapsed seconds, vector steps)`` every ``progress_every_s``.
+        policy_s: seconds of busy-waited work per vector step standing for a policy's forward pass.
+        step_timeout_s: seconds the reset or one vector step may take (``None`` or 0: no limit);
+            past it the env is closed with its workers killed and
+            :class:`~ringenv.cli._watchdog.StepTimeoutError` raised.
 
     Returns:
-        A :class:`Measurement`. CPU times are read before the env is closed; the env is always
-        closed, also when a step raises or a Ctrl-C interrupts it (then at once, its workers
-        killed: :func:`close_now`). Every measurement starts from the same state of the C
-        allocator (:func:`settle_allocator`).
-
-    Raises:
-        ringenv.cli._watchdog.StepTimeoutError: the reset or a vector step took longer than
-            ``step_timeout_s``.
-        ValueError: a negative or NaN ``step_timeout_s`` (before anything is built).
-        KeyboardInterrupt, or whatever building or stepping the env raised.
+        A :class:`Measurement`, its CPU times read before the env is closed. The env is always
+        closed, at once (:func:`close_now`) when a step raises or a Ctrl-C interrupts it.
     """
     watchdog = Watchdog(step_timeout_s)  # (a bad step_timeout_s is refused before anything is built)
     before = set(descendants())  # processes that are not this env's workers
@@ -323,8 +286,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
                            worker_processes=len(workers), batch_size=batch)
     except BaseException as e:
-        # A Ctrl-C or an error, perhaps in a step that never returns (a hung env): a plain close
-        # would wait for that step, so the first Ctrl-C would not end the command.
+        # a plain close would wait for a step that may never return (a hung env)
         failed = True
         try:
             stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
@@ -343,13 +305,9 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
 
 
 def close_now(envs: Any, worker_pids: Iterable[int] = ()) -> None:
-    """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)`` (ringenv's
-    and Gymnasium's vector envs: the workers are killed), else (other runtimes, such as TorchRL's
-    ``ParallelEnv``) those of its processes ``worker_pids`` that ``multiprocessing`` started are
-    killed (SIGKILL; not its resource tracker), then a plain ``close()`` finds them gone instead of
-    waiting for them. An error or warning from the close is not raised
-    or shown (the caller is raising its own; Gymnasium warns of a close while a call is pending,
-    which is the point here)."""
+    """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)``, else kills
+    those of ``worker_pids`` that ``multiprocessing`` started, then ``close()``. Errors and
+    warnings are swallowed: the caller is raising its own."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -366,9 +324,8 @@ def close_now(envs: Any, worker_pids: Iterable[int] = ()) -> None:
 
 
 def single_loop_steps_per_s(make_env: Callable[[], Any], seconds: float, action: Any = 0, seed: int = 0) -> float:
-    """Steps/s of one env (``make_env()``) stepped by a plain ``env.step(action)`` loop in this
-    process, resetting when an episode ends: the in-process speed that a machine's ceiling
-    (cores x this) is measured from."""
+    """Steps/s of one env stepped by a plain ``env.step(action)`` loop in this process (a
+    machine's ceiling is cores x this)."""
     env = make_env()
     try:
         env.reset(seed=seed)

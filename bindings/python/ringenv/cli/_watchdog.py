@@ -1,24 +1,12 @@
 """A deadline on every call of a measured env, so that a hung env ends a measurement with an error
-instead of hanging ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` or a benchmark for
-ever.
+instead of hanging for ever.
 
-The measurement loop (:func:`ringenv.cli._measure.measure`) calls :meth:`Watchdog.beat` after
-every reset and vector step. A helper thread wakes at most once a second; when no beat came for
-``seconds``, it interrupts the main thread as a Ctrl-C would: it sends that thread
-:data:`SIGNAL`, whose handler (installed for the measurement) raises ``KeyboardInterrupt``. That
-works wherever the env is stepped: in a worker process (ringenv's and Gymnasium's waits are
-interrupted by a signal and run its handler), and in this process (an in-process env, ringenv's
-inline share: ``time.sleep`` and any Python code are interrupted too; only C code that never
-returns to Python is out of reach, as it is for Ctrl-C). Every Ctrl-C path of the runtimes is
-taken as it is; the loop then turns the ``KeyboardInterrupt`` into :class:`StepTimeoutError` and
-closes the env with its workers killed.
-
-A signal of its own rather than ``SIGINT``: a process started in the background by a shell
-ignores ``SIGINT`` (so does anything it starts, CI jobs included), and a program may have its own
-handler for it. A Python signal handler runs in the main thread only, and only the main thread
-can install one: from another thread, or where something else already handles :data:`SIGNAL`,
-the watchdog does not start (the calls are then as unbounded as a plain ``env.step``).
-"""
+:func:`ringenv.cli._measure.measure` calls :meth:`Watchdog.beat` after every reset and vector
+step. A helper thread wakes at most once a second; when no beat came for ``seconds``, it sends
+the main thread :data:`SIGNAL`, whose handler raises ``KeyboardInterrupt``, as a Ctrl-C would,
+wherever the env is stepped. A signal of its own rather than ``SIGINT``: a background process
+ignores ``SIGINT`` and a program may handle it. Only the main thread can install a handler: from
+another thread, or where something else handles :data:`SIGNAL`, the watchdog does not start."""
 
 from __future__ import annotations
 

@@ -41,8 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
 
 
-# -- the peers ------------------------------------------------------------------------------------
-
 
 def _installed(module: str) -> bool:
     try:
@@ -89,12 +87,9 @@ class _TorchRLMake:
 
 
 class EnvPoolVector:
-    """An EnvPool env (``envpool.make(env_id, env_type="gymnasium", ...)``, its envs seeded with
-    ``seed`` when made) behind the calls the measurement loop makes: ``reset(seed=)``,
-    ``step(actions)``, ``async_reset(seed=)``, ``recv()``, ``send(actions, env_ids)``, ``close()``
-    and ``single_action_space``. ``batch_size`` below ``num_envs`` gives EnvPool's async batches.
-    EnvPool takes int32 actions for Discrete spaces; ``reset``'s seed is ignored (EnvPool seeds at
-    ``make``)."""
+    """An EnvPool env behind the calls the measurement loop makes (``reset``, ``step``,
+    ``async_reset``, ``recv``, ``send``, ``close``, ``single_action_space``); int32 actions for
+    Discrete spaces; seeded at ``make`` (``reset``'s seed is ignored)."""
 
     def __init__(self, env_id: str, num_envs: int, threads: int, seed: int, batch_size: Optional[int] = None):
         import envpool
@@ -125,9 +120,7 @@ class EnvPoolVector:
 
 
 def vector_entry_point_id(env: EnvTarget) -> Optional[str]:
-    """The Gymnasium id of ``env`` when Gymnasium has its own vectorised implementation of it (a
-    ``vector_entry_point``, as CartPole-v1 has: one NumPy array op per step for all envs), else
-    ``None``."""
+    """The Gymnasium id of ``env`` when Gymnasium has its own vectorised implementation of it, else ``None``."""
     import gymnasium as gym
 
     if env.gym_id is None:
@@ -140,10 +133,9 @@ def vector_entry_point_id(env: EnvTarget) -> Optional[str]:
 
 
 def _runtimes(env: EnvTarget, n: int, workers: int, seed: int, inline: bool = False) -> List[Dict[str, Any]]:
-    """Every row of the comparison: runtime, env implementation, workers (``None``: in the main
-    process; ringenv's with ``inline`` when the main process steps a share too), and either
-    ``make`` or the reason it cannot run (``status``). EnvPool gets as many threads as ringenv has
-    processes stepping envs."""
+    """Every row of the comparison: runtime, env, workers (``None``: in the main process), and either
+    ``make`` or the reason it cannot run (``status``). EnvPool gets as many threads as ringenv
+    steps envs in."""
     import gymnasium as gym
 
     rows: List[Dict[str, Any]] = []

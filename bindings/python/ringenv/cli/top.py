@@ -1,15 +1,9 @@
 """``ringenv top``: a live terminal view of the ringenv pools running for this user.
 
-A pool's segment is a memfd named ``ringenv``; ``top`` finds the segments this user's processes
-hold (``/proc/<pid>/fd``), maps each read-only and reads the counters its main process and workers
-keep (steps, busy and waiting time, futex sleeps, restarts, last error). Nothing runs in a pool for
-this and nothing is written to it. Each segment is checked before it is read
-(``ringenv._native.pool_snapshot``: a sealed memfd of this user whose header this ringenv
-accepts); a refused one is listed as ignored. Counters that cannot be (a pool created in the
-future, a pid above the kernel's limit, more env steps than its commands can make) mark the pool
-as corrupt instead of being shown as numbers. Texts from a segment (an env's error message) are
-printed literally: never as markup, control characters escaped.
-"""
+``top`` finds the ``ringenv`` memfds this user's processes hold, maps each read-only (after
+``ringenv._native.pool_snapshot`` accepts it; a refused one is listed as ignored) and shows the
+counters its processes keep; impossible counters mark the pool as corrupt. Texts from a segment
+are printed literally, never as markup, control characters escaped."""
 
 from __future__ import annotations
 

@@ -137,20 +137,11 @@ def config_text(workers: int, inline: bool) -> str:
 def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, workers: List[int], inline: str,
                         cores: int) -> Tuple[List[Tuple[int, bool]], List[Dict[str, Any]]]:
     """The configurations ``(workers, inline)`` that ``ringenv tune`` measures, in order, and the
-    ones it skips (dicts with ``workers``, ``inline`` and ``reason``), for the worker counts
-    ``workers`` and ``--inline`` ``inline`` (one of :data:`INLINE_MODES`) on ``cores`` usable cores.
-
-    ``"off"``: each ``w`` with ``inline=False``; ``"on"``: each ``w`` with ``inline=True``;
-    ``"auto"``: each ``w`` with ``inline=False``, and also with ``inline=True`` where ``w + 1 <=
-    cores`` (every block then has a core) and the env can be stepped inline
-    (:attr:`~ringenv.cli._common.EnvTarget.steps_inline`). ``w = 0`` is one configuration,
-    ``(0, True)``: no worker process, the main process steps every env (``num_workers=0``, as
-    Gymnasium's ``SyncVectorEnv``); ``"off"`` skips it. A configuration is skipped, with the
-    reason, when a batch is not whole blocks (:func:`~ringenv.cli._common.whole_workers_reason`),
-    and an inline one also when ``w + 1 > num_envs`` (no env left for the main process's block)
-    or when the env cannot be stepped inline (under ``"auto"`` only ``w = 0`` says so; the
-    others are not considered).
-    """
+    ones it skips (dicts with ``workers``, ``inline`` and ``reason``). ``"off"``: each ``w`` without
+    inline; ``"on"``: each with; ``"auto"``: each without, and with where ``w + 1 <= cores`` and the
+    env can be stepped inline. ``w = 0`` is ``(0, True)`` (no worker process), skipped by ``"off"``.
+    A configuration whose batch is not whole blocks, or an inline one with no env left for the main
+    process, is skipped with the reason."""
     if inline not in INLINE_MODES:
         raise ValueError(f"inline must be one of {INLINE_MODES}, got {inline!r}")
     measured: List[Tuple[int, bool]] = []
@@ -187,10 +178,8 @@ def plan_configurations(env: _common.EnvTarget, num_envs: int, batch_size: int, 
 
 def nothing_to_measure(inline: str, num_envs: int, batch_size: int, workers: List[int],
                        skipped: List[Dict[str, Any]]) -> str:
-    """The usage error when :func:`plan_configurations` left nothing to measure: every configuration
-    was skipped (``skipped``), by ``--batch-size``, by ``--inline on``, ``--workers 0`` by
-    ``--inline off``, or by the env (a worker binary's envs never run in the main process). It
-    names the argument that excluded the configurations and each configuration's reason."""
+    """The usage error when :func:`plan_configurations` skipped every configuration: it names the
+    argument that excluded them and each one's reason."""
     tried = ", ".join(map(str, workers))
     reasons = "; ".join(f"{config_text(s['workers'], s['inline'])}: {s['reason']}" for s in skipped)
     if len({s["reason"] for s in skipped}) == 1:
@@ -224,14 +213,10 @@ def noise(c: Dict[str, Any]) -> float:
 
 
 def recommend(configs: List[Dict[str, Any]], default: Optional[Tuple[int, bool]] = None) -> Dict[str, Any]:
-    """The recommended configuration of ``configs`` (dicts with ``workers``, ``inline``,
-    ``steps_per_s``, ``steps_per_s_parts`` and ``cpu.tree_cores``), with the reason, by
-    :data:`RULE`; ``default`` is AsyncVectorEnv's own configuration ``(workers, inline)`` for this
-    env. Returns a dict with ``workers`` and ``inline`` (the pick), ``default`` (whether the pick
-    is AsyncVectorEnv's default, kept because the others are not ahead beyond the noise),
-    ``fastest_workers`` and ``fastest_inline`` (the fastest), ``noise`` (the threshold the pick
-    was weighed with, a fraction), ``reason`` and ``rule``. Ties go to fewer worker processes,
-    then to no inline share."""
+    """The recommended configuration of ``configs`` by :data:`RULE`, with the reason: AsyncVectorEnv's
+    ``default`` unless another is ahead beyond the noise; ties go to fewer worker processes, then to
+    no inline share. Returns ``workers``, ``inline``, ``default``, ``fastest_workers``,
+    ``fastest_inline``, ``noise``, ``reason`` and ``rule``."""
     fastest = max(configs, key=lambda c: (c["steps_per_s"], -c["workers"], -int(c["inline"])))
     best_sps, best_cpu = fastest["steps_per_s"], fastest["cpu"]["tree_cores"]
     behind = lambda c: 1 - c["steps_per_s"] / best_sps if best_sps > 0 else 0.0  # noqa: E731
@@ -319,9 +304,8 @@ def _table(configs: List[Dict[str, Any]], rec: Dict[str, Any], wide: bool):
 
 
 def plot(path: str, configs: List[Dict[str, Any]], rec: Dict[str, Any], title: str) -> None:
-    """A PNG with two panels against worker processes: steps/s; tree and main CPU (cores busy).
-    Configurations with the inline share are a second, dashed series of each; the recommended
-    one (``rec``, a :func:`recommend` result) is starred."""
+    """A PNG of steps/s and CPU against worker processes; inline configurations dashed, the
+    recommended one starred."""
     import matplotlib.ticker
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -368,19 +352,9 @@ def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *
                           spin_us: Optional[float] = None, warmup_s: Optional[float] = None,
                           step_timeout_s: Optional[float] = DEFAULT_STEP_TIMEOUT_S,
                           on_phase=lambda phase: None, on_progress=lambda elapsed, steps: None) -> Dict[str, Any]:
-    """Measures one configuration of ``ringenv tune``: ``env`` through ``ringenv`` with ``num_envs``
-    envs on ``workers`` worker processes (with ``inline``, and the main process stepping the last
-    block itself: ``AsyncVectorEnv(inline=True)``; async batches of ``batch_size`` when below
-    ``num_envs``), staged
-    on ``device``, with spin bound ``spin_us`` (``None``: ringenv's own policy), by the one
-    measurement loop (:func:`ringenv.cli._measure.measure`, with its ``step_timeout_s``); returns its figures
-    (:meth:`~ringenv.cli._measure.Measurement.figures`). ``benches/grid.py`` measures its
-    "through ringenv tune" rows with this function.
-
-    Raises:
-        RunError: the env could not be built or stepped, or a reset or vector step took longer than
-            ``step_timeout_s`` (naming the env and the configuration).
-    """
+    """Measures one configuration of ``ringenv tune`` by the one measurement loop and returns its
+    figures (``benches/grid.py``'s "ringenv tune" rows use it too). Raises :class:`RunError` naming
+    the env and configuration when the env could not be built or stepped, or a call timed out."""
     batch = num_envs if batch_size is None else batch_size
     try:
         m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us, inline=inline),
