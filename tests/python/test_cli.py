@@ -383,9 +383,10 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
         lat = c["batch_latency_ms"]
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
         cpu = c["cpu"]
+        # CPU time comes in clock ticks (10 ms): a short run on a busy machine may read 0
         for key in ("tree_s", "main_s", "tree_cores", "main_cores", "tree_us_per_env_step", "main_us_per_env_step"):
-            assert cpu[key] > 0, key
-        assert (cpu["workers_s"] > 0) == (c["workers"] > 0), "worker processes' CPU, none without one"
+            assert cpu[key] >= 0 and math.isfinite(cpu[key]), key
+        assert cpu["workers_s"] >= 0 and (c["workers"] > 0 or cpu["workers_s"] == 0), "none without a worker"
         assert cpu["tree_s"] == pytest.approx(cpu["main_s"] + cpu["workers_s"])
         assert cpu["tree_cores"] == pytest.approx(cpu["tree_s"] / c["wall_s"])
         assert cpu["tree_us_per_env_step"] == pytest.approx(1e6 * cpu["tree_s"] / c["env_steps"])
