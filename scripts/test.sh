@@ -32,7 +32,7 @@ if cargo +nightly miri --version >/dev/null 2>&1; then
     stage "Miri" cargo +nightly miri test -p ringenv-runtime --lib -- ring:: layout:: header:: descriptor:: futex:: wakeup:: wait::
 fi
 stage "soak (short; scripts/soak.py --steps 10000000 for the full run)" "$PY" scripts/soak.py
-stage "one wheel: manylinux_2_17, installed and smoke-tested under CPython 3.10 to 3.13" scripts/wheel_smoke.sh
+stage "one wheel: manylinux (auditwheel), installed and smoke-tested under CPython 3.10 to 3.13" scripts/wheel_smoke.sh
 stage "RLlib: one PPO iteration on ringenv pools, under RLlib's own Gymnasium" scripts/rllib_smoke.sh
 echo "-- all but pytest: $((SECONDS - START)) s"
 echo "== pytest"
