@@ -551,3 +551,19 @@ class StringRewardEnv(gym.Env):
 
     def step(self, action):
         return np.zeros(1, np.float32), "1.0", False, False, {}
+
+
+def faulty(closing, n=4, workers=2, faults=None, **kwargs):
+    """A ringenv vector env of ``n`` :class:`FaultEnv` (``faults[i]``: env ``i``'s keyword
+    arguments) on ``workers`` worker processes, closed at teardown by the ``closing`` fixture."""
+    import functools
+
+    import ringenv
+
+    faults = faults or {}
+    fns = [functools.partial(FaultEnv, **faults.get(i, {})) for i in range(n)]
+    return closing(ringenv.AsyncVectorEnv(fns, num_workers=workers, **kwargs))
+
+
+#: One action per env of a 4-env ``faulty`` pool.
+ONES = np.ones(4, dtype=np.int64)

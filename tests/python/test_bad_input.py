@@ -19,7 +19,7 @@ import pytest
 import ringenv
 from ringenv._checks import available_memory
 
-from helper_envs import CallEnv, CounterEnv, FaultEnv, SpaceEnv
+from helper_envs import ONES, CallEnv, CounterEnv, FaultEnv, SpaceEnv, faulty as _faulty
 
 
 from vec_asserts import child_pids, wait_pids_gone
@@ -558,13 +558,6 @@ def test_bounds_beyond_int64_are_checked_by_the_numpy_path():
 # -- actions and observations that do not fit ---------------------------------------------------
 
 
-def _faulty(closing, n=4, workers=2, faults=None, **kwargs):
-    faults = faults or {}
-    fns = [functools.partial(FaultEnv, **faults.get(i, {})) for i in range(n)]
-    return closing(ringenv.AsyncVectorEnv(fns, num_workers=workers, **kwargs))
-
-
-ONES = np.ones(4, dtype=np.int64)
 
 
 def test_out_of_range_and_nan_actions_are_refused_before_anything_is_sent(closing):

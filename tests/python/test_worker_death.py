@@ -31,7 +31,7 @@ from ringenv import _native
 from ringenv.cli import top
 from ringenv.errors import CrashLoopError, StartupTimeoutError, WorkerDiedError
 
-from helper_envs import CounterEnv, ExitEnv, exiting_factory, ExitOnceEnv, FaultEnv
+from helper_envs import ONES, CounterEnv, ExitEnv, exiting_factory, ExitOnceEnv, FaultEnv, faulty as _faulty
 
 
 from vec_asserts import child_pids, pid_exists, wait_pids_gone
@@ -182,13 +182,6 @@ def test_a_worker_dying_in_asynchronous_batches_is_restarted_while_the_others_ke
 # -- the restart policy, hangs, the main process killed, the resources workers get --------------
 
 
-def _faulty(closing, n=4, workers=2, faults=None, **kwargs):
-    faults = faults or {}
-    fns = [functools.partial(FaultEnv, **faults.get(i, {})) for i in range(n)]
-    return closing(ringenv.AsyncVectorEnv(fns, num_workers=workers, **kwargs))
-
-
-ONES = np.ones(4, dtype=np.int64)
 
 
 def test_restart_policy_replaces_a_killed_worker_and_the_run_goes_on(closing):
