@@ -2,7 +2,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use ringenv_runtime::{ControlError, ExitStatus, Failure, RemoteError, SpawnError, StateError, SubmitError, WaitError};
+use ringenv_runtime::{
+    ControlError, ExitStatus, Failure, RemoteError, SpawnError, StateError, SubmitError, WaitError, WorkerFailure,
+};
 
 /// A `RemoteError` as a dict for Python.
 pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'py, PyDict>> {
@@ -115,6 +117,7 @@ impl Native for WaitError {
                 fields.set_item("waiting_for", waiting_for.clone())?;
                 Ok("timeout")
             }
+            WaitError::Cancelled => Ok("timeout"),
             WaitError::Failed(e) => e.kind(py, fields),
         }
     }
@@ -136,20 +139,16 @@ pub fn env_ids_tuple<'py>(py: Python<'py>, env_ids: &std::ops::Range<usize>) -> 
     PyTuple::new(py, env_ids.clone())
 }
 
-/// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death).
-fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &ringenv_runtime::WorkerFailure) -> PyResult<()> {
+/// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death), which are also those of
+/// the dict of a restarted worker (`Pool.wait`): `worker`, `pid`, `env_ids`, `exitcode`,
+/// `signal`, `last_error` (a dict or None: why it was replaced, when it did not simply die).
+pub fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &WorkerFailure) -> PyResult<()> {
     fields.set_item("worker", f.worker)?;
     fields.set_item("pid", f.pid)?;
     fields.set_item("env_ids", env_ids_tuple(py, &f.env_ids)?)?;
-    match f.status {
-        ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
-        ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
-        ExitStatus::Unknown => {}
-    }
-    if let Some(r) = &f.last_error {
-        fields.set_item("last_error", remote_to_dict(py, r)?)?;
-    }
-    Ok(())
+    fields.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
+    fields.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
+    fields.set_item("last_error", f.last_error.as_deref().map(|e| remote_to_dict(py, e)).transpose()?)
 }
 
 /// `"runtime"` (a `RingenvError`), with `errno` set to the OS error number of the first

@@ -343,6 +343,10 @@ pub enum WaitError {
         /// Workers that had not completed.
         waiting_for: Vec<usize>,
     },
+    /// The caller's [`crate::PoolConfig::cancel`] hook ended the wait; the command stays pending
+    /// and a later wait may still collect it.
+    #[error("the wait was cancelled")]
+    Cancelled,
     /// A worker failure ended the pool.
     #[error(transparent)]
     Failed(#[from] Failure),
