@@ -201,10 +201,11 @@ thread_local! {
 }
 
 /// `PoolConfig::cancel` of a pool started from Python: whether a close was asked for through
-/// `closer`; else runs the pending signal handlers (Ctrl-C) with the GIL and keeps the exception
-/// one raised, for the caller to raise ([`SIGNAL_RAISED`]).
+/// `closer` while a `wait` or `recv` holds the pool; else runs the pending signal handlers
+/// (Ctrl-C) with the GIL and keeps the exception one raised, for the caller to raise
+/// ([`SIGNAL_RAISED`]).
 fn cancelled(closer: &CloseRequest) -> bool {
-    if closer.requested() {
+    if closer.requested() && closer.waiting() {
         return true;
     }
     match Python::attach(|py| py.check_signals()) {
