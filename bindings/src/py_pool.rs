@@ -16,8 +16,8 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
     current_pid, ActionBounds, Array, ArraySpec, CloseProgress, CommandKind, DType, Failure, FailurePolicy, Layout,
-    Pool, PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError,
-    WorkerCommand, WorkerFailure, CANCEL_CHECK, DEFAULT_INFO_ARENA,
+    Pool, PoolConfig, RecvOrder, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError, WorkerCommand,
+    WorkerFailure, CANCEL_CHECK, DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::{Arc, Mutex};
@@ -284,17 +284,8 @@ impl PyPool {
         let message = message.map(<[u8]>::to_vec);
         let started = Instant::now();
         let entered = crate::exit_guard::enter(py);
-        let result = catch(|| match kind {
-            CommandKind::Step => host.step(&mut pool.batch_mut(slot), slot, message.as_deref()),
-            CommandKind::Reset => host.reset(&mut pool.batch_mut(slot), slot, message.as_deref()),
-            CommandKind::Call => host.call(message.as_deref().unwrap_or_default()),
-            other => Err(RemoteError {
-                kind: "ValueError".into(),
-                message: format!("the inline worker cannot run a {other:?} command"),
-                ..Default::default()
-            }),
-        })
-        .map_err(|message| internal_error(py, message))?;
+        let result = catch(|| host.run(kind, &mut pool.batch_mut(slot), slot, message.as_deref()))
+            .map_err(|message| internal_error(py, message))?;
         drop(entered);
         let busy = started.elapsed();
         pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
