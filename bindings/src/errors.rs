@@ -207,38 +207,29 @@ pub fn panic_for_tests(py: Python<'_>, message: &str) -> PyResult<()> {
     guard(py, || panic!("{message}"))
 }
 
-/// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
-/// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
-pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::StagingError) -> PyErr {
-    match build_staging(py, &e) {
-        Ok(err) => err,
-        Err(err) => err,
+/// A GPU staging error: `CudaUnavailableError` (no driver, no such device), `CudaError` (a
+/// driver call failed), `ValueError` (bad argument).
+impl Native for ringenv_runtime::StagingError {
+    fn kind(&self, _py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        use ringenv_runtime::StagingError;
+        Ok(match self {
+            StagingError::NoDriver => {
+                fields.set_item("reason", "no_driver")?;
+                "cuda_unavailable"
+            }
+            StagingError::NoDevice { ordinal, count } => {
+                fields.set_item("reason", "no_device")?;
+                fields.set_item("ordinal", ordinal)?;
+                fields.set_item("count", count)?;
+                "cuda_unavailable"
+            }
+            StagingError::Driver { call, code, name, .. } => {
+                fields.set_item("call", call)?;
+                fields.set_item("code", code)?;
+                fields.set_item("name", name)?;
+                "cuda"
+            }
+            StagingError::InvalidArgument(_) => "value",
+        })
     }
-}
-
-fn build_staging(py: Python<'_>, e: &ringenv_runtime::StagingError) -> PyResult<PyErr> {
-    use ringenv_runtime::StagingError;
-    let fields = PyDict::new(py);
-    let kind = match e {
-        StagingError::NoDriver => {
-            fields.set_item("reason", "no_driver")?;
-            "cuda_unavailable"
-        }
-        StagingError::NoDevice { ordinal, count } => {
-            fields.set_item("reason", "no_device")?;
-            fields.set_item("ordinal", ordinal)?;
-            fields.set_item("count", count)?;
-            "cuda_unavailable"
-        }
-        StagingError::Driver { call, code, name, .. } => {
-            fields.set_item("call", call)?;
-            fields.set_item("code", code)?;
-            fields.set_item("name", name)?;
-            "cuda"
-        }
-        StagingError::InvalidArgument(_) => "value",
-    };
-    let module = py.import("ringenv.errors")?;
-    let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
-    Ok(PyErr::from_value(exc))
 }
