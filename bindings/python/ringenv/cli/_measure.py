@@ -14,9 +14,6 @@ Example (a null env in this process, so no worker CPU)::
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -220,7 +217,6 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     batch = num_envs if batch_size is None else batch_size
     envs = make()
     failed = False
-    stuck: List[int] = []  # the env's processes, read when a step fails
     try:
         if batch < num_envs:
             envs.async_reset(seed=seed)
@@ -271,35 +267,26 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
                            worker_processes=len(workers), batch_size=batch)
     except BaseException:
-        # a plain close would wait for a step that may never return (a hung env)
         failed = True
-        try:
-            stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
-        except Exception:  # the env cannot say: close_now kills none itself
-            stuck = []
         raise
     finally:
         on_phase("close")
         if failed:
-            close_now(envs, stuck)
+            close_now(envs)
         else:
             envs.close()
 
 
-def close_now(envs: Any, worker_pids: Iterable[int] = ()) -> None:
-    """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)``, else kills
-    those of ``worker_pids`` that ``multiprocessing`` started, then ``close()``. Errors and
-    warnings are swallowed: the caller is raising its own."""
+def close_now(envs: Any) -> None:
+    """Closes ``envs`` without waiting for a pending call (a plain close would wait for a step that
+    may never return): ``close(terminate=True)``, or ``close()`` where it takes no ``terminate``.
+    Errors and warnings are swallowed: the caller is raising its own."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             try:
                 envs.close(terminate=True)
             except TypeError:  # a close() without terminate
-                started = {child.pid for child in multiprocessing.active_children()}
-                for proc in processes(p for p in worker_pids if p in started):
-                    with contextlib.suppress(psutil.Error):
-                        proc.kill()
                 envs.close()
         except Exception:
             pass

@@ -23,7 +23,7 @@ from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from ringenv._checks import seeds_of
+from ringenv._checks import reset_mask_of, seeds_of
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._protocol import AsyncState, closed_error, no_call_error, pending_error
@@ -439,18 +439,15 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return seeds_of(seed, self.num_envs)
 
     def _block_options(self, options: Optional[dict]) -> List[Optional[dict]]:
-        """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``) is cut
-        into the blocks' rows; a block with no env to reset gets ``None`` and is skipped."""
-        if options is None or "reset_mask" not in options:
-            return [None if options is None else dict(options) for _ in self._blocks]
+        """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``, checked
+        by :func:`ringenv._checks.reset_mask_of`) is cut into the blocks' rows; a block with no env
+        to reset gets ``None`` and is skipped."""
+        if options is None:
+            return [None] * len(self._blocks)
         options = dict(options)
-        mask = options.pop("reset_mask")
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must be a bool numpy array of shape ({self.num_envs},), "
-                             f"got {mask!r}")
-        if not mask.any():
-            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
-                             f"got reset_mask={mask}")
+        mask = reset_mask_of(options, self.num_envs)  # (popped from the copy)
+        if mask is None:
+            return [dict(options) for _ in self._blocks]
         return [{**options, "reset_mask": mask[a:b].copy()} if mask[a:b].any() else None for a, b in self._blocks]
 
     @closed_meanwhile
@@ -463,7 +460,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         Raises:
             AlreadyPendingCallError: a call is already pending.
             ClosedEnvironmentError: the vector env is closed.
-            ValueError: bad seeds or mask.
+            ValueError: bad seeds or mask (TypeError: a mask that is not a bool NumPy array).
         """
         self._assert_default("reset_async")
         seeds = self._seed_list(seed)
