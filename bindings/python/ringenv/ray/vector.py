@@ -32,7 +32,6 @@ from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, Wo
                             _merged)
 from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, _RestartPending, take
-from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.ray._closed_meanwhile import closed_meanwhile
 
 __all__ = ["RayVectorEnv"]
@@ -87,15 +86,13 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         num_envs, num_actors, blocks_per_actor, batch_size, deterministic: as made.
         actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids`` (the tuple
             of its env indices), ``num_workers`` (per block) and ``actor_id``.
-        device: ``None`` (NumPy results) or the ``torch.device`` results are staged to.
     """
 
     def __init__(self, recipe: Callable[[int, int, Dict[str, Any], int], Callable[[], Any]], num_envs: int, *,
                  num_actors: int, blocks_per_actor: int, batch_size: int, vector_kwargs: Dict[str, Any],
                  actor_options: Dict[str, Any], on_actor_failure: str, max_actor_restarts: int,
-                 deterministic: bool, vector_infos: bool, startup_timeout: float, device: Any = None):
+                 deterministic: bool, vector_infos: bool, startup_timeout: float):
         self.closed = True
-        self._gpu: Optional[PinnedBatches] = None
         self.num_envs, self.num_actors, self.blocks_per_actor = num_envs, num_actors, blocks_per_actor
         self.batch_size, self.deterministic = batch_size, deterministic
         self._restart = on_actor_failure == "restart"
@@ -144,14 +141,6 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             self._describe(k, d)
         self._incarnations = [d["incarnation"] for d in described]
         first = described[0]
-        if device is not None:
-            try:
-                check_space(first["single_observation_space"], device)
-                self._gpu = PinnedBatches(device, first["single_observation_space"], num_envs)
-            except BaseException:
-                self._kill_all()
-                raise
-        self.device = device
         self.single_observation_space = first["single_observation_space"]
         self.single_action_space = first["single_action_space"]
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -237,10 +226,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return error
 
     def _kill_all(self) -> None:
-        """Kills every actor (no restart) and releases the GPU staging, if any."""
-        gpu, self._gpu = getattr(self, "_gpu", None), None
-        if gpu is not None:
-            gpu.close()
+        """Kills every actor (no restart)."""
         actors, self._actors = getattr(self, "_actors", []), []
         if not self._ray_is_ours():  # ray.shutdown(): the actors went with Ray (ray.kill would start a new Ray)
             return
@@ -547,13 +533,10 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         parts = [by_block[b] for b in blocks]
         for b, p in zip(blocks, parts):
             self._last_obs[b] = p[0]
-        if self._gpu is not None:  # concatenated straight into pinned memory, staged to the GPU
-            obs, rewards, terminated, truncated = self._gpu.assemble(*([p[c] for p in parts] for c in range(4)))
-        else:
-            obs = _concat(self.single_observation_space, [p[0] for p in parts])
-            rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
-            terminated = np.concatenate([p[2] for p in parts])
-            truncated = np.concatenate([p[3] for p in parts])
+        obs = _concat(self.single_observation_space, [p[0] for p in parts])
+        rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
+        terminated = np.concatenate([p[2] for p in parts])
+        truncated = np.concatenate([p[3] for p in parts])
         raw: Dict[int, Dict[str, Any]] = {}
         for p in parts:
             raw.update(p[4])
@@ -593,7 +576,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return self.reset_wait()
 
     def _check_batch(self, actions: Any, count: int) -> Any:
-        actions = host_actions(actions, self._gpu)  # torch tensors (CPU, or CUDA on our device) as NumPy
+        actions = host_actions(actions, None)  # torch tensors as NumPy
         if isinstance(self.single_action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
                                                  spaces.MultiBinary)):
             actions = np.asarray(actions)
