@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import inspect
 import json
 import os
@@ -31,6 +30,8 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tup
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import EnvSpec, VectorizeMode
+# gymnasium.make's own lookup: imports "module" of "module:Id", then the spec of Id
+from gymnasium.envs.registration import _find_spec as _spec
 
 from ringenv import _native
 from ringenv._checks import check_count
@@ -439,20 +440,6 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
     envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = spec
     return envs
-
-
-def _spec(id: str) -> EnvSpec:
-    """``gymnasium.spec(id)``, importing ``module`` first for the ``"module:Id"`` form, as
-    ``gymnasium.make`` does."""
-    module, sep, env_name = id.partition(":")
-    if not sep:
-        return gym.spec(id)
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f"{e}. Environment registration via importing a module failed. Check whether "
-                                  f"'{module}' contains env registration and can be imported.") from e
-    return gym.spec(env_name)
 
 
 def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:
