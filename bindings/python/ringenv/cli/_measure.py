@@ -1,7 +1,7 @@
 """ringenv's one measurement loop: ``ringenv tune``, ``scripts/demo.sh`` and ``benches/`` all
-measure with :func:`measure`, so a figure means the same thing wherever it is
-printed. It times every vector step and reads the CPU time of the main process and every worker
-over exactly the timed window.
+measure with :func:`measure`, so a figure means the same thing wherever it is printed. It times
+every vector step and reads the CPU time of the main process and every worker over exactly the
+timed window.
 
 Example (a null env in this process, so no worker CPU)::
 
