@@ -24,6 +24,7 @@ from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ringenv._checks import reset_mask_of, seeds_of
+from ringenv._layout import FLAT_SPACES
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._protocol import AsyncState, closed_error, no_call_error, pending_error
@@ -577,8 +578,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
 
     def _check_batch(self, actions: Any, count: int) -> Any:
         actions = host_actions(actions, None)  # torch tensors as NumPy
-        if isinstance(self.single_action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
-                                                 spaces.MultiBinary)):
+        if isinstance(self.single_action_space, FLAT_SPACES):
             actions = np.asarray(actions)
             shape = (count, *(self.single_action_space.shape or ()))
             if actions.ndim == 0:
