@@ -163,8 +163,7 @@ def reset_payload(seeds: List[Optional[int]], options: Any,
     ``rust_envs`` (whose seeds are below ``2**64``) it is ``options`` as JSON.
 
     Raises:
-        TypeError: options of a Rust env that are not JSON data (dicts with ``str`` keys, lists,
-            tuples, ``str``, ``int``, finite ``float``, ``bool`` and ``None``).
+        TypeError: options of a Rust env that are not JSON data (:func:`rust_json`).
     """
     if rust_envs:
         return seeds, None if options is None else rust_json(options, "the reset options of a Rust env").encode()
