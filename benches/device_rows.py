@@ -1,10 +1,11 @@
-"""The rows measured on a 16-core GPU machine (docs/WAKEUP.md, docs/GPU.md), one per call, so
-builds can alternate row by row (``PYTHONPATH`` picks the build). Each row is one vector env
-measured by ``ringenv.cli._measure.measure``; prints ``ROW steps/s, main process cores, tree cores``.
+"""The rows behind docs/GPU.md's figures, for a 16-core machine with an NVIDIA GPU: each with
+``device="cuda"`` and on the CPU, one row per call so that builds can alternate row by row
+(``PYTHONPATH`` picks the build). Each row is one vector env measured by
+``ringenv.cli._measure.measure``; prints ``ROW steps/s, main process cores, tree cores``.
 
 Usage::
 
-    python benches/device_rows.py py750x32_16w py750x32_16w_spin2000 cartpole256_4w_cuda
+    python benches/device_rows.py py750x32_4w_cpu py750x32_4w_cuda cartpole256_4w_cuda
     python benches/device_rows.py --list
 """
 
@@ -23,8 +24,7 @@ from python_envs import make_env  # noqa: E402
 from ringenv.cli._measure import measure  # noqa: E402
 
 
-def _run(make: Callable[[], object], n: int, seconds: float, batch: Optional[int] = None,
-         cuda: bool = False) -> str:
+def _run(make: Callable[[], object], n: int, seconds: float, batch: Optional[int], cuda: bool) -> str:
     sync = None
     if cuda:
         import torch
@@ -35,65 +35,28 @@ def _run(make: Callable[[], object], n: int, seconds: float, batch: Optional[int
             f"tree cores {(m.main_cpu_s + m.worker_cpu_s) / m.wall_s:.2f}")
 
 
-def _python(cost_us: float, n: int, workers: int, batch: Optional[int] = None, spin_us: Optional[float] = None,
-            device: Optional[str] = None) -> Callable[[float], str]:
-    fns = [functools.partial(make_env, cost_us)] * n
+def _python(workers: int, batch: Optional[int], device: str) -> Callable[[float], str]:
+    """32 envs of a Python env of 750 µs per step (``benches/python_envs.py``)."""
+    fns = [functools.partial(make_env, 750.0)] * 32
     return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(
-        fns, num_workers=workers, batch_size=batch, copy=False, check_actions=False, spin_us=spin_us, device=device),
-        n, seconds, batch, device is not None)
+        fns, num_workers=workers, batch_size=batch, copy=False, check_actions=False, device=device),
+        32, seconds, batch, device == "cuda")
 
 
-def _default(cost_us: float, n: int, spin_us: Optional[float] = None) -> Callable[[float], str]:
-    """A Python row with every setting at its default (the worker layout included) but ``spin_us``."""
-    fns = [functools.partial(make_env, cost_us)] * n
-    return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(fns, spin_us=spin_us), n, seconds)
+def _cartpole(workers: int, device: str) -> Callable[[float], str]:
+    """256 envs of the built-in Rust CartPole-v1."""
+    kwargs = {"num_workers": workers, "device": device}
+    return lambda seconds: _run(lambda: ringenv.make_vec("CartPole-v1", 256, vector_kwargs=kwargs), 256, seconds,
+                                None, device == "cuda")
 
 
-def _cartpole(n: int, workers: Optional[int], device: Optional[str] = None) -> Callable[[float], str]:
-    kwargs = {**({"num_workers": workers} if workers is not None else {}), **({"device": device} if device else {})}
-    return lambda seconds: _run(lambda: ringenv.make_vec("CartPole-v1", n, vector_kwargs=kwargs), n, seconds,
-                                cuda=device is not None)
-
-
-def _grid(cost_us: float, obs: str, infos: str, n: int, batch: Optional[int] = None,
-          device: Optional[str] = None) -> Callable[[float], str]:
-    """A row of ``benches/grid.py``'s env (``obs``: "16 floats" or "Dict 148 KiB"; ``infos``:
-    "none" or "3 scalars") with every setting at its default but ``batch_size`` and ``device``."""
-    from grid import GridEnv
-
-    fns = [functools.partial(GridEnv, cost_us, obs, infos)] * n
-    return lambda seconds: _run(lambda: ringenv.AsyncVectorEnv(fns, batch_size=batch, device=device), n, seconds,
-                                batch, device is not None)
-
-
-ROWS: Dict[str, Callable[[float], str]] = {
-    "py750x32_16w": _python(750.0, 32, 16),
-    "py750x32_16w_spin2000": _python(750.0, 32, 16, spin_us=2000),
-    "py200x32_16w": _python(200.0, 32, 16),
-    "py200x32_16w_spin400": _python(200.0, 32, 16, spin_us=400),
-    "py750x64_16w": _python(750.0, 64, 16),
-    "py750x64_16w_spin2000": _python(750.0, 64, 16, spin_us=2000),
-    "py750x32_8w": _python(750.0, 32, 8),
-    "py40x32_16w": _python(40.0, 32, 16),
-    "py750x32_16w_async8": _python(750.0, 32, 16, batch=8),
-    "py750x32_16w_async8_cuda": _python(750.0, 32, 16, batch=8, device="cuda"),
-    "py750x32_def": _default(750.0, 32),
-    "py750x32_def_spin2000": _default(750.0, 32, spin_us=2000),
-    "py200x32_def": _default(200.0, 32),
-    "py200x32_def_spin400": _default(200.0, 32, spin_us=400),
-    "py40x32_def": _default(40.0, 32),
-    "cartpole64_def": _cartpole(64, None),
-    "cartpole256_4w_cpu": _cartpole(256, 4),
-    "cartpole256_4w_cuda": _cartpole(256, 4, "cuda"),
-    "cartpole256_16w_cpu": _cartpole(256, 16),
-    "dict200x32_def": _grid(200.0, "Dict 148 KiB", "3 scalars", 32),
-    "dict200x32_def_cuda": _grid(200.0, "Dict 148 KiB", "3 scalars", 32, device="cuda"),
-    "floats40x8": _grid(40.0, "16 floats", "none", 8),
-    "floats40x8_infos": _grid(40.0, "16 floats", "3 scalars", 8),
-    "floats40x32_async16": _grid(40.0, "16 floats", "none", 32, batch=16),
-    "floats40x32_infos_async16": _grid(40.0, "16 floats", "3 scalars", 32, batch=16),
-    "floats200x32_async16": _grid(200.0, "16 floats", "none", 32, batch=16),
-}
+ROWS: Dict[str, Callable[[float], str]] = {}
+for _device in ("cpu", "cuda"):
+    for _w in (1, 2, 4):
+        ROWS[f"py750x32_{_w}w_{_device}"] = _python(_w, None, _device)
+    ROWS[f"py750x32_16w_async8_{_device}"] = _python(16, 8, _device)
+    for _w in (4, 16):
+        ROWS[f"cartpole256_{_w}w_{_device}"] = _cartpole(_w, _device)
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ import numpy as np
 #: The owned sections (``ray``: ``ray_scaling.py``, ``wakeup``: ``wakeup_policy.py``, else
 #: ``benches/<name>.py``) and whether a new one goes before the file's first ``## `` heading.
 OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False,
-         "text_obs": False, "idle_cpu": False, "startup": False, "info_kinds": False,
+         "text_obs": False, "idle_cpu": False, "startup": False,
          "wait_ab": False, "main_job": False}
 
 

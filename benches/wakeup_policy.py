@@ -20,45 +20,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import platform
 import statistics
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-import gymnasium as gym
-import numpy as np
-
 import ab
 import results_sections
 import ringenv
 from neighbour import busy_neighbour
+from python_envs import BusyEnv
 from ringenv.cli._common import machine_info, machine_line
-from ringenv.cli._measure import busy_wait, measure
+from ringenv.cli._measure import measure
 
 BEGIN, END = results_sections.markers("wakeup")
-OBS_SHAPE = (4,)
 DEFAULT_SPINS = "none,0,20,50,100,200,500,2000"
-
-
-class NullEnv(gym.Env):
-    """Returns a preallocated observation (float32, shape ``(4,)``); reward 0, never ends."""
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, OBS_SHAPE, np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, cost_s: float = 0.0):
-        self.obs = np.zeros(OBS_SHAPE, np.float32)
-        self.cost_s = cost_s
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.obs, {}
-
-    def step(self, action):
-        if self.cost_s:
-            busy_wait(self.cost_s)
-        return self.obs, 0.0, False, False, {}
 
 
 def maker(env: str, num_envs: int, workers: Optional[int], spin_us: Optional[float]) -> Callable[[], Any]:
@@ -70,7 +48,7 @@ def maker(env: str, num_envs: int, workers: Optional[int], spin_us: Optional[flo
         return lambda: ringenv.make_vec("CartPole-v1", num_envs, vector_kwargs=kwargs)
     if env.startswith("py:"):
         cost_s = float(env[3:]) * 1e-6
-        fns = [lambda: NullEnv(cost_s)] * num_envs
+        fns = [functools.partial(BusyEnv, cost_s)] * num_envs
         return lambda: ringenv.AsyncVectorEnv(fns, num_workers=workers, spin_us=spin_us)
     raise SystemExit(f"--env must be cartpole or py:MICROSECONDS, got {env!r}")
 
