@@ -16,12 +16,6 @@ VENV="${RINGENV_VENV:-.venv}"
 EXTRAS="${RINGENV_EXTRAS:-test}"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check --quiet)
 if [ ! -x "$VENV/bin/python" ]; then
-    # The `test` extra brings torch with its CUDA libraries: a 6 GiB virtualenv, and pip's
-    # downloads beside it while it installs.
-    case ",$EXTRAS," in
-        *,test,*) scripts/disk_check.sh 8 "A set-up from nothing with the test extra (torch, and the Rust builds)" ;;
-        *) scripts/disk_check.sh 2 "A set-up from nothing (a virtualenv and the Rust build)" ;;
-    esac
     echo "== creating virtualenv $VENV"
     "${PYTHON:-python3}" -m venv "$VENV"
 fi

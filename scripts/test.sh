@@ -19,7 +19,6 @@ stage() {  # stage NAME COMMAND...: runs the command under a heading, then print
 }
 
 stage "set-up" scripts/setup.sh
-scripts/disk_check.sh 1 "The tests' builds and virtualenvs (target/)"
 stage "docs site from docs/ and the docstrings, built strictly into target/site" scripts/docs.sh
 stage "cargo test (unit, cross-process, pool integration, doctests)" cargo test --workspace --locked
 stage "the runtime without its cuda feature has no CUDA symbol" cargo test -p ringenv-runtime --locked --test staging
