@@ -1,6 +1,6 @@
 """Smoke test of an installed ringenv wheel, run by scripts/wheel_smoke.sh under each CPython from
-3.10 on, from outside the source tree. Prints ``ok`` or ``FAIL`` per check (each bounded by a
-120 s alarm) and exits 1 if any failed.
+3.10 on, from outside the source tree. Prints ``ok`` per check; a failing check raises (exit
+status 1, with its traceback).
 
     python scripts/smoke.py
 """
@@ -12,9 +12,7 @@ import importlib
 import os
 import signal
 import sys
-import traceback
 import warnings
-from typing import Callable, List
 
 import gymnasium as gym
 import numpy as np
@@ -22,8 +20,6 @@ import numpy as np
 import ringenv
 from ringenv import _native
 from ringenv.errors import WorkerDiedError
-
-HANG_S = 120
 
 
 def _cartpole() -> gym.Env:
@@ -130,31 +126,12 @@ def check_fork_with_open_pools() -> str:
     return "os.fork() with a Python and a Rust pool open: no multi-threaded warning; both step on"
 
 
-def _on_alarm(signum, frame):
-    raise TimeoutError(f"check still running after {HANG_S} s")
-
-
 def main() -> int:
-    checks: List[Callable[[], str]] = [check_import, check_rust_env, check_python_envs,
-                                       check_view_outlives_close, check_worker_death, check_fork_with_open_pools]
     version = ".".join(map(str, sys.version_info[:3]))
-    failed = 0
-    signal.signal(signal.SIGALRM, _on_alarm)
-    for check in checks:
-        signal.alarm(HANG_S)
-        try:
-            what = check()
-        except Exception as e:  # noqa: BLE001  (every failure is reported, then counted)
-            failed += 1
-            print(f"python {version}: FAIL {check.__name__}: {type(e).__name__}: {e}", flush=True)
-            traceback.print_exc()
-        else:
-            print(f"python {version}: ok   {what}", flush=True)
-        finally:
-            signal.alarm(0)
-    summary = f"{failed} of {len(checks)} checks FAILED" if failed else f"all {len(checks)} checks ok"
-    print(f"python {version}: {summary}", flush=True)
-    return 1 if failed else 0
+    for check in (check_import, check_rust_env, check_python_envs, check_view_outlives_close, check_worker_death,
+                  check_fork_with_open_pools):
+        print(f"python {version}: ok   {check()}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
