@@ -1,7 +1,6 @@
 """How fast big structured observations move: a Dict of ~150 KB in 14 leaves (uint8, int16,
 int64). Measures the worker's write path (Gymnasium's ``write_to_shared_memory`` against
-``ringenv._obs_writer``), the in-process host's write of a plain ``dict`` and an ``OrderedDict``
-(``bindings/src/obs_copy.rs``), the main process's read path (``copy=True`` lent, copied,
+``ringenv._obs_writer``), the main process's read path (``copy=True`` lent, copied,
 ``copy=False``; with and without ``ringenv.settle_allocator()``), where lending starts to pay
 against a copy (:data:`LEND_KIB`), and end-to-end steps/s against ``SyncVectorEnv``. Writes its
 section of ``benches/RESULTS.md``.
@@ -12,7 +11,6 @@ Usage: ``python benches/obs_copies.py [--seconds 1] [--envs 8] [--repeats 5] [--
 from __future__ import annotations
 
 import argparse
-import collections
 import functools
 import json
 import subprocess
@@ -95,55 +93,6 @@ def write_path(seconds: float, repeats: int) -> Dict[str, float]:
                                                       seconds, repeats),
         "ringenv `_obs_writer` (one `copyto` per leaf)": _best_s(lambda: write(value), seconds, repeats),
     }
-
-
-class KeptObsEnv(gym.Env):
-    """Returns the same observation object every step and does nothing else: ``form`` is ``"dict"``
-    (:data:`SPACE`, a plain dict), ``"OrderedDict"`` (the same leaves in an OrderedDict) or
-    ``"16 floats"`` (a Box of 16 float32s)."""
-
-    action_space = spaces.Discrete(4)
-
-    def __init__(self, form: str):
-        if form == "16 floats":
-            self.observation_space = spaces.Box(0, 100, (16,), np.float32)
-            self.obs: Any = np.zeros(16, np.float32)
-        else:
-            self.observation_space = SPACE
-            leaves = {k: np.ones(shape, dtype) for k, shape, dtype in LEAVES}
-            self.obs = leaves if form == "dict" else collections.OrderedDict(leaves)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.obs, {}
-
-    def step(self, action):
-        return self.obs, 0.0, False, False, {}
-
-
-#: The forms of :class:`KeptObsEnv`'s observation that :func:`host_write_path` times.
-HOST_FORMS = {
-    "dict": "Dict as a plain `dict`: the host's leaf walk (one `memcpy` per leaf)",
-    "OrderedDict": "Dict as an `OrderedDict`: `ringenv._obs_writer`'s writers (one `copyto` per leaf)",
-    "16 floats": "a Box of 16 float32s (the step without the Dict)",
-}
-
-
-def host_write_path(seconds: float, repeats: int, num_envs: int) -> Dict[str, float]:
-    """Seconds per env of one ``step`` of ``num_envs`` :class:`KeptObsEnv` envs hosted in this
-    process (``num_workers=0``), per form of :data:`HOST_FORMS`."""
-    import ringenv
-
-    out: Dict[str, float] = {}
-    actions = np.zeros(num_envs, np.int64)
-    for form in HOST_FORMS:
-        envs = ringenv.AsyncVectorEnv([functools.partial(KeptObsEnv, form)] * num_envs, num_workers=0)
-        try:
-            envs.reset(seed=0)
-            out[form] = _best_s(lambda: envs.step(actions), seconds, repeats) / num_envs
-        finally:
-            envs.close()
-    return out
 
 
 #: Batch sizes (KiB) of :func:`lend_vs_copy`.
@@ -259,9 +208,6 @@ def section(report: Dict[str, Any]) -> List[str]:
     for name, s in report["write"].items():
         lines.append(f"| worker: one env's observation into its row, {name} | {s * 1e6:,.1f} | "
                      f"{OBS_BYTES / s / 1e9:.1f} |")
-    for form, s in report["host_write"].items():
-        lines.append(f"| host: one env's step in a `num_workers=0` step of {envs}, observation "
-                     f"{HOST_FORMS[form]} | {s * 1e6:,.1f} | |")
     for row in report["read"]:
         layout = "default layout" if row["workers"] is None else f"`num_workers={row['workers']}`"
         state = ", after `ringenv.settle_allocator()`" if row["settle"] else ""
@@ -305,7 +251,6 @@ def main(argv: List[str] | None = None) -> int:
                               "seconds": a.seconds}
     t0 = time.perf_counter()
     report["write"] = write_path(a.seconds, a.repeats)
-    report["host_write"] = host_write_path(a.seconds, a.repeats, a.envs)
     report["read"] = []
     for obs, path, workers, settle in READ_ROWS:
         row = {"obs": obs, "path": path, "workers": workers, "settle": settle}

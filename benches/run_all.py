@@ -5,10 +5,7 @@ Runs the criterion ring round trip (``benches/ring_roundtrip.rs``), the main job
 (``examples/sb3_ppo_cartpole.py``, ``examples/torchrl_collector.py`` at two env costs). Then each
 script of :data:`SECTION_SCRIPTS` replaces its own section (``benches/results_sections.py``).
 
-Run it through scripts/bench.sh, which installs the ``bench`` extra first. ``--only-examples
---output /tmp/x.md --ppo-timesteps 2048 --collector-frames-per-batch 200 --collector-total-frames
-800`` tries the examples' section in a minute. On 16 cores with an NVIDIA GPU:
-``scripts/bench.sh --max-workers 16 --device cuda``.
+Run it through scripts/bench.sh, which installs the ``bench`` extra first.
 """
 
 from __future__ import annotations

@@ -631,8 +631,6 @@ def test_tune_spin_us_zero_never_spins_and_still_measures(tmp_path, capsys):
     assert config["env_steps"] > 0 and config["worker_processes"] == 2
 
 
-REPO = TESTS_DIR.parents[1]
-
 
 def test_tune_a_worker_binary_as_binary_colon_id(worker_binary, tmp_path):
     # what the Rust `ringenv tune` did: a worker binary built on the SDK, tuned as BINARY:ID
@@ -874,76 +872,3 @@ def test_tune_device_cuda_in_subprocess():
     argv = ["tune", "CartPole-v1", "--device", "cuda"]
     p = run_cli(*argv)
     _check_usage_error(p.returncode, p.stdout, p.stderr, argv, "argument --device", why)
-
-
-# -- bench -----------------------------------------------------------------------------------------
-
-
-# -- benches/grid.py: verdicts and the section's table, from made-up figures (nothing timed) -------
-
-
-def _grid():
-    import importlib
-
-    sys.path.insert(0, str(REPO / "benches"))
-    try:
-        return importlib.import_module("grid")
-    finally:
-        sys.path.remove(str(REPO / "benches"))
-
-
-def _grid_row(runtime, peer, sps, workers=None, **extra):
-    row = {"runtime": runtime, "peer": peer, "workers": workers, "mode": "step", "batch_size": 8, "status": "ok",
-           "steps_per_s": sps, **extra}
-    if not peer:  # what ringenv made of the worker count: here, processes only
-        row.update(processes=workers, inline=False, stepping=workers)
-    return row
-
-
-def test_grid_verdicts_are_computed_from_the_figures_and_say_where_a_target_is_not_met(tmp_path):
-    grid = _grid()
-    py = dict(group="python", cost_us=200.0, obs=grid.OBSERVATIONS[1], infos="3 scalars", num_envs=8)
-    env_rows = [_grid_row("gymnasium SyncVectorEnv", True, 400.0, **py),
-                _grid_row("gymnasium AsyncVectorEnv", True, 300.0, workers=8, **py),
-                _grid_row("ringenv", False, 700.0, workers=2, default=True, **py),
-                _grid_row("ringenv", False, 350.0, workers=1, **py)]
-    cart = dict(group="cartpole", num_envs=16)
-    cart_rows = [_grid_row("gymnasium make_vec (vector_entry_point)", True, 100.0, **cart),
-                 _grid_row("EnvPool", True, None, workers=None, **{**cart, "status": "not installed"}),
-                 _grid_row("ringenv make_vec", False, 350.0, workers=1, **cart),
-                 _grid_row("ringenv tune", False, 250.0, workers=2, **cart),
-                 # in-process: in the every-row verdict, not in the Rust target (default, 1 and 2 workers)
-                 {**_grid_row("ringenv make_vec", False, 120.0, workers=0, **cart), "processes": 0, "inline": True,
-                  "stepping": 1}]
-    grid.add_ratios(env_rows, 1000.0)
-    grid.add_ratios(cart_rows, None)
-    assert env_rows[2]["vs_best_peer"] == pytest.approx(1.75) and env_rows[3]["ceiling_ratio"] == pytest.approx(0.35)
-    assert env_rows[0]["best"] and not env_rows[1]["best"]
-    cond = {"name": "quiet", "load_average_at_start": 1.0, "minutes": 0.1,
-            "envs": [{"cost_us": 200.0, "obs": py["obs"], "infos": "3 scalars", "ceiling_steps_per_s": 1000.0,
-                      "single_steps_per_s": 500.0, "rows": env_rows}], "cartpole": cart_rows}
-    verdicts = {t["target"].split(":")[0].split(" (")[0]: t for t in grid.evaluate(cond, 2)}
-    every = verdicts["at least 1.0x the best peer on every row"]
-    assert every["met"] is False
-    assert "1 of 5 rows below" in every["measured"] and "0.88x" in every["measured"]
-    default = verdicts["at least 1.0x the best peer on every row, default settings"]
-    assert default["met"] is True and "all 1 rows; worst 1.75x" in default["measured"], default
-    assert verdicts["envs of 200 µs or more, 2 workers"]["met"] is True
-    assert verdicts["big Dict with per-step infos at ~200 µs, 2 workers"]["met"] is True
-    rust = next(t for k, t in verdicts.items() if k.startswith("Rust CartPole"))
-    assert rust["met"] is False and "1 of 2 rows below; worst 2.50x" in rust["measured"]
-    assert "ringenv tune 2 workers" in rust["measured"]
-    ceiling = next(t for k, t in verdicts.items() if k.startswith("at least 90%"))
-    assert ceiling["met"] is None and "no 40 µs env ran" in ceiling["measured"]
-
-    cond["targets"] = grid.evaluate(cond, 2)
-    report = {"machine": {"cores": 2, "cpu_count": 2, "cpu_model": "X", "platform": "Linux", "python": "3",
-                          "ringenv": "0", "gymnasium": "1", "numpy": "2"},
-              "date": "today", "envpool": None, "conditions": [cond],
-              "settings": {"seconds": 0.8, "warmup": 0.3, "num_envs": 8, "cartpole_envs": [16]}}
-    lines = grid.section(report)
-    text = "\n".join(lines)
-    assert lines[0] == grid.BEGIN and lines[-1] == grid.END
-    assert "**NOT met**: 1 of 5 rows below" in text and "700 (1.75x)" in text and "**400**" in text
-    assert "make_vec 0w (in-process)" in text and "| 16 | **100** | not installed | 350 (3.50x) | 250 (2.50x) | " \
-        "120 (1.20x) | 2.50x |" in text, "the in-process row is shown, and left out of the target's worst"
