@@ -1,6 +1,6 @@
 """What an idle pool costs: CPU seconds of the main process and each worker while nothing is
 called, for the default wait policy (``spin_us=None``) and ``spin_us=0``, after ``--steps`` steps
-and ``--settle`` s; with the workers' wake-ups (voluntary context switches) and spin phases.
+and ``--settle`` s; with the workers' wake-ups (voluntary context switches).
 Rust and Gymnasium ``CartPole-v1``, 8 envs; medians of ``--rounds`` with the spread. Run it on a
 quiet machine (docs/WAKEUP.md). Writes its section of ``benches/RESULTS.md``.
 
@@ -54,18 +54,6 @@ def _wakeups(process: psutil.Process) -> int:
     return process.num_ctx_switches().voluntary
 
 
-def _spins() -> int:
-    """The spin phases of this process's pools' workers, summed (the pools' own counters)."""
-    from ringenv import _native
-
-    total = 0
-    for pool in _native.list_pools():
-        if pool["pid"] == os.getpid():
-            snapshot = _native.pool_snapshot(pool["pid"], pool["fd"])
-            total += sum(w["spins"] for w in snapshot["workers"])
-    return total
-
-
 def one_row(make: Callable[[], Any], steps: int, settle: float, seconds: float) -> Dict[str, float]:
     envs = make()
     try:
@@ -76,16 +64,16 @@ def one_row(make: Callable[[], Any], steps: int, settle: float, seconds: float) 
         time.sleep(settle)
         me = psutil.Process()
         workers = me.children()
-        main0, workers0, spins0 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+        main0, workers0 = _cpu_s(me), [_cpu_s(w) for w in workers]
         wakeups0 = [_wakeups(w) for w in workers]
         time.sleep(seconds)
-        main1, workers1, spins1 = _cpu_s(me), [_cpu_s(w) for w in workers], _spins()
+        main1, workers1 = _cpu_s(me), [_cpu_s(w) for w in workers]
         wakeups1 = [_wakeups(w) for w in workers]
     finally:
         envs.close()
     per_worker = [(b - a) / seconds * 100 for a, b in zip(workers0, workers1)]
     return {"main_pct": (main1 - main0) / seconds * 100, "worker_pct": float(np.mean(per_worker)),
-            "workers": len(workers), "spins_per_s": (spins1 - spins0) / seconds,
+            "workers": len(workers),
             "wakeups_per_s": float(np.mean([(b - a) / seconds for a, b in zip(wakeups0, wakeups1)]))}
 
 
@@ -96,8 +84,7 @@ def run(a: argparse.Namespace) -> Dict[str, List[Dict[str, float]]]:
             row = one_row(make, a.steps, a.settle, a.seconds)
             results[name].append(row)
             print(f"round {r + 1}: {name}: main {row['main_pct']:.3f}% of a core, each worker "
-                  f"{row['worker_pct']:.3f}%, wake-ups {row['wakeups_per_s']:.2f}/s, spin phases "
-                  f"{row['spins_per_s']:.2f}/s", file=sys.stderr)
+                  f"{row['worker_pct']:.3f}%, wake-ups {row['wakeups_per_s']:.2f}/s", file=sys.stderr)
     return results
 
 
@@ -112,19 +99,16 @@ def section(report: Dict[str, Any]) -> List[str]:
         "idle_cpu", "What an idle pool costs", report, f", load {report['load']:.2f} at start") + [
         f"{NUM_ENVS} envs, default settings but `spin_us`; each pool reset and stepped {a.steps} times, idle "
         f"{a.settle:g} s, then CPU over {a.seconds:g} s idle (psutil, user + system, 10 ms ticks) in % of one "
-        "core; wake-ups are each worker's main thread's voluntary context switches (one per futex sleep); spin "
-        f"phases are the workers' waits that spun (the pool's counters). {a.rounds} rounds in turn; the "
-        "median, the spread in brackets.",
+        "core; wake-ups are each worker's main thread's voluntary context switches (one per futex sleep). "
+        f"{a.rounds} rounds in turn; the median, the spread in brackets.",
         "",
-        "| pool | workers | main process, % of a core | each worker, % of a core | each worker's wake-ups per s "
-        "| workers' spin phases per s |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| pool | workers | main process, % of a core | each worker, % of a core | each worker's wake-ups per s |",
+        "|---|---:|---:|---:|---:|",
     ]
     for name, _ in ROWS:
         rows = report["results"][name]
         lines.append(f"| {name} | {rows[0]['workers']} | {med(rows, 'main_pct', '.3f')} | "
-                     f"{med(rows, 'worker_pct', '.3f')} | {med(rows, 'wakeups_per_s', '.2f')} | "
-                     f"{med(rows, 'spins_per_s', '.2f')} |")
+                     f"{med(rows, 'worker_pct', '.3f')} | {med(rows, 'wakeups_per_s', '.2f')} |")
     return lines + [end]
 
 
