@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import functools
-import platform
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -28,10 +26,8 @@ import results_sections  # noqa: E402
 import ringenv  # noqa: E402
 from grid import OBSERVATIONS, GridEnv  # noqa: E402
 from neighbour import busy_neighbour  # noqa: E402
-from ringenv.cli._common import machine_info, machine_line  # noqa: E402
 from ringenv.cli._measure import measure  # noqa: E402
 
-BEGIN, END = results_sections.markers("async_share")
 LAYOUTS = ("default", "share")
 
 
@@ -66,14 +62,11 @@ def run_condition(name: str, args) -> List[Dict[str, object]]:
     return rows
 
 
-def section(rows: List[Dict[str, object]], args, started: str) -> List[str]:
-    lines = [
-        BEGIN,
-        "## Asynchronous batches: the default (worker processes only) against the inline share "
-        "(`benches/async_share.py`)",
-        "",
-        "Written by `benches/async_share.py`; edit the script, not this section. "
-        f"Machine: {machine_line(machine_info())}, {platform.platform()}, numpy {np.__version__}; {started}.",
+def section(rows: List[Dict[str, object]], report: Dict[str, object]) -> List[str]:
+    args = report["args"]
+    lines = results_sections.section_head(
+        "async_share", "Asynchronous batches: the default (worker processes only) against the inline share",
+        report) + [
         f"{args.num_envs} of `benches/grid.py`'s Python envs with 3 scalar infos every step, batches of "
         f"{args.num_envs // 2} (`recv`/`send`); *default*: `AsyncVectorEnv(env_fns, batch_size="
         f"{args.num_envs // 2})`, *share*: the same with `inline=True`; *policy*: µs busy-waited between "
@@ -88,7 +81,7 @@ def section(rows: List[Dict[str, object]], args, started: str) -> List[str]:
         cells = " | ".join(results_sections.median_spread(r[layout]) for layout in LAYOUTS)
         lines.append(f"| {r['condition']} | {r['cost_us']:g} | {r['obs']} | {r['policy_us']:g} | {cells} | "
                      f"{d / s:.2f}x |")
-    return lines + [END]
+    return lines + [results_sections.markers("async_share")[1]]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -107,9 +100,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             parser.error(f"--observations: {obs!r} is not one of {list(OBSERVATIONS)}")
     if args.num_envs < 2 or args.num_envs % 2:
         parser.error(f"--num-envs must be even and at least 2, got {args.num_envs}")
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    report = results_sections.report_head(args)
     rows = [r for c in args.conditions for r in run_condition(c, args)]
-    results_sections.publish("async_share", section(rows, args, started), args.output)
+    results_sections.publish("async_share", section(rows, report), args.output)
     return 0
 
 
