@@ -82,10 +82,12 @@ def report_head(args: argparse.Namespace) -> Dict[str, Any]:
             "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
-def section_head(name: str, title: str, report: Dict[str, Any], after_start: str = "") -> List[str]:
-    """The first lines of the section ``name`` of ``benches/NAME.py``: its marker, heading and the
-    line naming the script, the machine and the start (``after_start`` before its full stop)."""
-    m, script = report["machine"], f"benches/{name}.py"
+def section_head(name: str, title: str, report: Dict[str, Any], after_start: str = "",
+                 script: str = "") -> List[str]:
+    """The first lines of the section ``name`` of ``script`` (default ``benches/NAME.py``): its
+    marker, heading and the line naming the script, the machine and the start (``after_start``
+    before its full stop)."""
+    m, script = report["machine"], script or f"benches/{name}.py"
     return [
         markers(name)[0],
         f"## {title} (`{script}`)",

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import functools
 import json
-import platform
 import statistics
 import sys
 from typing import Any, Callable, Dict, List, Optional
@@ -32,7 +30,6 @@ import results_sections
 import ringenv
 from neighbour import busy_neighbour
 from python_envs import BusyEnv
-from ringenv.cli._common import machine_info, machine_line
 from ringenv.cli._measure import measure
 
 BEGIN, END = results_sections.markers("wakeup")
@@ -104,15 +101,11 @@ def markdown(grid: Dict[str, Any], neighbour: bool) -> str:
     return "\n".join(lines)
 
 
-def section(report: Dict[str, Any], started: str) -> List[str]:
+def section(report: Dict[str, Any]) -> List[str]:
     """The run as the ``wakeup`` section of ``benches/RESULTS.md`` (markers included)."""
-    a = report["args"]
-    lines = [
-        BEGIN,
-        "## The wake-up policy against fixed spin bounds (`benches/wakeup_policy.py`)",
-        "",
-        "Written by `benches/wakeup_policy.py`; edit the script, not this section. "
-        f"Machine: {machine_line(machine_info())}; {started}.",
+    a = vars(report["args"])
+    lines = results_sections.section_head("wakeup", "The wake-up policy against fixed spin bounds", report,
+                                          script="benches/wakeup_policy.py") + [
         f"The target: the default (`spin_us=None`) within 10% of the best fixed `spin_us` of "
         f"{a['spins']} (all measured). Each setting: the median of {a['repeats']} rounds of {a['seconds']:g} s "
         "through the one measurement loop, the settings in a rotated order each round (spread in brackets). "
@@ -167,13 +160,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     spins = parse_spins(a.spins)
     workers = [None if w == "default" else int(w) for w in a.workers.split(",")]
     phases = {"off": [False], "on": [True], "both": [False, True]}[a.neighbour]
-    report: Dict[str, Any] = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
-                                          "cpus": len(__import__("os").sched_getaffinity(0))},
-                              "args": vars(a), "grids": []}
+    report: Dict[str, Any] = {**results_sections.report_head(a), "grids": []}
     envs = [e.strip() for e in a.env.split(",") if e.strip()]
     for env in envs:
         maker(env, a.num_envs, None, None)  # a bad --env fails before anything runs
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if a.baseline:
         return compare_builds(a, envs, workers, phases)
     for neighbour in phases:
@@ -185,8 +175,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(markdown(grid, neighbour), end="\n\n", flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
-    results_sections.publish("wakeup", section(report, started), a.output)
+            json.dump(report, f, indent=1, default=vars)
+    results_sections.publish("wakeup", section(report), a.output)
     return 0
 
 
