@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import platform
 import sys
@@ -25,46 +26,21 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-import gymnasium as gym
 import numpy as np
 
 import results_sections
-from ringenv.cli._measure import busy_wait
+from python_envs import make_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = results_sections.markers("ray")
-TRUNCATE_AFTER = 1000
 HAND_WRITTEN = "hand-written Ray actor per node (no ringenv)"
-
-
-class BusyEnv(gym.Env):
-    """4 float32s, Discrete(2); each step busy-waits ``cost_us`` µs (CPU work)."""
-
-    def __init__(self, cost_us: float = 0.0):
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-        self.cost_s = cost_us * 1e-6
-        self._t = 0
-        self._obs = np.zeros(4, np.float32)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self._t = 0
-        return self._obs.copy(), {}
-
-    def step(self, action):
-        if self.cost_s:
-            busy_wait(self.cost_s)
-        self._t += 1
-        self._obs[0] = self._t * 1e-3
-        return self._obs.copy(), 1.0, False, self._t >= TRUNCATE_AFTER, {}
 
 
 class _OneEnv:
     """The naive design's actor: one env, one call per step."""
 
     def __init__(self, cost_us: float):
-        self.env = BusyEnv(cost_us)
+        self.env = make_env(cost_us)
 
     def reset(self, seed):
         return self.env.reset(seed=seed)[0]
@@ -189,7 +165,7 @@ def measure_rows(cost_us: float, num_envs: int, seconds: float, warmup: float, n
 
     rng = np.random.default_rng(0)
     actions = rng.integers(0, 2, (64, num_envs))
-    fns = [lambda c=cost_us: BusyEnv(c) for _ in range(num_envs)]
+    fns = [functools.partial(make_env, cost_us)] * num_envs
     designs: List[Dict[str, Any]] = []
 
     def sync_loop(envs) -> Callable[[], int]:
