@@ -261,23 +261,28 @@ def puffer_version() -> Optional[str]:
     return "3"
 
 
+def ringenv_layout(n: int, batch_size: int) -> str:
+    """ringenv's default layout of ``n`` envs in batches of ``batch_size``, in words."""
+    procs, inline = plan_workers(n, None, None, "python", batch_size, None)
+    return f"{procs} proc{'s' if procs != 1 else ''}" + (" + main" if inline else "")
+
+
 def rows_for(args, n: int) -> List[Dict[str, Any]]:
     """The loops of one env count: ``{"name", "layout", "batch", "run": (net) -> figures}``."""
     fns = [functools.partial(LoopEnv, args.env_us)] * n
     device = args.device
     rows: List[Dict[str, Any]] = []
 
-    def ringenv_row(name: str, groups: int) -> None:
+    def ringenv_row(name: str, groups: int, spin_us: Optional[float] = None) -> None:
         batch = n // groups
-        procs, inline = plan_workers(n, None, None, "python", batch, None)
-        layout = f"{procs} proc{'s' if procs != 1 else ''}" + (" + main" if inline else "")
-        if groups == 1:
-            layout += ", step"
-        else:
-            layout += f", batch_size={batch}"
+        kwargs: Dict[str, Any] = {} if groups == 1 else {"batch_size": batch}
+        if spin_us is not None:
+            kwargs["spin_us"] = spin_us
+        layout = ringenv_layout(n, batch) + ("" if groups == 1 else f", batch_size={batch}")
+        layout += "".join(f", {k}={v:g}" for k, v in kwargs.items() if k == "spin_us")
 
         def run(net, window):
-            envs = ringenv.AsyncVectorEnv(fns, **({} if groups == 1 else {"batch_size": batch}))
+            envs = ringenv.AsyncVectorEnv(fns, **kwargs)
             try:
                 return (step_loop if groups == 1 else batches_loop)(envs, Policy(net, device), window)
             finally:
@@ -288,6 +293,7 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
     for g in args.groups:
         if n % g == 0:
             ringenv_row(f"ringenv {g} groups", g)
+            ringenv_row(f"ringenv {g} groups, no spin", g, spin_us=0)
     frames = n * args.frames_per_env
 
     def ringenv_torchrl(net, window):
@@ -298,9 +304,8 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
             return collector_loop(torchrl_collector(env, net, frames), net, window)
         finally:
             env.close(raise_if_closed=False)
-    procs, inline = plan_workers(n, None, None, "python", n, None)
     rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n, "run": ringenv_torchrl,
-                 "layout": f"{procs} procs{' + main' if inline else ''}, frames_per_batch={frames}"})
+                 "layout": f"{ringenv_layout(n, n)}, frames_per_batch={frames}"})
 
     def torchrl_parallel(net, window):
         from torchrl.envs import ParallelEnv
@@ -467,12 +472,12 @@ def verdict(c: Dict[str, Any]) -> List[str]:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="16 envs, one policy cost, 0.5 s rows; prints the section only unless --output is given")
+                        help="8 envs, 0.5 s rows; prints the section only unless --output is given")
     parser.add_argument("--num-envs", type=results_sections.numbers(int, 2), default=None,
-                        help="env counts (default 16,64; quick 16)")
+                        help="env counts (default 16,64; quick 8)")
     parser.add_argument("--env-us", type=float, default=200.0, help="µs of work per env step (default 200)")
     parser.add_argument("--policy-us", type=results_sections.numbers(), default=None,
-                        help="policy µs per observation (default: --env-us, and a quarter of it; quick: --env-us)")
+                        help="policy µs per observation at the smallest batch (default: --env-us)")
     parser.add_argument("--groups", type=results_sections.numbers(int, 2), default=None,
                         help="group counts of the asynchronous loops (default 2,4; quick 2)")
     parser.add_argument("--frames-per-env", type=int, default=16, help="collector frames per batch per env")
@@ -488,8 +493,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     q = args.quick
     args.output = args.output or ("-" if q else str(Path(__file__).resolve().parent / "RESULTS.md"))
-    args.num_envs = args.num_envs or ([16] if q else [16, 64])
-    args.policy_us = args.policy_us or ([args.env_us] if q else [args.env_us, args.env_us / 4])
+    args.num_envs = args.num_envs or ([8] if q else [16, 64])
+    args.policy_us = args.policy_us or [args.env_us]
     args.groups = sorted(set(args.groups or ([2] if q else [2, 4])))
     args.seconds = args.seconds if args.seconds is not None else (0.5 if q else 3.0)
     args.warmup = args.warmup if args.warmup is not None else (0.3 if q else 1.0)
