@@ -17,7 +17,11 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
 * peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s, TorchRL's
   ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), Gymnasium's
   ``AsyncVectorEnv`` in the ``step`` loop, and PufferLib's ``Multiprocessing`` backend (its
-  ``recv``/``send``, batches of ``N / 2``) where ``import pufferlib`` works (``PYTHONPATH``).
+  ``recv``/``send``, batches of ``N / 2``) where ``import pufferlib`` works. PufferLib 3.0.0 is
+  an sdist whose ``setup.py`` uses ``c_extension_paths`` undefined with ``NO_OCEAN=1``; with that
+  name defined as ``[]`` (above ``if not NO_OCEAN:``), ``NO_OCEAN=1 NO_TRAIN=1 pip install
+  --no-deps --no-build-isolation --target DIR .`` in its unpacked source and ``pip install
+  --no-deps --target DIR gym==0.23.0`` give a ``DIR`` to put on ``PYTHONPATH``.
 
 Ceilings: *policy only* (observations per second through the policy alone, at each batch size)
 and *envs only* (ringenv's fastest loop with a free policy). Each loop's ratio is its steps/s over
@@ -34,8 +38,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -251,8 +257,10 @@ def torchrl_collector(env, net, frames: int):
 
 
 def puffer_version() -> Optional[str]:
+    """``"3"`` where PufferLib imports, else why not. Its import links ``resources`` into the current
+    folder, so it runs in a temporary one."""
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
             warnings.simplefilter("ignore")
             import pufferlib.emulation  # noqa: F401
             import pufferlib.vector  # noqa: F401
@@ -344,12 +352,13 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
 
         make = functools.partial(pufferlib.emulation.GymnasiumPufferEnv, env_creator=LoopEnv,
                                  env_args=[args.env_us])
-        envs = pufferlib.vector.make(make, backend=pufferlib.vector.Multiprocessing, num_envs=n,
-                                     num_workers=workers, batch_size=half)
-        try:
-            return puffer_loop(envs, Policy(net, device), window)
-        finally:
-            envs.close()
+        with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):  # its workers link resources too
+            envs = pufferlib.vector.make(make, backend=pufferlib.vector.Multiprocessing, num_envs=n,
+                                         num_workers=workers, batch_size=half)
+            try:
+                return puffer_loop(envs, Policy(net, device), window)
+            finally:
+                envs.close()
     rows.append({"name": "PufferLib Multiprocessing, recv/send", "batch": half, "run": puffer_mp,
                  "layout": f"{workers} procs, batch_size={half}",
                  "missing": None if puffer == "3" else f"PufferLib {puffer}"})
