@@ -150,21 +150,16 @@ def per_row_us(net: torch.nn.Module, device: str, batch: int, seconds: float = 0
 
 
 def calibrate(target_us: float, batch: int, device: str) -> int:
-    """The MLP width whose forward pass costs ``target_us`` µs per observation at ``batch``: the
-    cost is about ``a + b * width * (1280 + width)``; fitted on two widths, then refined once."""
-    def x(w: int) -> float:
-        return w * (OBS_FLOATS + w)
-    w0, w1 = 64, 512
-    t0, t1 = per_row_us(make_net(w0, device), device, batch), per_row_us(make_net(w1, device), device, batch)
-    width = w1
-    for _ in range(2):
-        b = max((t1 - t0) / (x(w1) - x(w0)), 1e-12)
-        want = max(target_us - (t0 - b * x(w0)), b * x(8))
-        width = int(max(8, (-OBS_FLOATS + (OBS_FLOATS ** 2 + 4 * want / b) ** 0.5) / 2))
-        w0, t0 = width, per_row_us(make_net(width, device), device, batch)
-        if abs(t0 - target_us) < 0.1 * target_us:
-            break
-    return width
+    """The MLP width whose forward pass costs about ``target_us`` µs per observation at ``batch``:
+    a bisection on the width (the cost grows with it, in steps where the weights leave a cache)."""
+    low, high = 8, 4096
+    while high - low > max(8, low // 16):
+        mid = (low + high) // 2
+        if per_row_us(make_net(mid, device), device, batch) < target_us:
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 class Window:
@@ -248,12 +243,17 @@ def collector_loop(make_collector: Callable[[OneHotPolicy], Any], net, window: W
     return window.figures(cpu=False)
 
 
-def torchrl_collector(env, net, frames: int):
+def td_policy(module: torch.nn.Module):
+    """``module`` on TensorDicts: ``"observation"`` in, ``"action"`` out."""
     from tensordict.nn import TensorDictModule
+
+    return TensorDictModule(module, ["observation"], ["action"])
+
+
+def torchrl_collector(env, net, frames: int):
     from torchrl.collectors import Collector
 
-    return lambda module: Collector(env, TensorDictModule(module, ["observation"], ["action"]),
-                                    frames_per_batch=frames, total_frames=-1)
+    return lambda module: Collector(env, td_policy(module), frames_per_batch=frames, total_frames=-1)
 
 
 def puffer_version() -> Optional[str]:
@@ -330,7 +330,7 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
         from torchrl.collectors import AsyncBatchedCollector
 
         return collector_loop(lambda module: AsyncBatchedCollector(
-            [functools.partial(torchrl_env, args.env_us)] * n, policy=TensorDictPolicy(module),
+            [functools.partial(torchrl_env, args.env_us)] * n, policy=td_policy(module),
             frames_per_batch=frames, env_backend="multiprocessing", device=device), net, window)
     rows.append({"name": "TorchRL AsyncBatchedCollector (AsyncEnvPool)", "batch": n, "run": torchrl_async,
                  "layout": f"{n} procs, multiprocessing, frames_per_batch={frames}"})
@@ -363,12 +363,6 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
                  "layout": f"{workers} procs, batch_size={half}",
                  "missing": None if puffer == "3" else f"PufferLib {puffer}"})
     return rows
-
-
-def TensorDictPolicy(module: torch.nn.Module):
-    from tensordict.nn import TensorDictModule
-
-    return TensorDictModule(module, ["observation"], ["action"])
 
 
 def measure(row: Dict[str, Any], net, args) -> Dict[str, Any]:
@@ -407,7 +401,8 @@ def run_config(args, n: int, policy_us: float) -> Dict[str, Any]:
         m = measure(row, net, args)
         progress(n, policy_us, row["name"], m)
         if m["status"] == "ok":
-            m["vs_ceiling"] = m["steps_per_s"] / min(policy_only[row["batch"]], ceiling_envs[0])
+            ceiling = policy_only[row["batch"]]
+            m["vs_ceiling"] = m["steps_per_s"] / (min(ceiling, ceiling_envs[0]) if envs_only else ceiling)
         out.append({"name": row["name"], "layout": row["layout"], "batch": row["batch"], **m})
     return {"num_envs": n, "policy_us": policy_us, "width": width, "policy_only": policy_only,
             "envs_only": ceiling_envs, "rows": out}
