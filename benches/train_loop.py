@@ -4,15 +4,15 @@ how close each loop comes to its two ceilings, for ringenv's loops and the peers
 The envs (:class:`LoopEnv`) busy-wait ``--env-us`` µs per step and return 1,280 float32s (5 KiB)
 with three scalar infos. The policy is a torch MLP (1280 -> width -> width -> 4 logits, argmax)
 whose width is calibrated so that its forward pass costs ``--policy-us`` µs per observation at the
-asynchronous batch size (default: as much as one env step), with ``torch.set_num_threads(1)``;
-``--device cuda`` runs it on the GPU (the row is skipped, with the reason, where torch sees none).
+smallest batch size (default: as much as one env step), with ``torch.set_num_threads(1)``;
+``--device cuda`` runs it on the GPU (the run is skipped, with the reason, where torch sees none).
 
 Loops (``N`` envs; every runtime with its default layout, which the table names):
 
 * ringenv ``step``: ``obs = envs.step(policy(obs))``, every env each time;
 * ringenv ``G groups``: ``batch_size = N / G``; ``recv`` one group, compute its actions, ``send``
   them, while the other groups step (EnvPool's send/recv, Sample Factory's double buffering;
-  docs/ASYNC.md);
+  docs/ASYNC.md); with the default wait policy, and with ``spin_us=0`` (*no spin*);
 * ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``;
 * peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s, TorchRL's
   ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), Gymnasium's
@@ -31,8 +31,8 @@ the main process's CPU inside those calls (staging and spinning; the rest of a c
 
 Usage::
 
-    python benches/train_loop.py              # the full run; writes the train_loop section of RESULTS.md
-    python benches/train_loop.py --quick      # 16 envs, one policy cost, short rows; prints only
+    python benches/train_loop.py              # 16 and 32 envs; writes the train_loop section of RESULTS.md
+    python benches/train_loop.py --quick      # 8 envs, short rows; prints only
 """
 
 from __future__ import annotations
@@ -253,14 +253,14 @@ def td_policy(module: torch.nn.Module):
     return TensorDictModule(module, ["observation"], ["action"])
 
 
-def torchrl_collector(env, net, frames: int):
+def torchrl_collector(env, frames: int):
     from torchrl.collectors import Collector
 
     return lambda module: Collector(env, td_policy(module), frames_per_batch=frames, total_frames=-1)
 
 
-def puffer_version() -> Optional[str]:
-    """``"3"`` where PufferLib imports, else why not. Its import links ``resources`` into the current
+def puffer_missing() -> Optional[str]:
+    """Why PufferLib cannot run here, or ``None``. Its import links ``resources`` into the current
     folder, so it runs in a temporary one."""
     try:
         with warnings.catch_warnings(), tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
@@ -268,8 +268,8 @@ def puffer_version() -> Optional[str]:
             import pufferlib.emulation  # noqa: F401
             import pufferlib.vector  # noqa: F401
     except Exception as e:  # ImportError, or a dependency of it missing
-        return f"missing: {type(e).__name__}: {e}"[:160]
-    return "3"
+        return f"not run: import pufferlib: {type(e).__name__}: {e}"[:160]
+    return None
 
 
 def too_many_torch_processes(n: int) -> Optional[str]:
@@ -327,7 +327,7 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
 
         env = ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=device)
         try:
-            return collector_loop(torchrl_collector(env, net, frames), net, window)
+            return collector_loop(torchrl_collector(env, frames), net, window)
         finally:
             env.close(raise_if_closed=False)
     rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n, "run": ringenv_torchrl,
@@ -338,7 +338,7 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
 
         env = ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=device)
         try:
-            return collector_loop(torchrl_collector(env, net, frames), net, window)
+            return collector_loop(torchrl_collector(env, frames), net, window)
         finally:
             env.close(raise_if_closed=False)
     rows.append({"name": "TorchRL ParallelEnv + Collector", "batch": n, "run": torchrl_parallel,
@@ -363,7 +363,6 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
     rows.append({"name": "Gymnasium AsyncVectorEnv, step", "batch": n, "run": gym_async, "layout": f"{n} procs"})
 
     half, workers = n // 2, min(n, args.cores)
-    puffer = puffer_version()
 
     def puffer_mp(net, window):
         import pufferlib.emulation
@@ -380,7 +379,7 @@ def rows_for(args, n: int) -> List[Dict[str, Any]]:
                 envs.close()
     rows.append({"name": "PufferLib Multiprocessing, recv/send", "batch": half, "run": puffer_mp,
                  "layout": f"{workers} procs, batch_size={half}",
-                 "missing": None if puffer == "3" else f"PufferLib {puffer}"})
+                 "missing": puffer_missing()})
     return rows
 
 
@@ -435,8 +434,7 @@ def progress(n: int, policy_us: float, name: str, m: Dict[str, Any]) -> None:
 def section(report: Dict[str, Any], args) -> List[str]:
     lines = results_sections.section_head(
         "train_loop", "The actor loop: policy and envs together", report,
-        f"; torch {torch.__version__}, torchrl {report['torchrl']}, PufferLib "
-        f"{report['puffer'] if report['puffer'] == '3' else 'not importable'}"
+        f"; torch {torch.__version__}, torchrl {report['torchrl']}, PufferLib {report['puffer']}"
         + (" (`--quick`)" if args.quick else ""))
     lines += [
         "",
@@ -529,9 +527,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     import torchrl
 
     report = results_sections.report_head(args)
-    report.update(torchrl=torchrl.__version__, puffer=puffer_version(), configs=[])
-    if report["puffer"] != "3":
-        print(f"train_loop: no PufferLib row: {report['puffer']}", file=sys.stderr)
+    missing = puffer_missing()
+    report.update(torchrl=torchrl.__version__, configs=[],
+                  puffer="not installed" if missing else getattr(sys.modules["pufferlib"], "__version__", "?"))
+    if missing:
+        print(f"train_loop: no PufferLib row: {missing}", file=sys.stderr)
     for n in args.num_envs:
         for policy_us in args.policy_us:
             report["configs"].append(run_config(args, n, policy_us))
