@@ -54,7 +54,7 @@ _TYPED = b"\0RTI"
 def _is_typed(payload: Any) -> bool:
     """Whether a worker's message is typed: the ``bytes`` of a typed message, or the inline
     share's ``(None, infos, message)`` (see :meth:`AsyncVectorEnv._absorb`)."""
-    return (type(payload) is bytes and payload[:4] == _TYPED) or (type(payload) is tuple and len(payload) == 3)
+    return (type(payload) is bytes and payload.startswith(_TYPED)) or (type(payload) is tuple and len(payload) == 3)
 
 
 #: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
@@ -617,17 +617,21 @@ class AsyncVectorEnv(PoolVectorEnv):
             return {}
         if len(messages) > 1:
             messages = sorted(messages, key=_worker_of)
-        if not restarted and all(_is_typed(p) for _, p in messages):
-            self._env_infos = [p for _, p in messages]  # each env's dict, made on demand by env_infos()
-            typed = [p for _, p in messages]  # (the share's tuples: its own lists go in the columns)
-            if not self._vector_infos:
-                return {}
-            columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
-            if columns is not None:
-                return columns
+        if not restarted:
+            typed = [p for _, p in messages]
+            for p in typed:
+                if not _is_typed(p):
+                    break
+            else:  # every message typed (the share's tuples: its own lists go in the columns)
+                self._env_infos = typed  # each env's dict, made on demand by env_infos()
+                if not self._vector_infos:
+                    return {}
+                columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
+                if columns is not None:
+                    return columns
         pairs: List[Tuple[int, Dict[str, Any]]] = []
         for worker, payload in messages:
-            if type(payload) is bytes and payload[:4] == _TYPED:
+            if type(payload) is bytes and payload.startswith(_TYPED):
                 pairs += _native.typed_dicts(payload, self.num_envs)
                 continue
             # A worker process's message is pickled; the inline share's is the tuple itself.
