@@ -178,12 +178,12 @@ def section(report: Dict[str, Any]) -> List[str]:
         "`recv` then `send` of batches of half the envs (one worker's block).",
         "",
         "| env | infos | mode | " + " | ".join(f"{n} envs µs/batch (µs/step)" for n in a.sizes)
-        + " | fit µs per batch |",
+        + " | fit: µs per batch = a + b x envs in it |",
         "|---|---|---|" + "---:|" * len(a.sizes) + "---|",
     ]
     for c in report["configurations"]:
         cells = {r["num_envs"]: f"{r['us_per_batch']:.1f} ({r['us_per_step']:.2f})" for r in c["rows"]}
-        fitted = "-" if c["fit"] is None else f"{c['fit'][0]:.1f} + {c['fit'][1]:.3f} x envs"
+        fitted = "-" if c["fit"] is None else f"{c['fit'][0]:.1f} + {c['fit'][1]:.3f} x"
         lines.append(f"| {c['env']} | {c['infos']} | {c['mode']} | "
                      + " | ".join(cells.get(n, "-") for n in a.sizes) + f" | {fitted} |")
     lines += ["", "| target | this run | met |", "|---|---|---|"]

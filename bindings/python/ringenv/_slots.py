@@ -338,8 +338,8 @@ class Slots:
             if self._pickled is not None:
                 obs = self._with_pickled(obs, self._pickled_batch(None, copy))
             return (obs, *rest)  # type: ignore[return-value]
-        return (self.observations(slot, copy), self.reward[slot].astype(np.float64),
-                self.terminated[slot].copy(), self.truncated[slot].copy())
+        obs = self._laid_observations(slot, copy) if self._pickled is None else self.observations(slot, copy)
+        return obs, self.reward[slot].astype(np.float64), self.terminated[slot].copy(), self.truncated[slot].copy()
 
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``

@@ -524,9 +524,11 @@ class AsyncVectorEnv(PoolVectorEnv):
                 if self._reset_needed:
                     raise ResetNeeded("Cannot call env.step() before calling env.reset()")
                 try:
-                    slot = self._slots.next_slot()
-                    payload = self._slots.write_actions(actions, None, slot)
-                    self._slots.before_reuse([slot])
+                    slots = self._slots
+                    slot = slots.next_slot()
+                    payload = slots.write_actions(actions, None, slot)
+                    if slots.device is not None:
+                        slots.before_reuse([slot])
                     self._pool.submit("step", payload)
                     self._state = AsyncState.WAITING_STEP
                 except BaseException:
