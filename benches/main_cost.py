@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import resource
 import sys
 import time
 from pathlib import Path
@@ -91,7 +92,8 @@ def measure_row(row: Dict[str, Any], workers: int, seconds: float, windows: int)
         held = None  # the last results stay alive until the next arrive, as a policy loop holds them
         for i in range(200):
             held = step(actions[i % 8])
-        per_batch, rates = [], []
+        per_batch, rates, batches = [], [], 0
+        before = resource.getrusage(resource.RUSAGE_SELF)
         for _ in range(windows):
             count, wall0, cpu0 = 0, time.perf_counter(), time.process_time()
             end = wall0 + seconds / windows
@@ -104,12 +106,17 @@ def measure_row(row: Dict[str, Any], workers: int, seconds: float, windows: int)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
             per_batch.append(cpu / count * 1e6)
             rates.append(count * batch / wall)
+            batches += count
+        after = resource.getrusage(resource.RUSAGE_SELF)
         del held
     finally:
         envs.close()
     us = float(np.median(per_batch))
     return {**row, "us_per_batch": us, "us_per_step": us / batch, "windows_us": per_batch,
-            "steps_per_s": float(np.median(rates))}
+            "steps_per_s": float(np.median(rates)),
+            # context switches of this process per batch: sleeps (voluntary) and preemptions
+            "sleeps": (after.ru_nvcsw - before.ru_nvcsw) / batches,
+            "preempted": (after.ru_nivcsw - before.ru_nivcsw) / batches}
 
 
 def fit(points: List[Tuple[int, float]]) -> Optional[Tuple[float, float]]:
@@ -224,7 +231,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         measured.append(measure_row(r, a.workers, a.seconds, a.windows))
         m = measured[-1]
         print(f"  {label(r)}: {m['us_per_batch']:.1f} µs per batch, {m['us_per_step']:.3f} per env step, "
-              f"{m['steps_per_s']:,.0f} steps/s", file=sys.stderr, flush=True)
+              f"{m['steps_per_s']:,.0f} steps/s; per batch {m['sleeps']:.2f} sleeps, {m['preempted']:.2f} preemptions",
+              file=sys.stderr, flush=True)
     report.update(configurations=configurations(measured), targets=evaluate(measured))
     results_sections.publish("main_cost", section(report), output)
     return 0
