@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import resource
 import sys
 import time
@@ -177,7 +178,8 @@ def evaluate(measured: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 def section(report: Dict[str, Any]) -> List[str]:
     a = report["args"]
-    lines = results_sections.section_head("main_cost", "The main process's CPU per batch", report) + [
+    lines = results_sections.section_head("main_cost", "The main process's CPU per batch", report,
+                                          f", load average {report['load']:.1f} at the start") + [
         "",
         f"Every env in {a.workers} worker processes (`inline=False`), `spin_us=0`, envs of ~0 µs; "
         f"`time.process_time()` of the main process over {a.windows} windows of {a.seconds / a.windows:g} s per "
@@ -225,7 +227,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("\n".join(ab.section("main_cost (env steps per main-process CPU second)", results, a.baseline,
                                    a.ab_repeats, a.seconds)))
         return 0
-    report: Dict[str, Any] = results_sections.report_head(a)
+    report: Dict[str, Any] = {**results_sections.report_head(a), "load": os.getloadavg()[0]}
     measured = []
     for r in rows(a.sizes):
         measured.append(measure_row(r, a.workers, a.seconds, a.windows))
