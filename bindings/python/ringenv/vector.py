@@ -99,8 +99,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         num_workers: worker processes (default: one per usable core, less one with ``inline``);
             ``0``: none, this process steps every env (no crash isolation; docs/INLINE.md).
         inline: whether this process steps the last block of envs itself while the worker
-            processes step theirs. ``None`` (default): yes when ``num_workers`` is not given and
-            the envs are Python or built-in Rust envs. ``False``: every env in a worker process.
+            processes step theirs. ``None`` (default): yes when ``num_workers`` is not given, the
+            envs are Python or built-in Rust envs and there are at least as many as usable cores
+            (with fewer, each block gets a worker process and this process keeps a core). ``False``: every env in a worker process.
             The share's envs see later changes to their code or globals, as ``SyncVectorEnv``'s
             do; see docs/INLINE.md.
         startup_timeout: seconds to wait for the worker processes to build their envs
