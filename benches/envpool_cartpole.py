@@ -1,7 +1,7 @@
 """ringenv's Rust CartPole-v1 against EnvPool's C++ CartPole-v1, in one run.
 
 Random seeded actions, episodes ending and resetting; EnvPool on ``T`` threads of this process
-(``ringenv.cli.bench.EnvPoolVector``), ringenv on ``W`` worker processes (``make_vec``,
+(:class:`EnvPoolVector`), ringenv on ``W`` worker processes (``make_vec``,
 ``copy=False, check_actions=False``), each stepped with ``step`` and with ``async_reset`` then
 ``recv``/``send`` batches of ``N/2``. Each row: steps/s, tree cores and its ratio to EnvPool's row
 of the same shape; :func:`evaluate_targets` gives the target's verdict. ``benches/run_all.py`` runs it.
@@ -22,6 +22,29 @@ from python_envs import figures, finish, usable_cores, versions
 from ringenv.cli._measure import measure
 
 ENV_ID = "CartPole-v1"
+
+
+class EnvPoolVector:
+    """An EnvPool env behind the calls the measurement loop makes (``reset``, ``step``,
+    ``async_reset``, ``recv``, ``send``, ``close``, ``single_action_space``); int32 actions for
+    Discrete spaces; seeded at ``make`` (``reset``'s seed is ignored)."""
+
+    def __init__(self, env_id: str, num_envs: int, threads: int, seed: int, batch_size: Optional[int] = None):
+        import envpool
+
+        self.env = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, batch_size=batch_size or num_envs,
+                                num_threads=threads, seed=seed)
+        self.single_action_space = self.env.action_space
+        self.step, self.recv, self.send = self.env.step, self.env.recv, self.env.send
+
+    def reset(self, seed=None):
+        return self.env.reset()
+
+    def async_reset(self, seed=None):
+        self.env.async_reset()
+
+    def close(self):
+        getattr(self.env, "close", lambda: None)()
 
 
 def configurations(num_envs: List[int], workers: List[int]) -> List[Dict[str, Any]]:
@@ -48,8 +71,6 @@ def run_row(row: Dict[str, Any], seconds: float) -> Dict[str, Any]:
 
     def make():
         if envpool_row:
-            from ringenv.cli.bench import EnvPoolVector
-
             return EnvPoolVector(ENV_ID, n, w, 0, batch_size=b)
         import ringenv
 

@@ -174,7 +174,7 @@ def cartpole_rows(sizes: List[int], workers: List[int]) -> List[Dict[str, Any]]:
 
 
 def _envpool(n: int, threads: int):
-    from ringenv.cli.bench import EnvPoolVector
+    from envpool_cartpole import EnvPoolVector
 
     return EnvPoolVector("CartPole-v1", n, threads, 0)
 

@@ -1,7 +1,7 @@
 """Regenerates benches/RESULTS.md: every table, from measurements taken in one run on this machine.
 
 Runs the criterion ring round trip (``benches/ring_roundtrip.rs``), the main job's table
-(``scripts/demo.py``'s groups, quiet and beside a busy neighbour), ``ringenv bench CartPole-v1``,
+(``scripts/demo.py``'s groups, quiet and beside a busy neighbour),
 ``benches/python_envs.py``, ``benches/envpool_cartpole.py`` and the examples
 (``examples/sb3_ppo_cartpole.py``, ``examples/torchrl_collector.py`` at two env costs); the file
 opens with the speed targets' verdicts. Then each script of :data:`SECTION_SCRIPTS` replaces its
@@ -325,12 +325,6 @@ def main() -> int:
     print("== main job table, beside a busy neighbour", file=sys.stderr)
     with busy_neighbour():
         demo_groups_busy = list(demo.measure_groups(args.seconds))
-    print("== ringenv bench CartPole-v1", file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
-        report_path = Path(tmp) / "bench.json"
-        subprocess.run([sys.executable, "-m", "ringenv.cli", "bench", "CartPole-v1", "--seconds", str(args.seconds),
-                        "--json", str(report_path)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        bench = json.loads(report_path.read_text())
     print("== benches/python_envs.py", file=sys.stderr)
     python_envs_report = run_bench_script("python_envs.py", *python_envs_args)
     print("== benches/envpool_cartpole.py", file=sys.stderr)
@@ -386,24 +380,6 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += demo.markdown_rows(demo_groups_busy)
-    lines += [
-        "",
-        f"## `ringenv bench CartPole-v1`, {args.seconds:g} s per row",
-        "",
-        "The Rust row steps ringenv's built-in CartPole; every other row steps Gymnasium's Python",
-        "CartPole. Tree CPU is the CPU time of the main process and its workers per second of wall time",
-        "(2.0 = both cores busy).",
-        "",
-        "| runtime | env | workers | steps/s | tree CPU | vs ringenv |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in bench["rows"]:
-        if r.get("status") != "ok":
-            lines.append(f"| {r['runtime']} | {r.get('env', '')} | - | {r.get('status')} | - | - |")
-            continue
-        workers = r["workers"] if r["workers"] is not None else "in-process"
-        lines.append(f"| {r['runtime']} | {r['env']} | {workers} | {r['steps_per_s']:,.0f} | "
-                     f"{r['cpu']['tree_cores']:.2f} | {r['ratio_to_ringenv']:.2f}x |")
     lines.append("")
     lines += python_envs_section(python_envs_report)
     lines += envpool_section(envpool_report)

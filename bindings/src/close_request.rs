@@ -34,6 +34,11 @@ impl CloseRequest {
         *self.timeout.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether a thread is inside the pool's `wait` or `recv` now.
+    pub fn waiting(&self) -> bool {
+        self.waiter.load(Ordering::Acquire) != 0
+    }
+
     /// Records that the pool is closed.
     pub fn set_closed(&self) {
         self.closed.store(true, Ordering::Release);
@@ -103,7 +108,7 @@ impl PyPoolCloser {
     /// Whether a thread is inside the pool's `wait` or `recv` now.
     #[getter]
     fn waiting(&self) -> bool {
-        self.shared.waiter.load(Ordering::Acquire) != 0
+        self.shared.waiting()
     }
 
     /// Whether the pool is closed.

@@ -2,7 +2,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use ringenv_runtime::{ControlError, ExitStatus, Failure, RemoteError, SpawnError, StateError, SubmitError, WaitError};
+use ringenv_runtime::{
+    ControlError, ExitStatus, Failure, RemoteError, SpawnError, StateError, SubmitError, WaitError, WorkerFailure,
+};
 
 /// A `RemoteError` as a dict for Python.
 pub fn remote_to_dict<'py>(py: Python<'py>, e: &RemoteError) -> PyResult<Bound<'py, PyDict>> {
@@ -115,6 +117,7 @@ impl Native for WaitError {
                 fields.set_item("waiting_for", waiting_for.clone())?;
                 Ok("timeout")
             }
+            WaitError::Cancelled => Ok("timeout"),
             WaitError::Failed(e) => e.kind(py, fields),
         }
     }
@@ -136,20 +139,16 @@ pub fn env_ids_tuple<'py>(py: Python<'py>, env_ids: &std::ops::Range<usize>) -> 
     PyTuple::new(py, env_ids.clone())
 }
 
-/// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death).
-fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &ringenv_runtime::WorkerFailure) -> PyResult<()> {
+/// The fields of `WorkerDiedError` (and `CrashLoopError`'s last death), which are also those of
+/// the dict of a restarted worker (`Pool.wait`): `worker`, `pid`, `env_ids`, `exitcode`,
+/// `signal`, `last_error` (a dict or None: why it was replaced, when it did not simply die).
+pub fn failure_fields(py: Python<'_>, fields: &Bound<'_, PyDict>, f: &WorkerFailure) -> PyResult<()> {
     fields.set_item("worker", f.worker)?;
     fields.set_item("pid", f.pid)?;
     fields.set_item("env_ids", env_ids_tuple(py, &f.env_ids)?)?;
-    match f.status {
-        ExitStatus::Exited(c) => fields.set_item("exitcode", c)?,
-        ExitStatus::Signaled(s) => fields.set_item("signal", s)?,
-        ExitStatus::Unknown => {}
-    }
-    if let Some(r) = &f.last_error {
-        fields.set_item("last_error", remote_to_dict(py, r)?)?;
-    }
-    Ok(())
+    fields.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
+    fields.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
+    fields.set_item("last_error", f.last_error.as_deref().map(|e| remote_to_dict(py, e)).transpose()?)
 }
 
 /// `"runtime"` (a `RingenvError`), with `errno` set to the OS error number of the first
@@ -208,38 +207,29 @@ pub fn panic_for_tests(py: Python<'_>, message: &str) -> PyResult<()> {
     guard(py, || panic!("{message}"))
 }
 
-/// Converts a GPU staging error to the matching Python exception: `CudaUnavailableError` (no
-/// driver, no such device), `CudaError` (a driver call failed), `ValueError` (bad argument).
-pub fn staging_to_pyerr(py: Python<'_>, e: ringenv_runtime::StagingError) -> PyErr {
-    match build_staging(py, &e) {
-        Ok(err) => err,
-        Err(err) => err,
+/// A GPU staging error: `CudaUnavailableError` (no driver, no such device), `CudaError` (a
+/// driver call failed), `ValueError` (bad argument).
+impl Native for ringenv_runtime::StagingError {
+    fn kind(&self, _py: Python<'_>, fields: &Bound<'_, PyDict>) -> PyResult<&'static str> {
+        use ringenv_runtime::StagingError;
+        Ok(match self {
+            StagingError::NoDriver => {
+                fields.set_item("reason", "no_driver")?;
+                "cuda_unavailable"
+            }
+            StagingError::NoDevice { ordinal, count } => {
+                fields.set_item("reason", "no_device")?;
+                fields.set_item("ordinal", ordinal)?;
+                fields.set_item("count", count)?;
+                "cuda_unavailable"
+            }
+            StagingError::Driver { call, code, name, .. } => {
+                fields.set_item("call", call)?;
+                fields.set_item("code", code)?;
+                fields.set_item("name", name)?;
+                "cuda"
+            }
+            StagingError::InvalidArgument(_) => "value",
+        })
     }
-}
-
-fn build_staging(py: Python<'_>, e: &ringenv_runtime::StagingError) -> PyResult<PyErr> {
-    use ringenv_runtime::StagingError;
-    let fields = PyDict::new(py);
-    let kind = match e {
-        StagingError::NoDriver => {
-            fields.set_item("reason", "no_driver")?;
-            "cuda_unavailable"
-        }
-        StagingError::NoDevice { ordinal, count } => {
-            fields.set_item("reason", "no_device")?;
-            fields.set_item("ordinal", ordinal)?;
-            fields.set_item("count", count)?;
-            "cuda_unavailable"
-        }
-        StagingError::Driver { call, code, name, .. } => {
-            fields.set_item("call", call)?;
-            fields.set_item("code", code)?;
-            fields.set_item("name", name)?;
-            "cuda"
-        }
-        StagingError::InvalidArgument(_) => "value",
-    };
-    let module = py.import("ringenv.errors")?;
-    let exc = module.getattr("_from_native")?.call1((kind, e.to_string(), fields))?;
-    Ok(PyErr::from_value(exc))
 }

@@ -7,7 +7,7 @@
 
 use crate::call_guard::Busy;
 use crate::close_request::{closed_while_waiting, CloseRequest, PyPoolCloser};
-use crate::errors::{catch, guard, internal_error, remote_to_dict, to_pyerr};
+use crate::errors::{catch, failure_fields, guard, internal_error, remote_to_dict, to_pyerr};
 use crate::py_segment::PySegment;
 use crate::python_envs::Handover;
 use pyo3::exceptions::{PyMemoryError, PyValueError};
@@ -15,16 +15,13 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ringenv_runtime::{
-    current_pid, ActionBounds, Array, ArraySpec, CloseProgress, CommandKind, DType, ExitStatus, FailurePolicy, Layout,
-    Pool, PoolConfig, RecvOrder, RemoteError, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError,
-    WorkerCommand, WorkerFailure, DEFAULT_INFO_ARENA,
+    current_pid, ActionBounds, Array, ArraySpec, CloseProgress, CommandKind, DType, Failure, FailurePolicy, Layout,
+    Pool, PoolConfig, RecvOrder, RestartPolicy, SpawnError, SpinPolicy, StateError, WaitError, WorkerCommand,
+    WorkerFailure, CANCEL_CHECK, DEFAULT_INFO_ARENA,
 };
 use ringenv_worker::host::EnvHost;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How often a blocking wait checks for signals such as Ctrl-C.
-const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 fn dtype(what: &str, name: &str) -> PyResult<DType> {
     DType::from_numpy(name).ok_or_else(|| PyValueError::new_err(format!("unsupported {what} dtype {name:?}")))
@@ -123,7 +120,7 @@ fn seconds(what: &str, s: f64) -> PyResult<Duration> {
 /// A signal handler's exception (a Ctrl-C), which ends the wait.
 fn await_close(py: Python<'_>, pool: &mut Pool, timeout: Option<Duration>) -> PyResult<()> {
     loop {
-        match py.detach(|| pool.await_close(timeout, SIGNAL_CHECK)) {
+        match py.detach(|| pool.await_close(timeout, CANCEL_CHECK)) {
             CloseProgress::Exited => return Ok(()),
             CloseProgress::Waiting => {}
             CloseProgress::Slow(notice) => warn(py, &notice.to_string()),
@@ -142,38 +139,36 @@ fn warn(py: Python<'_>, text: &str) {
     let _ = PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &message, 1);
 }
 
-/// Runs `wait(slice)` in slices of at most 100 ms with the GIL released, checking for signals
-/// between slices, until it returns or `timeout` seconds (`None`: forever) passed; a close asked
-/// for through `closer` ends it with `ClosedEnvironmentError`. The timeout error names `asked`.
-fn wait_in_slices<T: Send>(
+/// Runs `wait(timeout)`, a wait of the runtime, with the GIL released until it returns or
+/// `timeout` seconds (`None`: forever) passed. The pool's cancel hook ([`cancelled`]) ends it
+/// within [`CANCEL_CHECK`] when a signal handler raised (a Ctrl-C: that exception is raised) or a
+/// close was asked for through `closer` (`ClosedEnvironmentError`). The timeout error names `asked`.
+fn wait_released<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
     asked: Option<f64>,
     closer: &CloseRequest,
     call: &str,
-    mut wait: impl FnMut(Duration) -> Result<T, WaitError> + Send,
+    wait: impl FnOnce(Option<Duration>) -> Result<T, WaitError> + Send,
 ) -> PyResult<T> {
     let timeout = timeout.map(|t| seconds("timeout", t.max(0.0))).transpose()?;
-    let deadline = timeout.map(|t| Instant::now() + t);
-    loop {
-        if closer.requested() {
-            return Err(closed_while_waiting(py, call));
+    if closer.requested() {
+        return Err(closed_while_waiting(py, call));
+    }
+    // A panic in the runtime becomes `InternalError`, never `PanicException`.
+    let result = py.detach(|| catch(|| wait(timeout))).map_err(|message| internal_error(py, message))?;
+    if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
+        return Err(e); // Ctrl-C during the wait, or while a replacement worker started (the pool is failed)
+    }
+    match result {
+        Err(WaitError::Cancelled | WaitError::Failed(Failure::Restart(_))) if closer.requested() => {
+            Err(closed_while_waiting(py, call))
         }
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let slice = left.map_or(SIGNAL_CHECK, |l| l.min(SIGNAL_CHECK));
-        // A panic in the runtime becomes `InternalError`, never `PanicException`.
-        let result = py.detach(|| catch(|| wait(slice))).map_err(|message| internal_error(py, message))?;
-        if let Some(e) = SIGNAL_RAISED.with(|s| s.borrow_mut().take()) {
-            return Err(e); // Ctrl-C while a replacement worker started (the pool is failed)
+        Err(WaitError::Timeout { waiting_for, .. }) => {
+            let seconds = asked.unwrap_or_default().max(0.0); // (a timeout error needs one)
+            Err(to_pyerr(py, WaitError::Timeout { seconds, waiting_for }))
         }
-        match result {
-            Err(WaitError::Timeout { .. }) if left.is_none_or(|l| l > slice) => py.check_signals()?,
-            Err(WaitError::Timeout { waiting_for, .. }) => {
-                let seconds = asked.unwrap_or_default().max(0.0); // (a timeout error needs one)
-                return Err(to_pyerr(py, WaitError::Timeout { seconds, waiting_for }));
-            }
-            other => return other.map_err(|e| to_pyerr(py, e)),
-        }
+        other => other.map_err(|e| to_pyerr(py, e)),
     }
 }
 
@@ -189,30 +184,30 @@ fn held<'py>(slf: &Bound<'py, PyPool>) -> PyResult<PyRefMut<'py, PyPool>> {
     slf.try_borrow_mut().map_err(|_| busy())
 }
 
-/// A worker failure as the dict Python sees (`worker`, `pid`, `env_ids`, `exitcode`, `signal`,
-/// `status`, `last_error`: a dict or None).
-fn failure_to_dict<'py>(py: Python<'py>, w: usize, f: &WorkerFailure) -> PyResult<Bound<'py, PyDict>> {
+/// A restarted worker as the dict Python sees: [`failure_fields`] and `status` (how it ended, in
+/// words).
+fn failure_to_dict<'py>(py: Python<'py>, f: &WorkerFailure) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("worker", w)?;
-    d.set_item("pid", f.pid)?;
-    d.set_item("env_ids", crate::errors::env_ids_tuple(py, &f.env_ids)?)?;
-    d.set_item("exitcode", if let ExitStatus::Exited(c) = f.status { Some(c) } else { None })?;
-    d.set_item("signal", if let ExitStatus::Signaled(s) = f.status { Some(s) } else { None })?;
+    failure_fields(py, &d, f)?;
     d.set_item("status", f.status.to_string())?;
-    // Why it was replaced when it did not simply die (a protocol error, a corrupt segment).
-    d.set_item("last_error", f.last_error.as_deref().map(|e| remote_to_dict(py, e)).transpose()?)?;
     Ok(d)
 }
 
 thread_local! {
-    /// The exception (KeyboardInterrupt, ...) a signal handler raised while a worker started (in
-    /// `Pool.__new__` or a restart), for the caller to raise once the runtime returned.
+    /// The exception (KeyboardInterrupt, ...) a signal handler raised while the runtime waited (a
+    /// worker's start-up in `Pool.__new__` or a restart, a `wait`, a `recv`), for the caller to
+    /// raise once the runtime returned.
     static SIGNAL_RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
 }
 
-/// `PoolConfig::cancel` of a pool started from Python: runs the pending signal handlers (Ctrl-C)
-/// with the GIL and keeps the exception one raised, for `Pool.__new__` to raise.
-fn start_interrupted() -> bool {
+/// `PoolConfig::cancel` of a pool started from Python: whether a close was asked for through
+/// `closer` while a `wait` or `recv` holds the pool; else runs the pending signal handlers
+/// (Ctrl-C) with the GIL and keeps the exception one raised, for the caller to raise
+/// ([`SIGNAL_RAISED`]).
+fn cancelled(closer: &CloseRequest) -> bool {
+    if closer.requested() && closer.waiting() {
+        return true;
+    }
     match Python::attach(|py| py.check_signals()) {
         Ok(()) => false,
         Err(e) => {
@@ -289,17 +284,8 @@ impl PyPool {
         let message = message.map(<[u8]>::to_vec);
         let started = Instant::now();
         let entered = crate::exit_guard::enter(py);
-        let result = catch(|| match kind {
-            CommandKind::Step => host.step(&mut pool.batch_mut(slot), slot, message.as_deref()),
-            CommandKind::Reset => host.reset(&mut pool.batch_mut(slot), slot, message.as_deref()),
-            CommandKind::Call => host.call(message.as_deref().unwrap_or_default()),
-            other => Err(RemoteError {
-                kind: "ValueError".into(),
-                message: format!("the inline worker cannot run a {other:?} command"),
-                ..Default::default()
-            }),
-        })
-        .map_err(|message| internal_error(py, message))?;
+        let result = catch(|| host.run(kind, &mut pool.batch_mut(slot), slot, message.as_deref()))
+            .map_err(|message| internal_error(py, message))?;
         drop(entered);
         let busy = started.elapsed();
         pool.complete_inline(result, busy).map_err(|e| to_pyerr(py, e))?;
@@ -489,6 +475,8 @@ impl PyPool {
         if init.is_empty() {
             return Err(PyValueError::new_err("init must hold one payload, or one per worker"));
         }
+        let closer: Arc<CloseRequest> = Arc::default();
+        let asked = Arc::clone(&closer);
         let config = PoolConfig {
             layout,
             command,
@@ -505,7 +493,7 @@ impl PyPool {
                 },
             },
             on_failure,
-            cancel: Some(start_interrupted),
+            cancel: Some(Arc::new(move || cancelled(&asked))),
             inline: python_host.is_some(),
         };
         let layout = config.layout.clone();
@@ -546,7 +534,7 @@ impl PyPool {
             inline: host,
             handover,
             action_bounds: ActionBounds::Unchecked,
-            closer: Arc::default(),
+            closer,
             retained: None,
             received: None,
         })
@@ -763,14 +751,12 @@ impl PyPool {
             let due = this.open(py)?.inline_due(num_workers);
             let left = if due { this.run_inline_within(py, timeout)? } else { timeout };
             let pool = this.open_mut(py)?;
-            let out = wait_in_slices(py, left, timeout, &waiting, "recv", |slice| {
-                pool.recv(num_workers, order, Some(slice))
-            })?;
+            let out = wait_released(py, left, timeout, &waiting, "recv", |t| pool.recv(num_workers, order, t))?;
             let list = PyList::empty(py);
             for b in &out {
                 let message = b.message.as_ref().map(|m| this.message(py, b.worker, m)).transpose()?;
                 let error = b.error.as_ref().map(|e| remote_to_dict(py, e)).transpose()?;
-                let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, b.worker, f)).transpose()?;
+                let restarted = b.restarted.as_ref().map(|f| failure_to_dict(py, f)).transpose()?;
                 list.append((b.worker, b.slot, message, error, restarted))?;
             }
             Ok(list)
@@ -840,7 +826,7 @@ impl PyPool {
         let result = (|| {
             let left = this.run_inline_within(py, timeout)?;
             let pool = this.open_mut(py)?;
-            let out = wait_in_slices(py, left, timeout, &waiting, "wait", |slice| pool.wait(Some(slice)))?;
+            let out = wait_released(py, left, timeout, &waiting, "wait", |t| pool.wait(t))?;
             let messages = PyList::empty(py);
             for (w, bytes) in &out.messages {
                 messages.append((w, this.message(py, *w, bytes)?))?;
@@ -850,8 +836,8 @@ impl PyPool {
                 errors.append((w, remote_to_dict(py, e)?))?;
             }
             let restarted = PyList::empty(py);
-            for (w, f) in &out.restarted {
-                restarted.append(failure_to_dict(py, *w, f)?)?;
+            for (_, f) in &out.restarted {
+                restarted.append(failure_to_dict(py, f)?)?;
             }
             Ok((out.slot, messages, errors, restarted))
         })();

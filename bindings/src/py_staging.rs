@@ -1,7 +1,7 @@
 //! `ringenv._native.CudaStaging`: the runtime's pinned-memory GPU staging for Python
 //! (`ringenv._staging.GpuStaging` drives it with PyTorch's tensors and streams).
 
-use crate::errors::staging_to_pyerr;
+use crate::errors::to_pyerr;
 use crate::py_segment::HostBytes;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -38,7 +38,7 @@ impl PyCudaStaging {
                 unsafe { staging.register(ptr as *mut u8, len) }?;
                 Ok(staging)
             })
-            .map_err(|e| staging_to_pyerr(py, e))?;
+            .map_err(|e| to_pyerr(py, e))?;
         Ok(PyCudaStaging { staging, _segment: buffer })
     }
 
@@ -91,18 +91,18 @@ impl PyCudaStaging {
         // SAFETY: host ranges are checked against the segment by the runtime; the device
         // pointers and stream come from `ringenv._staging.GpuStaging`, which passes only its own
         // output tensors (allocated on this device) and this device's current torch stream.
-        py.detach(|| unsafe { staging.copy_to_device(slot, &copies, stream) }).map_err(|e| staging_to_pyerr(py, e))
+        py.detach(|| unsafe { staging.copy_to_device(slot, &copies, stream) }).map_err(|e| to_pyerr(py, e))
     }
 
     /// Blocks (without the GIL) until slot `slot`'s last copy finished.
     fn wait_slot(&self, py: Python<'_>, slot: usize) -> PyResult<()> {
         let staging = &self.staging;
-        py.detach(|| staging.wait_slot(slot)).map_err(|e| staging_to_pyerr(py, e))
+        py.detach(|| staging.wait_slot(slot)).map_err(|e| to_pyerr(py, e))
     }
 
     /// Whether slot `slot`'s last copy finished (True for a slot never copied). Does not block.
     fn is_done(&self, py: Python<'_>, slot: usize) -> PyResult<bool> {
-        self.staging.is_done(slot).map_err(|e| staging_to_pyerr(py, e))
+        self.staging.is_done(slot).map_err(|e| to_pyerr(py, e))
     }
 
     /// Copies `len(dest)` bytes from device pointer `device_ptr` into `dest` (a writable,
@@ -117,8 +117,7 @@ impl PyCudaStaging {
         // SAFETY: `[host, host + bytes)` is `dest`'s memory, kept alive by `buffer` for the call;
         // the device pointer (a CUDA tensor's `data_ptr()`, at least `bytes` long) and the stream
         // come from `ringenv._staging.GpuStaging`, which checks the tensor's device and size.
-        py.detach(|| unsafe { staging.copy_to_host(device_ptr, host, bytes, stream) })
-            .map_err(|e| staging_to_pyerr(py, e))
+        py.detach(|| unsafe { staging.copy_to_host(device_ptr, host, bytes, stream) }).map_err(|e| to_pyerr(py, e))
     }
 }
 
@@ -126,5 +125,5 @@ impl PyCudaStaging {
 /// when the driver library cannot be loaded.
 #[pyfunction]
 pub fn cuda_device_count(py: Python<'_>) -> PyResult<usize> {
-    py.detach(ringenv_runtime::cuda_device_count).map_err(|e| staging_to_pyerr(py, e))
+    py.detach(ringenv_runtime::cuda_device_count).map_err(|e| to_pyerr(py, e))
 }

@@ -21,7 +21,9 @@ use std::time::Duration;
 pub const MAX_FRAME: usize = 1 << 30;
 
 /// An error raised inside a worker, with what the caller needs to re-raise it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default, thiserror::Error)]
+#[error("{kind}: {message}{}{}", .env_id.map_or(String::new(), |env| format!(" (env {env})")),
+        if .traceback.is_empty() { String::new() } else { format!("\n{}", .traceback) })]
 pub struct RemoteError {
     /// The env that raised it, when known (a global env id).
     pub env_id: Option<u64>,
@@ -34,20 +36,6 @@ pub struct RemoteError {
     /// Opaque bytes for the caller's language (a pickled exception from a Python worker).
     pub payload: Vec<u8>,
 }
-
-impl std::fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.env_id {
-            Some(env) => write!(f, "{}: {} (env {env})", self.kind, self.message)?,
-            None => write!(f, "{}: {}", self.kind, self.message)?,
-        }
-        if !self.traceback.is_empty() {
-            write!(f, "\n{}", self.traceback)?;
-        }
-        Ok(())
-    }
-}
-impl std::error::Error for RemoteError {}
 
 /// A message on the control channel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,44 +53,27 @@ pub enum ControlMessage {
 }
 
 /// Why a message could not be received or sent.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// The peer closed the socket (it exited).
+    #[error("the control socket was closed by the peer")]
     Closed,
     /// Nothing arrived within the timeout.
+    #[error("no control message arrived in time")]
     Timeout,
     /// A frame was malformed: says how.
+    #[error("malformed control message: {0}")]
     Protocol(String),
     /// The socket failed.
-    Io(std::io::Error),
+    #[error("control socket error: {0}")]
+    Io(#[source] std::io::Error),
     /// A frame's buffer of `bytes` bytes could not be allocated (a process under `ulimit -v`, or
     /// with memory overcommit off): an error, not the abort of Rust's infallible allocation.
+    #[error("cannot allocate {bytes} bytes for a control message (out of memory)")]
     OutOfMemory {
         /// The bytes asked for.
         bytes: usize,
     },
-}
-
-impl std::fmt::Display for ControlError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ControlError::Closed => write!(f, "the control socket was closed by the peer"),
-            ControlError::Timeout => write!(f, "no control message arrived in time"),
-            ControlError::Protocol(why) => write!(f, "malformed control message: {why}"),
-            ControlError::Io(e) => write!(f, "control socket error: {e}"),
-            ControlError::OutOfMemory { bytes } => {
-                write!(f, "cannot allocate {bytes} bytes for a control message (out of memory)")
-            }
-        }
-    }
-}
-impl std::error::Error for ControlError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ControlError::Io(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 impl From<std::io::Error> for ControlError {

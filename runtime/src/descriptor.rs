@@ -43,18 +43,12 @@ pub struct Command {
 }
 
 /// A malformed descriptor read from a ring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown command kind code {kind}")]
 pub struct DescriptorError {
     /// The unknown kind code.
     pub kind: u16,
 }
-
-impl std::fmt::Display for DescriptorError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unknown command kind code {}", self.kind)
-    }
-}
-impl std::error::Error for DescriptorError {}
 
 impl Command {
     /// A command of `kind` on `slot` with sequence number `seq`; `has_message` says a control

@@ -63,13 +63,16 @@ pub struct EndpointArgs {
 }
 
 /// Why a worker could not join its pool.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// A descriptor given on the command line is not open in this process: names it.
+    #[error("{0} descriptor {1} is not open in the worker")]
     BadFd(&'static str, RawFd),
     /// The segment was refused (its header does not match this build).
-    Segment(SegmentError),
+    #[error("{0}")]
+    Segment(#[source] SegmentError),
     /// The worker index is not in the segment's layout.
+    #[error("worker index {worker} out of range: the segment has {num_workers} workers")]
     WorkerIndex {
         /// The index given.
         worker: usize,
@@ -77,33 +80,11 @@ pub enum ConnectError {
         num_workers: usize,
     },
     /// Another process already consumes this worker's command ring.
+    #[error("worker {0}'s command ring already has a consumer")]
     AlreadyClaimed(usize),
     /// The main process (`--parent-pid`) is gone, or is not this process's parent.
+    #[error("the main process (pid {0}) is gone or is not this worker's parent")]
     ParentGone(u32),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConnectError::BadFd(what, fd) => write!(f, "{what} descriptor {fd} is not open in the worker"),
-            ConnectError::Segment(e) => write!(f, "{e}"),
-            ConnectError::WorkerIndex { worker, num_workers } => {
-                write!(f, "worker index {worker} out of range: the segment has {num_workers} workers")
-            }
-            ConnectError::AlreadyClaimed(w) => write!(f, "worker {w}'s command ring already has a consumer"),
-            ConnectError::ParentGone(pid) => {
-                write!(f, "the main process (pid {pid}) is gone or is not this worker's parent")
-            }
-        }
-    }
-}
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConnectError::Segment(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// A connected worker.

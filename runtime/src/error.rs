@@ -87,8 +87,9 @@ impl From<std::process::ExitStatus> for ExitStatus {
     }
 }
 
-/// A worker process that died.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A worker process that died; its `source()` is the last error it reported, if any.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("worker {worker} (pid {pid}, envs {}) died: {status}{}", EnvIds(.env_ids), last_error_text(.last_error))]
 pub struct WorkerFailure {
     /// The worker index.
     pub worker: usize,
@@ -99,35 +100,33 @@ pub struct WorkerFailure {
     /// How it ended.
     pub status: ExitStatus,
     /// The last error it reported before dying, if any (boxed: errors stay small on the hot path).
+    #[source]
     pub last_error: Option<Box<RemoteError>>,
 }
 
-impl std::fmt::Display for WorkerFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "worker {} (pid {}, envs {}) died: {}", self.worker, self.pid, EnvIds(&self.env_ids), self.status)?;
-        if let Some(e) = &self.last_error {
-            write!(f, "; its last error: {e}")?;
-        }
-        Ok(())
-    }
-}
-impl std::error::Error for WorkerFailure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.last_error.as_deref().map(|e| e as _)
-    }
+fn last_error_text(e: &Option<Box<RemoteError>>) -> String {
+    e.as_ref().map_or_else(String::new, |e| format!("; its last error: {e}"))
 }
 
 /// A call the pool's state machine refuses in its current state ([`crate::PoolState`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StateError {
     /// A command was submitted (or the next slot moved) while commands are in flight.
+    #[error("a command is already pending: wait for it first")]
     AlreadyPending,
     /// `wait` was called with no command of [`crate::Pool::submit`] pending.
+    #[error("no command is pending: call submit (step_async / reset_async) first")]
     NoPendingCall,
     /// The pool is closed.
+    #[error("the pool is closed")]
     Closed,
     /// The pool was used in a process other than the one that created it (a `fork` child, which
     /// holds a copy of the pool but not its workers).
+    #[error(
+        "this ringenv pool was created by process {creator_pid} and cannot be used in process {pid}, a fork of it \
+         (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in this process \
+         instead; closing or dropping the inherited one here only releases this process's copy"
+    )]
     ForkedChild {
         /// The process that created the pool (and owns its workers).
         creator_pid: u32,
@@ -136,58 +135,51 @@ pub enum StateError {
     },
 }
 
-impl std::fmt::Display for StateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StateError::AlreadyPending => write!(f, "a command is already pending: wait for it first"),
-            StateError::NoPendingCall => {
-                write!(f, "no command is pending: call submit (step_async / reset_async) first")
-            }
-            StateError::Closed => write!(f, "the pool is closed"),
-            StateError::ForkedChild { creator_pid, pid } => write!(
-                f,
-                "this ringenv pool was created by process {creator_pid} and cannot be used in process {pid}, a fork \
-                 of it (os.fork, multiprocessing's 'fork' start method, a DataLoader worker): create a new env in \
-                 this process instead; closing or dropping the inherited one here only releases this process's copy"
-            ),
-        }
-    }
-}
-impl std::error::Error for StateError {}
-
 /// A worker failure that ended the pool (every worker is stopped; later calls return it again),
-/// or a replacement worker that could not start.
-#[derive(Debug)]
+/// or a replacement worker that could not start. Its `source()` is the failure of a death (whose
+/// own source is its last error), the control error, or the replacement's start-up error.
+#[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// A worker died ([`crate::FailurePolicy::Raise`]).
-    WorkerDied(WorkerFailure),
+    #[error("{0}")]
+    WorkerDied(#[source] WorkerFailure),
     /// Workers died more often than the restart policy allows.
+    #[error("crash loop: {failures} worker deaths within {window_s} s exceed the restart policy; the last: {last}")]
     CrashLoop {
         /// Deaths within the window.
         failures: usize,
         /// The window, in seconds.
         window_s: f64,
         /// The last death.
+        #[source]
         last: WorkerFailure,
     },
     /// Worker `failure.worker` left the shared segment in an impossible state (ring indices or
     /// stamps, a completion naming another worker or a command not in flight, ...): what was
     /// found. The worker was killed (its status is in `failure`).
+    #[error(
+        "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
+        .failure.worker, .failure.pid, EnvIds(&.failure.env_ids)
+    )]
     Corrupt {
         /// What was found, with the values read.
         what: String,
         /// The worker, killed.
+        #[source]
         failure: WorkerFailure,
     },
     /// A worker broke the control protocol.
+    #[error("worker {worker}: {error}")]
     Control {
         /// The worker index.
         worker: usize,
         /// What went wrong.
+        #[source]
         error: ControlError,
     },
     /// A dead worker's replacement did not start ([`crate::FailurePolicy::Restart`]).
-    Restart(Box<SpawnError>),
+    #[error("{0}")]
+    Restart(#[source] Box<SpawnError>),
 }
 
 impl Failure {
@@ -216,50 +208,23 @@ impl Failure {
     }
 }
 
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::WorkerDied(failure) => write!(f, "{failure}"),
-            Failure::CrashLoop { failures, window_s, last } => write!(
-                f,
-                "crash loop: {failures} worker deaths within {window_s} s exceed the restart policy; the last: {last}"
-            ),
-            Failure::Corrupt { what, failure } => write!(
-                f,
-                "worker {} (pid {}, envs {}) corrupted the shared memory segment ({what}); it was killed",
-                failure.worker,
-                failure.pid,
-                EnvIds(&failure.env_ids)
-            ),
-            Failure::Control { worker, error } => write!(f, "worker {worker}: {error}"),
-            Failure::Restart(e) => write!(f, "{e}"),
-        }
-    }
-}
-impl std::error::Error for Failure {
-    /// The failure of a death (whose own source is its last error), the control error, the
-    /// replacement's start-up error.
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Failure::WorkerDied(f) | Failure::CrashLoop { last: f, .. } | Failure::Corrupt { failure: f, .. } => {
-                Some(f)
-            }
-            Failure::Control { error, .. } => Some(error),
-            Failure::Restart(e) => Some(e.as_ref()),
-        }
-    }
-}
-
-/// An error of [`crate::Pool::spawn`] (and of a worker's restart, [`Failure::Restart`]).
-#[derive(Debug)]
+/// An error of [`crate::Pool::spawn`] (and of a worker's restart, [`Failure::Restart`]). Its
+/// `source()` is the wrapped error, so the chain down to the system call or the remote exception
+/// is never cut: the layout or segment error, the `io::Error` of a spawn, the worker's remote
+/// error, the failure of a death, the control error.
+#[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     /// An argument is invalid: names it and why.
+    #[error("{0}")]
     InvalidArgument(String),
     /// The requested layout is invalid.
-    Layout(LayoutError),
+    #[error("invalid pool layout: {0}")]
+    Layout(#[source] LayoutError),
     /// The segment could not be created.
-    Segment(SegmentError),
+    #[error("cannot set up the shared memory segment: {0}")]
+    Segment(#[source] SegmentError),
     /// A worker process could not be started.
+    #[error("cannot start worker {worker}: {source}{}", limit_hint(.source))]
     Spawn {
         /// The worker index.
         worker: usize,
@@ -267,18 +232,32 @@ pub enum SpawnError {
         source: std::io::Error,
     },
     /// A worker reported an error while building its envs.
+    #[error("worker {worker} (envs {}) failed to start: {error}", EnvIds(.env_ids))]
     Startup {
         /// The worker index.
         worker: usize,
         /// The env ids it was to step.
         env_ids: Range<usize>,
         /// The error it reported (boxed: errors stay small on the hot path).
+        #[source]
         error: Box<RemoteError>,
     },
     /// A worker died before its handshake.
-    WorkerDied(WorkerFailure),
+    #[error("{0}")]
+    WorkerDied(#[source] WorkerFailure),
     /// A worker did not report ready within the start-up timeout ([`crate::PoolConfig::startup_timeout`]);
     /// the pool's workers are stopped.
+    #[error(
+        "worker {worker} (pid {pid}, envs {}) did not start within {seconds} s: {}; it runs {program}. Give it a \
+         longer start-up timeout if building them is only slow; otherwise something in it hangs (a constructor \
+         waiting for a lock, a pipe, a server)",
+        EnvIds(.env_ids),
+        if *.joined {
+            "it was building its envs (their constructors or factories had not returned)"
+        } else {
+            "its program had not joined the pool yet (still starting: exec, loading, imports)"
+        }
+    )]
     StartupTimeout {
         /// The timeout in seconds.
         seconds: f64,
@@ -296,13 +275,16 @@ pub enum SpawnError {
         program: String,
     },
     /// A worker broke the control protocol during its handshake.
+    #[error("worker {worker}: {error}")]
     Control {
         /// The worker index.
         worker: usize,
         /// What went wrong.
+        #[source]
         error: ControlError,
     },
     /// The [`crate::PoolConfig::cancel`] hook cancelled the start-up of worker `worker`.
+    #[error("the start-up of worker {worker} was cancelled")]
     Cancelled {
         /// The worker starting then.
         worker: usize,
@@ -326,153 +308,56 @@ impl SpawnError {
     }
 }
 
-impl std::fmt::Display for SpawnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpawnError::InvalidArgument(why) => write!(f, "{why}"),
-            SpawnError::Layout(e) => write!(f, "invalid pool layout: {e}"),
-            SpawnError::Segment(e) => write!(f, "cannot set up the shared memory segment: {e}"),
-            SpawnError::Spawn { worker, source } => {
-                write!(f, "cannot start worker {worker}: {source}{}", limit_hint(source))
-            }
-            SpawnError::Startup { worker, env_ids, error } => {
-                write!(f, "worker {worker} (envs {}) failed to start: {error}", EnvIds(env_ids))
-            }
-            SpawnError::WorkerDied(failure) => write!(f, "{failure}"),
-            SpawnError::StartupTimeout { seconds, worker, pid, env_ids, joined, program } => {
-                write!(f, "worker {worker} (pid {pid}, envs {}) did not start within {seconds} s: ", EnvIds(env_ids))?;
-                if *joined {
-                    write!(f, "it was building its envs (their constructors or factories had not returned)")?;
-                } else {
-                    write!(f, "its program had not joined the pool yet (still starting: exec, loading, imports)")?;
-                }
-                write!(
-                    f,
-                    "; it runs {program}. Give it a longer start-up timeout if building them is only slow; otherwise \
-                     something in it hangs (a constructor waiting for a lock, a pipe, a server)"
-                )
-            }
-            SpawnError::Control { worker, error } => write!(f, "worker {worker}: {error}"),
-            SpawnError::Cancelled { worker, .. } => write!(f, "the start-up of worker {worker} was cancelled"),
-        }
-    }
-}
-impl std::error::Error for SpawnError {
-    /// The wrapped error, so the chain down to the system call or the remote exception is never
-    /// cut: the layout or segment error, the `io::Error` of a spawn, the worker's remote error, the
-    /// failure of a death, the control error.
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SpawnError::Layout(e) => Some(e),
-            SpawnError::Segment(e) => Some(e),
-            SpawnError::Spawn { source, .. } => Some(source),
-            SpawnError::Startup { error, .. } => Some(error.as_ref()),
-            SpawnError::WorkerDied(f) => Some(f),
-            SpawnError::Control { error, .. } => Some(error),
-            SpawnError::InvalidArgument(_) | SpawnError::StartupTimeout { .. } | SpawnError::Cancelled { .. } => None,
-        }
-    }
-}
-
 /// An error of [`crate::Pool::submit`], [`crate::Pool::send`] and the calls that prepare one
-/// (`set_next_slot`, `complete_inline`): nothing was sent, unless the pool failed.
-#[derive(Debug)]
+/// (`set_next_slot`, `complete_inline`): nothing was sent, unless the pool failed. Its `source()`
+/// is the failure's own (see [`Failure`]).
+#[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
     /// The pool's state does not allow the call.
-    State(StateError),
+    #[error(transparent)]
+    State(#[from] StateError),
     /// An argument is invalid: names it and why (nothing was sent).
+    #[error("{0}")]
     InvalidArgument(String),
     /// A worker failure ended the pool.
-    Failed(Failure),
+    #[error(transparent)]
+    Failed(#[from] Failure),
 }
 
 /// An error of [`crate::Pool::wait`] and [`crate::Pool::recv`] (and of `step` / `reset`, which
-/// submit then wait).
-#[derive(Debug)]
+/// submit then wait). Its `source()` is the failure's own (see [`Failure`]).
+#[derive(Debug, thiserror::Error)]
 pub enum WaitError {
     /// The pool's state does not allow the call.
-    State(StateError),
+    #[error(transparent)]
+    State(#[from] StateError),
     /// An argument is invalid: names it and why.
+    #[error("{0}")]
     InvalidArgument(String),
     /// The call did not finish within its timeout; the command stays pending and a later wait
     /// may still collect it.
+    #[error("timed out after {seconds} s waiting for workers {waiting_for:?}")]
     Timeout {
         /// The timeout in seconds.
         seconds: f64,
         /// Workers that had not completed.
         waiting_for: Vec<usize>,
     },
+    /// The caller's [`crate::PoolConfig::cancel`] hook ended the wait; the command stays pending
+    /// and a later wait may still collect it.
+    #[error("the wait was cancelled")]
+    Cancelled,
     /// A worker failure ended the pool.
-    Failed(Failure),
+    #[error(transparent)]
+    Failed(#[from] Failure),
 }
 
-impl From<StateError> for SubmitError {
-    fn from(e: StateError) -> Self {
-        SubmitError::State(e)
-    }
-}
-impl From<Failure> for SubmitError {
-    fn from(e: Failure) -> Self {
-        SubmitError::Failed(e)
-    }
-}
-impl From<StateError> for WaitError {
-    fn from(e: StateError) -> Self {
-        WaitError::State(e)
-    }
-}
-impl From<Failure> for WaitError {
-    fn from(e: Failure) -> Self {
-        WaitError::Failed(e)
-    }
-}
 impl From<SubmitError> for WaitError {
     fn from(e: SubmitError) -> Self {
         match e {
             SubmitError::State(e) => WaitError::State(e),
             SubmitError::InvalidArgument(why) => WaitError::InvalidArgument(why),
             SubmitError::Failed(e) => WaitError::Failed(e),
-        }
-    }
-}
-
-impl std::fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SubmitError::State(e) => write!(f, "{e}"),
-            SubmitError::InvalidArgument(why) => write!(f, "{why}"),
-            SubmitError::Failed(e) => write!(f, "{e}"),
-        }
-    }
-}
-impl std::error::Error for SubmitError {
-    /// The failure's own source (see [`Failure`]).
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SubmitError::Failed(e) => e.source(),
-            SubmitError::State(_) | SubmitError::InvalidArgument(_) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for WaitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WaitError::State(e) => write!(f, "{e}"),
-            WaitError::InvalidArgument(why) => write!(f, "{why}"),
-            WaitError::Timeout { seconds, waiting_for } => {
-                write!(f, "timed out after {seconds} s waiting for workers {waiting_for:?}")
-            }
-            WaitError::Failed(e) => write!(f, "{e}"),
-        }
-    }
-}
-impl std::error::Error for WaitError {
-    /// The failure's own source (see [`Failure`]).
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            WaitError::Failed(e) => e.source(),
-            WaitError::State(_) | WaitError::InvalidArgument(_) | WaitError::Timeout { .. } => None,
         }
     }
 }

@@ -123,9 +123,10 @@ fn desc(spec: &ArraySpec) -> ArrayDesc {
 
 /// Why a segment was refused. Where two values are named, `segment` is what the main process
 /// wrote and `worker` what this build expects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeaderError {
     /// The segment is smaller than a header, or than the size its header records.
+    #[error("segment is {mapped} bytes but its header needs {needed}")]
     TooSmall {
         /// Size of the mapping in bytes.
         mapped: usize,
@@ -133,11 +134,16 @@ pub enum HeaderError {
         needed: usize,
     },
     /// Not a ringenv segment.
+    #[error("not a ringenv segment: magic {found:?}, expected {MAGIC:?}")]
     Magic {
         /// The first eight bytes found.
         found: [u8; 8],
     },
     /// Built by a ringenv with another layout version.
+    #[error(
+        "segment layout version {segment} (main process) differs from {worker} (this worker); build the main \
+         process and the worker from the same ringenv version"
+    )]
     Version {
         /// Version in the segment (the main process).
         segment: u32,
@@ -145,6 +151,7 @@ pub enum HeaderError {
         worker: u32,
     },
     /// A dtype code this build does not know: names the array.
+    #[error("unknown {array} dtype code {code} in the segment header")]
     DType {
         /// `"observation"`, `"action"` or `"reward"`.
         array: &'static str,
@@ -152,8 +159,10 @@ pub enum HeaderError {
         code: u32,
     },
     /// The recorded counts do not make a valid layout.
-    Layout(LayoutError),
+    #[error("segment header describes an invalid layout: {0}")]
+    Layout(#[source] LayoutError),
     /// The wait settings hold a value this build does not know: names the field.
+    #[error("unknown value {value} of the wait setting {field} in the segment header")]
     Settings {
         /// `"probe"`.
         field: &'static str,
@@ -161,6 +170,7 @@ pub enum HeaderError {
         value: u64,
     },
     /// A recorded offset differs from the one this build computes.
+    #[error("segment field {field} is {segment} (main process) but this worker computes {worker}")]
     Offset {
         /// Name of the field (for example `"slot_stride"` or `"slot.obs[2]"`).
         field: String,
@@ -169,40 +179,6 @@ pub enum HeaderError {
         /// Value this build computes (the worker).
         worker: u64,
     },
-}
-
-impl std::fmt::Display for HeaderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HeaderError::TooSmall { mapped, needed } => {
-                write!(f, "segment is {mapped} bytes but its header needs {needed}")
-            }
-            HeaderError::Magic { found } => {
-                write!(f, "not a ringenv segment: magic {found:?}, expected {MAGIC:?}")
-            }
-            HeaderError::Version { segment, worker } => write!(
-                f,
-                "segment layout version {segment} (main process) differs from {worker} (this worker); \
-                 build the main process and the worker from the same ringenv version"
-            ),
-            HeaderError::DType { array, code } => write!(f, "unknown {array} dtype code {code} in the segment header"),
-            HeaderError::Layout(e) => write!(f, "segment header describes an invalid layout: {e}"),
-            HeaderError::Settings { field, value } => {
-                write!(f, "unknown value {value} of the wait setting {field} in the segment header")
-            }
-            HeaderError::Offset { field, segment, worker } => {
-                write!(f, "segment field {field} is {segment} (main process) but this worker computes {worker}")
-            }
-        }
-    }
-}
-impl std::error::Error for HeaderError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            HeaderError::Layout(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// Writes the header of `layout`, with the default wait settings, into the first bytes of

@@ -29,9 +29,10 @@
 pub const HEADER: usize = 16;
 
 /// Why an arena's content was refused by the main process.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InfoArenaError {
     /// The recorded length exceeds the arena's capacity (a corrupt arena).
+    #[error("worker {worker}'s info arena records a payload of {length} bytes, more than its capacity of {capacity}")]
     Length {
         /// The worker whose arena it is.
         worker: usize,
@@ -41,6 +42,7 @@ pub enum InfoArenaError {
         capacity: usize,
     },
     /// The recorded sequence number is not the completion's (a stale or corrupt arena).
+    #[error("worker {worker}'s info arena holds the payload of command {found}, not of command {expected}")]
     Seq {
         /// The worker whose arena it is.
         worker: usize,
@@ -50,22 +52,6 @@ pub enum InfoArenaError {
         expected: u64,
     },
 }
-
-impl std::fmt::Display for InfoArenaError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            InfoArenaError::Length { worker, length, capacity } => write!(
-                f,
-                "worker {worker}'s info arena records a payload of {length} bytes, more than its capacity of {capacity}"
-            ),
-            InfoArenaError::Seq { worker, found, expected } => write!(
-                f,
-                "worker {worker}'s info arena holds the payload of command {found}, not of command {expected}"
-            ),
-        }
-    }
-}
-impl std::error::Error for InfoArenaError {}
 
 /// One worker's info arena (see the module docs).
 pub struct InfoArena<'a> {

@@ -179,15 +179,9 @@ impl Value<'_> {
 }
 
 /// Why a message was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed typed infos message from a worker: {0}")]
 pub struct InfosError(pub String);
-
-impl std::fmt::Display for InfosError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "malformed typed infos message from a worker: {}", self.0)
-    }
-}
-impl std::error::Error for InfosError {}
 
 fn malformed<T>(what: String) -> Result<T, InfosError> {
     Err(InfosError(what))

@@ -101,11 +101,13 @@ impl std::fmt::Display for ArraySpec {
 }
 
 /// Why a layout cannot be built.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
     /// A count that must be positive is zero: names the count.
+    #[error("{0} must be at least 1")]
     Zero(&'static str),
     /// More workers than envs.
+    #[error("num_workers ({num_workers}) exceeds num_envs ({num_envs})")]
     MoreWorkersThanEnvs {
         /// Requested workers.
         num_workers: usize,
@@ -113,34 +115,18 @@ pub enum LayoutError {
         num_envs: usize,
     },
     /// An array has more than [`MAX_NDIM`] dimensions: names the array.
+    #[error("{0} has {1} dimensions; at most {MAX_NDIM} are supported")]
     TooManyDims(&'static str, usize),
     /// More than [`MAX_LEAVES`] observation and action leaves.
+    #[error("{0} observation and action leaves; at most {MAX_LEAVES} are supported")]
     TooManyLeaves(usize),
     /// The reward dtype is neither f32 nor f64.
+    #[error("reward dtype must be float32 or float64, got {0}")]
     RewardDType(DType),
     /// The segment would exceed `usize` or the header's `u32`/`u64` fields.
+    #[error("the segment would be larger than the address space")]
     TooLarge,
 }
-
-impl std::fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LayoutError::Zero(what) => write!(f, "{what} must be at least 1"),
-            LayoutError::MoreWorkersThanEnvs { num_workers, num_envs } => {
-                write!(f, "num_workers ({num_workers}) exceeds num_envs ({num_envs})")
-            }
-            LayoutError::TooManyDims(what, n) => {
-                write!(f, "{what} has {n} dimensions; at most {MAX_NDIM} are supported")
-            }
-            LayoutError::TooManyLeaves(n) => {
-                write!(f, "{n} observation and action leaves; at most {MAX_LEAVES} are supported")
-            }
-            LayoutError::RewardDType(d) => write!(f, "reward dtype must be float32 or float64, got {d}"),
-            LayoutError::TooLarge => write!(f, "the segment would be larger than the address space"),
-        }
-    }
-}
-impl std::error::Error for LayoutError {}
 
 /// Offsets (bytes from the start of a slot) of the arrays of one slot.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

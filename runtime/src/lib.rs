@@ -65,7 +65,8 @@ pub use monitor::{
     MAX_WORKERS as MONITOR_MAX_WORKERS,
 };
 pub use pool::{
-    CloseNotice, CloseProgress, CloseReason, Outcome, Pool, PoolConfig, PoolState, CLOSE_PATIENCE, CLOSE_TAKEN,
+    Cancel, CloseNotice, CloseProgress, CloseReason, Outcome, Pool, PoolConfig, PoolState, CANCEL_CHECK,
+    CLOSE_PATIENCE, CLOSE_TAKEN,
 };
 pub use process_id::current_pid;
 pub use restart::{CrashLoopGuard, FailurePolicy, RestartPolicy};

@@ -64,10 +64,11 @@ pub struct Monitor {
 }
 
 /// Why a pool could not be monitored.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum MonitorError {
     /// `/proc/<pid>/fd/<fd>` could not be opened: no such process or descriptor (`NotFound`), or
     /// the process is not this user's (`PermissionDenied`).
+    #[error("cannot open descriptor {fd} of process {pid}: {source}")]
     Unreachable {
         /// The process.
         pid: u32,
@@ -77,11 +78,13 @@ pub enum MonitorError {
         source: std::io::Error,
     },
     /// The descriptor is not a regular file: names what it is.
+    #[error("the descriptor is a {kind}, not a memfd")]
     NotRegular {
         /// `"FIFO"`, `"socket"`, `"character device"`, `"directory"`, ...
         kind: &'static str,
     },
     /// The file belongs to another user.
+    #[error("the descriptor's file belongs to user {uid}, not to this user ({ours})")]
     NotOwned {
         /// The file's owner.
         uid: u32,
@@ -89,67 +92,35 @@ pub enum MonitorError {
         ours: u32,
     },
     /// The file is not in memory (tmpfs), so not a memfd.
+    #[error("the descriptor's file is on file system type {fs_type:#x}, not a memfd (tmpfs)")]
     NotMemfd {
         /// The file system's `statfs.f_type`.
         fs_type: u64,
     },
     /// The file is not sealed against shrinking and growing.
+    #[error("the descriptor's file is not sealed against resizing (seals {seals:#x})")]
     NotSealed {
         /// The seals found (`F_GET_SEALS`).
         seals: u32,
     },
     /// The file is larger than [`MAX_SEGMENT_BYTES`].
+    #[error("the segment is {bytes} bytes, more than the {MAX_SEGMENT_BYTES} a monitor maps")]
     TooLarge {
         /// Its size in bytes.
         bytes: u64,
     },
     /// A system call failed: names it.
-    Os(&'static str, std::io::Error),
+    #[error("{0} failed: {1}")]
+    Os(&'static str, #[source] std::io::Error),
     /// The segment could not be mapped or its header does not match this build.
-    Segment(SegmentError),
+    #[error("segment refused: {0}")]
+    Segment(#[source] SegmentError),
     /// The header declares more than [`MAX_WORKERS`] workers.
+    #[error("segment declares {workers} workers, more than the {MAX_WORKERS} a monitor reads")]
     TooManyWorkers {
         /// Workers the header declares.
         workers: usize,
     },
-}
-
-impl std::fmt::Display for MonitorError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MonitorError::Unreachable { pid, fd, source } => {
-                write!(f, "cannot open descriptor {fd} of process {pid}: {source}")
-            }
-            MonitorError::NotRegular { kind } => write!(f, "the descriptor is a {kind}, not a memfd"),
-            MonitorError::NotOwned { uid, ours } => {
-                write!(f, "the descriptor's file belongs to user {uid}, not to this user ({ours})")
-            }
-            MonitorError::NotMemfd { fs_type } => {
-                write!(f, "the descriptor's file is on file system type {fs_type:#x}, not a memfd (tmpfs)")
-            }
-            MonitorError::NotSealed { seals } => {
-                write!(f, "the descriptor's file is not sealed against resizing (seals {seals:#x})")
-            }
-            MonitorError::TooLarge { bytes } => {
-                write!(f, "the segment is {bytes} bytes, more than the {MAX_SEGMENT_BYTES} a monitor maps")
-            }
-            MonitorError::Os(call, e) => write!(f, "{call} failed: {e}"),
-            MonitorError::Segment(e) => write!(f, "segment refused: {e}"),
-            MonitorError::TooManyWorkers { workers } => {
-                write!(f, "segment declares {workers} workers, more than the {MAX_WORKERS} a monitor reads")
-            }
-        }
-    }
-}
-
-impl std::error::Error for MonitorError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            MonitorError::Unreachable { source: e, .. } | MonitorError::Os(_, e) => Some(e),
-            MonitorError::Segment(e) => Some(e),
-            _ => None,
-        }
-    }
 }
 
 /// A worker's counters and its futex sleeps.

@@ -56,8 +56,14 @@ pub(crate) use state::{Flight, Lane};
 /// time to notice a death (a death is noticed within 100 ms).
 const LIVENESS_CHECK: Duration = Duration::from_millis(10);
 
+/// How often a long wait asks [`PoolConfig::cancel`] whether to give up.
+pub const CANCEL_CHECK: Duration = Duration::from_millis(100);
+
+/// A caller's hook asked every [`CANCEL_CHECK`] while the pool waits ([`PoolConfig::cancel`]).
+pub type Cancel = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// Everything [`Pool::spawn`] needs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PoolConfig {
     /// The segment layout (counts and array specs).
     pub layout: Layout,
@@ -72,10 +78,12 @@ pub struct PoolConfig {
     pub spin: SpinPolicy,
     /// What to do when a worker dies.
     pub on_failure: FailurePolicy,
-    /// Asked about every 100 ms while a worker starts (the handshake of [`Pool::spawn`] and of a
-    /// restart): `true` abandons the start-up as a [`SpawnError::Cancelled`], with the started
-    /// workers stopped. A caller uses it to honour Ctrl-C during a long start-up; `None`: never.
-    pub cancel: Option<fn() -> bool>,
+    /// Asked every [`CANCEL_CHECK`] while a worker starts (the handshake of [`Pool::spawn`] and
+    /// of a restart) and while [`Pool::wait`] or [`Pool::recv`] waits: `true` abandons the
+    /// start-up as a [`SpawnError::Cancelled`] (the started workers stopped), or the wait as a
+    /// [`WaitError::Cancelled`] (the command stays pending). A caller uses it to honour Ctrl-C or
+    /// a close from another thread during a long wait; `None`: never.
+    pub cancel: Option<Cancel>,
     /// Whether the layout's last worker is served inline by the caller, in this process (see
     /// [`Pool::inline_command`]); the others are processes (none for a layout of one worker: then the
     /// caller steps every env). `false`: every worker is a process.
@@ -300,6 +308,11 @@ impl Pool {
         }
     }
 
+    /// Whether the caller's [`PoolConfig::cancel`] hook asks to give up the current wait.
+    fn cancelled(&self) -> bool {
+        self.config.cancel.as_ref().is_some_and(|cancel| cancel())
+    }
+
     /// Waits for worker `w`'s `Ready`, noticing its death.
     fn await_ready(&mut self, w: usize, deadline: Instant) -> Result<(), SpawnError> {
         loop {
@@ -318,7 +331,7 @@ impl Pool {
                     return Err(SpawnError::Control { worker: w, error });
                 }
                 Err(ControlError::Timeout) if !self.workers[w].has_exited() => {
-                    if self.config.cancel.is_some_and(|cancel| cancel()) {
+                    if self.cancelled() {
                         let seconds = self.config.startup_timeout.as_secs_f64();
                         return Err(SpawnError::Cancelled { worker: w, seconds });
                     }
@@ -674,7 +687,9 @@ impl Pool {
     /// # Errors
     /// [`WaitError::Timeout`] naming the workers still running, a [`Failure`].
     pub(crate) fn pump(&mut self, timeout: Option<Duration>, done: impl Fn(&[Lane]) -> bool) -> Result<(), WaitError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let mut cancel_check = start + CANCEL_CHECK;
         loop {
             // Scan in the order commands were sent, so `RecvOrder::Arrival` starves no worker
             // (the inline worker's ring is never used).
@@ -713,6 +728,12 @@ impl Pool {
                     let seconds = timeout.unwrap_or_default().as_secs_f64();
                     return Err(WaitError::Timeout { seconds, waiting_for });
                 }
+            }
+            if now >= cancel_check {
+                if self.cancelled() {
+                    return Err(WaitError::Cancelled);
+                }
+                cancel_check = now + CANCEL_CHECK;
             }
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
             let completions = &self.completions[..self.workers.len()];

@@ -65,9 +65,10 @@ pub enum PushError<T> {
 
 /// An impossible state found in a ring's shared memory (a peer process wrote over it): what
 /// was found, with the values read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Corruption {
     /// `tail - head` (wrapping) is outside `0..=capacity`, as the consumer reads them.
+    #[error("ring indices are impossible: head {head}, tail {tail}, capacity {capacity}")]
     Indices {
         /// The consumer's position read.
         head: u64,
@@ -77,6 +78,7 @@ pub enum Corruption {
         capacity: u64,
     },
     /// A cell's stamp says it was claimed at a position `tail` has not reached.
+    #[error("ring cell stamp {stamp} at position {pos} is ahead of the ring's tail")]
     Stamp {
         /// The position the push tried.
         pos: u64,
@@ -84,23 +86,9 @@ pub enum Corruption {
         stamp: u64,
     },
     /// A push lost [`MAX_PUSH_RETRIES`] races in a row (no real contention does).
+    #[error("a ring push retried {MAX_PUSH_RETRIES} times without progress")]
     Retries,
 }
-
-impl std::fmt::Display for Corruption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Corruption::Indices { head, tail, capacity } => {
-                write!(f, "ring indices are impossible: head {head}, tail {tail}, capacity {capacity}")
-            }
-            Corruption::Stamp { pos, stamp } => {
-                write!(f, "ring cell stamp {stamp} at position {pos} is ahead of the ring's tail")
-            }
-            Corruption::Retries => write!(f, "a ring push retried {MAX_PUSH_RETRIES} times without progress"),
-        }
-    }
-}
-impl std::error::Error for Corruption {}
 
 impl<T> PushError<T> {
     /// The value that was not pushed.

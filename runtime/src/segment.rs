@@ -31,29 +31,14 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 /// Why a segment could not be created or attached.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SegmentError {
     /// A system call failed: names it.
-    Os(&'static str, std::io::Error),
+    #[error("{0} failed: {1}")]
+    Os(&'static str, #[source] std::io::Error),
     /// The header does not match this build.
-    Header(HeaderError),
-}
-
-impl std::fmt::Display for SegmentError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SegmentError::Os(call, e) => write!(f, "{call} failed: {e}"),
-            SegmentError::Header(e) => write!(f, "{e}"),
-        }
-    }
-}
-impl std::error::Error for SegmentError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SegmentError::Os(_, e) => Some(e),
-            SegmentError::Header(e) => Some(e),
-        }
-    }
+    #[error("{0}")]
+    Header(#[source] HeaderError),
 }
 
 fn os(call: &'static str) -> impl FnOnce(rustix::io::Errno) -> SegmentError {

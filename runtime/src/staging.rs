@@ -25,11 +25,13 @@ use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::sync::OnceLock;
 
 /// Why a staging operation failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StagingError {
     /// The NVIDIA driver library (`libcuda.so.1`) could not be loaded.
+    #[error("libcuda.so.1 not found: install the NVIDIA driver or use device='cpu'")]
     NoDriver,
     /// The driver sees no device with this ordinal.
+    #[error("no CUDA device {ordinal}: the driver sees {}", devices_seen(*.count))]
     NoDevice {
         /// The ordinal asked for.
         ordinal: usize,
@@ -37,6 +39,7 @@ pub enum StagingError {
         count: usize,
     },
     /// A driver call returned an error.
+    #[error("{call} failed: {name} ({code}): {description}")]
     Driver {
         /// The driver function, e.g. `"cuMemcpyHtoDAsync"`.
         call: &'static str,
@@ -49,31 +52,16 @@ pub enum StagingError {
     },
     /// A bad argument (slot out of range, host range outside the registered memory, ...),
     /// refused before any driver call.
+    #[error("{0}")]
     InvalidArgument(String),
 }
 
-impl std::fmt::Display for StagingError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StagingError::NoDriver => {
-                write!(f, "libcuda.so.1 not found: install the NVIDIA driver or use device='cpu'")
-            }
-            StagingError::NoDevice { ordinal, count: 0 } => write!(
-                f,
-                "no CUDA device {ordinal}: the driver sees no CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES)"
-            ),
-            StagingError::NoDevice { ordinal, count } => {
-                write!(f, "no CUDA device {ordinal}: the driver sees {count} device(s), numbered 0 to {}", count - 1)
-            }
-            StagingError::Driver { call, code, name, description } => {
-                write!(f, "{call} failed: {name} ({code}): {description}")
-            }
-            StagingError::InvalidArgument(message) => write!(f, "{message}"),
-        }
+fn devices_seen(count: usize) -> String {
+    match count {
+        0 => "no CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+        n => format!("{n} device(s), numbered 0 to {}", n - 1),
     }
 }
-
-impl std::error::Error for StagingError {}
 
 /// Whether the NVIDIA driver library can be loaded (probed once per process).
 pub fn driver_present() -> bool {

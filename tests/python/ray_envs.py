@@ -85,20 +85,3 @@ class SlowRebuildEnv(WalkEnv):
         if os.path.exists(marker):
             time.sleep(sleep_s)
         super().__init__()
-
-
-class NoteEnv(WalkEnv):
-    """A :class:`WalkEnv` whose observation also holds a ``Text`` leaf (``"note"``): a Dict space
-    that is not arrays, which ``device="cuda"`` refuses."""
-
-    def __init__(self):
-        super().__init__()
-        self.observation_space = spaces.Dict({**self.observation_space.spaces, "note": spaces.Text(8)})
-
-    def reset(self, *, seed=None, options=None):
-        obs, info = super().reset(seed=seed, options=options)
-        return {**obs, "note": "a"}, info
-
-    def step(self, action):
-        obs, *rest = super().step(action)
-        return ({**obs, "note": "b"}, *rest)

@@ -1,5 +1,5 @@
 """A host stand-in for :class:`ringenv._staging.GpuStaging`, for machines without a GPU: the
-device paths of a local vector env and of ``ringenv.ray`` run through it in CI. What it stands
+device path of a local vector env runs through it in CI. What it stands
 in for is checked on a GPU by the tests that need one (skipped elsewhere, printing why)."""
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The ``ringenv`` command (``ringenv.cli``): argument checking, ``tune`` (table, JSON report,
-PNG plot, recommendation) and ``bench`` (ringenv beside Gymnasium's vector envs), run both in a
-subprocess (``python -m ringenv.cli``) and in-process (``ringenv.cli.main``), on tiny budgets.
-No assertion depends on how fast anything runs."""
+"""The ``ringenv`` command (``ringenv.cli``): argument checking and ``tune`` (table, JSON report,
+PNG plot, recommendation), run both in a subprocess (``python -m ringenv.cli``) and in-process
+(``ringenv.cli.main``), on tiny budgets. No assertion depends on how fast anything runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -83,8 +81,6 @@ BAD_ARGUMENTS = [
      "4 envs are too few for 4 worker processes + inline (needs num_envs >= 5)"),
     (["tune", "CartPole-v1", "--num-envs", "4", "--batch-size", "2", "--workers", "2", "--inline", "on"],
      "argument --inline", "4 envs do not split evenly over 3 blocks (2 workers + inline)"),
-    (["bench", "NoSuchEnv-v0"], "argument ENV", "NoSuchEnv-v0"),
-    (["bench", "CartPole-v1", "--seconds", "0"], "argument --seconds", "positive"),
     (["frobnicate", "CartPole-v1"], "argument COMMAND", "frobnicate"),
 ]
 
@@ -93,7 +89,7 @@ def _check_usage_error(code, stdout, stderr, argv, names, detail):
     assert code == 2, (code, stdout, stderr)
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, f"expected a one-line message, got: {stderr!r}"
-    command = argv[0] if argv[0] in ("tune", "bench") else None
+    command = argv[0] if argv[0] == "tune" else None
     prefix = f"ringenv {command}: error: " if command else "ringenv: error: "
     assert lines[0].startswith(prefix), lines[0]
     assert names in lines[0] and detail in lines[0], lines[0]
@@ -114,7 +110,7 @@ def test_bad_arguments_in_subprocess(argv, names, detail):
     _check_usage_error(p.returncode, p.stdout, p.stderr, argv, names, detail)
 
 
-@pytest.mark.parametrize("command", [[], ["tune"], ["bench"], ["top"]])
+@pytest.mark.parametrize("command", [[], ["tune"], ["top"]])
 def test_help_fits_80_columns(command):
     p = run_cli(*command, "--help", extra_env={"COLUMNS": "80"})
     assert p.returncode == 0 and "usage: ringenv" in p.stdout, p.stderr
@@ -136,7 +132,7 @@ def test_plot_without_matplotlib_names_the_extra_to_install(capsys, monkeypatch,
 
 
 def test_nothing_but_tune_plot_imports_matplotlib():
-    code = ("import sys, ringenv, ringenv.cli, ringenv.cli.tune, ringenv.cli.top, ringenv.cli.bench, "
+    code = ("import sys, ringenv, ringenv.cli, ringenv.cli.tune, ringenv.cli.top, "
             "ringenv.cli._measure; ringenv.cli.build_parser(); print(sorted(m for m in sys.modules if 'matplotlib' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -360,7 +356,7 @@ def _check_tune(stdout: str, report_path: Path, plot_path: Path, expected, kind:
     assert f"configurations {names};" in _flat(stdout)
 
     report = json.loads(report_path.read_text())
-    assert report["schema"] == "ringenv.tune/2"
+    assert report["schema"] == "ringenv.tune/3"
     for key in ("machine", "env", "settings", "configurations", "recommendation", "command"):
         assert key in report
     machine = report["machine"]
@@ -561,121 +557,6 @@ def test_tune_reports_an_env_that_cannot_be_built(capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "ringenv tune: error: os:getcwd with 1 worker failed" in err
-
-
-def _processes_marked(mark: str):
-    """The pids of every live process whose environment holds ``TEST_MARK=mark``: a command run
-    with that variable and any worker it started (workers inherit the environment)."""
-    import psutil
-
-    out = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("TEST_MARK") == mark:
-                out.append(proc.pid)
-        except (psutil.Error, OSError):
-            continue
-    return out
-
-
-HANG_AFTER = ["--env-kwargs", '{"hang_at": 3}', "--num-envs", "4", "--seconds", "0.3", "--step-timeout", "5"]
-
-
-@pytest.mark.parametrize("config", [["--workers", "0"], ["--workers", "1", "--inline", "off"],
-                                    ["--workers", "1", "--inline", "on"]],
-                         ids=["in-process", "worker", "worker+inline"])
-def test_tune_ends_an_env_that_hangs_with_a_step_timeout_and_leaves_no_worker(config):
-    # FaultEnv sleeps for an hour in its 3rd step, always in the warm-up (at least 8 vector steps,
-    # however slow the machine), in this process (in-process, the inline share) or in a worker
-    # process. Without the deadline, tune waited for that step.
-    mark = f"hang-{os.getpid()}-{'-'.join(config)}"
-    p = run_cli("tune", "helper_envs:FaultEnv", *HANG_AFTER, *config, timeout=55, extra_env={"TEST_MARK": mark})
-    assert p.returncode == 1, (p.stdout, p.stderr)
-    assert ("failed: StepTimeoutError: a warm-up step of the env did not return within 5 s: an env hangs, or is "
-            "slower than that; the env was closed (any worker process killed); --step-timeout S allows more"
-            in " ".join(p.stderr.split())), p.stderr
-    assert _processes_marked(mark) == []
-
-
-def test_tune_ends_an_env_that_hangs_where_ctrl_c_is_ignored(tmp_path):
-    # A shell's background job (a CI job started with &, nohup) ignores SIGINT: the deadline holds
-    # there too. (Before, the watchdog interrupted with SIGINT and did not start where it was
-    # ignored, so this waited for the hung step.)
-    launcher = tmp_path / "ringenv_sigint_ignored.py"
-    launcher.write_text("import signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                        "from ringenv.cli import main\nsys.exit(main())\n")
-    p = run_cli("tune", "helper_envs:FaultEnv", *HANG_AFTER, "--workers", "1", "--inline", "on", launcher=launcher,
-                timeout=55)
-    assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "StepTimeoutError: a warm-up step of the env did not return within 5 s" in " ".join(p.stderr.split())
-
-
-def test_measure_ends_a_peer_that_hangs_with_a_step_timeout():
-    # The one measurement loop bounds the peers' steps too (ringenv bench, demo.sh): Gymnasium's
-    # SyncVectorEnv (the hang in this process) and AsyncVectorEnv (in its worker process).
-    code = (
-        "import functools, gymnasium as gym, helper_envs\n"
-        "from ringenv.cli._measure import measure\n"
-        "fns = [functools.partial(helper_envs.FaultEnv, hang_at=3)] * 2\n"
-        "for make in (lambda: gym.vector.SyncVectorEnv(fns), lambda: gym.vector.AsyncVectorEnv(fns)):\n"
-        "    try:\n"
-        "        measure(make, num_envs=2, seconds=0.3, seed=0, step_timeout_s=5)\n"
-        "    except BaseException as e:\n"
-        "        print(type(e).__name__, e.call, e.seconds)\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
-    assert p.stdout.splitlines() == ["StepTimeoutError warm-up step 5"] * 2, (p.stdout, p.stderr)
-
-
-def test_measure_kills_the_processes_of_a_runtime_whose_close_waits_for_them():
-    # A runtime with no close(terminate=True) (TorchRL's ParallelEnv) whose close() waits for its
-    # worker process, which hangs: after the step timeout its processes are killed, so the close
-    # (here a join) returns; before, it waited for the hung worker.
-    code = (
-        "import multiprocessing, time, numpy as np\n"
-        "from gymnasium import spaces\n"
-        "from ringenv.cli._measure import measure\n"
-        "def hang():\n"
-        "    time.sleep(3600)\n"
-        "class JoiningEnv:\n"
-        "    single_action_space = spaces.Discrete(2)\n"
-        "    def __init__(self):\n"
-        "        self.worker = multiprocessing.get_context('fork').Process(target=hang)\n"
-        "        self.worker.start()\n"
-        "    def reset(self, seed=None):\n"
-        "        return np.zeros((2, 1)), {}\n"
-        "    def step(self, actions):\n"
-        "        self.worker.join()  # the worker's answer never comes\n"
-        "    def close(self):\n"
-        "        self.worker.join()\n"
-        "try:\n"
-        "    measure(JoiningEnv, num_envs=2, seconds=0.1, seed=0, step_timeout_s=3)\n"
-        "except BaseException as e:\n"
-        "    print(type(e).__name__, e.call)\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
-    assert p.stdout.splitlines() == ["StepTimeoutError warm-up step"], (p.stdout, p.stderr)
-
-
-def test_measure_keeps_a_ctrl_c_a_keyboard_interrupt():
-    # An env of this process raising KeyboardInterrupt (what a Ctrl-C there raises) is not a timeout.
-    code = (
-        "import gymnasium as gym, helper_envs\n"
-        "from ringenv.cli._measure import measure\n"
-        "class CtrlC(helper_envs.CounterEnv):\n"
-        "    def step(self, action):\n"
-        "        if self.t == 5: raise KeyboardInterrupt\n"
-        "        return super().step(action)\n"
-        "try:\n"
-        "    measure(lambda: gym.vector.SyncVectorEnv([CtrlC] * 2), num_envs=2, seconds=0.1, seed=0, step_timeout_s=30)\n"
-        "except BaseException as e:\n"
-        "    print(type(e).__name__)\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True, text=True, timeout=50)
-    assert p.stdout.strip() == "KeyboardInterrupt", (p.stdout, p.stderr)
-
-
-def test_step_timeout_must_be_a_number_of_seconds(capsys):
-    assert ringenv.cli.main(["tune", FACTORY, "--step-timeout", "-1"]) == 2
-    assert "argument --step-timeout: must be a finite number of seconds >= 0 (0: no limit), got '-1'" in \
-        capsys.readouterr().err
 
 
 def test_tune_async_batches_measures_recv_send_and_says_why_worker_counts_are_skipped(tmp_path, capsys):
@@ -996,90 +877,6 @@ def test_tune_device_cuda_in_subprocess():
 
 
 # -- bench -----------------------------------------------------------------------------------------
-
-
-def _bench_rows(stdout):
-    rows = {}
-    for line in stdout.splitlines():
-        for runtime in ("ringenv AsyncVectorEnv", "gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv",
-                        "gymnasium make_vec", "TorchRL ParallelEnv", "EnvPool"):
-            if line.startswith(runtime):
-                rows.setdefault(runtime, []).append(line)
-    return rows
-
-
-def _check_peer_rows(rows, report_rows):
-    for runtime, module in (("TorchRL ParallelEnv", "torchrl"), ("EnvPool", "envpool")):
-        assert runtime in rows
-        row = next(r for r in report_rows if r["runtime"] == runtime)
-        if importlib.util.find_spec(module) is None:
-            assert "not installed" in rows[runtime][0] and row["status"] == "not installed"
-        else:
-            assert row["status"] != "not installed"
-
-
-def test_bench_builtin_in_subprocess(tmp_path):
-    report = tmp_path / "bench.json"
-    p = run_cli("bench", "CartPole-v1", *TINY, "--json", report)
-    assert p.returncode == 0, p.stderr
-    assert "built-in Rust CartPole-v1" in _flat(p.stdout) and "Gymnasium's Python CartPole-v1" in _flat(p.stdout)
-    rows = _bench_rows(p.stdout)
-    assert len(rows["ringenv AsyncVectorEnv"]) == 2  # the Rust env, and the Gymnasium env like-for-like
-    assert "CartPole-v1 (Rust)" in rows["ringenv AsyncVectorEnv"][0]
-    assert "CartPole-v1 (Gymnasium)" in rows["ringenv AsyncVectorEnv"][1]
-    assert "1.00x" in rows["ringenv AsyncVectorEnv"][0]
-    for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
-        assert re.search(r"\s[\d,]+\s+[\d.]+\s+[\d.]+\s+[\d.]+x", rows[runtime][0]), rows[runtime][0]
-
-    data = json.loads(report.read_text())
-    assert data["schema"] == "ringenv.bench/1" and data["machine"]["cores"] >= 1
-    by_runtime = {}
-    for r in data["rows"]:
-        by_runtime.setdefault(r["runtime"], []).append(r)
-    reference = [r for r in data["rows"] if r["reference"]]
-    assert len(reference) == 1 and reference[0]["env"] == "CartPole-v1 (Rust)"
-    assert reference[0]["ratio_to_ringenv"] == pytest.approx(1.0)
-    # ringenv's default: the usable cores less one worker process, the main process stepping a share
-    from ringenv._plan import plan_workers
-
-    assert (reference[0]["workers"], reference[0]["inline"]) == plan_workers(4, None, None, "rust", 4, None)
-    assert data["settings"]["ringenv_inline"] == reference[0]["inline"]
-    for r in data["rows"]:
-        if r["runtime"].startswith(("ringenv", "gymnasium")):
-            assert r["status"] == "ok" and r["steps_per_s"] > 0
-            assert r["ratio_to_ringenv"] == pytest.approx(r["steps_per_s"] / reference[0]["steps_per_s"])
-    assert by_runtime["gymnasium AsyncVectorEnv"][0]["worker_processes"] == 4  # one process per env
-    assert by_runtime["gymnasium SyncVectorEnv"][0]["workers"] is None
-    # Gymnasium's own vectorised CartPole (vector_entry_point) is a peer of the Rust env
-    assert "CartPole-v1 (Gymnasium, vectorised)" in rows["gymnasium make_vec"][0]
-    assert by_runtime["gymnasium make_vec"][0]["status"] == "ok"
-    _check_peer_rows(rows, data["rows"])
-
-
-def test_bench_factory_in_process(tmp_path, capsys):
-    report = tmp_path / "bench.json"
-    code = ringenv.cli.main(["bench", FACTORY, *TINY, "--workers", "2", "--json", str(report)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    rows = _bench_rows(captured.out)
-    assert len(rows["ringenv AsyncVectorEnv"]) == 1 and "gymnasium AsyncVectorEnv" in rows
-    assert "gymnasium SyncVectorEnv" in rows
-    data = json.loads(report.read_text())
-    ok = {r["runtime"]: r for r in data["rows"] if r["status"] == "ok"}
-    assert set(ok) >= {"ringenv AsyncVectorEnv", "gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"}
-    assert ok["ringenv AsyncVectorEnv"]["reference"] and ok["ringenv AsyncVectorEnv"]["workers"] == 2
-    assert ok["ringenv AsyncVectorEnv"]["worker_processes"] == 2
-    _check_peer_rows(rows, data["rows"])
-
-
-def test_bench_of_a_rust_env_without_a_gymnasium_env_says_the_peers_cannot_run_it(symbolic_worker, capsys):
-    code = ringenv.cli.main(["bench", f"{symbolic_worker}:BlocksWorld-v0", *TINY])
-    out = capsys.readouterr().out
-    assert code == 0
-    rows = _bench_rows(out)
-    assert "BlocksWorld-v0 (Rust" in rows["ringenv AsyncVectorEnv"][0]
-    for runtime in ("gymnasium AsyncVectorEnv", "gymnasium SyncVectorEnv"):
-        assert "no Gymnasium env 'BlocksWorld-v0'" in rows[runtime][0]
 
 
 # -- benches/grid.py: verdicts and the section's table, from made-up figures (nothing timed) -------

@@ -224,3 +224,28 @@ fn an_idle_worker_watched_by_its_watcher_thread_looks_at_its_ring_once_a_second(
     pool.step(bytemuck::cast_slice(&[0i64; 3])).unwrap();
     pool.close(Duration::from_secs(5));
 }
+
+#[test]
+fn the_cancel_hook_ends_a_wait_and_leaves_the_command_pending() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut config = builtin_pool::builtin_config("CartPole-v1", 2, 1);
+    let asked = Arc::clone(&cancel);
+    config.cancel = Some(Arc::new(move || asked.load(Ordering::Relaxed)));
+    let mut pool = Pool::spawn(config).unwrap();
+    pool.reset(&[Some(1); 2]).unwrap();
+    // A stopped worker cannot complete: only the timeout or the hook ends the wait.
+    let worker = rustix::process::Pid::from_raw(pool.worker_pids()[0] as i32).unwrap();
+    rustix::process::kill_process(worker, rustix::process::Signal::STOP).unwrap();
+    pool.submit(ringenv_runtime::CommandKind::Step, None).unwrap();
+    assert!(matches!(pool.wait(Some(Duration::from_millis(300))), Err(WaitError::Timeout { .. })));
+    cancel.store(true, Ordering::Relaxed);
+    let cancelled = pool.wait(Some(Duration::from_secs(60)));
+    assert!(matches!(cancelled, Err(WaitError::Cancelled)), "{cancelled:?}");
+    assert!(pool.is_pending(), "a cancelled wait leaves its command pending");
+    cancel.store(false, Ordering::Relaxed);
+    rustix::process::kill_process(worker, rustix::process::Signal::CONT).unwrap();
+    let out = pool.wait(Some(Duration::from_secs(60))).unwrap();
+    assert_eq!(out.kind, ringenv_runtime::CommandKind::Step);
+}

@@ -225,9 +225,10 @@ pub trait Env: Send + 'static {
 /// assert!(matches!(err, SpaceError::Types { which: "observation", .. }));
 /// assert!(err.to_string().contains("[float64[2]]"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpaceError {
     /// A space is malformed; names which (`"observation"` or `"action"`) and the problem.
+    #[error("invalid {which} space: {error}")]
     Invalid {
         /// `"observation"` or `"action"`.
         which: &'static str,
@@ -235,6 +236,11 @@ pub enum SpaceError {
         error: crate::space::InvalidSpace,
     },
     /// The space's leaves do not match the env's `Obs` / `Action` types.
+    #[error(
+        "the {which} space has leaves [{}] but the env's {} type names element types ({}); give one Rust type per \
+         leaf (u8 also views bool)",
+        .leaves.join(", "), if *.which == "action" { "Action" } else { "Obs" }, .types.join(", ")
+    )]
     Types {
         /// `"observation"` or `"action"`.
         which: &'static str,
@@ -244,29 +250,12 @@ pub enum SpaceError {
         types: Vec<&'static str>,
     },
     /// The action space is a Dict or Tuple (actions of Rust envs must be one flat array).
+    #[error(
+        "the action space is a Dict or Tuple; Rust envs take one flat action array (Box, Discrete, MultiDiscrete \
+         or MultiBinary)"
+    )]
     CompositeAction,
 }
-
-impl std::fmt::Display for SpaceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpaceError::Invalid { which, error } => write!(f, "invalid {which} space: {error}"),
-            SpaceError::Types { which, leaves, types } => write!(
-                f,
-                "the {which} space has leaves [{}] but the env's {} type names element types ({}); give one Rust \
-                 type per leaf (u8 also views bool)",
-                leaves.join(", "),
-                if *which == "action" { "Action" } else { "Obs" },
-                types.join(", ")
-            ),
-            SpaceError::CompositeAction => f.write_str(
-                "the action space is a Dict or Tuple; Rust envs take one flat action array (Box, Discrete, \
-                 MultiDiscrete or MultiBinary)",
-            ),
-        }
-    }
-}
-impl std::error::Error for SpaceError {}
 
 fn check_space<L: Leaves>(which: &'static str, space: &Space) -> Result<(), SpaceError> {
     space.validate().map_err(|error| SpaceError::Invalid { which, error })?;

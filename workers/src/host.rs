@@ -15,7 +15,7 @@
 //! assert!(!a.take(0));  // and only that one
 //! ```
 
-use ringenv_runtime::{Array, DType, RemoteError, SlotRef, SlotView};
+use ringenv_runtime::{Array, CommandKind, DType, RemoteError, SlotRef, SlotView};
 
 /// The envs of one worker, driven by the worker loop (or, for a pool's inline share, by the main
 /// process; `Send` so that the main process's pool object may move between threads).
@@ -59,6 +59,28 @@ pub trait EnvHost: Send {
     }
     /// Closes the envs (the worker exits afterwards).
     fn close(&mut self) {}
+    /// Runs a `Step`, `Reset` or `Call` command on slot `slot` with its message, if any: the one
+    /// dispatch of a worker's loop and of the main process's inline share.
+    ///
+    /// # Errors
+    /// The command's env error; a `ProtocolError` for a `Call` without its request or a `Close`
+    /// (which a host's owner handles itself).
+    fn run(
+        &mut self,
+        kind: CommandKind,
+        view: &mut SlotView<'_>,
+        slot: usize,
+        message: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>, RemoteError> {
+        let refuse = |message: String| Err(RemoteError { kind: "ProtocolError".into(), message, ..Default::default() });
+        match (kind, message) {
+            (CommandKind::Step, _) => self.step(view, slot, message),
+            (CommandKind::Reset, _) => self.reset(view, slot, message),
+            (CommandKind::Call, Some(request)) => self.call(request),
+            (CommandKind::Call, None) => refuse("a Call command arrived without its request message".into()),
+            (CommandKind::Close, _) => refuse("a host does not run a Close command".into()),
+        }
+    }
 }
 
 /// Gymnasium's next-step autoreset bookkeeping for a group of envs.

@@ -101,14 +101,9 @@ impl std::error::Error for KwargsError {}
 /// A deserializer that only records the field names a struct asks for.
 struct FieldProbe<'a>(&'a mut Option<&'static [&'static str]>);
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("probed")]
 struct Probed;
-impl std::fmt::Display for Probed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("probed")
-    }
-}
-impl std::error::Error for Probed {}
 impl serde::de::Error for Probed {
     fn custom<T: std::fmt::Display>(_: T) -> Probed {
         Probed

@@ -97,21 +97,7 @@ pub fn serve(endpoint: &mut WorkerEndpoint, host: &mut dyn EnvHost) -> Result<()
             }
         };
         let payload = if command.has_message() { Some(endpoint.recv_payload()?) } else { None };
-        let result = {
-            let mut view = endpoint.slot(slot);
-            match kind {
-                CommandKind::Reset => host.reset(&mut view, slot, payload.as_deref()),
-                CommandKind::Call => match payload.as_deref() {
-                    Some(request) => host.call(request),
-                    None => Err(RemoteError {
-                        kind: "ProtocolError".into(),
-                        message: "a Call command arrived without its request message".into(),
-                        ..Default::default()
-                    }),
-                },
-                _ => host.step(&mut view, slot, payload.as_deref()),
-            }
-        };
+        let result = host.run(kind, &mut endpoint.slot(slot), slot, payload.as_deref());
         endpoint.complete(command.seq, result)?;
     }
 }

@@ -14,7 +14,7 @@ faulted in and zeroed: ``benches/obs_copies.py`` copies such a batch in ~50 µs 
 allocates and frees :data:`SETTLE_BYTES` (``numpy.empty``: no page is touched). ringenv never
 calls it in a user's process (a vector env lends a batch this large instead of copying it where it
 can); call it once in a process whose batches are copied (it holds on to earlier batches, or
-uses asynchronous batches). ``ringenv tune`` and ``ringenv bench`` call it before every
+uses asynchronous batches). ``ringenv tune`` and ``benches/`` call it before every
 measurement, so that no runtime is measured in a fresh process's worse state. The cost: glibc then
 keeps up to twice :data:`SETTLE_BYTES` of freed memory at the heap's top for reuse instead of
 returning it at once. Elsewhere (musl, macOS) it is a harmless allocation.

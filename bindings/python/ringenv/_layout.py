@@ -48,46 +48,24 @@ class _Leaf:
         return self.buffer
 
 
-def _typecode_dtype(typecode: Any) -> np.dtype:
-    if isinstance(typecode, str):
-        return np.dtype(typecode)
-    if typecode is ctypes.c_bool:
-        return np.dtype(np.bool_)
-    return np.dtype(typecode)
+class _Context:
+    """A multiprocessing-like context that records the leaves Gymnasium asks for and hands out the
+    given byte arrays (``buffers``, in order; none while only the layout is planned)."""
 
-
-def _leaf(typecode: Any, size: Any) -> _Leaf:
-    """The leaf Gymnasium asks for as ``Array(typecode, size)``; numbers of more than 8 bytes
-    (``np.longdouble``, ``np.clongdouble``), which the segment's arrays do not hold, as their
-    bytes (``uint8``): Gymnasium 1.4 asks for them so, before 1.4 as their own typecode, and
-    every version reads and writes them through ``np.frombuffer(..., dtype=space.dtype)``."""
-    dtype = _typecode_dtype(typecode)
-    if dtype.itemsize > 8:
-        return _Leaf(np.dtype(np.uint8), int(size) * dtype.itemsize)
-    return _Leaf(dtype, int(size))
-
-
-class _PlanContext:
-    """A multiprocessing-like context that records the leaves Gymnasium asks for."""
-
-    def __init__(self):
+    def __init__(self, buffers: Sequence[np.ndarray] = ()):
         self.leaves: List[_Leaf] = []
-
-    def Array(self, typecode, size):  # noqa: N802 - the multiprocessing name
-        leaf = _leaf(typecode, size)
-        self.leaves.append(leaf)
-        return leaf
-
-
-class _BindContext:
-    """A context that hands out the given byte arrays, in order."""
-
-    def __init__(self, buffers: Sequence[np.ndarray]):
         self._buffers = iter(buffers)
 
-    def Array(self, typecode, size):  # noqa: N802
-        leaf = _leaf(typecode, size)
-        leaf.buffer = next(self._buffers)
+    def Array(self, typecode, size):  # noqa: N802 - the multiprocessing name
+        """The leaf Gymnasium asks for as ``Array(typecode, size)``; numbers of more than 8 bytes
+        (``np.longdouble``, ``np.clongdouble``), which the segment's arrays do not hold, as their
+        bytes (``uint8``): Gymnasium 1.4 asks for them so, before 1.4 as their own typecode, and
+        every version reads and writes them through ``np.frombuffer(..., dtype=space.dtype)``."""
+        dtype = np.dtype(np.bool_ if typecode is ctypes.c_bool else typecode)
+        leaf = (_Leaf(np.dtype(np.uint8), int(size) * dtype.itemsize) if dtype.itemsize > 8
+                else _Leaf(dtype, int(size)))
+        leaf.buffer = next(self._buffers, None)
+        self.leaves.append(leaf)
         return leaf
 
 
@@ -99,7 +77,7 @@ def plan(space: spaces.Space, num_envs: int) -> Optional[List[LeafSpec]]:
         if len(shape) > MAX_NDIM:
             shape = [int(np.prod(shape, dtype=np.int64))]
         return [(np.dtype(space.dtype).name, shape)]
-    ctx = _PlanContext()
+    ctx = _Context()
     try:
         create_shared_memory(space, n=num_envs, ctx=ctx)  # type: ignore[arg-type]  # a duck-typed context
     except (TypeError, CustomSpaceError, NotImplementedError):
@@ -168,7 +146,7 @@ def bind(space: spaces.Space, num_envs: int, segment, offsets: Sequence[int], le
         np.frombuffer(segment, dtype=np.uint8, count=num_envs * leaf_bytes(leaf), offset=off)
         for off, leaf in zip(offsets, leaves)
     ]
-    return create_shared_memory(space, n=num_envs, ctx=_BindContext(buffers))  # type: ignore[arg-type]
+    return create_shared_memory(space, n=num_envs, ctx=_Context(buffers))  # type: ignore[arg-type]
 
 
 def leaf_bytes(leaf: LeafSpec) -> int:

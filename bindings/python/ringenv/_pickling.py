@@ -28,6 +28,7 @@ import types
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import cloudpickle
+import numpy as np
 
 
 def dumps(obj: Any) -> bytes:
@@ -162,35 +163,45 @@ def reset_payload(seeds: List[Optional[int]], options: Any,
     ``rust_envs`` (whose seeds are below ``2**64``) it is ``options`` as JSON.
 
     Raises:
-        TypeError: options of a Rust env that are not JSON data (dicts with ``str`` keys, lists,
-            tuples, ``str``, ``int``, finite ``float``, ``bool`` and ``None``).
+        TypeError: options of a Rust env that are not JSON data (:func:`rust_json`).
     """
     if rust_envs:
-        return seeds, None if options is None else _json_options(options)
+        return seeds, None if options is None else rust_json(options, "the reset options of a Rust env").encode()
     big = {i: s for i, s in enumerate(seeds) if s is not None and s >= SHARED_SEED_LIMIT}
     if not big:
         return seeds, None if options is None else request(options)
     return [None if i in big else s for i, s in enumerate(seeds)], request(BigSeeds(options, big))
 
 
-def _json_options(options: Any) -> bytes:
-    """``options`` as JSON for a Rust env (``ctx.options()``); see :func:`reset_payload`."""
-    def check(value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if type(key) is not str:
-                    raise TypeError(f"the reset options of a Rust env must have str keys, got {key!r}")
-                check(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                check(item)
+def rust_json(value: Any, what: str) -> str:
+    """``value`` as the JSON text a Rust env receives (its constructor's kwargs, a reset's
+    ``ctx.options()``): dicts with ``str`` keys, lists, tuples, ``str``, ``int``, finite ``float``,
+    ``bool`` and ``None``, NumPy scalars and arrays as the Python numbers and lists they hold.
 
-    check(options)
+    Raises:
+        TypeError: anything else, naming ``what`` and the value.
+    """
+    def check(item: Any) -> None:
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if type(key) is not str:
+                    raise TypeError(f"{what} must have str keys, got {key!r}")
+                check(sub)
+        elif isinstance(item, (list, tuple)):
+            for sub in item:
+                check(sub)
+
+    def numpy_value(item: Any) -> Any:
+        if isinstance(item, (np.generic, np.ndarray)):
+            return item.tolist()
+        raise TypeError(f"{type(item).__name__} {item!r} is not JSON data")
+
+    check(value)
     try:
-        return json.dumps(options, allow_nan=False).encode()
+        return json.dumps(value, allow_nan=False, default=numpy_value)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"the reset options of a Rust env must be JSON data (dict, list, tuple, str, int, "
-                        f"finite float, bool, None): {e}") from None
+        raise TypeError(f"{what} must be JSON data (dict, list, tuple, str, int, finite float, bool, None, or "
+                        f"NumPy numbers): {e}") from None
 
 
 def pickle_unimportable_by_value(env_fns: Sequence[Any]) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import inspect
 import json
 import os
@@ -29,11 +28,13 @@ import subprocess
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union, overload
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.envs.registration import EnvSpec, VectorizeMode
+# gymnasium.make's own lookup: imports "module" of "module:Id", then the spec of Id
+from gymnasium.envs.registration import _find_spec as _spec
 
 from ringenv import _native
 from ringenv._checks import check_count
+from ringenv._pickling import rust_json
 from ringenv._program import PYTHON_ONLY_OPTIONS, RustEnvs
 from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv
@@ -267,26 +268,14 @@ def describe_worker(worker: Union[str, "os.PathLike[str]"], id: str,
     return answer["observation_space"], answer["action_space"]
 
 
-def _json_value(value: Any) -> Any:
-    """``json.dumps``' ``default``: a NumPy scalar or array as the Python number, bool or list."""
-    if isinstance(value, (np.generic, np.ndarray)):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} {value!r} is not JSON data")
-
-
 def json_kwargs(kwargs: Optional[dict]) -> dict:
-    """A Rust env's ``kwargs`` as plain JSON data (NumPy scalars and arrays become Python numbers,
-    bools and lists), as its constructor receives them.
+    """A Rust env's ``kwargs`` as plain JSON data, as its constructor receives them
+    (:func:`ringenv._pickling.rust_json`).
 
     Raises:
-        TypeError: a value that is not JSON data (dict, list, str, int, float, bool, None, or a
-            NumPy scalar or array of those), naming it.
+        TypeError: a value that is not JSON data, naming it.
     """
-    try:
-        return json.loads(json.dumps(kwargs or {}, default=_json_value))
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"env_kwargs of a Rust env must be JSON data (dict, list, str, int, float, bool, None, or "
-                        f"NumPy numbers): {e}") from None
+    return json.loads(rust_json(kwargs or {}, "env_kwargs of a Rust env"))
 
 
 def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Union[str, VectorizeMode, None] = None,
@@ -439,20 +428,6 @@ def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs
     envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
     envs.spec = spec
     return envs
-
-
-def _spec(id: str) -> EnvSpec:
-    """``gymnasium.spec(id)``, importing ``module`` first for the ``"module:Id"`` form, as
-    ``gymnasium.make`` does."""
-    module, sep, env_name = id.partition(":")
-    if not sep:
-        return gym.spec(id)
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f"{e}. Environment registration via importing a module failed. Check whether "
-                                  f"'{module}' contains env registration and can be imported.") from e
-    return gym.spec(env_name)
 
 
 def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:

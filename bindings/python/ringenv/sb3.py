@@ -41,13 +41,11 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 from stable_baselines3.common.preprocessing import check_for_nested_spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
+from ringenv._layout import FLAT_SPACES
 from ringenv._not_copyable import NotCopyable
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["SubprocVecEnv"]
-
-#: Action spaces whose batch is one NumPy array of shape ``(num_envs, *shape)``.
-_ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
 # -- functions run in the workers: closures, so cloudpickle sends them by value ---------------------
@@ -252,7 +250,7 @@ class SubprocVecEnv(NotCopyable, VecEnv):
         if count != self.num_envs:
             raise ValueError(f"actions: got {count} actions for {self.num_envs} envs (one per env expected)")
         batch: Any
-        if isinstance(self.action_space, _ARRAY_SPACES):
+        if isinstance(self.action_space, FLAT_SPACES):  # a batch is one array
             batch = np.asarray(actions)
         else:
             empty: Any = create_empty_array(self.action_space, self.num_envs)

@@ -1,7 +1,6 @@
 """The ``ringenv`` command (also ``python -m ringenv.cli``).
 
 ``ringenv tune ENV`` measures ENV through ringenv with each worker count and recommends one;
-``ringenv bench ENV`` compares ringenv with the other vector-env runtimes installed;
 ``ringenv top`` shows the pools running on this machine, live. See docs/CLI.md.
 
 ``ringenv --version`` prints the package version.
@@ -24,8 +23,7 @@ __all__ = ["main", "build_parser"]
 
 _DESCRIPTION = """\
 ringenv's command line: 'ringenv tune ENV' measures ENV through ringenv with each worker count and
-recommends one; 'ringenv bench ENV' compares ringenv with the other vector-env runtimes installed;
-'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
+recommends one; 'ringenv top' shows the pools running on this machine, live. 'ringenv COMMAND --help' lists a
 command's options (docs/CLI.md in ringenv's repository has examples). Exit status: 0 done, 1 a
 measurement failed, 2 bad arguments, 130 interrupted, 143 terminated (SIGTERM)."""
 
@@ -49,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     import ringenv
-    from ringenv.cli import bench, top, tune
+    from ringenv.cli import top, tune
 
     parser = _Parser(prog="ringenv", description=_DESCRIPTION,
                      formatter_class=_Formatter)
@@ -57,7 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, summary in [("tune", tune, "measure ENV with each worker count, with and without the "
                                                  "inline share, and recommend one"),
-                                  ("bench", bench, "compare ringenv with the other vector-env runtimes installed"),
                                   ("top", top, "show the ringenv pools running on this machine, live")]:
         p = sub.add_parser(name, help=summary, description=module.DESCRIPTION,
                            formatter_class=_Formatter)
@@ -70,7 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the ``ringenv`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit
     status (0, 1, 2 or 130) rather than exiting, except for ``--help``, which returns 0."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    prog = "ringenv" + (f" {argv[0]}" if argv and argv[0] in ("tune", "bench", "top") else "")
+    prog = "ringenv" + (f" {argv[0]}" if argv and argv[0] in ("tune", "top") else "")
     try:
         try:
             args = build_parser().parse_args(argv)

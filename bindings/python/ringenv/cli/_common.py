@@ -1,5 +1,5 @@
-"""What ``ringenv tune`` and ``ringenv bench`` share: argument types, the env an ``ENV`` argument
-names, machine information, and the consoles."""
+"""What ``ringenv tune`` and ``benches/`` share: argument types, the env an ``ENV`` argument names,
+machine information, and the consoles."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ringenv._checks import SPIN_US_MAX
 from ringenv._plan import usable_cores
-from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S
 
 
 class UsageError(Exception):
@@ -39,15 +38,11 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-
-
-def positive_seconds(text: str) -> float:
-    value = _seconds(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text!r}")
     return value
@@ -86,21 +81,6 @@ def spin_microseconds(text: str) -> float:
     if not math.isfinite(value) or not 0 <= value <= SPIN_US_MAX:
         raise argparse.ArgumentTypeError(f"must be a number of microseconds from 0 to {SPIN_US_MAX:,} (0: never "
                                          f"spin), got {text!r}")
-    return value
-
-
-def add_step_timeout(p: argparse.ArgumentParser) -> None:
-    """``--step-timeout S`` of ``tune`` and ``bench`` (:class:`ringenv.cli._watchdog.Watchdog`)."""
-    p.add_argument("--step-timeout", type=step_timeout_seconds, default=DEFAULT_STEP_TIMEOUT_S, metavar="S",
-                   help=f"seconds the reset or one vector step may take before the env is taken for hung, closed "
-                        f"with its workers killed, and the measurement failed (default {DEFAULT_STEP_TIMEOUT_S:g}; "
-                        "0: no limit)")
-
-
-def step_timeout_seconds(text: str) -> float:
-    value = _seconds(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0 (0: no limit), got {text!r}")
     return value
 
 

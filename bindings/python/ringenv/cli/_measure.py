@@ -1,7 +1,7 @@
-"""ringenv's one measurement loop: ``ringenv tune``, ``ringenv bench``, ``scripts/demo.sh`` and
-``benches/`` all measure with :func:`measure`, so a figure means the same thing wherever it is
-printed. It times every vector step and reads the CPU time of the main process and every worker
-over exactly the timed window.
+"""ringenv's one measurement loop: ``ringenv tune``, ``scripts/demo.sh`` and ``benches/`` all
+measure with :func:`measure`, so a figure means the same thing wherever it is printed. It times
+every vector step and reads the CPU time of the main process and every worker over exactly the
+timed window.
 
 Example (a null env in this process, so no worker CPU)::
 
@@ -14,9 +14,6 @@ Example (a null env in this process, so no worker CPU)::
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -26,7 +23,6 @@ import numpy as np
 import psutil
 
 from ringenv._allocator import settle_allocator
-from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S, Watchdog
 
 ACTION_BATCHES = 256  # distinct pre-generated action batches, used in turn
 
@@ -191,8 +187,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
             on_phase: Callable[[str], None] = lambda phase: None,
             on_progress: Callable[[float, int], None] = lambda elapsed, steps: None,
             progress_every_s: float = 0.1,
-            policy_s: float = 0.0,
-            step_timeout_s: Optional[float] = DEFAULT_STEP_TIMEOUT_S) -> Measurement:
+            policy_s: float = 0.0) -> Measurement:
     """Builds the vector env with ``make()``, resets it with ``seed``, warms up, then steps it for
     ``seconds`` seconds of wall time.
 
@@ -210,15 +205,11 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         on_phase: called with ``"start"``, ``"warmup"``, ``"measure"`` and ``"close"``.
         on_progress: called with ``(elapsed seconds, vector steps)`` every ``progress_every_s``.
         policy_s: seconds of busy-waited work per vector step standing for a policy's forward pass.
-        step_timeout_s: seconds the reset or one vector step may take (``None`` or 0: no limit);
-            past it the env is closed with its workers killed and
-            :class:`~ringenv.cli._watchdog.StepTimeoutError` raised.
 
     Returns:
         A :class:`Measurement`, its CPU times read before the env is closed. The env is always
         closed, at once (:func:`close_now`) when a step raises or a Ctrl-C interrupts it.
     """
-    watchdog = Watchdog(step_timeout_s)  # (a bad step_timeout_s is refused before anything is built)
     before = set(descendants())  # processes that are not this env's workers
     settle_allocator()
     on_phase("start")
@@ -226,9 +217,7 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
     batch = num_envs if batch_size is None else batch_size
     envs = make()
     failed = False
-    stuck: List[int] = []  # the env's processes, read when a step fails
     try:
-        watchdog.start()  # after make(): a thread alive at a peer's fork would be copied into its workers
         if batch < num_envs:
             envs.async_reset(seed=seed)
         else:
@@ -242,10 +231,8 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         if warmup_s is None:
             warmup_s = min(WARMUP_MAX_S, seconds * WARMUP_FRACTION)
         warm, start = 0, time.perf_counter()
-        watchdog.beat("warm-up step")
         while warm < WARMUP_MIN_STEPS or time.perf_counter() - start < warmup_s:
             step(actions[warm % n_actions])
-            watchdog.beat("warm-up step")
             warm += 1
         main = psutil.Process()
         workers = processes(p for p in worker_pids(envs) if p not in before and p != main.pid)
@@ -257,12 +244,9 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         start = time.perf_counter()
         next_report = start + progress_every_s
         i, last = 0, start
-        watchdog.beat("step", start)
-        beat = watchdog.last
         while True:
             step(actions[i % n_actions])
             now = time.perf_counter()
-            beat[0] = now
             record(now - last)
             last = now
             i += 1
@@ -274,9 +258,6 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         if synchronize is not None:
             synchronize()
             last = time.perf_counter()
-        watchdog.stop()
-        if watchdog.fired:  # it fired as the last step returned
-            raise watchdog.error()
         main1 = cpu_seconds([main])[main.pid]
         cpu1 = cpu_seconds(workers)
         wall = last - start
@@ -285,39 +266,27 @@ def measure(make: Callable[[], Any], *, num_envs: int, seconds: float, seed: int
         return Measurement(num_envs=num_envs, vector_steps=i, wall_s=wall, startup_s=startup_s, warmup_steps=warm,
                            latencies_s=np.asarray(latencies), main_cpu_s=main1 - main0, worker_cpu_s=worker_cpu,
                            worker_processes=len(workers), batch_size=batch)
-    except BaseException as e:
-        # a plain close would wait for a step that may never return (a hung env)
+    except BaseException:
         failed = True
-        try:
-            stuck = [p for p in worker_pids(envs) if p not in before and p != os.getpid()]
-        except Exception:  # the env cannot say: close_now kills none itself
-            stuck = []
-        watchdog.stop()
-        if watchdog.fired and isinstance(e, KeyboardInterrupt):
-            raise watchdog.error() from None
         raise
     finally:
         on_phase("close")
         if failed:
-            close_now(envs, stuck)
+            close_now(envs)
         else:
             envs.close()
 
 
-def close_now(envs: Any, worker_pids: Iterable[int] = ()) -> None:
-    """Closes ``envs`` without waiting for a pending call: ``close(terminate=True)``, else kills
-    those of ``worker_pids`` that ``multiprocessing`` started, then ``close()``. Errors and
-    warnings are swallowed: the caller is raising its own."""
+def close_now(envs: Any) -> None:
+    """Closes ``envs`` without waiting for a pending call (a plain close would wait for a step that
+    may never return): ``close(terminate=True)``, or ``close()`` where it takes no ``terminate``.
+    Errors and warnings are swallowed: the caller is raising its own."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             try:
                 envs.close(terminate=True)
             except TypeError:  # a close() without terminate
-                started = {child.pid for child in multiprocessing.active_children()}
-                for proc in processes(p for p in worker_pids if p in started):
-                    with contextlib.suppress(psutil.Error):
-                        proc.kill()
                 envs.close()
         except Exception:
             pass

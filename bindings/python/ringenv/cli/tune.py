@@ -10,10 +10,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ringenv.cli import _common
+import ringenv.cli._common as _common
 from ringenv.cli._common import RunError, UsageError
 from ringenv.cli._measure import ACTION_BATCHES, WARMUP_TEXT, measure
-from ringenv.cli._watchdog import DEFAULT_STEP_TIMEOUT_S, StepTimeoutError
 
 DESCRIPTION = """\
 Step ENV through ringenv.AsyncVectorEnv with each configuration in turn, with random actions
@@ -86,7 +85,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spin-us", type=_common.spin_microseconds, default=None, metavar="US",
                    help="bound of every wait's spin phase in µs, 0 to never spin (default: ringenv's own wake-up "
                         "policy, as AsyncVectorEnv(spin_us=None); docs/WAKEUP.md)")
-    _common.add_step_timeout(p)
     p.add_argument("--no-builtin", action="store_true",
                    help="use the Gymnasium env even when ringenv has a built-in Rust env of that id")
     p.add_argument("--json", metavar="PATH", help="write every raw figure to this JSON file")
@@ -350,21 +348,19 @@ def plot(path: str, configs: List[Dict[str, Any]], rec: Dict[str, Any], title: s
 def measure_configuration(env: _common.EnvTarget, num_envs: int, workers: int, *, inline: bool = False,
                           batch_size: Optional[int] = None, device: str = "cpu", seconds: float = 3.0, seed: int = 0,
                           spin_us: Optional[float] = None, warmup_s: Optional[float] = None,
-                          step_timeout_s: Optional[float] = DEFAULT_STEP_TIMEOUT_S,
                           on_phase=lambda phase: None, on_progress=lambda elapsed, steps: None) -> Dict[str, Any]:
     """Measures one configuration of ``ringenv tune`` by the one measurement loop and returns its
     figures (``benches/grid.py``'s "ringenv tune" rows use it too). Raises :class:`RunError` naming
-    the env and configuration when the env could not be built or stepped, or a call timed out."""
+    the env and configuration when the env could not be built or stepped."""
     batch = num_envs if batch_size is None else batch_size
     try:
         m = measure(functools.partial(env.make_ringenv, num_envs, workers, batch, device, spin_us, inline=inline),
                     num_envs=num_envs, seconds=seconds, seed=seed, batch_size=batch, warmup_s=warmup_s,
-                    on_phase=on_phase, on_progress=on_progress, step_timeout_s=step_timeout_s)
+                    on_phase=on_phase, on_progress=on_progress)
     except (KeyboardInterrupt, UsageError):
         raise
     except Exception as e:
-        more = "; --step-timeout S allows more" if isinstance(e, StepTimeoutError) else ""
-        raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}{more}") from e
+        raise RunError(f"{env.name} with {config_text(workers, inline)} failed: {type(e).__name__}: {e}") from e
     parts = [p for p in np.array_split(m.latencies_s, PARTS) if len(p) and p.sum() > 0]
     return {**m.figures(), "steps_per_s_parts": [len(p) * batch / float(p.sum()) for p in parts]}
 
@@ -410,7 +406,6 @@ def run(args, argv: Optional[List[str]] = None) -> int:
 
             figures = measure_configuration(env, n, w, inline=inline, batch_size=batch, device=args.device,
                                             seconds=seconds, seed=args.seed, spin_us=args.spin_us,
-                                            step_timeout_s=args.step_timeout,
                                             on_phase=on_phase, on_progress=on_progress)
             progress.update(task, description=f"{name}: done", completed=seconds,
                             rate=f"{figures['steps_per_s']:,.0f} steps/s")
@@ -437,13 +432,12 @@ def run(args, argv: Optional[List[str]] = None) -> int:
               "vector step; CPU = cores busy" + ("" if args.wide else "; --wide shows every column") +
               " (docs/CLI.md)", style="dim")
     report = {
-        "schema": "ringenv.tune/2",
+        "schema": "ringenv.tune/3",
         "command": ["ringenv", *(argv or [])],
         "machine": info,
         "env": {"id": env.name, "kind": env.kind, "label": env.label, "kwargs": env.kwargs},
         "settings": {"num_envs": n, "batch_size": batch, "workers": workers, "inline": args.inline,
                      "seconds": seconds, "seed": args.seed, "device": args.device, "spin_us": args.spin_us,
-                     "step_timeout_s": args.step_timeout,
                      "warmup": WARMUP_TEXT, "action_batches": ACTION_BATCHES},
         "configurations": configs,
         "skipped": skipped,

@@ -29,7 +29,6 @@ from ringenv.errors import ActorDiedError
 from ringenv.ray._build import EnvFnsRecipe, id_recipe
 from ringenv.ray.vector import RESTARTED, RayVectorEnv
 from ringenv._checks import check_count, check_options, check_seconds
-from ringenv._staging import parse_device
 from ringenv.registration import VECTOR_OPTIONS
 
 __all__ = ["make_vec", "RayVectorEnv", "ActorDiedError", "RESTARTED"]
@@ -92,8 +91,8 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         vector_kwargs: options of each actor's :class:`ringenv.AsyncVectorEnv` (``num_workers``,
             ``on_worker_failure``, ``startup_timeout``, ``autoreset_mode``, ``spin_us``, ...).
             ``vector_infos`` applies to the whole vector env; ``copy`` is ignored (results are
-            always new arrays). ``device``: as :class:`ringenv.AsyncVectorEnv`'s (torch tensors on
-            that GPU, rewards ``float64``; docs/RAY.md), else ``ValueError``.
+            always new arrays). ``device`` may only be ``"cpu"``: results are NumPy arrays, which
+            the learner moves to its GPU (``torch.as_tensor(obs).to(device, non_blocking=True)``).
         batch_size: envs per :meth:`~RayVectorEnv.recv` (default ``num_envs``); below it, a
             multiple of the block size ``num_envs / (num_actors * blocks_per_actor)``.
         deterministic: :meth:`~RayVectorEnv.recv` returns blocks in the order they were sent.
@@ -110,8 +109,6 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         TypeError, ValueError: a bad count, option, device or combination (named), before any
             actor starts (``vector_kwargs`` with the local pool's checks);
             ``gymnasium.error.Error`` for an unknown id.
-        ringenv.errors.CudaUnavailableError: a CUDA device was asked for and cannot be used (its
-            ``reason`` says why), before any actor starts.
         multiprocessing.TimeoutError: the actors did not start within ``startup_timeout``.
         ringenv.errors.WorkerStartupError: an actor could not build its envs: a factory raised
             there, or the factories' module cannot be imported on its node (``worker``: the actor's
@@ -123,7 +120,9 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
         if name in vector_kwargs:
             raise ValueError(f"vector_kwargs[{name!r}]: pass {name} to ringenv.ray.make_vec itself")
     device = vector_kwargs.pop("device", None)
-    torch_device = parse_device(device)  # before any actor starts: a bad device touches nothing
+    if device is not None and str(device) != "cpu":
+        raise ValueError(f"vector_kwargs['device']={device!r}: ringenv.ray returns NumPy batches; move them to the "
+                         "learner's device there (torch.as_tensor(obs).to(device, non_blocking=True))")
     vector_kwargs.pop("copy", None)
     vector_infos = bool(vector_kwargs.pop("vector_infos", True))
     startup_timeout = check_seconds("startup_timeout", vector_kwargs.get("startup_timeout", 60.0))
@@ -178,5 +177,4 @@ def make_vec(id_or_env_fns: Union[str, Sequence[Callable[[], Any]]], num_envs: O
     return RayVectorEnv(recipe, num_envs, num_actors=num_actors, blocks_per_actor=blocks_per_actor,
                         batch_size=batch_size, vector_kwargs=vector_kwargs, actor_options=actor_options,
                         on_actor_failure=on_actor_failure, max_actor_restarts=max_actor_restarts,
-                        deterministic=deterministic, vector_infos=vector_infos, startup_timeout=startup_timeout,
-                        device=torch_device)
+                        deterministic=deterministic, vector_infos=vector_infos, startup_timeout=startup_timeout)

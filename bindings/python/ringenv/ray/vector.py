@@ -23,7 +23,8 @@ from gymnasium.error import ClosedEnvironmentError
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from ringenv._checks import seeds_of
+from ringenv._checks import reset_mask_of, seeds_of
+from ringenv._layout import FLAT_SPACES
 from ringenv._infos import add_batch_infos, add_infos
 from ringenv._not_copyable import NotCopyable
 from ringenv._protocol import AsyncState, closed_error, no_call_error, pending_error
@@ -32,7 +33,6 @@ from ringenv.errors import (ActorDiedError, RemoteTraceback, WorkerDiedError, Wo
                             _merged)
 from ringenv.ray._actor import PoolActor, StartupFailure
 from ringenv.ray._batches import BlockBatchesMixin, _RestartPending, take
-from ringenv.ray._device import PinnedBatches, check_space
 from ringenv.ray._closed_meanwhile import closed_meanwhile
 
 __all__ = ["RayVectorEnv"]
@@ -87,15 +87,13 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         num_envs, num_actors, blocks_per_actor, batch_size, deterministic: as made.
         actor_info: one dict per actor: ``pid``, ``node_id``, ``node_ip``, ``env_ids`` (the tuple
             of its env indices), ``num_workers`` (per block) and ``actor_id``.
-        device: ``None`` (NumPy results) or the ``torch.device`` results are staged to.
     """
 
     def __init__(self, recipe: Callable[[int, int, Dict[str, Any], int], Callable[[], Any]], num_envs: int, *,
                  num_actors: int, blocks_per_actor: int, batch_size: int, vector_kwargs: Dict[str, Any],
                  actor_options: Dict[str, Any], on_actor_failure: str, max_actor_restarts: int,
-                 deterministic: bool, vector_infos: bool, startup_timeout: float, device: Any = None):
+                 deterministic: bool, vector_infos: bool, startup_timeout: float):
         self.closed = True
-        self._gpu: Optional[PinnedBatches] = None
         self.num_envs, self.num_actors, self.blocks_per_actor = num_envs, num_actors, blocks_per_actor
         self.batch_size, self.deterministic = batch_size, deterministic
         self._restart = on_actor_failure == "restart"
@@ -144,14 +142,6 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
             self._describe(k, d)
         self._incarnations = [d["incarnation"] for d in described]
         first = described[0]
-        if device is not None:
-            try:
-                check_space(first["single_observation_space"], device)
-                self._gpu = PinnedBatches(device, first["single_observation_space"], num_envs)
-            except BaseException:
-                self._kill_all()
-                raise
-        self.device = device
         self.single_observation_space = first["single_observation_space"]
         self.single_action_space = first["single_action_space"]
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -237,10 +227,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return error
 
     def _kill_all(self) -> None:
-        """Kills every actor (no restart) and releases the GPU staging, if any."""
-        gpu, self._gpu = getattr(self, "_gpu", None), None
-        if gpu is not None:
-            gpu.close()
+        """Kills every actor (no restart)."""
         actors, self._actors = getattr(self, "_actors", []), []
         if not self._ray_is_ours():  # ray.shutdown(): the actors went with Ray (ray.kill would start a new Ray)
             return
@@ -439,18 +426,15 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return seeds_of(seed, self.num_envs)
 
     def _block_options(self, options: Optional[dict]) -> List[Optional[dict]]:
-        """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``) is cut
-        into the blocks' rows; a block with no env to reset gets ``None`` and is skipped."""
-        if options is None or "reset_mask" not in options:
-            return [None if options is None else dict(options) for _ in self._blocks]
+        """``options`` for each block: a ``reset_mask`` (bool array of shape ``(num_envs,)``, checked
+        by :func:`ringenv._checks.reset_mask_of`) is cut into the blocks' rows; a block with no env
+        to reset gets ``None`` and is skipped."""
+        if options is None:
+            return [None] * len(self._blocks)
         options = dict(options)
-        mask = options.pop("reset_mask")
-        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must be a bool numpy array of shape ({self.num_envs},), "
-                             f"got {mask!r}")
-        if not mask.any():
-            raise ValueError("`options['reset_mask']` must contain a boolean array with at least one True value, "
-                             f"got reset_mask={mask}")
+        mask = reset_mask_of(options, self.num_envs)  # (popped from the copy)
+        if mask is None:
+            return [dict(options) for _ in self._blocks]
         return [{**options, "reset_mask": mask[a:b].copy()} if mask[a:b].any() else None for a, b in self._blocks]
 
     @closed_meanwhile
@@ -463,7 +447,7 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         Raises:
             AlreadyPendingCallError: a call is already pending.
             ClosedEnvironmentError: the vector env is closed.
-            ValueError: bad seeds or mask.
+            ValueError: bad seeds or mask (TypeError: a mask that is not a bool NumPy array).
         """
         self._assert_default("reset_async")
         seeds = self._seed_list(seed)
@@ -550,13 +534,10 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         parts = [by_block[b] for b in blocks]
         for b, p in zip(blocks, parts):
             self._last_obs[b] = p[0]
-        if self._gpu is not None:  # concatenated straight into pinned memory, staged to the GPU
-            obs, rewards, terminated, truncated = self._gpu.assemble(*([p[c] for p in parts] for c in range(4)))
-        else:
-            obs = _concat(self.single_observation_space, [p[0] for p in parts])
-            rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
-            terminated = np.concatenate([p[2] for p in parts])
-            truncated = np.concatenate([p[3] for p in parts])
+        obs = _concat(self.single_observation_space, [p[0] for p in parts])
+        rewards = np.concatenate([p[1] for p in parts]).astype(np.float64, copy=False)
+        terminated = np.concatenate([p[2] for p in parts])
+        truncated = np.concatenate([p[3] for p in parts])
         raw: Dict[int, Dict[str, Any]] = {}
         for p in parts:
             raw.update(p[4])
@@ -596,9 +577,8 @@ class RayVectorEnv(NotCopyable, BlockBatchesMixin, VectorEnv):
         return self.reset_wait()
 
     def _check_batch(self, actions: Any, count: int) -> Any:
-        actions = host_actions(actions, self._gpu)  # torch tensors (CPU, or CUDA on our device) as NumPy
-        if isinstance(self.single_action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete,
-                                                 spaces.MultiBinary)):
+        actions = host_actions(actions, None)  # torch tensors as NumPy
+        if isinstance(self.single_action_space, FLAT_SPACES):
             actions = np.asarray(actions)
             shape = (count, *(self.single_action_space.shape or ()))
             if actions.ndim == 0:
