@@ -272,7 +272,9 @@ def test_bad_inline_values_are_refused_before_anything_starts():
 def test_the_default_plan_follows_the_cores():
     cores = usable_cores()
     processes, inline = plan_workers(16, None, None, "python", 16, None)
-    if cores >= 2:
+    if cores > 16:  # fewer envs than cores: a process per env, and a core left for this one
+        assert (processes, inline) == (16, False)
+    elif cores >= 2:
         assert (processes, inline) == (cores - 1, True)
     else:
         assert (processes, inline) == (0, True)
@@ -293,6 +295,22 @@ def test_the_default_plan_follows_the_cores():
     assert plan_workers(1, 0, True, "python", 1, None) == (0, True)
     with pytest.raises(ValueError, match="worker binary"):
         plan_workers(4, 0, None, None, 4, None)
+
+
+def test_the_default_share_is_taken_only_where_the_blocks_fill_the_cores():
+    # 8 envs on 16 cores: a worker process per env, and this process keeps a core of its own
+    assert plan_workers(8, None, None, "python", 8, None, cores=16) == (8, False)
+    assert plan_workers(8, None, None, "rust", 8, None, cores=16) == (8, False)
+    assert plan_workers(15, None, None, "python", 15, None, cores=16) == (15, False)
+    # envs enough to fill the cores: the last block is this process's
+    assert plan_workers(16, None, None, "python", 16, None, cores=16) == (15, True)
+    assert plan_workers(64, None, None, "rust", 64, None, cores=16) == (15, True)
+    assert plan_workers(3, None, None, "python", 3, None, cores=2) == (1, True)
+    # max_concurrency below the cores leaves cores free: a process per block, no share
+    assert plan_workers(64, None, None, "python", 64, 4, cores=16) == (4, False)
+    # asked for, the share is taken whatever the cores
+    assert plan_workers(8, None, True, "python", 8, None, cores=16) == (7, True)
+    assert plan_workers(64, None, True, "python", 64, 4, cores=16) == (3, True)
 
 
 def test_asynchronous_batches_take_no_share_by_default_on_two_cores_or_more():

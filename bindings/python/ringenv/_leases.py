@@ -124,9 +124,12 @@ class Leases:
         """``slot``'s observation batch (or its rows ``rows = (start, stop)``: one run of envs of an
         asynchronous batch) as new views for the caller when another slot stays free for the next
         command (not :meth:`held`), else ``None``: copy it instead."""
-        if slot in self.retired or not any(not self.held(s) for s in range(self.depth) if s != slot):
+        if slot in self.retired:
             return None
-        return self._fresh(self._batches[slot], rows)
+        for s in range(self.depth):
+            if s != slot and not self.held(s):
+                return self._fresh(self._batches[slot], rows)
+        return None
 
     def retire_held(self) -> None:
         """Retires the slots held now (before a fork: see the module's docstring)."""

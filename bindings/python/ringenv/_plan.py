@@ -43,11 +43,14 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
     The envs split into contiguous blocks (``numpy.array_split``'s rule), one per worker process,
     plus with the inline share one last block this process steps itself. ``inline=None`` takes
     the share only with ``num_workers=None``, when ``host`` (``"python"``, ``"rust"``; ``None``:
-    envs only a worker program can run) allows it: the processes are then one fewer than the
-    default block count (:func:`default_async_workers` for ``batch_size < num_envs``, which on two
-    or more cores takes no share: docs/INLINE.md). On a single usable core the default is the
-    share alone. An explicit ``num_workers`` means that many processes unless ``inline=True``;
-    ``num_workers=0`` means this process steps every env.
+    envs only a worker program can run) allows it and the blocks fill the cores: the processes
+    are then one fewer than the default block count (:func:`default_async_workers` for
+    ``batch_size < num_envs``, which on two or more cores takes no share: docs/INLINE.md). With
+    fewer blocks than cores (fewer envs, or ``max_concurrency``) every block gets a worker process
+    and this process keeps a core of its own: a share would only add this process's own work per
+    batch (``benches/main_cost.py``) to its block's step. On a single usable core the default is
+    the share alone. An explicit ``num_workers`` means that many processes unless
+    ``inline=True``; ``num_workers=0`` means this process steps every env.
 
     Raises:
         ValueError: ``inline=True`` (or ``num_workers=0``) where it cannot be (no Python or
@@ -72,7 +75,8 @@ def plan_workers(num_envs: int, num_workers: Optional[int], inline: Optional[boo
             return blocks, False
         if inline and blocks < 2:
             blocks = 2  # asked for: one process beside the share (n >= 2 is checked below)
-        use = host is not None and inline is not False and blocks >= 2 and blocks <= n
+        # By default only where the blocks fill the cores: else a core is left for this process.
+        use = host is not None and blocks >= 2 and blocks <= n and (inline or (inline is None and blocks >= cores))
         return (blocks - 1 if use else blocks), use
     if inline and num_workers + 1 > n:
         raise ValueError(f"inline=True steps one share of the envs in this process beside num_workers "

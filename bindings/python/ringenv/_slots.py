@@ -70,6 +70,7 @@ class Slots:
         # The space laid out in the segment; for a split Dict, the Dict of the values that travel
         # pickled (each env's latest in env_obs), put back beside them by _with_pickled.
         laid = self._laid = obs_layout.space if obs_layout is not None else single_observation_space
+        self._shape = _shape(laid)
         self._pickled: Optional[spaces.Dict] = obs_layout.pickled if obs_layout is not None else None
         #: The keys of a split Dict's batch, in the space's order.
         self._keys: List[Any] = list(getattr(single_observation_space, "spaces", ())) if self._pickled else []
@@ -195,7 +196,8 @@ class Slots:
             ValueError: wrong shape, count or dtype, or (``check_actions=True``) value, naming
                 the env; nothing is written.
         """
-        actions = host_actions(actions, self.device)
+        if type(actions) is not np.ndarray:
+            actions = host_actions(actions, self.device)
         if type(actions) is np.ndarray and actions.dtype == self._action_dtype:
             if ids is None:  # every env, one slot
                 if actions.shape == self._action_shape and self._write_native(actions.tobytes(),
@@ -336,8 +338,8 @@ class Slots:
             if self._pickled is not None:
                 obs = self._with_pickled(obs, self._pickled_batch(None, copy))
             return (obs, *rest)  # type: ignore[return-value]
-        return (self.observations(slot, copy), self.reward[slot].astype(np.float64),
-                self.terminated[slot].copy(), self.truncated[slot].copy())
+        obs = self._laid_observations(slot, copy) if self._pickled is None else self.observations(slot, copy)
+        return obs, self.reward[slot].astype(np.float64), self.terminated[slot].copy(), self.truncated[slot].copy()
 
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
@@ -384,7 +386,7 @@ class Slots:
         if self.obs_views is not None:  # Dict/Tuple of array leaves: views of one run, else one copy per leaf and run
             if not copy and len(runs) == 1:
                 s, a, b = runs[0]
-                return _views(space, self.obs_views[s], (a, b))
+                return _views(self._shape, self.obs_views[s], (a, b))
             return _gather(space, [(self.obs_views[s], a, b) for s, a, b in runs])
         if self.obs_read is not None:
             full = {s: self.obs_read[s]() for s in {r[0] for r in runs}}
@@ -505,14 +507,28 @@ def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leav
         offsets = [pool.offset(s, "obs", k) - start for k in range(len(obs_leaves))]
         return read_from_shared_memory(space, _layout.bind(space, n, token, offsets, obs_leaves), n=n)
 
-    return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_views, space))
+    return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_views, _shape(space)))
 
 
-def _views(space: spaces.Space, batch: Any, rows: Optional[Tuple[int, int]] = None) -> Any:
-    """``batch`` (a batch of ``space``, an :func:`array_tree`), or its rows ``rows[0]:rows[1]``, in
-    new dicts and tuples holding new views of its arrays (``ndarray.view``, a slice): each holds
-    its own reference to the arrays' base."""
-    return _containers(space, batch, np.ndarray.view if rows is None else lambda a: a[rows[0]:rows[1]])
+def _shape(space: spaces.Space) -> Any:
+    """The containers of ``space``, for :func:`_views` to walk without the spaces: ``None`` for a
+    leaf, a ``dict`` of each key's shape for a Dict, a ``tuple`` of each item's for a Tuple."""
+    if isinstance(space, spaces.Dict):
+        return {key: _shape(sub) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_shape(sub) for sub in space.spaces)
+    return None
+
+
+def _views(shape: Any, batch: Any, rows: Optional[Tuple[int, int]] = None) -> Any:
+    """``batch`` (a batch of an :func:`array_tree` of :func:`_shape` ``shape``), or its rows
+    ``rows[0]:rows[1]``, in new dicts and tuples holding new views of its arrays
+    (``ndarray.view``, a slice): each holds its own reference to the arrays' base."""
+    if shape is None:
+        return batch.view() if rows is None else batch[rows[0]:rows[1]]
+    if type(shape) is dict:
+        return {key: _views(sub, batch[key], rows) for key, sub in shape.items()}
+    return tuple(_views(sub, batch[i], rows) for i, sub in enumerate(shape))
 
 
 def _containers(space: spaces.Space, batch: Any, leaf: Optional[Callable[[np.ndarray], Any]] = None) -> Any:

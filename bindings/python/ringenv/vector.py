@@ -54,7 +54,7 @@ _TYPED = b"\0RTI"
 def _is_typed(payload: Any) -> bool:
     """Whether a worker's message is typed: the ``bytes`` of a typed message, or the inline
     share's ``(None, infos, message)`` (see :meth:`AsyncVectorEnv._absorb`)."""
-    return (type(payload) is bytes and payload[:4] == _TYPED) or (type(payload) is tuple and len(payload) == 3)
+    return (type(payload) is bytes and payload.startswith(_TYPED)) or (type(payload) is tuple and len(payload) == 3)
 
 
 #: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
@@ -99,8 +99,9 @@ class AsyncVectorEnv(PoolVectorEnv):
         num_workers: worker processes (default: one per usable core, less one with ``inline``);
             ``0``: none, this process steps every env (no crash isolation; docs/INLINE.md).
         inline: whether this process steps the last block of envs itself while the worker
-            processes step theirs. ``None`` (default): yes when ``num_workers`` is not given and
-            the envs are Python or built-in Rust envs. ``False``: every env in a worker process.
+            processes step theirs. ``None`` (default): yes when ``num_workers`` is not given, the
+            envs are Python or built-in Rust envs and there are at least as many as usable cores
+            (with fewer, each block gets a worker process and this process keeps a core). ``False``: every env in a worker process.
             The share's envs see later changes to their code or globals, as ``SyncVectorEnv``'s
             do; see docs/INLINE.md.
         startup_timeout: seconds to wait for the worker processes to build their envs
@@ -524,9 +525,11 @@ class AsyncVectorEnv(PoolVectorEnv):
                 if self._reset_needed:
                     raise ResetNeeded("Cannot call env.step() before calling env.reset()")
                 try:
-                    slot = self._slots.next_slot()
-                    payload = self._slots.write_actions(actions, None, slot)
-                    self._slots.before_reuse([slot])
+                    slots = self._slots
+                    slot = slots.next_slot()
+                    payload = slots.write_actions(actions, None, slot)
+                    if slots.device is not None:
+                        slots.before_reuse([slot])
                     self._pool.submit("step", payload)
                     self._state = AsyncState.WAITING_STEP
                 except BaseException:
@@ -617,17 +620,21 @@ class AsyncVectorEnv(PoolVectorEnv):
             return {}
         if len(messages) > 1:
             messages = sorted(messages, key=_worker_of)
-        if not restarted and all(_is_typed(p) for _, p in messages):
-            self._env_infos = [p for _, p in messages]  # each env's dict, made on demand by env_infos()
-            typed = [p for _, p in messages]  # (the share's tuples: its own lists go in the columns)
-            if not self._vector_infos:
-                return {}
-            columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
-            if columns is not None:
-                return columns
+        if not restarted:
+            typed = [p for _, p in messages]
+            for p in typed:
+                if not _is_typed(p):
+                    break
+            else:  # every message typed (the share's tuples: its own lists go in the columns)
+                self._env_infos = typed  # each env's dict, made on demand by env_infos()
+                if not self._vector_infos:
+                    return {}
+                columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
+                if columns is not None:
+                    return columns
         pairs: List[Tuple[int, Dict[str, Any]]] = []
         for worker, payload in messages:
-            if type(payload) is bytes and payload[:4] == _TYPED:
+            if type(payload) is bytes and payload.startswith(_TYPED):
                 pairs += _native.typed_dicts(payload, self.num_envs)
                 continue
             # A worker process's message is pickled; the inline share's is the tuple itself.
