@@ -262,7 +262,10 @@ def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_bu
             describe_worker(env.worker, env.rust_id, env.kwargs)  # the binary's own error, before any measurement
         except (OSError, ValueError, TypeError) as e:
             raise UsageError(f"argument ENV: {text!r}: {e}") from None
-    return EnvTarget(env.rust_id, "builtin", env.kwargs, worker=env.worker, env=env)
+        # the binary as the user spelled it, where they gave PATH:ID
+        shown = text[:-len(env.rust_id) - 1] if text.endswith(f":{env.rust_id}") else env.worker
+        return EnvTarget(env.rust_id, "builtin", env.kwargs, worker=shown, env=env)
+    return EnvTarget(env.rust_id, "builtin", env.kwargs, env=env)
 
 
 def _cpu_model() -> Optional[str]:
