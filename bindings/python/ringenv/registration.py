@@ -39,9 +39,8 @@ from ringenv._program import PYTHON_ONLY_OPTIONS, RustEnvs
 from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv
 
-__all__ = ["make_vec", "resolve_id", "ResolvedId", "register", "register_builtins", "VectorEntryPoint", "builtin_env_ids",
-           "describe_worker",
-           "split_worker_id", "worker_env_ids", "WorkerNameNotFound", "WorkerVersionNotFound", "WorkerIdMissing",
+__all__ = ["make_vec", "resolve_id", "ResolvedId", "register", "register_builtins", "VectorEntryPoint",
+           "builtin_env_ids", "describe_worker", "split_worker_id", "worker_env_ids", "WorkerNameNotFound", "WorkerVersionNotFound", "WorkerIdMissing",
            "NAMESPACE", "VECTOR_OPTIONS"]
 
 #: The Gymnasium namespace of ringenv's built-in envs: ``"ringenv/CartPole-v1"``.
@@ -383,18 +382,46 @@ class ResolvedId:
         self.rust_id, self.worker = rust_id, worker
 
     def make(self, num_envs: int, vector_kwargs: Optional[Dict[str, Any]] = None) -> AsyncVectorEnv:
-        """A vector env of ``num_envs`` copies, with the registered vector options and then
-        ``vector_kwargs`` (raises as :func:`make_vec`)."""
+        """A vector env of ``num_envs`` copies with the registered vector options, then
+        ``vector_kwargs``. Its ``spec`` (where the id has one) records the call as
+        ``gymnasium.make_vec`` records its own: in ``"async"`` mode for a Python env, in
+        ``"vector_entry_point"`` mode for a Rust env, whose actions are checked by default (a Rust
+        env panics on an out-of-range action).
+
+        Raises:
+            TypeError: for a Rust env, an option in :data:`ringenv._program.PYTHON_ONLY_OPTIONS`,
+                naming it; as :func:`make_vec` otherwise.
+        """
         vector_kwargs = {**self.vector_kwargs, **(vector_kwargs or {})}
+        python = self.rust_id is None
+        kwargs = self.kwargs if python else json_kwargs(self.kwargs)
+        spec = copy.deepcopy(self.spec)  # made first: nothing runs between the env's start and its return
+        if spec is not None:
+            mode = VectorizeMode.ASYNC if python else VectorizeMode.VECTOR_ENTRY_POINT
+            spec.kwargs = {**kwargs, **({} if python else vector_kwargs),
+                           **({"num_envs": num_envs} if num_envs != 1 else {}), "vectorization_mode": mode.value}
+            if python and vector_kwargs:
+                spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
+            if self.wrappers:
+                spec.kwargs["wrappers"] = list(self.wrappers)
         if self.rust_id is None:
             assert self.spec is not None, "a Python env has a spec"
-            return _python_vector_env(self.spec, num_envs, vector_kwargs, self.wrappers, self.kwargs)
-        kwargs = json_kwargs(self.kwargs)
-        if self.worker is None:
-            argv, spaces_json = worker_argv("--rust"), _native.builtin_spaces(self.rust_id, json.dumps(kwargs))
+            env_fn = functools.partial(_make_one, self.spec, self.wrappers, kwargs)
+            envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
         else:
-            argv, spaces_json = [self.worker], describe_worker(self.worker, self.rust_id, kwargs)
-        return _rust_vector_env(RustEnvs(argv, self.rust_id, num_envs, kwargs, spaces_json), self.spec, vector_kwargs)
+            for name in PYTHON_ONLY_OPTIONS:
+                if name in vector_kwargs:
+                    raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {self.rust_id} is a Rust "
+                                    "env, and that option applies to Python envs only")
+            if self.worker is None:
+                argv, spaces_json = worker_argv("--rust"), _native.builtin_spaces(self.rust_id, json.dumps(kwargs))
+            else:
+                argv, spaces_json = [self.worker], describe_worker(self.worker, self.rust_id, kwargs)
+            envs = AsyncVectorEnv((), _rust_envs=RustEnvs(argv, self.rust_id, num_envs, kwargs, spaces_json),
+                                  **{"check_actions": True, **vector_kwargs})
+        if spec is not None:
+            envs.spec = spec
+        return envs
 
 
 def resolve_id(id: Union[str, EnvSpec], kwargs: Optional[Dict[str, Any]] = None, wrappers: Any = None, *,
@@ -452,53 +479,6 @@ def _unpack_spec(spec: EnvSpec, num_envs: int, vectorization_mode: Any, vector_k
                          **(vector_kwargs or {})}
         vectorization_mode = None
     return spec, num_envs, vectorization_mode, vector_kwargs, wrappers, {**spec_kwargs, **kwargs}
-
-
-def _python_vector_env(env_spec: EnvSpec, num_envs: int, vector_kwargs: Dict[str, Any], wrappers: Any,
-                       kwargs: Dict[str, Any]) -> AsyncVectorEnv:
-    """``num_envs`` sub-envs ``gymnasium.make(env_spec, **kwargs)`` with ``wrappers``, in
-    ringenv's vector env, whose ``spec`` is ``env_spec`` recording the call as
-    ``gymnasium.make_vec(..., vectorization_mode="async")`` records its own."""
-    wrappers = tuple(wrappers or ())
-    env_fn = functools.partial(_make_one, env_spec, wrappers, kwargs)
-    # The spec is made first: nothing runs between the env's start and its return.
-    spec = copy.deepcopy(env_spec)
-    spec.kwargs = {**spec.kwargs, **kwargs}
-    if num_envs != 1:
-        spec.kwargs["num_envs"] = num_envs
-    spec.kwargs["vectorization_mode"] = VectorizeMode.ASYNC.value
-    if vector_kwargs:
-        spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
-    if wrappers:
-        spec.kwargs["wrappers"] = list(wrappers)
-    envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
-    envs.spec = spec
-    return envs
-
-
-def _rust_vector_env(envs: RustEnvs, registered: Optional[EnvSpec], vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:
-    """The vector env of Rust envs ``envs``, whose ``spec`` is ``registered`` (the spec of the
-    id they are registered under) recording the call: actions are checked by default (a Rust env
-    panics on an out-of-range action), and the options of Python envs only are refused.
-
-    Raises:
-        TypeError: an option in :data:`ringenv._program.PYTHON_ONLY_OPTIONS`, naming it.
-    """
-    for name in PYTHON_ONLY_OPTIONS:
-        if name in vector_kwargs:
-            raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
-                            "and that option applies to Python envs only")
-    spec = None  # made first
-    if registered is not None:  # recorded as gymnasium.make_vec records a vector entry point's call
-        spec = copy.deepcopy(registered)
-        spec.kwargs = {**spec.kwargs, **envs.kwargs, **vector_kwargs}
-        if envs.num_envs != 1:
-            spec.kwargs["num_envs"] = envs.num_envs
-        spec.kwargs["vectorization_mode"] = VectorizeMode.VECTOR_ENTRY_POINT.value
-    vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
-    if spec is not None:
-        vec.spec = spec
-    return vec
 
 
 class _Repeated(Sequence):
