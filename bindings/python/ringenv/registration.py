@@ -40,8 +40,8 @@ from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv
 
 __all__ = ["make_vec", "resolve_id", "ResolvedId", "register", "register_builtins", "VectorEntryPoint",
-           "builtin_env_ids", "describe_worker", "split_worker_id", "worker_env_ids", "WorkerNameNotFound", "WorkerVersionNotFound", "WorkerIdMissing",
-           "NAMESPACE", "VECTOR_OPTIONS"]
+           "builtin_env_ids", "describe_worker", "split_worker_id", "worker_env_ids", "WorkerNameNotFound",
+           "WorkerVersionNotFound", "WorkerIdMissing", "NAMESPACE", "VECTOR_OPTIONS"]
 
 #: The Gymnasium namespace of ringenv's built-in envs: ``"ringenv/CartPole-v1"``.
 NAMESPACE = "ringenv"

@@ -13,10 +13,13 @@ import platform
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ringenv._checks import SPIN_US_MAX
 from ringenv._plan import usable_cores
+
+if TYPE_CHECKING:
+    from ringenv.registration import ResolvedId
 
 
 class UsageError(Exception):
@@ -176,15 +179,15 @@ def vector_options(num_envs: int, num_workers: int, inline: bool = False, batch_
 @dataclass
 class EnvTarget:
     """An env named on the command line: ``kind`` ``"builtin"`` (a Rust env, ringenv's own or a
-    ``worker`` binary's), ``"gymnasium"`` (both an id ``env`` resolved) or ``"factory"``
-    (``python_factory`` builds one Python env)."""
+    ``worker`` binary's) or ``"gymnasium"``, an id resolved as ``env``; or ``"factory"``, whose
+    ``python_factory`` builds one Python env."""
 
     name: str
     kind: str
     kwargs: Dict[str, Any] = field(default_factory=dict)
     python_factory: Optional[Callable[[], Any]] = None
     worker: Optional[str] = None
-    env: Any = None  # ringenv.registration.ResolvedId
+    env: Optional[ResolvedId] = None
 
     @property
     def label(self) -> str:
