@@ -532,7 +532,8 @@ class VectorEntryPoint:
 
     def __call__(self, num_envs: int = 1, **kwargs: Any) -> AsyncVectorEnv:
         # kwargs: the registered ones and the caller's, as Gymnasium passes them
-        return resolve_id(gym.spec(self.id), kwargs).make(check_count("num_envs", num_envs))
+        spec = gym.registry.get(self.id) or EnvSpec(self.id, vector_entry_point=self)
+        return resolve_id(spec, kwargs).make(check_count("num_envs", num_envs))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, VectorEntryPoint)
