@@ -603,16 +603,16 @@ def test_tune_batch_size_equal_to_num_envs_is_not_async(tmp_path, capsys):
 def test_tune_spin_us_reaches_the_vector_env(tmp_path, capsys, monkeypatch):
     # --spin-us is passed as AsyncVectorEnv(spin_us=...) and recorded; without it nothing is passed,
     # so ringenv's own wake-up policy runs as in a user's program
-    import ringenv
+    from ringenv.registration import ResolvedId
 
     seen = []
-    real = ringenv.make_vec
+    real = ResolvedId.make
 
-    def recording(*args, **kwargs):
-        seen.append(dict(kwargs.get("vector_kwargs") or {}))
-        return real(*args, **kwargs)
+    def recording(self, num_envs, vector_kwargs=None):
+        seen.append(dict(vector_kwargs or {}))
+        return real(self, num_envs, vector_kwargs)
 
-    monkeypatch.setattr(ringenv, "make_vec", recording)
+    monkeypatch.setattr(ResolvedId, "make", recording)
     out, data = _tune(tmp_path, capsys, "CartPole-v1", *TINY, "--workers", "1", "--inline", "off", "--spin-us", "25")
     assert "spin bound 25 µs" in _flat(out)
     assert seen == [{"num_workers": 1, "inline": False, "spin_us": 25.0}]

@@ -2,7 +2,9 @@
 registered by ``import ringenv``) and users' own ids
 (``ringenv.register``) give a ``ringenv.AsyncVectorEnv`` through their ``vector_entry_point``,
 equal bit for bit to ``ringenv.make_vec`` (or to Gymnasium's own vector env) for the same seeds;
-keyword arguments reach the vector env or the env by name; bad ones are clear errors."""
+keyword arguments reach the vector env or the env by name; bad ones are clear errors. Every
+entry point that takes an id (``ringenv.make_vec``, ``gymnasium.make_vec``, ``ringenv.ray``,
+``ringenv tune``) builds the same envs for each kind of id."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from vec_asserts import assert_identical
 import ringenv
 import ringenv.registration
 from ringenv import AsyncVectorEnv, VectorEntryPoint
+from ringenv.cli._common import resolve_env
+from ringenv.ray._build import id_recipe
 
 
 def _assert_runs_identical(ours, ref, steps: int, seed: int = 0) -> None:
@@ -197,3 +201,59 @@ def test_make_vec_takes_an_env_spec_and_a_vectorize_mode_as_gymnasium_make_vec_d
     assert builtin._rust_envs.id == "CartPole-v1"
     with pytest.raises(ValueError, match="vectorization_mode must be None or 'async', got 'sync'"):
         ringenv.make_vec("CartPole-v1", 2, vectorization_mode=gym.VectorizeMode.SYNC)
+
+
+def _built(envs) -> tuple:
+    """What a vector env steps: ``("rust", id, "builtin" or the worker binary's path)`` or
+    ``("python", the sub-envs' spec id, the ``g`` they were made with)``."""
+    rust = envs._rust_envs
+    if rust is not None:
+        return ("rust", rust.id, "builtin" if rust.builtin else rust.argv[0])
+    spec = envs.get_attr("spec")[0]
+    return ("python", spec.id, spec.kwargs.get("g"))
+
+
+def test_every_entry_point_builds_the_same_envs_for_each_kind_of_id(closing, worker_binary):
+    """An id is resolved alike by ``ringenv.make_vec``, ``ringenv.ray`` (in the driver; its recipe
+    is called here, without Ray), ``ringenv tune``'s ``ENV`` and, for ids ringenv registered,
+    ``gymnasium.make_vec``: a built-in (preferred unless ``prefer_builtin=False``), its registered
+    ``ringenv/`` id, a worker binary's ``PATH:ID`` or an id registered with
+    ``ringenv.register(worker=...)`` run in Rust; Gymnasium ids (``module:Id`` too) and ids
+    registered with ``ringenv.register(entry_point)`` are made by ``gymnasium.make`` in the
+    workers, the registered vector options going to the pool, not to the env."""
+    ringenv.register("idkinds/Cart-v1", worker=worker_binary, rust_id="CartPole-v1")
+    ringenv.register("idkinds/Pendulum-v1", "gymnasium.envs.classic_control.pendulum:PendulumEnv",
+                     kwargs={"g": 3.0, "num_workers": 1})
+    builtin, served = ("rust", "CartPole-v1", "builtin"), ("rust", "CartPole-v1", worker_binary)
+    cases = [  # (id, prefer_builtin, what it builds, whether ringenv registered it in Gymnasium)
+        ("CartPole-v1", True, builtin, False),
+        ("CartPole-v1", False, ("python", "CartPole-v1", None), False),
+        ("ringenv/CartPole-v1", True, builtin, True),
+        (f"{worker_binary}:CartPole-v1", True, served, False),
+        ("idkinds/Cart-v1", True, served, True),
+        ("idkinds/Pendulum-v1", True, ("python", "idkinds/Pendulum-v1", 3.0), True),
+        ("gymnasium.envs.classic_control:MountainCar-v0", True, ("python", "MountainCar-v0", None), False),
+    ]
+    got, want = {}, {}
+    try:
+        for id, prefer, built, registered in cases:
+            makers = {
+                "ringenv.make_vec": lambda: ringenv.make_vec(id, 2, prefer_builtin=prefer),
+                "ringenv.ray": lambda: id_recipe(id, {}, (), prefer, None)(2, {}, 1)(),
+                "ringenv tune": lambda: resolve_env(id, prefer_builtin=prefer).make_ringenv(2, 1),
+            }
+            if registered:
+                makers["gymnasium.make_vec"] = lambda: gym.make_vec(id, 2)
+            for entry, make in makers.items():
+                key = f"{entry}({id!r}, prefer_builtin={prefer})"
+                want[key] = built
+                try:
+                    envs = closing(make())
+                    envs.reset(seed=0)
+                    got[key] = _built(envs)
+                except Exception as e:  # the whole table is compared, so that each divergence shows
+                    got[key] = f"{type(e).__name__}: {e}"
+    finally:
+        del gym.registry["idkinds/Cart-v1"], gym.registry["idkinds/Pendulum-v1"]
+    wrong = [f"{key}: {got[key]}, not {built}" for key, built in want.items() if got[key] != built]
+    assert not wrong, "\n".join(wrong)

@@ -39,9 +39,9 @@ from ringenv._program import PYTHON_ONLY_OPTIONS, RustEnvs
 from ringenv._worker import worker_argv
 from ringenv.vector import AsyncVectorEnv
 
-__all__ = ["make_vec", "register", "register_builtins", "VectorEntryPoint", "builtin_env_ids", "describe_worker",
-           "split_worker_id", "worker_env_ids", "WorkerNameNotFound", "WorkerVersionNotFound", "WorkerIdMissing",
-           "NAMESPACE", "VECTOR_OPTIONS"]
+__all__ = ["make_vec", "resolve_id", "ResolvedId", "register", "register_builtins", "VectorEntryPoint",
+           "builtin_env_ids", "describe_worker", "split_worker_id", "worker_env_ids", "WorkerNameNotFound",
+           "WorkerVersionNotFound", "WorkerIdMissing", "NAMESPACE", "VECTOR_OPTIONS"]
 
 #: The Gymnasium namespace of ringenv's built-in envs: ``"ringenv/CartPole-v1"``.
 NAMESPACE = "ringenv"
@@ -289,14 +289,15 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
       (``"my_envs:Sokoban-v0"``); ``kwargs`` are JSON-encoded and reach the env's typed
       constructor (a ``ValueError`` names an argument that does not fit). The spaces come from
       the binary's ``describe`` command before any worker starts.
-    - ``id`` a built-in Rust env (see :func:`builtin_env_ids`) and ``prefer_builtin`` true, or
-      the built-in's registered id (``"ringenv/CartPole-v1"``): its Rust implementation runs in
-      the workers (``kwargs`` go to its constructor), and
-      the vector env's ``spec`` is that registered id's.
-    - Otherwise each sub-env is ``gymnasium.make(id, **kwargs)`` with ``wrappers`` applied, as
-      ``gymnasium.make_vec`` does, Gymnasium's ``"module:Id"`` form included
-      (``"minigrid:MiniGrid-DoorKey-8x8-v0"`` imports ``minigrid``, which registers the id, here
-      and in every worker).
+    - ``id`` a built-in Rust env (see :func:`builtin_env_ids`) and ``prefer_builtin`` true, the
+      built-in's registered id (``"ringenv/CartPole-v1"``), or an id registered with
+      :func:`register` for a worker binary: the Rust env runs in the workers (``kwargs`` go to
+      its constructor), and the vector env's ``spec`` is that registered id's.
+    - Otherwise each sub-env is ``gymnasium.make`` of the id's spec with ``kwargs`` and
+      ``wrappers``, as ``gymnasium.make_vec`` does, Gymnasium's ``"module:Id"`` form included
+      (``"minigrid:MiniGrid-DoorKey-8x8-v0"`` imports ``minigrid``, which registers the id).
+      The vector options among the registered kwargs of an id registered with :func:`register`
+      configure the vector env.
 
     ``id`` may also be a ``gymnasium.envs.registration.EnvSpec``, as ``gymnasium.make_vec``
     takes one: its ``num_envs``, ``vectorization_mode``, ``vector_kwargs`` and ``wrappers``
@@ -340,16 +341,10 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
         ModuleNotFoundError: the module of a ``"module:Id"`` that cannot be imported (as
             ``gymnasium.make`` raises it).
     """
-    given_spec: Optional[EnvSpec] = None
     if isinstance(id, EnvSpec):
-        given_spec, num_envs, vectorization_mode, vector_kwargs, wrappers, kwargs = _unpack_spec(
+        id, num_envs, vectorization_mode, vector_kwargs, wrappers, kwargs = _unpack_spec(
             id, num_envs, vectorization_mode, vector_kwargs, wrappers, kwargs)
-        entry = given_spec.vector_entry_point
-        if isinstance(entry, VectorEntryPoint) and entry.rust_id is not None:  # a Rust env ringenv registered
-            id, worker, prefer_builtin, given_spec = entry.rust_id, entry.worker, True, None
-        else:
-            id = given_spec.id
-    if not isinstance(id, str):
+    elif not isinstance(id, str):
         raise TypeError(f"id must be a str (a registered env id, or PATH:ENV_ID for a worker binary) or an EnvSpec, "
                         f"got {type(id).__name__} {id!r}")
     num_envs = check_count("num_envs", num_envs)
@@ -362,31 +357,109 @@ def make_vec(id: Union[str, EnvSpec], num_envs: int = 1, vectorization_mode: Uni
                         "arguments go to the env; gymnasium.make_vec's vector_entry_point mode takes both)")
     if vectorization_mode not in (None, "async"):
         raise ValueError(f"vectorization_mode must be None or 'async', got {vectorization_mode!r}")
-    vector_kwargs = dict(vector_kwargs or {})
-    if worker is None:
-        split = split_worker_id(id)
-        if split is not None:
-            worker, id = split
+    env = resolve_id(id, kwargs, wrappers, prefer_builtin=prefer_builtin, worker=worker)
+    return env.make(num_envs, vector_kwargs)
+
+
+class ResolvedId:
+    """The env an id names, resolved where the id is registered (:func:`resolve_id`), before any
+    process starts; picklable, so that another process (a ``ringenv.ray`` actor) builds its
+    vector env with :meth:`make`. Either a Rust env ``rust_id`` (a built-in when ``worker`` is
+    ``None``, else served by the worker binary at path ``worker``) or a Python env, made in each
+    worker as ``gymnasium.make(spec, **kwargs)`` with ``wrappers``.
+
+    Attributes:
+        spec: the spec the id is registered with, without its kwargs; the vector env's ``spec``
+            records the call on it. ``None`` for a worker binary's ``PATH:ID``.
+        kwargs: the env's arguments: the registered ones, then the caller's.
+        vector_kwargs: the vector options (:data:`VECTOR_OPTIONS`) among the registered arguments
+            of an id registered by ringenv.
+    """
+
+    def __init__(self, spec: Optional[EnvSpec], kwargs: Dict[str, Any], vector_kwargs: Dict[str, Any],
+                 wrappers: Tuple[Any, ...], rust_id: Optional[str] = None, worker: Optional[str] = None):
+        self.spec, self.kwargs, self.vector_kwargs, self.wrappers = spec, kwargs, vector_kwargs, wrappers
+        self.rust_id, self.worker = rust_id, worker
+
+    def make(self, num_envs: int, vector_kwargs: Optional[Dict[str, Any]] = None) -> AsyncVectorEnv:
+        """A vector env of ``num_envs`` copies with the registered vector options, then
+        ``vector_kwargs``. Its ``spec`` (where the id has one) records the call as
+        ``gymnasium.make_vec`` records its own: in ``"async"`` mode for a Python env, in
+        ``"vector_entry_point"`` mode for a Rust env, whose actions are checked by default (a Rust
+        env panics on an out-of-range action).
+
+        Raises:
+            TypeError: for a Rust env, an option in :data:`ringenv._program.PYTHON_ONLY_OPTIONS`,
+                naming it; as :func:`make_vec` otherwise.
+        """
+        vector_kwargs = {**self.vector_kwargs, **(vector_kwargs or {})}
+        python = self.rust_id is None
+        kwargs = self.kwargs if python else json_kwargs(self.kwargs)
+        spec = copy.deepcopy(self.spec)  # made first: nothing runs between the env's start and its return
+        if spec is not None:
+            mode = VectorizeMode.ASYNC if python else VectorizeMode.VECTOR_ENTRY_POINT
+            spec.kwargs = {**kwargs, **({} if python else vector_kwargs),
+                           **({"num_envs": num_envs} if num_envs != 1 else {}), "vectorization_mode": mode.value}
+            if python and vector_kwargs:
+                spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
+            if self.wrappers:
+                spec.kwargs["wrappers"] = list(self.wrappers)
+        if self.rust_id is None:
+            assert self.spec is not None, "a Python env has a spec"
+            env_fn = functools.partial(_make_one, self.spec, self.wrappers, kwargs)
+            envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
+        else:
+            for name in PYTHON_ONLY_OPTIONS:
+                if name in vector_kwargs:
+                    raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {self.rust_id} is a Rust "
+                                    "env, and that option applies to Python envs only")
+            if self.worker is None:
+                argv, spaces_json = worker_argv("--rust"), _native.builtin_spaces(self.rust_id, json.dumps(kwargs))
+            else:
+                argv, spaces_json = [self.worker], describe_worker(self.worker, self.rust_id, kwargs)
+            envs = AsyncVectorEnv((), _rust_envs=RustEnvs(argv, self.rust_id, num_envs, kwargs, spaces_json),
+                                  **{"check_actions": True, **vector_kwargs})
+        if spec is not None:
+            envs.spec = spec
+        return envs
+
+
+def resolve_id(id: Union[str, EnvSpec], kwargs: Optional[Dict[str, Any]] = None, wrappers: Any = None, *,
+               prefer_builtin: bool = True, worker: Optional[Union[str, "os.PathLike[str]"]] = None) -> ResolvedId:
+    """The env ``id`` names, with arguments ``kwargs`` and ``wrappers``, as :func:`make_vec`
+    describes: ``worker`` or ``PATH:ID``, a built-in (``prefer_builtin``), then the spec of a
+    Gymnasium id (``"module:Id"`` imports ``module`` here) or ``id`` itself when an ``EnvSpec``.
+    The spec of an id registered by ringenv gives its Rust env (``ringenv/CartPole-v1``, or one
+    registered with ``register(worker=...)``) and its registered vector options.
+
+    Raises:
+        ValueError: wrappers with a Rust env.
+        gymnasium.error.Error: an unknown id (Gymnasium's error), or a spec with no entry point.
+        WorkerIdMissing, FileNotFoundError, IsADirectoryError, PermissionError: as
+            :func:`split_worker_id`, and for ``worker``.
+    """
+    kwargs, wrappers = dict(kwargs or {}), tuple(wrappers or ())
+    if isinstance(id, str) and worker is None:
+        worker, id = split_worker_id(id) or (None, id)
+    spec, rust_id, path = None, None, None
+    vector_kwargs: Dict[str, Any] = {}
     if worker is not None:
-        if wrappers:
-            raise ValueError(f"{id} is a Rust env served by {worker!r}; wrappers apply to Python envs only")
-        kwargs = json_kwargs(kwargs)
-        spaces_json = describe_worker(worker, id, kwargs)
-        return _rust_vector_env(RustEnvs([_worker_path(worker)], id, num_envs, kwargs, spaces_json), vector_kwargs)
-    if given_spec is not None:  # a Python env's spec: the env is made from it, registered or not
-        return _python_vector_env(given_spec, given_spec, num_envs, vector_kwargs, wrappers, kwargs)
-    namespaced = id.startswith(f"{NAMESPACE}/") and id[len(NAMESPACE) + 1:] in builtin_env_ids()
-    if namespaced:  # "ringenv/CartPole-v1": the built-in's registered id, which has no Python env
-        id = id[len(NAMESPACE) + 1:]
-    if (prefer_builtin or namespaced) and id in builtin_env_ids():
-        if wrappers:
-            raise ValueError(f"{id} is a built-in Rust env; wrappers apply to Python envs only "
-                             "(pass prefer_builtin=False to use the Gymnasium env)")
-        kwargs = json_kwargs(kwargs)
-        spaces_json = _native.builtin_spaces(id, json.dumps(kwargs))
-        return _rust_vector_env(RustEnvs(worker_argv("--rust"), id, num_envs, kwargs, spaces_json), vector_kwargs)
-    env_spec = _spec(id)  # gymnasium's own error for an unknown id, before any process starts
-    return _python_vector_env(id, env_spec, num_envs, vector_kwargs, wrappers, kwargs)
+        rust_id, path = (id if isinstance(id, str) else id.id), _worker_path(worker)
+    else:
+        if isinstance(id, str) and prefer_builtin and id in builtin_env_ids():
+            id = f"{NAMESPACE}/{id}"  # the id it is registered under (register_builtins)
+        # Gymnasium's error for an unknown id, before any process starts
+        spec = copy.deepcopy(id if isinstance(id, EnvSpec) else _spec(id))
+        kwargs, spec.kwargs = {**spec.kwargs, **kwargs}, {}
+        entry = spec.vector_entry_point
+        if isinstance(entry, VectorEntryPoint):  # registered by ringenv: its kwargs may hold vector options
+            vector_kwargs = {k: kwargs.pop(k) for k in sorted(VECTOR_OPTIONS & kwargs.keys())}
+            rust_id, path = entry.rust_id, entry.worker
+        elif spec.entry_point is None:
+            raise gym.error.Error(f"{spec.id} has no entry_point: ringenv makes each sub-env with gymnasium.make")
+    if rust_id is not None and wrappers:
+        raise ValueError(f"{rust_id} is a Rust env; wrappers apply to Python envs only")
+    return ResolvedId(spec, kwargs, vector_kwargs, wrappers, rust_id, path)
 
 
 def _unpack_spec(spec: EnvSpec, num_envs: int, vectorization_mode: Any, vector_kwargs: Optional[dict],
@@ -406,55 +479,6 @@ def _unpack_spec(spec: EnvSpec, num_envs: int, vectorization_mode: Any, vector_k
                          **(vector_kwargs or {})}
         vectorization_mode = None
     return spec, num_envs, vectorization_mode, vector_kwargs, wrappers, {**spec_kwargs, **kwargs}
-
-
-def _python_vector_env(make_id: Union[str, EnvSpec], env_spec: EnvSpec, num_envs: int,
-                       vector_kwargs: Dict[str, Any], wrappers: Any, kwargs: Dict[str, Any]) -> AsyncVectorEnv:
-    """``num_envs`` sub-envs ``gymnasium.make(make_id, **kwargs)`` with ``wrappers``, in
-    ringenv's vector env, whose ``spec`` is ``env_spec`` recording the call as
-    ``gymnasium.make_vec(..., vectorization_mode="async")`` records its own."""
-    wrappers = tuple(wrappers or ())
-    env_fn = functools.partial(_make_one, make_id, wrappers, kwargs)
-    # The spec is made first: nothing runs between the env's start and its return.
-    spec = copy.deepcopy(env_spec)
-    spec.kwargs = {**spec.kwargs, **kwargs}
-    if num_envs != 1:
-        spec.kwargs["num_envs"] = num_envs
-    spec.kwargs["vectorization_mode"] = VectorizeMode.ASYNC.value
-    if vector_kwargs:
-        spec.kwargs["vector_kwargs"] = dict(vector_kwargs)
-    if wrappers:
-        spec.kwargs["wrappers"] = list(wrappers)
-    envs = AsyncVectorEnv(_Repeated(env_fn, num_envs), **vector_kwargs)
-    envs.spec = spec
-    return envs
-
-
-def _rust_vector_env(envs: RustEnvs, vector_kwargs: Dict[str, Any]) -> AsyncVectorEnv:
-    """The vector env of Rust envs ``envs``: actions are checked by default (a Rust env panics on
-    an out-of-range action), and the options of Python envs only are refused.
-
-    Raises:
-        TypeError: an option in :data:`ringenv._program.PYTHON_ONLY_OPTIONS`, naming it.
-    """
-    for name in PYTHON_ONLY_OPTIONS:
-        if name in vector_kwargs:
-            raise TypeError(f"make_vec() got an unexpected keyword argument {name!r}: {envs.id} is a Rust env, "
-                            "and that option applies to Python envs only")
-    # The spec the id is registered with ("ringenv/CartPole-v1", or ringenv.register's); made first.
-    registered = gym.registry.get(f"{NAMESPACE}/{envs.id}") if envs.builtin else None
-    registered = registered or gym.registry.get(envs.id)
-    spec = None
-    if registered is not None:  # recorded as gymnasium.make_vec records a vector entry point's call
-        spec = copy.deepcopy(registered)
-        spec.kwargs = {**spec.kwargs, **envs.kwargs, **vector_kwargs}
-        if envs.num_envs != 1:
-            spec.kwargs["num_envs"] = envs.num_envs
-        spec.kwargs["vectorization_mode"] = VectorizeMode.VECTOR_ENTRY_POINT.value
-    vec = AsyncVectorEnv((), _rust_envs=envs, **{"check_actions": True, **vector_kwargs})
-    if spec is not None:
-        vec.spec = spec
-    return vec
 
 
 class _Repeated(Sequence):
@@ -507,17 +531,9 @@ class VectorEntryPoint:
         self.id, self.rust_id, self.worker = id, rust_id, worker
 
     def __call__(self, num_envs: int = 1, **kwargs: Any) -> AsyncVectorEnv:
-        vector_kwargs = {k: v for k, v in kwargs.items() if k in VECTOR_OPTIONS}
-        env_kwargs = {k: v for k, v in kwargs.items() if k not in VECTOR_OPTIONS}
-        if self.rust_id is not None:
-            envs = make_vec(self.rust_id, num_envs, vector_kwargs=vector_kwargs, worker=self.worker, **env_kwargs)
-        else:
-            # The spec itself travels to the workers; its default kwargs are already in kwargs.
-            env_spec = copy.deepcopy(gym.spec(self.id))
-            env_spec.kwargs = {}
-            env_fn = functools.partial(_make_one, env_spec, (), env_kwargs)
-            envs = AsyncVectorEnv(_Repeated(env_fn, check_count("num_envs", num_envs)), **vector_kwargs)
-        return envs
+        # kwargs: the registered ones and the caller's, as Gymnasium passes them
+        spec = gym.registry.get(self.id) or EnvSpec(self.id, vector_entry_point=self)
+        return resolve_id(spec, kwargs).make(check_count("num_envs", num_envs))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, VectorEntryPoint)

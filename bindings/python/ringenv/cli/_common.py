@@ -13,10 +13,13 @@ import platform
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ringenv._checks import SPIN_US_MAX
 from ringenv._plan import usable_cores
+
+if TYPE_CHECKING:
+    from ringenv.registration import ResolvedId
 
 
 class UsageError(Exception):
@@ -176,15 +179,15 @@ def vector_options(num_envs: int, num_workers: int, inline: bool = False, batch_
 @dataclass
 class EnvTarget:
     """An env named on the command line: ``kind`` ``"builtin"`` (a Rust env, ringenv's own or a
-    ``worker`` binary's), ``"gymnasium"`` or ``"factory"``; ``python_factory`` builds one Python
-    env (``None`` for a worker binary's envs)."""
+    ``worker`` binary's) or ``"gymnasium"``, an id resolved as ``env``; or ``"factory"``, whose
+    ``python_factory`` builds one Python env."""
 
     name: str
     kind: str
     kwargs: Dict[str, Any] = field(default_factory=dict)
     python_factory: Optional[Callable[[], Any]] = None
-    gym_id: Optional[str] = None
     worker: Optional[str] = None
+    env: Optional[ResolvedId] = None
 
     @property
     def label(self) -> str:
@@ -206,84 +209,66 @@ class EnvTarget:
         import ringenv
 
         options = vector_options(num_envs, num_workers, inline, batch_size, device, spin_us)
-        if self.kind == "builtin":
-            return ringenv.make_vec(self.name, num_envs, vector_kwargs=options, worker=self.worker, **self.kwargs)
-        factory = self.python_factory
-        assert factory is not None, "a non-built-in target has a Python factory"
-        return ringenv.AsyncVectorEnv([factory] * num_envs, **options)
+        if self.env is not None:
+            return self.env.make(num_envs, options)
+        assert self.python_factory is not None, "a factory target has a Python factory"
+        return ringenv.AsyncVectorEnv([self.python_factory] * num_envs, **options)
 
 
-def _gym_spec_or_none(id: str):
-    import gymnasium as gym
-
-    try:
-        return gym.spec(id)
-    except gym.error.Error:
+def _factory(text: str) -> Optional[Callable[..., Any]]:
+    """The callable ``text`` names as ``module:callable`` (``None`` where it names none)."""
+    module_name, colon, attr = text.partition(":")
+    if not colon:
         return None
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return obj if callable(obj) else None
 
 
 def resolve_env(text: str, kwargs: Optional[Dict[str, Any]] = None, *, prefer_builtin: bool = True) -> EnvTarget:
-    """The env ``text`` names: a worker binary's ``PATH:ID``, a built-in id (preferred, as
-    ``make_vec`` does), a ``module:callable`` factory, or a Gymnasium id (``module:Id-v0``
-    imports ``module`` first). Raises :class:`UsageError` naming ``ENV`` otherwise."""
+    """The env ``text`` names: an env id as ``ringenv.make_vec`` resolves it
+    (:func:`ringenv.registration.resolve_id`: a worker binary's ``PATH:ID``, a built-in
+    (preferred unless ``prefer_builtin`` is false), a registered or ``module:Id`` Gymnasium
+    id), else a ``module:callable`` factory. Raises :class:`UsageError` naming ``ENV`` otherwise."""
     import gymnasium as gym
 
     import ringenv
-    from ringenv.registration import WorkerIdMissing, describe_worker, split_worker_id
+    from ringenv.registration import WorkerIdMissing, describe_worker, resolve_id
 
     kwargs = dict(kwargs or {})
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does, so that local modules are found
     try:
-        split = split_worker_id(text)
-    except OSError as e:  # a PATH:ID whose PATH is missing, a directory or not executable
-        raise UsageError(f"argument ENV: {text!r}: {e}") from None
+        env = resolve_id(text, kwargs, prefer_builtin=prefer_builtin)
     except WorkerIdMissing as e:  # a worker binary's path without :ID (its message lists the ids)
         raise UsageError(f"argument ENV: {e}") from None
-    if split is not None:
-        worker, id = split
-        try:
-            describe_worker(worker, id, kwargs)  # the binary's own error, before any measurement
-        except (OSError, ValueError, TypeError) as e:
-            raise UsageError(f"argument ENV: {text!r}: {e}") from None
-        return EnvTarget(id, "builtin", kwargs, None, None, worker=worker)
-    if prefer_builtin and text in ringenv.builtin_env_ids():
-        spec = _gym_spec_or_none(text)
-        python_factory = functools.partial(gym.make, text, **kwargs) if spec is not None else None
-        return EnvTarget(text, "builtin", kwargs, python_factory, text if spec is not None else None)
-    if ":" in text:
-        module_name, _, attr = text.partition(":")
-        if not module_name or not attr:
-            raise UsageError(f"argument ENV: {text!r} is not 'module:callable'")
-        if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.insert(0, os.getcwd())  # as `python -m` does, so that local modules are found
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as e:
-            raise UsageError(f"argument ENV: cannot import module {module_name!r} of {text!r} "
-                             f"({type(e).__name__}: {e})") from None
-        obj: Any = module
-        try:
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except AttributeError:
-            obj = None
-        if obj is not None and callable(obj):
-            factory = functools.partial(obj, **kwargs) if kwargs else obj
-            return EnvTarget(text, "factory", kwargs, factory, None)
-        # gymnasium's own "module:Id-v0" form: importing the module registered the id
-        if _gym_spec_or_none(attr) is not None:
-            return EnvTarget(attr, "gymnasium", kwargs, functools.partial(gym.make, attr, **kwargs), attr)
-        raise UsageError(f"argument ENV: module {module_name!r} has no callable {attr!r} "
-                         "and registers no Gymnasium id of that name")
-    try:
-        gym.spec(text)
     except gym.error.Error as e:
+        factory = _factory(text)
+        if factory is not None:
+            return EnvTarget(text, "factory", kwargs, functools.partial(factory, **kwargs) if kwargs else factory)
         builtin = ", ".join(ringenv.builtin_env_ids())
         raise UsageError(f"argument ENV: unknown environment id {text!r}: {e} (not a ringenv built-in ({builtin}), "
                          "not a registered Gymnasium id, not module:callable; an id that a package registers when "
                          "imported is named after it, as gymnasium.make takes it: PACKAGE:ID, e.g. "
                          "minigrid:MiniGrid-DoorKey-8x8-v0)") from None
-    return EnvTarget(text, "gymnasium", kwargs, functools.partial(gym.make, text, **kwargs), text)
-
+    except Exception as e:  # a PATH:ID whose PATH is no program, a module that cannot be imported
+        raise UsageError(f"argument ENV: {text!r}: {e}") from None
+    if env.rust_id is None:
+        assert env.spec is not None, "a Python env has a spec"
+        return EnvTarget(env.spec.id, "gymnasium", env.kwargs, env=env)
+    if env.worker is not None:
+        try:
+            describe_worker(env.worker, env.rust_id, env.kwargs)  # the binary's own error, before any measurement
+        except (OSError, ValueError, TypeError) as e:
+            raise UsageError(f"argument ENV: {text!r}: {e}") from None
+        # the binary as the user spelled it, where they gave PATH:ID
+        shown = text[:-len(env.rust_id) - 1] if text.endswith(f":{env.rust_id}") else env.worker
+        return EnvTarget(env.rust_id, "builtin", env.kwargs, worker=shown, env=env)
+    return EnvTarget(env.rust_id, "builtin", env.kwargs, env=env)
 
 
 def _cpu_model() -> Optional[str]:
