@@ -85,7 +85,7 @@ def write_path(seconds: float, repeats: int) -> Dict[str, float]:
     n = 8
     leaves = _layout.plan(SPACE, n)
     bufs = [np.zeros(_layout.leaf_bytes(leaf) * n, np.uint8) for leaf in leaves]
-    mem = create_shared_memory(SPACE, n=n, ctx=_layout._BindContext(bufs))
+    mem = create_shared_memory(SPACE, n=n, ctx=_layout._Context(bufs))
     value = BigDictEnv()._obs()
     write = _obs_writer.writer(SPACE, 3, mem)
     return {

@@ -32,8 +32,8 @@ def _memories(space):
     ref = [np.zeros(s, np.uint8) for s in sizes]
 
     def bind(bufs):
-        from ringenv._layout import _BindContext
-        return create_shared_memory(space, n=N, ctx=_BindContext(bufs))
+        from ringenv._layout import _Context
+        return create_shared_memory(space, n=N, ctx=_Context(bufs))
 
     return ours, bind(ours), ref, bind(ref)
 
