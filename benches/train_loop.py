@@ -323,26 +323,30 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
             ringenv_row(f"ringenv {g} groups, no spin", g, spin_us=0)
     frames = n * args.frames_per_env
 
-    def ringenv_torchrl(net, window):
+    def parallel_env_collector(parallel_env: Callable[[], Any]):
+        """A row's ``run``: TorchRL's ``Collector`` on the ``ParallelEnv`` that ``parallel_env`` builds."""
+        def run(net, window):
+            env = parallel_env()
+            try:
+                return collector_loop(torchrl_collector(env, frames), net, window)
+            finally:
+                env.close(raise_if_closed=False)
+        return run
+
+    def ringenv_parallel_env():
         from ringenv.torchrl import ParallelEnv
 
-        env = ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=device)
-        try:
-            return collector_loop(torchrl_collector(env, frames), net, window)
-        finally:
-            env.close(raise_if_closed=False)
-    rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n, "run": ringenv_torchrl,
-                 "layout": f"{ringenv_layout(n, n)}, frames_per_batch={frames}"})
+        return ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=device)
 
-    def torchrl_parallel(net, window):
+    def torchrl_parallel_env():
         from torchrl.envs import ParallelEnv
 
-        env = ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=device)
-        try:
-            return collector_loop(torchrl_collector(env, frames), net, window)
-        finally:
-            env.close(raise_if_closed=False)
-    rows.append({"name": "TorchRL ParallelEnv + Collector", "batch": n, "run": torchrl_parallel,
+        return ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=device)
+
+    rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n,
+                 "run": parallel_env_collector(ringenv_parallel_env),
+                 "layout": f"{ringenv_layout(n, n)}, frames_per_batch={frames}"})
+    rows.append({"name": "TorchRL ParallelEnv + Collector", "batch": n, "run": parallel_env_collector(torchrl_parallel_env),
                  "layout": f"{n} procs, frames_per_batch={frames}", "missing": too_many_torch_processes(n)})
 
     def torchrl_async(net, window):
