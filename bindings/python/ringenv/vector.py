@@ -101,7 +101,8 @@ class AsyncVectorEnv(PoolVectorEnv):
         inline: whether this process steps the last block of envs itself while the worker
             processes step theirs. ``None`` (default): yes when ``num_workers`` is not given, the
             envs are Python or built-in Rust envs and there are at least as many as usable cores
-            (with fewer, each block gets a worker process and this process keeps a core). ``False``: every env in a worker process.
+            (with fewer, each block gets a worker process and this process keeps a core).
+            ``False``: every env in a worker process.
             The share's envs see later changes to their code or globals, as ``SyncVectorEnv``'s
             do; see docs/INLINE.md.
         startup_timeout: seconds to wait for the worker processes to build their envs
@@ -525,11 +526,9 @@ class AsyncVectorEnv(PoolVectorEnv):
                 if self._reset_needed:
                     raise ResetNeeded("Cannot call env.step() before calling env.reset()")
                 try:
-                    slots = self._slots
-                    slot = slots.next_slot()
-                    payload = slots.write_actions(actions, None, slot)
-                    if slots.device is not None:
-                        slots.before_reuse([slot])
+                    slot = self._slots.next_slot()
+                    payload = self._slots.write_actions(actions, None, slot)
+                    self._slots.before_reuse([slot])
                     self._pool.submit("step", payload)
                     self._state = AsyncState.WAITING_STEP
                 except BaseException:
