@@ -56,9 +56,11 @@ fn run(policy: SpinPolicy, work: Duration) -> (f64, f64, f64) {
         s.spawn(|| {
             let mut spinner = Spinner::new(settings);
             for r in 1..=ROUNDS + PAUSED {
-                while !spinner.wait_with::<SlowFutex>(&worker_wakeup, &mut || cmd.load(Ordering::Acquire) >= r, timeout)
-                {
-                }
+                while !spinner.wait_with::<SlowFutex>(
+                    &worker_wakeup,
+                    &mut || u32::from(cmd.load(Ordering::Acquire) < r),
+                    timeout,
+                ) {}
                 busy(work);
                 done.store(r, Ordering::Release);
                 main_wakeup.notify_with::<SlowFutex>();
@@ -75,7 +77,11 @@ fn run(policy: SpinPolicy, work: Duration) -> (f64, f64, f64) {
             }
             cmd.store(r, Ordering::Release);
             worker_wakeup.notify_with::<SlowFutex>();
-            while !spinner.wait_with::<SlowFutex>(&main_wakeup, &mut || done.load(Ordering::Acquire) >= r, timeout) {}
+            while !spinner.wait_with::<SlowFutex>(
+                &main_wakeup,
+                &mut || u32::from(done.load(Ordering::Acquire) < r),
+                timeout,
+            ) {}
             busy(Duration::from_micros(1));
         }
         let rate = ROUNDS as f64 / t0.elapsed().as_secs_f64();

@@ -160,7 +160,7 @@ impl Pool {
             )));
         }
         let start = Instant::now();
-        self.pump(timeout, |flights| chosen(flights, num_workers, order).is_some())?;
+        self.pump(timeout, |lanes| chosen(lanes, num_workers, order).err().unwrap_or(0))?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
         let batch = self.take_chosen(num_workers, order);
         self.state.settle(self.in_flight());
@@ -187,8 +187,9 @@ impl Pool {
     }
 }
 
-/// The `k` workers `recv` returns once they all finished, or `None` while they have not.
-fn chosen(lanes: &[Lane], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
+/// The `k` workers `recv` returns once they all finished, or (`Err`) how many of their
+/// completions it still awaits.
+fn chosen(lanes: &[Lane], k: usize, order: RecvOrder) -> Result<Vec<usize>, usize> {
     let flights = lanes.iter().enumerate().filter_map(|(w, l)| Some((w, l.flight()?)));
     let mut candidates: Vec<((u64, u64), usize)> = match order {
         // Ties (only the inline worker shares a stamp, see `Pool::complete_inline`): the earlier sent.
@@ -197,6 +198,9 @@ fn chosen(lanes: &[Lane], k: usize, order: RecvOrder) -> Option<Vec<usize>> {
     };
     candidates.sort_unstable();
     candidates.truncate(k);
-    let all_done = candidates.iter().all(|&(_, w)| lanes[w].flight().is_some_and(|f| f.arrived.is_some()));
-    (candidates.len() == k && all_done).then(|| candidates.into_iter().map(|(_, w)| w).collect())
+    let done = candidates.iter().filter(|&&(_, w)| lanes[w].flight().is_some_and(|f| f.arrived.is_some())).count();
+    match k - done {
+        0 => Ok(candidates.into_iter().map(|(_, w)| w).collect()),
+        missing => Err(missing),
+    }
 }

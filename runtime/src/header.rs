@@ -28,7 +28,7 @@ use bytemuck::{Pod, Zeroable};
 pub const MAGIC: [u8; 8] = *b"RINGENV\0";
 /// Version of the segment layout. Bump on any change to the header, the layout function, the
 /// ring or descriptor formats, or the dtype codes.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]

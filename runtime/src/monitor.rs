@@ -291,7 +291,8 @@ pub fn list_pools() -> Vec<PoolEntry> {
     let mut pools = Vec::new();
     for mut holders in held.into_values() {
         holders.sort();
-        let main = Monitor::open(&holders[0]).ok().map(|m| m.segment.pool_metrics().main_pid);
+        // Any holder's descriptor will do; one may have closed it since the listing.
+        let main = holders.iter().find_map(|h| Monitor::open(h).ok()).map(|m| m.segment.pool_metrics().main_pid);
         match main.and_then(|m| holders.iter().find(|h| h.pid == m)) {
             _ if main == Some(0) => {} // closed (`PoolMetrics::mark_closed`)
             Some(h) => pools.push(h.clone()),

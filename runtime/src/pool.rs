@@ -667,7 +667,7 @@ impl Pool {
         };
         self.inline_done()?;
         let start = Instant::now();
-        self.pump(timeout, |lanes| lanes.iter().all(|l| l.flight().is_some_and(|f| f.arrived.is_some())))?;
+        self.pump(timeout, |lanes| lanes.iter().filter(|l| l.flight().is_some_and(|f| f.arrived.is_none())).count())?;
         self.segment.pool_metrics().record_command(start.elapsed().as_nanos() as u64);
         self.state.finish_wait()?;
         let mut out = Outcome { slot: self.worker_slot[0], kind, messages: vec![], errors: vec![], restarted: vec![] };
@@ -681,12 +681,18 @@ impl Pool {
         Ok(out)
     }
 
-    /// Drains completions until `done(flights)` holds, at most `timeout` (`None`: forever, still
-    /// noticing dead workers within ~10 ms, also while other workers' completions keep arriving).
+    /// Drains completions until `missing(lanes)` (how many completions the caller still awaits)
+    /// is 0, at most `timeout` (`None`: forever, still noticing dead workers within ~10 ms, also
+    /// while other workers' completions keep arriving). A sleeping wait is woken by the last
+    /// awaited completion only.
     ///
     /// # Errors
     /// [`WaitError::Timeout`] naming the workers still running, a [`Failure`].
-    pub(crate) fn pump(&mut self, timeout: Option<Duration>, done: impl Fn(&[Lane]) -> bool) -> Result<(), WaitError> {
+    pub(crate) fn pump(
+        &mut self,
+        timeout: Option<Duration>,
+        missing: impl Fn(&[Lane]) -> usize,
+    ) -> Result<(), WaitError> {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
         let mut cancel_check = start + CANCEL_CHECK;
@@ -706,7 +712,8 @@ impl Pool {
             self.scan_order = order;
             drained?;
             let now = Instant::now();
-            if done(&self.lanes) {
+            let awaited = missing(&self.lanes);
+            if awaited == 0 {
                 // While completions keep coming the wait below never times out: look for a dead
                 // worker at most every LIVENESS_CHECK anyway.
                 if now.duration_since(self.liveness_checked) < LIVENESS_CHECK {
@@ -736,9 +743,15 @@ impl Pool {
                 cancel_check = now + CANCEL_CHECK;
             }
             let chunk = deadline.map_or(LIVENESS_CHECK, |d| (d - now).min(LIVENESS_CHECK));
-            let completions = &self.completions[..self.workers.len()];
-            let ready = || completions.iter().any(|c| c.ring().has_ready());
-            if !self.spinner.wait(self.segment.completion_wakeup(), ready, chunk) {
+            // Rings with a completion not drained yet count against the awaited ones: at worst
+            // ones the caller does not await, which wakes the wait early to drain and count again.
+            let (completions, lanes) = (&self.completions[..self.workers.len()], &self.lanes);
+            let running = |w: &usize| lanes[*w].flight().is_some_and(|f| f.arrived.is_none());
+            let missing = || {
+                let ready = (0..completions.len()).filter(running).filter(|&w| completions[w].ring().has_ready());
+                awaited.saturating_sub(ready.count()) as u32
+            };
+            if !self.spinner.wait_for(self.segment.completion_wakeup(), missing, chunk) {
                 if let Some(dead) = self.workers.iter().position(WorkerProcess::has_exited) {
                     self.on_death(dead, Cause::Died)?;
                 } else if let Some((w, c)) = self.completions[..self.workers.len()]

@@ -248,25 +248,37 @@ impl Spinner {
     /// [`Spinner::budget`] with the settings' probe, then sleeps on the futex, then learns when
     /// its peer became ready.
     pub fn wait(&mut self, wakeup: &Wakeup, mut ready: impl FnMut() -> bool, timeout: Duration) -> bool {
-        self.wait_with::<DefaultFutex>(wakeup, &mut ready, timeout)
+        self.wait_with::<DefaultFutex>(wakeup, &mut || u32::from(!ready()), timeout)
     }
 
-    /// [`Spinner::wait`] over any [`Futex`] implementation.
-    pub fn wait_with<F: Futex>(&mut self, wakeup: &Wakeup, ready: &mut dyn FnMut() -> bool, timeout: Duration) -> bool {
+    /// [`Spinner::wait`] for several publishes: until `missing()` (how many the waiter still
+    /// awaits, each notified on `wakeup`) is 0. A sleeping waiter is woken by the last of them
+    /// only ([`Wakeup`]).
+    pub fn wait_for(&mut self, wakeup: &Wakeup, mut missing: impl FnMut() -> u32, timeout: Duration) -> bool {
+        self.wait_with::<DefaultFutex>(wakeup, &mut missing, timeout)
+    }
+
+    /// [`Spinner::wait_for`] over any [`Futex`] implementation.
+    pub fn wait_with<F: Futex>(
+        &mut self,
+        wakeup: &Wakeup,
+        missing: &mut dyn FnMut() -> u32,
+        timeout: Duration,
+    ) -> bool {
         let start = Instant::now();
-        self.sample_load(ready, start);
+        self.sample_load(&mut || missing() == 0, start);
         let budget = self.budget().min(timeout);
         if budget > Duration::ZERO {
             wakeup.count_spin();
         }
-        let (ready_in_spin, stalled) = spin(ready, start + budget, self.settings.probe);
+        let (ready_in_spin, stalled) = spin(&mut || missing() == 0, start + budget, self.settings.probe);
         self.record_crowd(stalled);
         if ready_in_spin {
             self.record(Instant::now() - start);
             return true;
         }
         let spun = Instant::now() - start;
-        let (woke, latency) = wakeup.sleep_with::<F>(ready, start + timeout);
+        let (woke, latency) = wakeup.sleep_with::<F>(missing, start + timeout);
         self.record_slept(Instant::now() - start, spun, latency);
         woke
     }

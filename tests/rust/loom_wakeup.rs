@@ -7,9 +7,10 @@
 //! Under `cfg(loom)` the `Wakeup` runs its own code over loom's atomics and SeqCst fences, and
 //! its futex is `LocalFutex` over loom's mutex and condition variable, with timeouts not modelled:
 //! a waiter sleeps until a wake addressed to its word arrives. A lost wake-up therefore leaves it
-//! asleep with every other thread finished, which loom reports as a deadlock. Two deliberately
-//! broken variants of the handshake (no Dekker fence; the futex word read too late) are checked
-//! to fail that way, so the models are known to catch the bug they are written for.
+//! asleep with every other thread finished, which loom reports as a deadlock. Three deliberately
+//! broken variants of the handshake (no Dekker fence; the futex word read too late; the publish
+//! count read too late) are checked to fail that way, so the models are known to catch the bug
+//! they are written for.
 //!
 //! Compiles to nothing unless built with `--cfg loom`:
 //!
@@ -111,7 +112,8 @@ fn two_round_trips_never_lose_a_wakeup() {
 
 /// The pool's wait loop: two workers each push a completion into their own completion ring and
 /// notify the main process's one word; the main process drains both rings and sleeps until both
-/// completions arrived (its ready condition: any ring has one).
+/// completions arrived, telling the word how many it still awaits (the completions neither
+/// drained nor in a ring), so only the last awaited completion's `notify` wakes it.
 #[test]
 fn main_process_collects_both_workers_completions() {
     check("main_process_collects_both_workers_completions", || {
@@ -136,8 +138,9 @@ fn main_process_collects_both_workers_completions() {
                 }
             }
             if done != [true, true] {
-                let ready = || rings.iter().any(|r| r.has_ready());
-                assert!(sleep_until(&wakeup, ready));
+                let missing = || (0..2).filter(|&w| !done[w] && !rings[w].has_ready()).count() as u32;
+                let mut spinner = Spinner::new(SpinSettings { policy: SpinPolicy::NEVER, probe: Probe::Yield });
+                assert!(spinner.wait_for(&wakeup, missing, FOREVER));
             }
         }
         for w in workers {
@@ -204,57 +207,78 @@ fn spinners_round_trips_never_lose_a_wakeup() {
 
 /// A stand-in for `Wakeup` with the handshake broken on purpose, to show the models catch a lost
 /// wake-up: `fenced: false` drops the SeqCst fences of Dekker's handshake; `late_seq: true` reads
-/// the futex word after the re-check instead of before announcing.
+/// the futex word after the re-check instead of before announcing; `late_count: true` reads the
+/// publish count after counting the missing publishes, so a publish between the two is counted
+/// twice and the sleeper awaits one publish too many.
 struct Broken {
     seq: AtomicU32,
     sleepers: AtomicU32,
+    published: AtomicU32,
+    wake_at: AtomicU32,
     fenced: bool,
     late_seq: bool,
+    late_count: bool,
 }
 
 impl Broken {
     fn notify(&self) {
+        let count = self.published.fetch_add(1, Ordering::AcqRel) + 1;
         if self.fenced {
             fence(Ordering::SeqCst);
         }
-        if self.sleepers.load(Ordering::Relaxed) > 0 {
+        if self.sleepers.load(Ordering::Acquire) > 0 && count >= self.wake_at.load(Ordering::Relaxed) {
             self.seq.fetch_add(1, Ordering::Release);
             LocalFutex::wake(&self.seq, u32::MAX);
         }
     }
 
-    fn wait(&self, ready: impl Fn() -> bool) {
+    fn wait(&self, missing: impl Fn() -> u32) {
         loop {
             let early = self.seq.load(Ordering::Acquire);
-            self.sleepers.fetch_add(1, Ordering::Relaxed);
+            let (counted, awaited) = if self.late_count {
+                let awaited = missing();
+                (self.published.load(Ordering::Acquire), awaited)
+            } else {
+                (self.published.load(Ordering::Acquire), missing())
+            };
+            if awaited == 0 {
+                return;
+            }
+            self.wake_at.store(counted + awaited, Ordering::Relaxed);
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
             if self.fenced {
                 fence(Ordering::SeqCst);
+                self.published.load(Ordering::Acquire);
             }
-            if ready() {
+            if missing() == 0 {
                 self.sleepers.fetch_sub(1, Ordering::Relaxed);
                 return;
             }
             let seq = if self.late_seq { self.seq.load(Ordering::Acquire) } else { early };
             LocalFutex::wait(&self.seq, seq, FOREVER);
             self.sleepers.fetch_sub(1, Ordering::Relaxed);
-            if ready() {
-                return;
-            }
         }
     }
 }
 
-fn broken_handshake(fenced: bool, late_seq: bool) {
+/// `producers` threads each set their flag and notify; the waiter awaits every flag.
+fn broken_handshake(fenced: bool, late_seq: bool, late_count: bool, producers: usize) {
     loom::model(move || {
-        let b = Arc::new(Broken { seq: AtomicU32::new(0), sleepers: AtomicU32::new(0), fenced, late_seq });
-        let flag = Arc::new(AtomicBool::new(false));
-        let (b2, f2) = (b.clone(), flag.clone());
-        let producer = thread::spawn(move || {
-            f2.store(true, Ordering::Relaxed);
-            b2.notify();
-        });
-        b.wait(|| flag.load(Ordering::Relaxed));
-        producer.join().unwrap();
+        let zero = || AtomicU32::new(0);
+        let (seq, sleepers, published, wake_at) = (zero(), zero(), zero(), zero());
+        let b = Arc::new(Broken { seq, sleepers, published, wake_at, fenced, late_seq, late_count });
+        let flags: Arc<Vec<AtomicBool>> = Arc::new((0..producers).map(|_| AtomicBool::new(false)).collect());
+        let threads: Vec<_> = (0..producers)
+            .map(|p| {
+                let (b, flags) = (b.clone(), flags.clone());
+                thread::spawn(move || {
+                    flags[p].store(true, Ordering::Relaxed);
+                    b.notify();
+                })
+            })
+            .collect();
+        b.wait(|| flags.iter().filter(|f| !f.load(Ordering::Relaxed)).count() as u32);
+        threads.into_iter().for_each(|t| t.join().unwrap());
     });
 }
 
@@ -265,8 +289,9 @@ const BROKEN: &str = "RINGENV_LOOM_BROKEN";
 #[ignore = "entry point of the child process started by the control tests"]
 fn broken_handshake_child() {
     match std::env::var(BROKEN).as_deref() {
-        Ok("no-fence") => broken_handshake(false, false),
-        Ok("late-seq") => broken_handshake(true, true),
+        Ok("no-fence") => broken_handshake(false, false, false, 1),
+        Ok("late-seq") => broken_handshake(true, true, false, 1),
+        Ok("late-count") => broken_handshake(true, false, true, 2),
         _ => panic!("run only as the child of a control test"),
     }
 }
@@ -293,4 +318,9 @@ fn control_without_the_dekker_fences_a_wakeup_is_lost() {
 #[test]
 fn control_reading_the_futex_word_late_loses_a_wakeup() {
     expect_lost_wakeup("late-seq");
+}
+
+#[test]
+fn control_reading_the_publish_count_late_loses_a_wakeup() {
+    expect_lost_wakeup("late-count");
 }
