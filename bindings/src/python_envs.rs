@@ -599,7 +599,7 @@ impl PyEnvs {
             *handover.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(message.into_any().unbind());
             return Ok(Some(Vec::new()));
         }
-        obs.and_then(|o| self.helper(py, "_pack", (o, infos)))
+        obs.and_then(|o| self.helper(py, "_pack", (o, infos, self.env_ids.start)))
             .and_then(|b| b.extract::<Vec<u8>>())
             .map(Some)
             .map_err(|e| self.describe(py, e, None))

@@ -15,6 +15,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 
 import ringenv
 from helper_envs import (
+    ColourSpace,
     CounterEnv,
     OddNotesEnv,
     RaisingEnv,
@@ -365,3 +366,31 @@ def test_an_info_that_cannot_leave_its_worker_names_the_env_and_the_key(closing)
     envs.set_attr("holder", [-1] * N)
     obs = envs.step(_ones())[0]  # usable again; the failed step had stepped every env
     assert_identical(obs, np.array([[i, 2] for i in range(N)], dtype=np.float32))
+
+
+class LockObservationEnv(gym.Env):
+    """An env of a custom observation space (its observations travel pickled) whose step returns
+    a lock (which cannot be pickled) as the observation while it is env ``holder``."""
+
+    def __init__(self, env_index: int, holder: int):
+        self.observation_space, self.action_space = ColourSpace(), gym.spaces.Discrete(2)
+        self.env_index, self.holder = env_index, holder
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "red", {}
+
+    def step(self, action):
+        import threading
+
+        return threading.Lock() if self.env_index == self.holder else "blue", 0.0, False, False, {}
+
+
+def test_an_observation_that_cannot_leave_its_worker_names_the_env(closing):
+    """Env 3 is the second env of the second worker: named by its id, not its place in the block."""
+    envs = closing(ringenv.AsyncVectorEnv([functools.partial(LockObservationEnv, i, 3) for i in range(N)],
+                                          num_workers=2, inline=False))
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match=r"^env 3: its observation \(lock\) cannot be pickled to leave its worker "
+                                        r"process \(TypeError: cannot pickle '_thread.lock' object\)"):
+        envs.step(np.zeros(N, dtype=np.int64))

@@ -270,8 +270,9 @@ def _obs_misfit(error: BaseException, obs: Any, space: spaces.Space, env_id: int
     return _obs_writer.misfit(env_id, "", space, obs, error) if isinstance(error, Exception) else error
 
 
-def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> bytes:
-    """A step's or reset's message: observations (pickled path only) and non-empty infos.
+def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]], first_env_id: int) -> bytes:
+    """A step's or reset's message: observations (pickled path only) of the envs from
+    ``first_env_id`` on, and non-empty infos.
 
     Plain ``pickle`` (protocol 5, what cloudpickle writes for importable objects) first: about 3x
     faster than cloudpickle's pure-Python pickler on the small dicts of per-step infos. Anything
@@ -285,12 +286,13 @@ def _pack(observations: Optional[List[Any]], infos: List[Tuple[int, dict]]) -> b
     try:
         return dumps((observations, infos))
     except Exception as e:
-        raise _unpicklable(observations, infos, e) from e
+        raise _unpicklable(observations, infos, first_env_id, e) from e
 
 
-def _unpicklable(observations: Optional[List[Any]], infos: List[Tuple[int, dict]], error: Exception) -> TypeError:
+def _unpicklable(observations: Optional[List[Any]], infos: List[Tuple[int, dict]], first_env_id: int,
+                 error: Exception) -> TypeError:
     """The error for a message that ``dumps`` refused with ``error``: the first info value (by env,
-    then key) or observation that does not pickle, named."""
+    then key) or observation that does not pickle, named with its env."""
     def refuses(value: Any) -> bool:
         try:
             dumps(value)
@@ -305,8 +307,9 @@ def _unpicklable(observations: Optional[List[Any]], infos: List[Tuple[int, dict]
             where = f"env {env_id}: the value of its info key {key!r} ({type(info[key]).__name__})"
             break
     else:
-        if observations is not None and any(refuses(o) for o in observations):
-            where = "an observation"
+        i = next((i for i, o in enumerate(observations or ()) if refuses(o)), None)
+        if i is not None:
+            where = f"env {first_env_id + i}: its observation ({type(observations[i]).__name__})"
     return TypeError(f"{where} cannot be pickled to leave its worker process ({type(error).__name__}: {error}); "
                      "keep such objects out of what the env returns, or step it in the main process (num_workers=0)")
 
