@@ -183,15 +183,17 @@ def section(report: Dict[str, Any]) -> List[str]:
         "",
         f"Every env in {a.workers} worker processes (`inline=False`), `spin_us=0`, envs of ~0 µs; "
         f"`time.process_time()` of the main process over {a.windows} windows of {a.seconds / a.windows:g} s per "
-        "row, the median window's µs per batch (µs per env step: per batch over the envs in it). Async: "
+        "row, the median window's µs per batch (µs per env step: per batch over the envs in it; sleeps: the "
+        "main process's voluntary context switches per batch, `getrusage`, its sleeps on the futex). Async: "
         "`recv` then `send` of batches of half the envs (one worker's block).",
         "",
-        "| env | infos | mode | " + " | ".join(f"{n} envs µs/batch (µs/step)" for n in a.sizes)
+        "| env | infos | mode | " + " | ".join(f"{n} envs µs/batch (µs/step; sleeps)" for n in a.sizes)
         + " | fit: µs per batch = a + b x envs in it |",
         "|---|---|---|" + "---:|" * len(a.sizes) + "---|",
     ]
     for c in report["configurations"]:
-        cells = {r["num_envs"]: f"{r['us_per_batch']:.1f} ({r['us_per_step']:.2f})" for r in c["rows"]}
+        cells = {r["num_envs"]: f"{r['us_per_batch']:.1f} ({r['us_per_step']:.2f}; {r['sleeps']:.2f})"
+                 for r in c["rows"]}
         fitted = "-" if c["fit"] is None else f"{c['fit'][0]:.1f} + {c['fit'][1]:.3f} x"
         lines.append(f"| {c['env']} | {c['infos']} | {c['mode']} | "
                      + " | ".join(cells.get(n, "-") for n in a.sizes) + f" | {fitted} |")

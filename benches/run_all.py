@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "benches"))
 
 #: The scripts that each write their own section of the file, run after its tables, in order.
 SECTION_SCRIPTS = ["grid.py", "ray_scaling.py", "async_share.py", "wakeup_policy.py", "obs_copies.py", "text_obs.py",
-                   "idle_cpu.py", "startup.py", "train_loop.py"]
+                   "idle_cpu.py", "startup.py", "train_loop.py", "main_cost.py", "staging_cost.py"]
 
 
 def sh(*cmd: str, **kw) -> str:

@@ -185,13 +185,75 @@ FAKE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_against_fake_driver(tmp_path, **env):
+#: ``GpuStaging`` itself against the stand-in driver, whose "device memory" is host memory: host
+#: tensors stand in for the device's (``parse_device`` and the stream patched), so the copies it
+#: plans land where a real driver would put them. Every staged tensor is checked against the host
+#: arrays, and so is the number of copies: one for a whole slot laid out as a pool lays it out,
+#: into the reused tensors.
+GPU_STAGING_SCRIPT = textwrap.dedent("""
+    import gc
+    import numpy as np, torch
+    from ringenv import _staging
+    from test_cuda_staging import N, _fill, _segment_arrays
+
+    _staging.parse_device = lambda device: torch.device("cpu", 0)
+    segment, arrays = _segment_arrays()
+    for s, slot in enumerate(arrays):
+        _fill(slot, s)
+    copies = []
+
+    class Counting:
+        def __init__(self, native):
+            self.native = native
+
+        def copy_to_device(self, slot, planned, stream):
+            copies.append(len(planned))
+            self.native.copy_to_device(slot, planned, stream)
+
+    def stand_in(host_arrays):
+        staging = _staging.GpuStaging("cuda", host_arrays, segment)
+        staging._raw_stream = lambda index: 0  # the null stream, and no record_stream on host tensors
+        staging._streams.add(0)
+        staging._native = Counting(staging._native)
+        return staging
+
+    def check(tensors, expected):
+        assert len(tensors) == len(expected)
+        for k, (t, a) in enumerate(zip(tensors, expected)):
+            assert (t.dtype, tuple(t.shape)) == (torch.from_numpy(a).dtype, a.shape), (k, t.dtype, t.shape, a.shape)
+            assert np.array_equal(t.numpy(), a), f"array {k} ({a.dtype})"
+
+    staging = stand_in(arrays)
+    first, second = staging.stage(0), staging.stage(1)
+    check(first, arrays[0])
+    check(second, arrays[1])
+    assert copies == [1, 1], copies
+    assert staging.stage(0)[0].data_ptr() == first[0].data_ptr() != second[0].data_ptr(), "two sets, in turn"
+    check(staging.stage(1, slice(2, 5)), [a[2:5] for a in arrays[1]])
+    assert copies[-1] == len(arrays[1]), copies
+    check(staging.stage_new([(1, 0, N)]), arrays[1])
+    check(staging.stage_new([(1, 5, N), (0, 0, 3)]), [np.concatenate([b[5:], a[:3]]) for a, b in zip(*arrays)])
+    assert copies[-2:] == [len(arrays[1])] * 2, copies
+    # Arrays in another order than the pool's: one copy per array.
+    reverse = stand_in([slot[::-1] for slot in arrays])
+    check(reverse.stage(0), arrays[0][::-1])
+    assert copies[-1] == len(arrays[0]), copies
+    staging.close()
+    reverse.close()
+    del staging, reverse
+    gc.collect()
+    print("fake driver script done")
+""")
+
+
+def _run_against_fake_driver(tmp_path, script=FAKE_SCRIPT, **env):
     cc = os.environ.get("CC", "cc")
     if shutil.which(cc) is None:
         pytest.skip(f"no C compiler ({cc}) to build the stand-in CUDA driver")
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(tmp_path / "libcuda.so"), str(FAKE_DRIVER)], check=True)
-    out = subprocess.run([sys.executable, "-c", FAKE_SCRIPT], capture_output=True, text=True,
-                         env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path), **env})
+    path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path), "PYTHONPATH": path, **env})
     assert out.returncode == 0, out.stdout + out.stderr
     assert "fake driver script done" in out.stdout
     balance = [line for line in out.stderr.splitlines() if line.startswith("fake libcuda:")]
@@ -204,6 +266,11 @@ def test_native_staging_against_a_stand_in_driver(tmp_path):
 
 def test_native_staging_falls_back_to_a_pinned_mirror_when_registering_fails(tmp_path):
     _run_against_fake_driver(tmp_path, FAKE_CUDA_REGISTER_FAILS="1")
+
+
+def test_gpu_staging_copies_a_whole_slot_in_one_copy_and_rows_per_array(tmp_path):
+    pytest.importorskip("torch", reason="GpuStaging's batches are torch tensors")
+    _run_against_fake_driver(tmp_path, GPU_STAGING_SCRIPT)
 
 
 # -- on a GPU ---------------------------------------------------------------------------------------

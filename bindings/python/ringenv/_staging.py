@@ -95,6 +95,21 @@ def parse_device(device: Any) -> Optional["torch.device"]:
     return torch.device("cuda", index)
 
 
+#: The alignment of each array in a packed buffer, in bytes: a pool slot's (``runtime/src/layout.rs``).
+ALIGN = 64
+
+
+def _packed(row_bytes: Sequence[int], rows: int) -> Tuple[List[int], int]:
+    """The byte offsets of arrays of ``rows`` rows of ``row_bytes`` bytes each, one after the
+    other, each at a multiple of :data:`ALIGN`, and the bytes they take in all: how a pool lays
+    out a slot's results, and how the device buffers hold them."""
+    offsets, at = [], 0
+    for size in row_bytes:
+        offsets.append(at)
+        at += -(-rows * size // ALIGN) * ALIGN
+    return offsets, at
+
+
 def _torch_dtype(dtype: np.dtype) -> "torch.dtype":
     import torch
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
@@ -168,11 +183,17 @@ class GpuStaging:
                                                                          slots=len(slots))
         self._host: List[List[Tuple[int, int]]] = [
             [(a.__array_interface__["data"][0], a.nbytes // num_envs) for a in arrays] for arrays in slots]
-        # Two sets of output tensors, used in turn.
-        self._out: List[List["torch.Tensor"]] = [
-            [torch.empty(a.shape, dtype=d, device=torch_device) for a, d in zip(first, dtypes)] for _ in range(2)]
-        self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
         self._rows_of = [(tuple(a.shape[1:]), d) for a, d in zip(first, dtypes)]
+        self._row_bytes = [row_bytes for _, row_bytes in self._host[0]]
+        # Where a slot's arrays lie as the reused device buffers pack them (a pool's layout), a
+        # whole batch is one copy of one region.
+        packed = _packed(self._row_bytes, num_envs)[0]
+        self._one_region = all(
+            [address - arrays[0][0] for address, _ in arrays] == packed for arrays in self._host)
+        self._region_bytes = packed[-1] + num_envs * self._row_bytes[-1]
+        # Two sets of output tensors, used in turn, each in one buffer.
+        self._out: List[List["torch.Tensor"]] = [self._carve() for _ in range(2)]
+        self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
         self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._turn = 0
         # Streams the output tensors were recorded on (Tensor.record_stream).
@@ -225,8 +246,12 @@ class GpuStaging:
             self._streams.add(handle)
         turn, self._turn = self._turn, self._turn ^ 1
         count = stop - start
-        copies = [(address + start * row_bytes, ptr, count * row_bytes)
-                  for (address, row_bytes), ptr in zip(self._host[slot], self._out_ptrs[turn])]
+        ptrs = self._out_ptrs[turn]
+        if count == n and self._one_region:
+            copies = [(self._host[slot][0][0], ptrs[0], self._region_bytes)]
+        else:
+            copies = [(address + start * row_bytes, ptr, count * row_bytes)
+                      for (address, row_bytes), ptr in zip(self._host[slot], ptrs)]
         native.copy_to_device(slot, copies, handle)
         out = self._out[turn]
         return out if count == n else [t[:count] for t in out]
@@ -254,6 +279,8 @@ class GpuStaging:
             if not 0 <= start <= stop <= n:
                 raise ValueError(f"rows {start}:{stop} are not within 0..{n}")
             rows += stop - start
+        # One tensor each: a copy per array costs less CPU than views carved from one buffer
+        # (benches/staging_cost.py).
         out = [torch.empty((rows, *shape), dtype=dtype, device=self.device) for shape, dtype in self._rows_of]
         ptrs = [t.data_ptr() for t in out]
         handle = self._stream_handle()
@@ -268,6 +295,16 @@ class GpuStaging:
         for slot, copies in by_slot.items():
             native.copy_to_device(slot, copies, handle)
         return out
+
+    def _carve(self) -> List["torch.Tensor"]:
+        """One device buffer holding every array of a whole batch, packed as :func:`_packed` says
+        (a pool slot's layout), and one tensor per array viewing its part."""
+        import torch
+
+        offsets, size = _packed(self._row_bytes, self.num_envs)
+        buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
+        return [buffer[at:at + self.num_envs * row_bytes].view(dtype).view(self.num_envs, *shape)
+                for at, row_bytes, (shape, dtype) in zip(offsets, self._row_bytes, self._rows_of)]
 
     def _check_slot(self, slot: int) -> None:
         """Raises ``ValueError`` naming ``slot`` unless it is one of the pool's slots."""

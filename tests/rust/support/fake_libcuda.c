@@ -7,7 +7,8 @@
  *     fake libcuda: retained=0 events=0 registered=0 host_allocs=0 contexts_pushed=0
  * Environment: FAKE_CUDA_DEVICES (device count, default 1), FAKE_CUDA_REGISTER_FAILS=1
  * (cuMemHostRegister returns CUDA_ERROR_NOT_PERMITTED, to exercise the pinned-mirror fallback),
- * FAKE_CUDA_NOT_READY=1 (cuEventQuery reports CUDA_ERROR_NOT_READY).
+ * FAKE_CUDA_NOT_READY=1 (cuEventQuery reports CUDA_ERROR_NOT_READY), FAKE_CUDA_SKIP_COPIES=1 (copies
+ * checked but not done, as if a copy engine did them: benches/staging_cost.py).
  *
  * Built by tests/rust/staging.rs and tests/python/test_cuda_staging.py with
  *     cc -shared -fPIC -o DIR/libcuda.so fake_libcuda.c
@@ -107,7 +108,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CU
     (void)stream;
     if (pushed < 1) return INVALID_CONTEXT;
     if (dst == 0) return INVALID_VALUE;
-    memcpy((void *)(uintptr_t)dst, src, bytes);
+    if (!getenv("FAKE_CUDA_SKIP_COPIES")) memcpy((void *)(uintptr_t)dst, src, bytes);
     return SUCCESS;
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
