@@ -307,9 +307,9 @@ def _unpicklable(observations: Optional[List[Any]], infos: List[Tuple[int, dict]
             where = f"env {env_id}: the value of its info key {key!r} ({type(info[key]).__name__})"
             break
     else:
-        i = next((i for i, o in enumerate(observations or ()) if refuses(o)), None)
-        if i is not None:
-            where = f"env {first_env_id + i}: its observation ({type(observations[i]).__name__})"
+        bad = next(((i, o) for i, o in enumerate(observations or ()) if refuses(o)), None)
+        if bad is not None:
+            where = f"env {first_env_id + bad[0]}: its observation ({type(bad[1]).__name__})"
     return TypeError(f"{where} cannot be pickled to leave its worker process ({type(error).__name__}: {error}); "
                      "keep such objects out of what the env returns, or step it in the main process (num_workers=0)")
 
