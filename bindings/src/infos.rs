@@ -399,6 +399,50 @@ pub fn dict_columns<'py>(
     columns(py, &runs.into_iter().map(|run| (run, Some(pairs), 0)).collect::<Vec<_>>(), None, num_envs)
 }
 
+/// The Python side of one layout of keys (a run's key section, [`Run::schema`]), made once: each
+/// key's name, its mask's name (`"_" + key`) and a number key's column dtype; no keys where the
+/// general path must decide (a key twice, `final_obs`, a mask name that is also a key).
+struct Layout {
+    schema: Vec<u8>,
+    keys: Option<Vec<(Py<PyString>, Py<PyString>, Option<Py<PyArrayDescr>>)>>,
+}
+
+/// The layouts met most recently, the newest last (at most [`LAYOUTS_KEPT`]).
+static LAYOUTS: std::sync::Mutex<Vec<std::sync::Arc<Layout>>> = std::sync::Mutex::new(Vec::new());
+const LAYOUTS_KEPT: usize = 16;
+
+/// The [`Layout`] of `run`'s keys.
+///
+/// # Errors
+/// `ValueError` for a NumPy type number that is not a typed dtype.
+fn layout(py: Python<'_>, run: &Run<'_>) -> PyResult<std::sync::Arc<Layout>> {
+    let kept = || LAYOUTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(layout) = kept().iter().rev().find(|l| l.schema == run.schema) {
+        return Ok(layout.clone());
+    }
+    let names: std::collections::HashSet<&str> = run.keys.iter().map(|(name, _)| *name).collect();
+    let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
+    let keys = if names.len() != run.keys.len() || names.iter().any(|name| clash(name)) {
+        None
+    } else {
+        let key = |(name, field): &(&str, Field)| {
+            Ok((
+                PyString::intern(py, name).unbind(),
+                PyString::intern(py, &format!("_{name}")).unbind(),
+                field_dtype(py, field)?.map(Bound::unbind),
+            ))
+        };
+        Some(run.keys.iter().map(key).collect::<PyResult<_>>()?)
+    };
+    let layout = std::sync::Arc::new(Layout { schema: run.schema.to_vec(), keys });
+    let mut kept = kept();
+    if kept.len() == LAYOUTS_KEPT {
+        kept.remove(0);
+    }
+    kept.push(layout.clone());
+    Ok(layout)
+}
+
 /// The columns of `runs` (see [`typed_columns`]).
 #[allow(clippy::type_complexity)]
 fn columns<'py>(
@@ -420,19 +464,16 @@ fn columns<'py>(
     if !matches {
         return Ok(None);
     }
-    let names: std::collections::HashSet<&str> = head.keys.iter().map(|(name, _)| *name).collect();
-    let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
-    if names.len() != head.keys.len() || names.iter().any(|name| clash(name)) {
-        return Ok(None);
-    }
-    let every = vec![true; n];
+    let layout = layout(py, head)?;
+    let Some(keys) = &layout.keys else { return Ok(None) };
+    let every = numpy::dtype::<bool>(py);
     let out = PyDict::new(py);
-    for (k, (name, field)) in head.keys.iter().enumerate() {
-        let decoder = Decoder::new(py, field)?;
-        let column = match (field, field_dtype(py, field)?) {
+    for (k, ((name, field), (key, mask, descr))) in head.keys.iter().zip(keys).enumerate() {
+        let column = match (field, descr) {
             (Field::Scalar(kind), Some(descr)) => {
+                let descr = descr.bind(py);
                 let itemsize = descr.itemsize();
-                let (column, data) = new_array(py, &descr, &[n])?;
+                let (column, data) = new_array(py, descr, &[n])?;
                 for (row, (run, i)) in rows(runs).enumerate() {
                     let cell = run.cell(i, k, 0);
                     // SAFETY: `data` is the new column's `n * itemsize` bytes (itemsize <= CELL)
@@ -448,6 +489,7 @@ fn columns<'py>(
                 column
             }
             (Field::Array { shape, .. }, _) => {
+                let decoder = Decoder::new(py, field)?;
                 // Every row's bytes are checked before the column is made, so a malformed shape
                 // cannot allocate more than the messages hold.
                 let bytes = rows(runs).map(|(run, i)| decoder.array_bytes(run, i, k)).collect::<PyResult<Vec<_>>>()?;
@@ -462,6 +504,7 @@ fn columns<'py>(
                 column
             }
             _ => {
+                let decoder = Decoder::new(py, field)?;
                 let (column, data) = new_array(py, &PyArrayDescr::object(py), &[n])?;
                 let entries = data.cast::<*mut pyo3::ffi::PyObject>();
                 let mut row = 0;
@@ -486,8 +529,11 @@ fn columns<'py>(
                 column
             }
         };
-        out.set_item(*name, column)?;
-        out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
+        out.set_item(key.bind(py), column)?;
+        let (present, data) = new_array(py, &every, &[n])?;
+        // SAFETY: the new mask's `n` bytes, each made True (1).
+        unsafe { std::ptr::write_bytes(data, 1, n) };
+        out.set_item(mask.bind(py), present)?;
     }
     Ok(Some(out))
 }

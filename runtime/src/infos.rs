@@ -310,8 +310,8 @@ pub struct Run<'a> {
     pub first: usize,
     /// Its count of envs (at least 1).
     pub count: usize,
-    /// The bytes of the keys' section, for comparing two runs' keys.
-    schema: &'a [u8],
+    /// The bytes of the keys' section: two runs of the same bytes have the same keys and fields.
+    pub schema: &'a [u8],
     /// The keys' names and fields, in order.
     pub keys: Vec<(&'a str, Field)>,
     /// Each key's first cell in an env's row.
@@ -413,6 +413,7 @@ impl<'a> Run<'a> {
     ///
     /// # Panics
     /// When `i`, `k` or `j` is out of range.
+    #[inline]
     pub fn cell(&self, i: usize, k: usize, j: usize) -> [u8; CELL] {
         assert!(i < self.count && j < self.keys[k].1.width(), "cell {j} of key {k} of env {i}");
         let at = (i * self.width + self.offsets[k] + j) * CELL;

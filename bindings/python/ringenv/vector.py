@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
-import operator
 import os
 import pickle
 from collections.abc import Sequence as SequenceABC
@@ -41,20 +40,11 @@ from ringenv.errors import StartupTimeoutError, WorkerDiedError, _timeout_messag
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
 
-#: A message's worker index (messages are ``(worker, payload)`` pairs).
-_worker_of = operator.itemgetter(0)
-
 #: Unpickles a worker's message (``cloudpickle.loads`` is this function).
 _loads = pickle.loads
 
 #: The first bytes of a typed message (``runtime/src/infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
-
-
-def _is_typed(payload: Any) -> bool:
-    """Whether a worker's message is typed: the ``bytes`` of a typed message, or the inline
-    share's ``(None, infos, message)`` (see :meth:`AsyncVectorEnv._absorb`)."""
-    return (type(payload) is bytes and payload.startswith(_TYPED)) or (type(payload) is tuple and len(payload) == 3)
 
 
 #: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
@@ -610,19 +600,18 @@ class AsyncVectorEnv(PoolVectorEnv):
 
     def _absorb(self, messages: List[Tuple[int, Any]], restarted: List[dict],
                 env_ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
-        """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
-        workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
-        the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
-        and, on the pickled path, takes in the observations."""
+        """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``messages``:
+        ``(worker, payload)`` pairs in worker order; ``restarted``: the workers restarted
+        meanwhile), vectorises them (in env order, as Gymnasium adds them; over the batch
+        ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``, and, on the
+        pickled path, takes in the observations."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}
-        if len(messages) > 1:
-            messages = sorted(messages, key=_worker_of)
         if not restarted:
             typed = [p for _, p in messages]
-            for p in typed:
-                if not _is_typed(p):
+            for p in typed:  # a typed message's bytes, or the inline share's (None, infos, message)
+                if not (p[:4] == _TYPED if type(p) is bytes else len(p) == 3):
                     break
             else:  # every message typed (the share's tuples: its own lists go in the columns)
                 self._env_infos = typed  # each env's dict, made on demand by env_infos()
