@@ -351,9 +351,11 @@ impl<'py> Decoder<'py> {
 }
 
 /// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`, or
-/// the inline share's `(None, [(env_id, info), ...], bytes)`) when together they hold exactly the
-/// envs `env_ids` (`None`: every env) in that order, with the same keys and fields: for each key
-/// its column (first dimension `len(env_ids)`) and its mask `"_" + key` (bool).
+/// the inline share's `(None, [(env_id, info), ...], bytes)`, or either in the pool's `(worker,
+/// payload)` pair) when together they hold exactly the envs `env_ids` (`None`: every env) in that
+/// order, with the same keys and fields: for each key its column (first dimension
+/// `len(env_ids)`) and its mask `"_" + key` (bool). `None` also where a payload is not typed (a
+/// pickled message, or the share's `(observations, infos)` in a pair).
 ///
 /// # Errors
 /// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
@@ -366,7 +368,9 @@ pub fn typed_columns<'py>(
     env_ids: Option<Vec<usize>>,
     num_envs: usize,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let parts = payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Vec<_>>>()?;
+    let Some(parts) = payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Option<Vec<_>>>>()? else {
+        return Ok(None);
+    };
     // Each run with the share's pairs beside its payload and its first env's index among them.
     let mut runs: Vec<(Run<'_>, Option<&Bound<'py, PyList>>, usize)> = Vec::new();
     for (bytes, own) in &parts {
@@ -552,17 +556,27 @@ fn rows<'r, 'a, T, U>(runs: &'r [(Run<'a>, T, U)]) -> impl Iterator<Item = (&'r 
 }
 
 /// A payload of [`typed_columns`]: its message, and the inline share's `(env_id, info)` pairs
-/// when they came beside it.
+/// when they came beside it; `None` when it is not typed.
 ///
 /// # Errors
 /// `ValueError` for anything else.
 #[allow(clippy::type_complexity)]
-fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyList>>)> {
+fn payload_parts<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyBytes>, Option<Bound<'py, PyList>>)>> {
+    let is_pair = |t: &Bound<'py, PyTuple>| t.len() == 2 && t.get_item(0).is_ok_and(|w| w.is_instance_of::<PyInt>());
+    let pair = item.cast::<PyTuple>().ok().filter(|t| is_pair(t));
+    let payload = match pair {
+        Some(pair) => pair.get_item(1)?,
+        None => item.clone(),
+    };
     if let Ok(message) = payload.cast::<PyBytes>() {
-        return Ok((message.clone(), None));
+        return Ok(infos::is_typed(message.as_bytes()).then(|| (message.clone(), None)));
+    }
+    let tuple = payload.cast::<PyTuple>().ok();
+    if pair.is_some() && tuple.is_some_and(|t| t.len() != 3) {
+        return Ok(None); // the share's (observations, infos)
     }
     let share = || {
-        let parts = payload.cast::<PyTuple>().ok().filter(|t| t.len() == 3)?;
+        let parts = tuple.filter(|t| t.len() == 3)?;
         Some((
             parts.get_item(2).ok()?.cast_into::<PyBytes>().ok()?,
             parts.get_item(1).ok()?.cast_into::<PyList>().ok()?,
@@ -573,7 +587,7 @@ fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyByt
             "a typed infos payload must be bytes or the inline share's (None, [(env_id, info), ...], bytes)",
         )
     })?;
-    Ok((message, Some(own)))
+    Ok(Some((message, Some(own))))
 }
 
 /// The inline share's own list of key `name` of env `env_id` (pair `index` of `own`), which
