@@ -403,26 +403,27 @@ pub fn dict_columns<'py>(
     columns(py, &runs.into_iter().map(|run| (run, Some(pairs), 0)).collect::<Vec<_>>(), None, num_envs)
 }
 
-/// The Python side of one layout of keys (a run's key section, [`Run::schema`]), made once: each
-/// key's name, its mask's name (`"_" + key`) and a number key's column dtype; no keys where the
-/// general path must decide (a key twice, `final_obs`, a mask name that is also a key).
-struct Layout {
-    schema: Vec<u8>,
+/// The Python side of one key section ([`Run::schema`]), made once: each key's name, its mask's
+/// name (`"_" + key`) and a number key's column dtype; no keys where the general path must decide
+/// (a key twice, `final_obs`, a mask name that is also a key).
+#[allow(clippy::type_complexity)]
+struct Schema {
+    bytes: Vec<u8>,
     keys: Option<Vec<(Py<PyString>, Py<PyString>, Option<Py<PyArrayDescr>>)>>,
 }
 
-/// The layouts met most recently, the newest last (at most [`LAYOUTS_KEPT`]).
-static LAYOUTS: std::sync::Mutex<Vec<std::sync::Arc<Layout>>> = std::sync::Mutex::new(Vec::new());
-const LAYOUTS_KEPT: usize = 16;
+/// The schemas met most recently, the newest last (at most [`SCHEMAS_KEPT`]).
+static SCHEMAS: std::sync::Mutex<Vec<std::sync::Arc<Schema>>> = std::sync::Mutex::new(Vec::new());
+const SCHEMAS_KEPT: usize = 16;
 
-/// The [`Layout`] of `run`'s keys.
+/// The [`Schema`] of `run`'s keys.
 ///
 /// # Errors
 /// `ValueError` for a NumPy type number that is not a typed dtype.
-fn layout(py: Python<'_>, run: &Run<'_>) -> PyResult<std::sync::Arc<Layout>> {
-    let kept = || LAYOUTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(layout) = kept().iter().rev().find(|l| l.schema == run.schema) {
-        return Ok(layout.clone());
+fn schema(py: Python<'_>, run: &Run<'_>) -> PyResult<std::sync::Arc<Schema>> {
+    let kept = || SCHEMAS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(schema) = kept().iter().rev().find(|s| s.bytes == run.schema) {
+        return Ok(schema.clone());
     }
     let names: std::collections::HashSet<&str> = run.keys.iter().map(|(name, _)| *name).collect();
     let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
@@ -438,13 +439,13 @@ fn layout(py: Python<'_>, run: &Run<'_>) -> PyResult<std::sync::Arc<Layout>> {
         };
         Some(run.keys.iter().map(key).collect::<PyResult<_>>()?)
     };
-    let layout = std::sync::Arc::new(Layout { schema: run.schema.to_vec(), keys });
+    let schema = std::sync::Arc::new(Schema { bytes: run.schema.to_vec(), keys });
     let mut kept = kept();
-    if kept.len() == LAYOUTS_KEPT {
+    if kept.len() == SCHEMAS_KEPT {
         kept.remove(0);
     }
-    kept.push(layout.clone());
-    Ok(layout)
+    kept.push(schema.clone());
+    Ok(schema)
 }
 
 /// The columns of `runs` (see [`typed_columns`]).
@@ -468,8 +469,8 @@ fn columns<'py>(
     if !matches {
         return Ok(None);
     }
-    let layout = layout(py, head)?;
-    let Some(keys) = &layout.keys else { return Ok(None) };
+    let schema = schema(py, head)?;
+    let Some(keys) = &schema.keys else { return Ok(None) };
     let every = numpy::dtype::<bool>(py);
     let out = PyDict::new(py);
     for (k, ((name, field), (key, mask, descr))) in head.keys.iter().zip(keys).enumerate() {
