@@ -4,7 +4,7 @@
 //! env's own dict ([`typed_dicts`]).
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -352,10 +352,10 @@ impl<'py> Decoder<'py> {
 
 /// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`, or
 /// the inline share's `(None, [(env_id, info), ...], bytes)`, or either in the pool's `(worker,
-/// payload)` pair) when together they hold exactly the envs `env_ids` (`None`: every env) in that
-/// order, with the same keys and fields: for each key its column (first dimension
-/// `len(env_ids)`) and its mask `"_" + key` (bool). `None` also where a payload is not typed (a
-/// pickled message, or the share's `(observations, infos)` in a pair).
+/// payload)` pair) when together they hold exactly the envs `env_ids` (a list, or a recv's `int32`
+/// array; `None`: every env) in that order, with the same keys and fields: for each key its column
+/// (first dimension `len(env_ids)`) and its mask `"_" + key` (bool). `None` also where a payload
+/// is not typed (a pickled message, or the share's `(observations, infos)` in a pair).
 ///
 /// # Errors
 /// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
@@ -365,9 +365,17 @@ impl<'py> Decoder<'py> {
 pub fn typed_columns<'py>(
     py: Python<'py>,
     payloads: &Bound<'py, PyList>,
-    env_ids: Option<Vec<usize>>,
+    env_ids: Option<&Bound<'py, PyAny>>,
     num_envs: usize,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let env_ids = match env_ids.map(|ids| ids.cast::<numpy::PyArray1<i32>>().map_err(|_| ids)) {
+        None => None,
+        Some(Ok(array)) => match array.to_vec()?.into_iter().map(usize::try_from).collect() {
+            Ok(ids) => Some(ids),
+            Err(_) => return Ok(None), // (a negative id: no env's)
+        },
+        Some(Err(ids)) => Some(ids.extract::<Vec<usize>>()?),
+    };
     let Some(parts) = payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Option<Vec<_>>>>()? else {
         return Ok(None);
     };

@@ -610,7 +610,7 @@ class AsyncVectorEnv(PoolVectorEnv):
             return {}
         if not restarted:  # typed messages: each env's dict is made on demand by env_infos()
             if self._vector_infos:  # (None where a message is not typed)
-                columns = _native.typed_columns(messages, None if env_ids is None else env_ids.tolist(), self.num_envs)
+                columns = _native.typed_columns(messages, env_ids, self.num_envs)
                 if columns is not None:
                     self._env_infos = messages
                     return columns
