@@ -564,8 +564,9 @@ fn rows<'r, 'a, T, U>(runs: &'r [(Run<'a>, T, U)]) -> impl Iterator<Item = (&'r 
     runs.iter().flat_map(|(run, _, _)| (0..run.count).map(move |i| (run, i)))
 }
 
-/// A payload of [`typed_columns`]: its message, and the inline share's `(env_id, info)` pairs
-/// when they came beside it; `None` when it is not typed.
+/// An item of [`typed_columns`]' payloads (a payload, or a `(worker, payload)` pair): its message,
+/// and the inline share's `(env_id, info)` pairs when they came beside it; `None` when it is not
+/// typed (bytes without the typed header; in a pair, a tuple that is not the share's).
 ///
 /// # Errors
 /// `ValueError` for anything else.
