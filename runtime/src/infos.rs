@@ -413,7 +413,6 @@ impl<'a> Run<'a> {
     ///
     /// # Panics
     /// When `i`, `k` or `j` is out of range.
-    #[inline]
     pub fn cell(&self, i: usize, k: usize, j: usize) -> [u8; CELL] {
         assert!(i < self.count && j < self.keys[k].1.width(), "cell {j} of key {k} of env {i}");
         let at = (i * self.width + self.offsets[k] + j) * CELL;
