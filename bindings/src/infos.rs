@@ -4,7 +4,7 @@
 //! env's own dict ([`typed_dicts`]).
 
 use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -351,9 +351,11 @@ impl<'py> Decoder<'py> {
 }
 
 /// Gymnasium's vectorised infos of the typed messages `payloads` (in env order; each a `bytes`, or
-/// the inline share's `(None, [(env_id, info), ...], bytes)`) when together they hold exactly the
-/// envs `env_ids` (`None`: every env) in that order, with the same keys and fields: for each key
-/// its column (first dimension `len(env_ids)`) and its mask `"_" + key` (bool).
+/// the inline share's `(None, [(env_id, info), ...], bytes)`, or either in the pool's `(worker,
+/// payload)` pair) when together they hold exactly the envs `env_ids` (a list, or a recv's `int32`
+/// array; `None`: every env) in that order, with the same keys and fields: for each key its column
+/// (first dimension `len(env_ids)`) and its mask `"_" + key` (bool). `None` also where a payload
+/// is not typed (a pickled message, or the share's `(observations, infos)` in a pair).
 ///
 /// # Errors
 /// `ValueError` for a malformed message, or a payload that is neither `bytes` nor such a tuple;
@@ -363,10 +365,20 @@ impl<'py> Decoder<'py> {
 pub fn typed_columns<'py>(
     py: Python<'py>,
     payloads: &Bound<'py, PyList>,
-    env_ids: Option<Vec<usize>>,
+    env_ids: Option<&Bound<'py, PyAny>>,
     num_envs: usize,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let parts = payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Vec<_>>>()?;
+    let env_ids = match env_ids.map(|ids| ids.cast::<numpy::PyArray1<i32>>().map_err(|_| ids)) {
+        None => None,
+        Some(Ok(array)) => match array.to_vec()?.into_iter().map(usize::try_from).collect() {
+            Ok(ids) => Some(ids),
+            Err(_) => return Ok(None), // (a negative id: no env's)
+        },
+        Some(Err(ids)) => Some(ids.extract::<Vec<usize>>()?),
+    };
+    let Some(parts) = payloads.iter().map(|p| payload_parts(&p)).collect::<PyResult<Option<Vec<_>>>>()? else {
+        return Ok(None);
+    };
     // Each run with the share's pairs beside its payload and its first env's index among them.
     let mut runs: Vec<(Run<'_>, Option<&Bound<'py, PyList>>, usize)> = Vec::new();
     for (bytes, own) in &parts {
@@ -399,6 +411,51 @@ pub fn dict_columns<'py>(
     columns(py, &runs.into_iter().map(|run| (run, Some(pairs), 0)).collect::<Vec<_>>(), None, num_envs)
 }
 
+/// The Python side of one key section ([`Run::schema`]), made once: each key's name, its mask's
+/// name (`"_" + key`) and a number key's column dtype; no keys where the general path must decide
+/// (a key twice, `final_obs`, a mask name that is also a key).
+#[allow(clippy::type_complexity)]
+struct Schema {
+    bytes: Vec<u8>,
+    keys: Option<Vec<(Py<PyString>, Py<PyString>, Option<Py<PyArrayDescr>>)>>,
+}
+
+/// The schemas met most recently, the newest last (at most [`SCHEMAS_KEPT`]).
+static SCHEMAS: std::sync::Mutex<Vec<std::sync::Arc<Schema>>> = std::sync::Mutex::new(Vec::new());
+const SCHEMAS_KEPT: usize = 16;
+
+/// The [`Schema`] of `run`'s keys.
+///
+/// # Errors
+/// `ValueError` for a NumPy type number that is not a typed dtype.
+fn schema(py: Python<'_>, run: &Run<'_>) -> PyResult<std::sync::Arc<Schema>> {
+    let kept = || SCHEMAS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(schema) = kept().iter().rev().find(|s| s.bytes == run.schema) {
+        return Ok(schema.clone());
+    }
+    let names: std::collections::HashSet<&str> = run.keys.iter().map(|(name, _)| *name).collect();
+    let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
+    let keys = if names.len() != run.keys.len() || names.iter().any(|name| clash(name)) {
+        None
+    } else {
+        let key = |(name, field): &(&str, Field)| {
+            Ok((
+                PyString::intern(py, name).unbind(),
+                PyString::intern(py, &format!("_{name}")).unbind(),
+                field_dtype(py, field)?.map(Bound::unbind),
+            ))
+        };
+        Some(run.keys.iter().map(key).collect::<PyResult<_>>()?)
+    };
+    let schema = std::sync::Arc::new(Schema { bytes: run.schema.to_vec(), keys });
+    let mut kept = kept();
+    if kept.len() == SCHEMAS_KEPT {
+        kept.remove(0);
+    }
+    kept.push(schema.clone());
+    Ok(schema)
+}
+
 /// The columns of `runs` (see [`typed_columns`]).
 #[allow(clippy::type_complexity)]
 fn columns<'py>(
@@ -420,19 +477,16 @@ fn columns<'py>(
     if !matches {
         return Ok(None);
     }
-    let names: std::collections::HashSet<&str> = head.keys.iter().map(|(name, _)| *name).collect();
-    let clash = |name: &str| name == "final_obs" || name.strip_prefix('_').is_some_and(|key| names.contains(key));
-    if names.len() != head.keys.len() || names.iter().any(|name| clash(name)) {
-        return Ok(None);
-    }
-    let every = vec![true; n];
+    let schema = schema(py, head)?;
+    let Some(keys) = &schema.keys else { return Ok(None) };
+    let every = numpy::dtype::<bool>(py);
     let out = PyDict::new(py);
-    for (k, (name, field)) in head.keys.iter().enumerate() {
-        let decoder = Decoder::new(py, field)?;
-        let column = match (field, field_dtype(py, field)?) {
+    for (k, ((name, field), (key, mask, descr))) in head.keys.iter().zip(keys).enumerate() {
+        let column = match (field, descr) {
             (Field::Scalar(kind), Some(descr)) => {
+                let descr = descr.bind(py);
                 let itemsize = descr.itemsize();
-                let (column, data) = new_array(py, &descr, &[n])?;
+                let (column, data) = new_array(py, descr, &[n])?;
                 for (row, (run, i)) in rows(runs).enumerate() {
                     let cell = run.cell(i, k, 0);
                     // SAFETY: `data` is the new column's `n * itemsize` bytes (itemsize <= CELL)
@@ -448,6 +502,7 @@ fn columns<'py>(
                 column
             }
             (Field::Array { shape, .. }, _) => {
+                let decoder = Decoder::new(py, field)?;
                 // Every row's bytes are checked before the column is made, so a malformed shape
                 // cannot allocate more than the messages hold.
                 let bytes = rows(runs).map(|(run, i)| decoder.array_bytes(run, i, k)).collect::<PyResult<Vec<_>>>()?;
@@ -462,6 +517,7 @@ fn columns<'py>(
                 column
             }
             _ => {
+                let decoder = Decoder::new(py, field)?;
                 let (column, data) = new_array(py, &PyArrayDescr::object(py), &[n])?;
                 let entries = data.cast::<*mut pyo3::ffi::PyObject>();
                 let mut row = 0;
@@ -486,8 +542,11 @@ fn columns<'py>(
                 column
             }
         };
-        out.set_item(*name, column)?;
-        out.set_item(format!("_{name}"), numpy::PyArray1::<bool>::from_slice(py, &every))?;
+        out.set_item(key.bind(py), column)?;
+        let (present, data) = new_array(py, &every, &[n])?;
+        // SAFETY: the new mask's `n` bytes, each made True (1).
+        unsafe { std::ptr::write_bytes(data, 1, n) };
+        out.set_item(mask.bind(py), present)?;
     }
     Ok(Some(out))
 }
@@ -505,18 +564,29 @@ fn rows<'r, 'a, T, U>(runs: &'r [(Run<'a>, T, U)]) -> impl Iterator<Item = (&'r 
     runs.iter().flat_map(|(run, _, _)| (0..run.count).map(move |i| (run, i)))
 }
 
-/// A payload of [`typed_columns`]: its message, and the inline share's `(env_id, info)` pairs
-/// when they came beside it.
+/// An item of [`typed_columns`]' payloads (a payload, or a `(worker, payload)` pair): its message,
+/// and the inline share's `(env_id, info)` pairs when they came beside it; `None` when it is not
+/// typed (bytes without the typed header; in a pair, a tuple that is not the share's).
 ///
 /// # Errors
 /// `ValueError` for anything else.
 #[allow(clippy::type_complexity)]
-fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyList>>)> {
+fn payload_parts<'py>(item: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyBytes>, Option<Bound<'py, PyList>>)>> {
+    let is_pair = |t: &Bound<'py, PyTuple>| t.len() == 2 && t.get_item(0).is_ok_and(|w| w.is_instance_of::<PyInt>());
+    let pair = item.cast::<PyTuple>().ok().filter(|t| is_pair(t));
+    let payload = match pair {
+        Some(pair) => pair.get_item(1)?,
+        None => item.clone(),
+    };
     if let Ok(message) = payload.cast::<PyBytes>() {
-        return Ok((message.clone(), None));
+        return Ok(infos::is_typed(message.as_bytes()).then(|| (message.clone(), None)));
+    }
+    let tuple = payload.cast::<PyTuple>().ok();
+    if pair.is_some() && tuple.is_some_and(|t| t.len() != 3) {
+        return Ok(None); // the share's (observations, infos)
     }
     let share = || {
-        let parts = payload.cast::<PyTuple>().ok().filter(|t| t.len() == 3)?;
+        let parts = tuple.filter(|t| t.len() == 3)?;
         Some((
             parts.get_item(2).ok()?.cast_into::<PyBytes>().ok()?,
             parts.get_item(1).ok()?.cast_into::<PyList>().ok()?,
@@ -527,7 +597,7 @@ fn payload_parts<'py>(payload: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyByt
             "a typed infos payload must be bytes or the inline share's (None, [(env_id, info), ...], bytes)",
         )
     })?;
-    Ok((message, Some(own)))
+    Ok(Some((message, Some(own))))
 }
 
 /// The inline share's own list of key `name` of env `env_id` (pair `index` of `own`), which

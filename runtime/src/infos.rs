@@ -310,8 +310,8 @@ pub struct Run<'a> {
     pub first: usize,
     /// Its count of envs (at least 1).
     pub count: usize,
-    /// The bytes of the keys' section, for comparing two runs' keys.
-    schema: &'a [u8],
+    /// The bytes of the keys' section: two runs of the same bytes have the same keys and fields.
+    pub schema: &'a [u8],
     /// The keys' names and fields, in order.
     pub keys: Vec<(&'a str, Field)>,
     /// Each key's first cell in an env's row.

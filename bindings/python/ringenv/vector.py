@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing
-import operator
 import os
 import pickle
 from collections.abc import Sequence as SequenceABC
@@ -41,20 +40,11 @@ from ringenv.errors import StartupTimeoutError, WorkerDiedError, _timeout_messag
 __all__ = ["AsyncVectorEnv", "AsyncState"]
 
 
-#: A message's worker index (messages are ``(worker, payload)`` pairs).
-_worker_of = operator.itemgetter(0)
-
 #: Unpickles a worker's message (``cloudpickle.loads`` is this function).
 _loads = pickle.loads
 
 #: The first bytes of a typed message (``runtime/src/infos.rs``'s ``MAGIC``).
 _TYPED = b"\0RTI"
-
-
-def _is_typed(payload: Any) -> bool:
-    """Whether a worker's message is typed: the ``bytes`` of a typed message, or the inline
-    share's ``(None, infos, message)`` (see :meth:`AsyncVectorEnv._absorb`)."""
-    return (type(payload) is bytes and payload.startswith(_TYPED)) or (type(payload) is tuple and len(payload) == 3)
 
 
 #: Seconds the interpreter's exit waits for daemon threads to finish the inline share's steps
@@ -240,7 +230,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         slots: the one place a pool is built, for Python and Rust envs alike."""
         n, single_obs, single_act = self.num_envs, program.single_observation_space, program.single_action_space
         self._vector_infos = bool(vector_infos)
-        self._env_infos: Union[Dict[int, Dict[str, Any]], List[bytes]] = {}
+        self._env_infos: Union[Dict[int, Dict[str, Any]], List[Tuple[int, Any]]] = {}
         torch_device = parse_device(device)  # before any worker starts: a bad device touches nothing
         act_leaves = _layout.plan(single_act, n) if _layout.is_flat(single_act) else None
         obs_layout = _layout.observation_layout(single_obs, n, len(act_leaves or ())) if self.shared_memory else None
@@ -610,27 +600,23 @@ class AsyncVectorEnv(PoolVectorEnv):
 
     def _absorb(self, messages: List[Tuple[int, Any]], restarted: List[dict],
                 env_ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
-        """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``restarted``: the
-        workers restarted meanwhile), vectorises them (in env order, as Gymnasium adds them; over
-        the batch ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``,
-        and, on the pickled path, takes in the observations."""
+        """Keeps each env's info of a reset, step or recv for :meth:`env_infos` (``messages``:
+        ``(worker, payload)`` pairs in worker order; ``restarted``: the workers restarted
+        meanwhile), vectorises them (in env order, as Gymnasium adds them; over the batch
+        ``env_ids`` of a ``recv``, else over every env) unless ``vector_infos=False``, and, on the
+        pickled path, takes in the observations."""
         if not messages and not restarted:  # no env returned an info: nothing to vectorise
             self._env_infos = {}
             return {}
-        if len(messages) > 1:
-            messages = sorted(messages, key=_worker_of)
-        if not restarted:
-            typed = [p for _, p in messages]
-            for p in typed:
-                if not _is_typed(p):
-                    break
-            else:  # every message typed (the share's tuples: its own lists go in the columns)
-                self._env_infos = typed  # each env's dict, made on demand by env_infos()
-                if not self._vector_infos:
-                    return {}
-                columns = _native.typed_columns(typed, None if env_ids is None else env_ids.tolist(), self.num_envs)
+        if not restarted:  # typed messages: each env's dict is made on demand by env_infos()
+            if self._vector_infos:  # (None where a message is not typed)
+                columns = _native.typed_columns(messages, env_ids, self.num_envs)
                 if columns is not None:
+                    self._env_infos = messages
                     return columns
+            elif all(p[:4] == _TYPED if type(p) is bytes else len(p) == 3 for _, p in messages):
+                self._env_infos = messages  # (the inline share's typed payload: (None, infos, message))
+                return {}
         pairs: List[Tuple[int, Dict[str, Any]]] = []
         for worker, payload in messages:
             if type(payload) is bytes and payload.startswith(_TYPED):
@@ -666,7 +652,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         until the next call that steps or resets."""
         raw = self._env_infos
         if isinstance(raw, list):  # typed messages: the dicts are made on the first call
-            raw = self._env_infos = {i: info for m in raw
+            raw = self._env_infos = {i: info for _, m in raw
                                      for i, info in (m[1] if type(m) is tuple else _native.typed_dicts(m, self.num_envs))}
         return [raw.get(i, {}) for i in range(self.num_envs)]
 
