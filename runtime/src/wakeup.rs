@@ -8,8 +8,8 @@
 //! A waiter may await several publishes (the main process awaits every worker's completion of a
 //! step). It tells how many are `missing`; every `notify` counts itself in `published`, and the
 //! sleeper announces the count `wake_at` at which it can go on, so only the producer that reaches
-//! it wakes the sleeper: one sleep and one wake per batch instead of one per worker (a sleep and
-//! its wake cost a virtual machine's main process ~13 µs of CPU, `benches/main_cost.py`).
+//! it wakes the sleeper: at most one sleep and one wake per batch instead of one per worker that
+//! finishes while it sleeps (`benches/main_cost.py` counts them).
 //! A count too low only wakes the waiter early, to count again; it is never too high: a publish
 //! the waiter did not see is counted after the `published` it read.
 //!
