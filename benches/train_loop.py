@@ -16,7 +16,8 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
   docs/ASYNC.md); with the default wait policy, and with ``spin_us=0`` (*no spin*);
 * ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``;
 * peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s, TorchRL's
-  ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), Gymnasium's
+  ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend) (the TorchRL rows where
+  ``import torchrl`` works), Gymnasium's
   ``AsyncVectorEnv`` in the ``step`` loop, and PufferLib's ``Multiprocessing`` backend (its
   ``recv``/``send``, batches of ``N / 2``) where ``import pufferlib`` works. PufferLib 3.0.0 is
   an sdist whose ``setup.py`` uses ``c_extension_paths`` undefined with ``NO_OCEAN=1``; with that
@@ -260,6 +261,15 @@ def torchrl_collector(env, frames: int):
     return lambda module: Collector(env, td_policy(module), frames_per_batch=frames, total_frames=-1)
 
 
+def torchrl_missing() -> Optional[str]:
+    """Why TorchRL (the collector rows) cannot run here, or ``None``."""
+    try:
+        import torchrl  # noqa: F401
+    except Exception as e:  # ImportError, or a dependency of it missing
+        return f"not run: import torchrl: {type(e).__name__}: {e}"[:160]
+    return None
+
+
 def puffer_missing() -> Optional[str]:
     """Why PufferLib cannot run here, or ``None``. Its import links ``resources`` into the current
     folder, so it runs in a temporary one."""
@@ -343,11 +353,13 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
 
         return ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=device)
 
+    no_torchrl = torchrl_missing()
     rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n,
                  "run": parallel_env_collector(ringenv_parallel_env),
-                 "layout": f"{ringenv_layout(n, n)}, frames_per_batch={frames}"})
+                 "layout": f"{ringenv_layout(n, n)}, frames_per_batch={frames}", "missing": no_torchrl})
     rows.append({"name": "TorchRL ParallelEnv + Collector", "batch": n, "run": parallel_env_collector(torchrl_parallel_env),
-                 "layout": f"{n} procs, frames_per_batch={frames}", "missing": too_many_torch_processes(n)})
+                 "layout": f"{n} procs, frames_per_batch={frames}",
+                 "missing": no_torchrl or too_many_torch_processes(n)})
 
     def torchrl_async(net, window):
         from torchrl.collectors import AsyncBatchedCollector
@@ -357,7 +369,7 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
             frames_per_batch=frames, env_backend="multiprocessing", device=device), net, window)
     rows.append({"name": "TorchRL AsyncBatchedCollector (AsyncEnvPool)", "batch": n, "run": torchrl_async,
                  "layout": f"{n} procs, multiprocessing, frames_per_batch={frames}",
-                 "missing": too_many_torch_processes(n)})
+                 "missing": no_torchrl or too_many_torch_processes(n)})
 
     def gym_async(net, window):
         envs = gym.vector.AsyncVectorEnv(fns)
@@ -530,11 +542,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.warmup = args.warmup if args.warmup is not None else (0.3 if q else 1.0)
     args.cores = ringenv._plan.usable_cores()
     torch.set_num_threads(args.torch_threads)
-    import torchrl
-
     report = results_sections.report_head(args)
     missing = puffer_missing()
-    report.update(torchrl=torchrl.__version__, configs=[], skipped=[],
+    report.update(torchrl="not installed" if torchrl_missing() else sys.modules["torchrl"].__version__,
+                  configs=[], skipped=[],
                   puffer="not installed" if missing else getattr(sys.modules["pufferlib"], "__version__", "?"))
     if missing:
         print(f"train_loop: no PufferLib row: {missing}", file=sys.stderr)
