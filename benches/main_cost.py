@@ -115,6 +115,9 @@ def measure_row(row: Dict[str, Any], workers: int, seconds: float, windows: int)
     us = float(np.median(per_batch))
     return {**row, "us_per_batch": us, "us_per_step": us / batch, "windows_us": per_batch,
             "steps_per_s": float(np.median(rates)),
+            # the kernel's share of this process's CPU (getrusage: system over user + system time)
+            "sys_share": (after.ru_stime - before.ru_stime)
+            / max(1e-9, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime),
             # context switches of this process per batch: sleeps (voluntary) and preemptions
             "sleeps": (after.ru_nvcsw - before.ru_nvcsw) / batches,
             "preempted": (after.ru_nivcsw - before.ru_nivcsw) / batches}
@@ -184,15 +187,17 @@ def section(report: Dict[str, Any]) -> List[str]:
         f"Every env in {a.workers} worker processes (`inline=False`), `spin_us=0`, envs of ~0 µs; "
         f"`time.process_time()` of the main process over {a.windows} windows of {a.seconds / a.windows:g} s per "
         "row, the median window's µs per batch (µs per env step: per batch over the envs in it; sleeps: the "
-        "main process's voluntary context switches per batch, `getrusage`, its sleeps on the futex). Async: "
-        "`recv` then `send` of batches of half the envs (one worker's block).",
+        "main process's voluntary context switches per batch, `getrusage`, its sleeps on the futex; sys: the "
+        "share of its CPU in the kernel, `getrusage`'s system time: the futex calls and context switches). "
+        "Async: `recv` then `send` of batches of half the envs (one worker's block).",
         "",
-        "| env | infos | mode | " + " | ".join(f"{n} envs µs/batch (µs/step; sleeps)" for n in a.sizes)
+        "| env | infos | mode | " + " | ".join(f"{n} envs µs/batch (µs/step; sleeps; sys)" for n in a.sizes)
         + " | fit: µs per batch = a + b x envs in it |",
         "|---|---|---|" + "---:|" * len(a.sizes) + "---|",
     ]
     for c in report["configurations"]:
-        cells = {r["num_envs"]: f"{r['us_per_batch']:.1f} ({r['us_per_step']:.2f}; {r['sleeps']:.2f})"
+        cells = {r["num_envs"]: f"{r['us_per_batch']:.1f} ({r['us_per_step']:.2f}; {r['sleeps']:.2f}; "
+                                f"{r['sys_share']:.0%})"
                  for r in c["rows"]}
         fitted = "-" if c["fit"] is None else f"{c['fit'][0]:.1f} + {c['fit'][1]:.3f} x"
         lines.append(f"| {c['env']} | {c['infos']} | {c['mode']} | "
@@ -235,7 +240,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         measured.append(measure_row(r, a.workers, a.seconds, a.windows))
         m = measured[-1]
         print(f"  {label(r)}: {m['us_per_batch']:.1f} µs per batch, {m['us_per_step']:.3f} per env step, "
-              f"{m['steps_per_s']:,.0f} steps/s; per batch {m['sleeps']:.2f} sleeps, {m['preempted']:.2f} preemptions",
+              f"{m['steps_per_s']:,.0f} steps/s; per batch {m['sleeps']:.2f} sleeps, {m['preempted']:.2f} preemptions; "
+              f"{m['sys_share']:.0%} in the kernel",
               file=sys.stderr, flush=True)
     report.update(configurations=configurations(measured), targets=evaluate(measured))
     results_sections.publish("main_cost", section(report), output)
