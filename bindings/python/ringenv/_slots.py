@@ -510,11 +510,17 @@ def _leases_of(pool: Any, seg: np.ndarray, space: spaces.Space, n: int, obs_leav
     return Leases(seg, [span(s) for s in range(pool.depth)], build, functools.partial(_views, _shape(space)))
 
 
+class _Keys(tuple):
+    """The :func:`_shape` of a Dict whose items are all leaves: its keys."""
+
+
 def _shape(space: spaces.Space) -> Any:
     """The containers of ``space``, for :func:`_views` to walk without the spaces: ``None`` for a
-    leaf, a ``dict`` of each key's shape for a Dict, a ``tuple`` of each item's for a Tuple."""
+    leaf, a ``dict`` of each key's shape for a Dict (:class:`_Keys`, its keys, where every item
+    is a leaf: one comprehension then makes its views), a ``tuple`` of each item's for a Tuple."""
     if isinstance(space, spaces.Dict):
-        return {key: _shape(sub) for key, sub in space.spaces.items()}
+        subs = {key: _shape(sub) for key, sub in space.spaces.items()}
+        return _Keys(subs) if subs and all(sub is None for sub in subs.values()) else subs
     if isinstance(space, spaces.Tuple):
         return tuple(_shape(sub) for sub in space.spaces)
     return None
@@ -526,6 +532,9 @@ def _views(shape: Any, batch: Any, rows: Optional[Tuple[int, int]] = None) -> An
     (``ndarray.view``, a slice): each holds its own reference to the arrays' base."""
     if shape is None:
         return batch.view() if rows is None else batch[rows[0]:rows[1]]
+    if type(shape) is _Keys:  # a slice makes a new view, of every row where both ends are None
+        a, b = rows or (None, None)
+        return {key: batch[key][a:b] for key in shape}
     if type(shape) is dict:
         return {key: _views(sub, batch[key], rows) for key, sub in shape.items()}
     return tuple(_views(sub, batch[i], rows) for i, sub in enumerate(shape))
