@@ -50,17 +50,17 @@ class ToDevice:
     array (each leaf of a dict) through ``torch.as_tensor(x).to(device, non_blocking=True)``."""
 
     def __init__(self, envs: Any, device: str) -> None:
-        self._envs, self._device = envs, device
+        import torch
+
+        self._envs, self._device, self._as_tensor = envs, device, torch.as_tensor
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._envs, name)
 
     def _to(self, x: Any) -> Any:
-        import torch
-
         if isinstance(x, dict):
             return {k: self._to(v) for k, v in x.items()}
-        return torch.as_tensor(x).to(self._device, non_blocking=True)
+        return self._as_tensor(x).to(self._device, non_blocking=True)
 
     def _batch(self, result: tuple) -> tuple:
         *arrays, infos = result
