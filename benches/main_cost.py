@@ -7,7 +7,9 @@ without infos and with three scalars, and the built-in Rust CartPole (4 float32s
 each stepped every env at a time (``step``) and in asynchronous batches of half the envs
 (``send``/``recv``), at 16, 64 and 256 envs, ``--workers`` worker processes (default 2: an async
 batch is one worker's block). CPU is ``time.process_time()`` of this process over whole windows
-of batches; a row's figure is the median of its windows. Per configuration, a least-squares line
+of batches; a row's figure is the median of its windows, in its median round of ``--rounds``
+rounds over every row (the order reversed every other round), and the section says how far the
+rounds spread. Per configuration, a least-squares line
 ``a + b * envs per batch`` in µs. Then the targets, each with a verdict from this run's figures.
 Writes the ``main_cost`` section of ``benches/RESULTS.md`` (``benches/results_sections.py``).
 With ``--baseline DIR`` each row is measured with this build and another alternately
@@ -15,7 +17,7 @@ With ``--baseline DIR`` each row is measured with this build and another alterna
 
 Usage::
 
-    python benches/main_cost.py                 # every row (~3 min on 2 cores)
+    python benches/main_cost.py                 # every row, 3 rounds (~4 min on 2 cores)
     python benches/main_cost.py --quick         # 16 and 64 envs, short windows, printed only
     python benches/main_cost.py --quick --baseline DIR
 """
@@ -186,7 +188,8 @@ def section(report: Dict[str, Any]) -> List[str]:
         "",
         f"Every env in {a.workers} worker processes (`inline=False`), `spin_us=0`, envs of ~0 µs; "
         f"`time.process_time()` of the main process over {a.windows} windows of {a.seconds / a.windows:g} s per "
-        "row, the median window's µs per batch (µs per env step: per batch over the envs in it; sleeps: the "
+        f"row and round, the median window's µs per batch; {a.rounds} rounds over every row, each row's figures "
+        "those of its median round (µs per env step: per batch over the envs in it; sleeps: the "
         "main process's voluntary context switches per batch, `getrusage`, its sleeps on the futex; sys: the "
         "share of its CPU in the kernel, `getrusage`'s system time: the futex calls and context switches). "
         "Async: `recv` then `send` of batches of half the envs (one worker's block).",
@@ -202,6 +205,9 @@ def section(report: Dict[str, Any]) -> List[str]:
         fitted = "-" if c["fit"] is None else f"{c['fit'][0]:.1f} + {c['fit'][1]:.3f} x"
         lines.append(f"| {c['env']} | {c['infos']} | {c['mode']} | "
                      + " | ".join(cells.get(n, "-") for n in a.sizes) + f" | {fitted} |")
+    median, most = report["spread"]
+    lines += ["", f"Spread: a row's µs per batch ranged over {median:.0%} of its median across the rounds (the median "
+              f"row; at most {most:.0%})."]
     lines += ["", "| target | this run | met |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['figure']} | {'met' if t['met'] else '**not met**'} |"
               for t in report["targets"]]
@@ -217,12 +223,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--seconds", type=float, default=None, help="measured seconds per row (default 2; quick 0.4)")
     p.add_argument("--windows", type=int, default=5, help="windows per row; the median is the figure (default 5)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds over every row, the order reversed every other "
+                                                            "one; a row's figures are its median round's (default 3; "
+                                                            "quick 1)")
     p.add_argument("--output", default=None, help="the results file (default benches/RESULTS.md; with --quick "
                                                   "or '-': none)")
     ab.add_arguments(p, repeats=3)
     a = p.parse_args(argv)
     a.sizes = a.sizes or ([16, 64] if a.quick else list(SIZES))
     a.seconds = a.seconds or (0.4 if a.quick else 2.0)
+    a.rounds = a.rounds or (1 if a.quick else 3)
     if any(n % (2 * a.workers) for n in a.sizes):
         p.error(f"--sizes must be multiples of 2 x --workers ({2 * a.workers}): async batches are half the envs")
     output = a.output or ("-" if a.quick else str(Path(__file__).resolve().parent / "RESULTS.md"))
@@ -235,15 +245,21 @@ def main(argv: Optional[List[str]] = None) -> int:
                                    a.ab_repeats, a.seconds)))
         return 0
     report: Dict[str, Any] = {**results_sections.report_head(a), "load": os.getloadavg()[0]}
-    measured = []
-    for r in rows(a.sizes):
-        measured.append(measure_row(r, a.workers, a.seconds, a.windows))
-        m = measured[-1]
-        print(f"  {label(r)}: {m['us_per_batch']:.1f} µs per batch, {m['us_per_step']:.3f} per env step, "
-              f"{m['steps_per_s']:,.0f} steps/s; per batch {m['sleeps']:.2f} sleeps, {m['preempted']:.2f} preemptions; "
-              f"{m['sys_share']:.0%} in the kernel",
-              file=sys.stderr, flush=True)
-    report.update(configurations=configurations(measured), targets=evaluate(measured))
+    todo = rows(a.sizes)
+    rounds: List[List[Dict[str, Any]]] = [[] for _ in todo]
+    for k in range(a.rounds):  # every row once per round, the order reversed every other round
+        for i in (range(len(todo)) if k % 2 == 0 else reversed(range(len(todo)))):
+            m = measure_row(todo[i], a.workers, a.seconds, a.windows)
+            rounds[i].append(m)
+            print(f"  round {k + 1}: {label(todo[i])}: {m['us_per_batch']:.1f} µs per batch, {m['us_per_step']:.3f} per "
+                  f"env step, {m['steps_per_s']:,.0f} steps/s; per batch {m['sleeps']:.2f} sleeps, "
+                  f"{m['preempted']:.2f} preemptions; {m['sys_share']:.0%} in the kernel", file=sys.stderr, flush=True)
+    # A row's figures are those of its median round; its spread, the rounds' range around that median.
+    measured = [sorted(ms, key=lambda m: m["us_per_batch"])[len(ms) // 2] for ms in rounds]
+    spreads = [(max(m["us_per_batch"] for m in ms) - min(m["us_per_batch"] for m in ms)) / med["us_per_batch"]
+               for ms, med in zip(rounds, measured)]
+    report.update(configurations=configurations(measured), targets=evaluate(measured),
+                  spread=(float(np.median(spreads)), max(spreads)))
     results_sections.publish("main_cost", section(report), output)
     return 0
 

@@ -55,7 +55,7 @@ run)
     for phase in "${phases[@]}"; do
         case "$phase" in
         device_rows) limit=130 cmd=(benches/device_rows.py --device "$device" --seconds 0.8 --rounds 2) ;;
-        main_cost) limit=70 cmd=(benches/main_cost.py --workers 16 --sizes 32,256 --seconds 0.6) ;;
+        main_cost) limit=70 cmd=(benches/main_cost.py --workers 16 --sizes 32,256 --seconds 0.6 --rounds 1) ;;
         grid) limit=100 cmd=(benches/grid.py --neighbour off --costs 40 --num-envs 32 --workers 16
                             --cartpole-envs 256 --seconds 0.6) ;;
         train_loop) limit=90 cmd=(benches/train_loop.py --devices "$device" --num-envs 32 --seconds 1
