@@ -15,11 +15,11 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
   them, while the other groups step (EnvPool's send/recv, Sample Factory's double buffering;
   docs/ASYNC.md); with the default wait policy, and with ``spin_us=0`` (*no spin*);
 * ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``;
-* peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s, TorchRL's
-  ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend) (the TorchRL rows where
-  ``import torchrl`` works), Gymnasium's
-  ``AsyncVectorEnv`` in the ``step`` loop, and PufferLib's ``Multiprocessing`` backend (its
-  ``recv``/``send``, batches of ``N / 2``) where ``import pufferlib`` works. PufferLib 3.0.0 is
+* peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s and TorchRL's
+  ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), where ``import torchrl``
+  works (as the ringenv TorchRL row); Gymnasium's ``AsyncVectorEnv`` in the ``step`` loop; and
+  PufferLib's ``Multiprocessing`` backend (its ``recv``/``send``, batches of ``N / 2``) where
+  ``import pufferlib`` works. PufferLib 3.0.0 is
   an sdist whose ``setup.py`` uses ``c_extension_paths`` undefined with ``NO_OCEAN=1``; with that
   name defined as ``[]`` (above ``if not NO_OCEAN:``), ``NO_OCEAN=1 NO_TRAIN=1 pip install
   --no-deps --no-build-isolation --target DIR .`` in its unpacked source and ``pip install
