@@ -4,9 +4,11 @@ how close each loop comes to its two ceilings, for ringenv's loops and the peers
 The envs (:class:`LoopEnv`) busy-wait ``--env-us`` µs per step and return 1,280 float32s (5 KiB)
 with three scalar infos. The policy is a torch MLP (1280 -> width -> width -> 4 logits, argmax)
 whose width is calibrated so that its forward pass costs ``--policy-us`` µs per observation at the
-smallest batch size (default: as much as one env step), with ``torch.set_num_threads(1)``;
-every table runs on the CPU, then again with the policy on ``cuda`` (skipped, with the reason,
-where torch sees no GPU; ``--devices``).
+smallest batch size (default: as much as one env step), with ``torch.set_num_threads(1)``.
+Every table runs with the policy on the CPU; then on ``sleep``, a stand-in for a policy on an
+accelerator whose forward pass sleeps ``--policy-us`` µs per observation (:class:`SleepNet`: the
+main process idle meanwhile, as while it waits for a GPU, so the policy takes no core from the
+envs); then on ``cuda`` (skipped, with the reason, where torch sees no GPU; ``--devices``).
 
 Loops (``N`` envs; every runtime with its default layout, which the table names):
 
@@ -27,7 +29,10 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
 
 Ceilings: *policy only* (observations per second through the policy alone, at each batch size)
 and *envs only* (ringenv's fastest loop with a free policy). Each loop's ratio is its steps/s over
-the slower of the two. Time split: the policy's forward pass (with the tensor conversions), the
+the slower of the two. With the policy on the CPU, policy and envs share the cores, so no loop can
+reach that ceiling; each CPU table also gives the bound the cores allow, ``1 / (1 / (cores x
+policy only) + 1 / envs only)`` steps/s (every core busy with the policy's and the envs' CPU per
+step, perfectly packed). Time split: the policy's forward pass (with the tensor conversions), the
 env calls (``step``, or ``recv`` + ``send``: waiting for the envs and staging their results), and
 the main process's CPU inside those calls (staging and spinning; the rest of a call is asleep).
 
@@ -100,6 +105,25 @@ def torchrl_env(cost_us: float):
     return GymWrapper(LoopEnv(cost_us))
 
 
+class SleepNet(torch.nn.Module):
+    """A stand-in for a policy on an accelerator: its forward pass sleeps ``cost_us`` µs per
+    observation, leaving the CPU to the envs, and returns zero logits ``(B, 4)``."""
+
+    def __init__(self, cost_us: float):
+        super().__init__()
+        self.cost_s = cost_us * 1e-6
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # says the device (the CPU), as a net's weights do
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.cost_s * len(obs))
+        return torch.zeros((len(obs), ACTIONS))
+
+
+def host(device: str) -> str:
+    """The torch device of the policy's tensors: the CPU for the ``sleep`` stand-in."""
+    return "cpu" if device == "sleep" else device
+
+
 def make_net(width: int, device: str) -> torch.nn.Module:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(OBS_FLOATS, width), torch.nn.Tanh(), torch.nn.Linear(width, width),
@@ -111,7 +135,7 @@ class Policy:
     the time spent in calls. ``net=None``: a free policy (zeros)."""
 
     def __init__(self, net: Optional[torch.nn.Module], device: str):
-        self.net, self.device, self.seconds = net, torch.device(device), 0.0
+        self.net, self.device, self.seconds = net, torch.device(host(device)), 0.0
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
@@ -156,7 +180,10 @@ def per_row_us(net: torch.nn.Module, device: str, batch: int, seconds: float = 0
 
 def calibrate(target_us: float, batch: int, device: str) -> int:
     """The MLP width whose forward pass costs about ``target_us`` µs per observation at ``batch``:
-    a bisection on the width (the cost grows with it, in steps where the weights leave a cache)."""
+    a bisection on the width (the cost grows with it, in steps where the weights leave a cache);
+    0 for the ``sleep`` stand-in."""
+    if device == "sleep":
+        return 0
     low, high = 8, 4096
     while high - low > max(8, low // 16):
         mid = (low + high) // 2
@@ -346,12 +373,12 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
     def ringenv_parallel_env():
         from ringenv.torchrl import ParallelEnv
 
-        return ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=device)
+        return ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=host(device))
 
     def torchrl_parallel_env():
         from torchrl.envs import ParallelEnv
 
-        return ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=device)
+        return ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=host(device))
 
     no_torchrl = torchrl_missing()
     rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n,
@@ -366,7 +393,7 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
 
         return collector_loop(lambda module: AsyncBatchedCollector(
             [functools.partial(torchrl_env, args.env_us)] * n, policy=td_policy(module),
-            frames_per_batch=frames, env_backend="multiprocessing", device=device), net, window)
+            frames_per_batch=frames, env_backend="multiprocessing", device=host(device)), net, window)
     rows.append({"name": "TorchRL AsyncBatchedCollector (AsyncEnvPool)", "batch": n, "run": torchrl_async,
                  "layout": f"{n} procs, multiprocessing, frames_per_batch={frames}",
                  "missing": no_torchrl or too_many_torch_processes(n)})
@@ -419,7 +446,7 @@ def run_config(args, n: int, policy_us: float, device: str) -> Dict[str, Any]:
     """Every row of ``n`` envs with a policy of ``policy_us`` µs per observation on ``device``."""
     batches = sorted({n} | {n // g for g in args.groups if n % g == 0} | {n // 2})
     width = calibrate(policy_us, n // max(args.groups), device)
-    net = make_net(width, device)
+    net = SleepNet(policy_us) if device == "sleep" else make_net(width, device)
     policy_only = {b: 1e6 / per_row_us(net, device, b, seconds=max(0.3, args.seconds / 2)) for b in batches}
     rows = [r for r in rows_for(args, n, device) if not args.only or any(w in r["name"] for w in args.only)]
     envs_only = []
@@ -437,8 +464,10 @@ def run_config(args, n: int, policy_us: float, device: str) -> Dict[str, Any]:
         if m["status"] == "ok":
             ceiling = policy_only[row["batch"]]
             m["vs_ceiling"] = m["steps_per_s"] / (min(ceiling, ceiling_envs[0]) if envs_only else ceiling)
+            m["vs_cores"] = m["steps_per_s"] * (1 / (args.cores * ceiling) + 1 / ceiling_envs[0])
         out.append({"name": row["name"], "layout": row["layout"], "batch": row["batch"], **m})
-    return {"num_envs": n, "policy_us": policy_us, "env_us": args.env_us, "device": device, "width": width, "policy_only": policy_only,
+    return {"num_envs": n, "policy_us": policy_us, "env_us": args.env_us, "device": device, "width": width,
+            "cores": args.cores, "policy_only": policy_only,
             "envs_only": ceiling_envs, "rows": out}
 
 
@@ -456,30 +485,37 @@ def section(report: Dict[str, Any], args) -> List[str]:
         "",
         f"Envs: {OBS_FLOATS} float32 observations (5 KiB), 3 scalar infos, {args.env_us:g} µs of busy work per "
         f"step. Policy: an MLP (1280 -> width -> width -> 4) on the device each table names, "
-        f"{args.torch_threads} torch thread(s), its width calibrated to the policy cost per observation at the smallest batch. "
+        f"{args.torch_threads} torch thread(s), its width calibrated to the policy cost per observation at the smallest batch; "
+        "on `sleep`, a stand-in for an accelerator: the forward pass sleeps that cost, leaving the CPU to the envs. "
         f"{args.warmup:g} s warm-up, then {args.seconds:g} s measured per row. Layout: what each runtime does "
         "by default (`procs`: env worker processes; `+ main`: the main process steps a share too). Time split, "
         "as shares of the wall time: the policy's forward pass; the env calls (`step`, or `recv` + `send`; for "
         "collectors everything but the policy); the main process's CPU inside those calls. *vs ceiling*: steps/s "
         "over the slower of *policy only* (at the row's batch size) and *envs only* (ringenv's fastest loop with "
-        "a free policy).",
+        "a free policy). With the policy on the CPU, policy and envs share the cores, and *vs cores* is steps/s "
+        "over the bound that sharing allows: 1 / (1 / (cores x policy only) + 1 / envs only).",
         "",
     ]
     for c in report["configs"]:
         pol = ", ".join(f"{v:,.0f} at batch {b}" for b, v in sorted(c["policy_only"].items()))
         env_fig, env_name, env_layout = c["envs_only"]
+        shared = c["device"] == "cpu"
+        width = "a sleep" if c["device"] == "sleep" else f"width {c['width']}"
         lines += [f"### {c['num_envs']} envs, policy on `{c['device']}`, {c['policy_us']:g} µs per observation "
-                  f"(width {c['width']})", "",
+                  f"({width})", "",
                   f"Policy only: {pol} observations/s. Envs only: {env_fig:,.0f} steps/s ({env_name}, "
                   f"{env_layout}).", "",
-                  "| loop | layout | steps/s | vs ceiling | policy | env calls | env-call CPU |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| loop | layout | steps/s | vs ceiling |" + (" vs cores |" if shared else "")
+                  + " policy | env calls | env-call CPU |",
+                  "|---|---|---|---|---|---|---|" + ("---|" if shared else "")]
         for r in c["rows"]:
             if r["status"] != "ok":
-                lines.append(f"| {r['name']} | {r['layout']} | {r['status']} | | | | |")
+                lines.append(f"| {r['name']} | {r['layout']} | {r['status']} | |" + (" |" if shared else "")
+                             + " | | |")
                 continue
             cpu = "-" if r["env_cpu"] is None else f"{r['env_cpu']:.0%}"
-            lines.append(f"| {r['name']} | {r['layout']} | {r['steps_per_s']:,.0f} | {r['vs_ceiling']:.2f} | "
+            cores = f" {r['vs_cores']:.2f} |" if shared else ""
+            lines.append(f"| {r['name']} | {r['layout']} | {r['steps_per_s']:,.0f} | {r['vs_ceiling']:.2f} |{cores} "
                          f"{r['policy']:.0%} | {r['env']:.0%} | {cpu} |")
         lines.append("")
         lines += verdict(c)
@@ -505,6 +541,8 @@ def verdict(c: Dict[str, Any]) -> List[str]:
             f"at batch {batch} against {c['env_us']:g} µs per env step: the overlapped loop within 10% of the slower "
             f"ceiling and ahead of every peer): {'met' if within and ahead else '**NOT met**'}: {best['name']} at "
             f"{best['vs_ceiling']:.2f} of the ceiling")
+    if c["device"] == "cpu":
+        text += f" ({best['vs_cores']:.2f} of what the {c['cores']} shared cores allow)"
     if top is not None:
         text += f", {best['steps_per_s'] / top['steps_per_s']:.2f}x the best peer ({top['name']})"
     return [text + ".", ""]
@@ -524,8 +562,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--frames-per-env", type=int, default=16, help="collector frames per batch per env")
     parser.add_argument("--only", type=lambda text: text.split(","), default=None,
                         help="run only the loops whose name contains one of these comma-separated words")
-    parser.add_argument("--devices", type=lambda text: text.split(","), default=["cpu", "cuda"],
-                        help="the policy's devices, one table each (default cpu,cuda; cuda only where torch sees it)")
+    parser.add_argument("--devices", type=lambda text: text.split(","), default=["cpu", "sleep", "cuda"],
+                        help="the policy's devices, one table each: cpu, sleep (a stand-in for an accelerator: the "
+                             "forward pass sleeps), cuda (only where torch sees it); default cpu,sleep,cuda")
     parser.add_argument("--torch-threads", type=int, default=1, help="torch threads of the main process (default 1)")
     parser.add_argument("--seconds", type=float, default=None, help="measured seconds per row (default 3; quick 0.5)")
     parser.add_argument("--warmup", type=float, default=None, help="warm-up seconds per row (default 1; quick 0.3)")

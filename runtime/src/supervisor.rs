@@ -2,8 +2,8 @@
 //!
 //! Workers start with fork+exec (`std::process::Command` with a `pre_exec` hook that marks every
 //! descriptor from 3 up close-on-exec, then clears it on exactly the segment and the child's end
-//! of its control socket). Each worker gets a `pidfd`, so death is detected without races on
-//! recycled pids.
+//! of its control socket, and puts the child in the `SCHED_BATCH` scheduling class). Each worker
+//! gets a `pidfd`, so death is detected without races on recycled pids.
 //!
 //! # Lifetimes
 //! - **A worker dies with the main process, not with a thread of it.** `PR_SET_PDEATHSIG` fires
@@ -88,6 +88,18 @@ fn cloexec_from_3() {
     let _ = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
 }
 
+/// Puts the calling process in the `SCHED_BATCH` scheduling class (sched(7)); it keeps it
+/// through exec, and the threads and processes it starts inherit it. Linux lets no woken
+/// `SCHED_BATCH` task preempt the task running on its CPU, so a worker woken by a command takes
+/// an idle core or waits for the main process to sleep, instead of pushing the main process off
+/// its core in the middle of a call (docs/WAKEUP.md). Called between fork and exec: one system
+/// call, async-signal-safe. Where it is refused (a seccomp filter), the worker runs as before.
+fn batch_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a system call on this process that only reads `param`, which outlives it.
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+}
+
 /// `fd`, moved to a descriptor number of 3 or more (close-on-exec) when it is 0, 1 or 2: a
 /// process started with its standard input (or output) closed gets those numbers back from
 /// `memfd_create` and `socketpair`, and then a worker's `/dev/null` standard input would replace
@@ -129,10 +141,12 @@ impl WorkerProcess {
             // then closes the pool, instead of killing every worker in the middle of a step.
             .process_group(0);
         // SAFETY: the hook runs in the forked child before exec and makes only async-signal-safe
-        // system calls (close_range, fcntl), allocating nothing on the success path.
+        // system calls (close_range, sched_setscheduler, fcntl), allocating nothing on the
+        // success path.
         unsafe {
             cmd.pre_exec(move || {
                 cloexec_from_3();
+                batch_scheduling();
                 // SAFETY: both descriptors are open in the parent, so in this child too.
                 clear_cloexec(BorrowedFd::borrow_raw(segment_fd))?;
                 clear_cloexec(BorrowedFd::borrow_raw(control_fd))?;

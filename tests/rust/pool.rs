@@ -207,6 +207,22 @@ fn a_running_pool_is_listed_and_its_metrics_read_from_outside() {
 }
 
 #[test]
+fn workers_run_in_the_batch_scheduling_class_and_the_main_process_keeps_its_own() {
+    // A woken SCHED_BATCH worker does not preempt the main process (supervisor.rs).
+    // SAFETY: sched_getscheduler only reads the scheduling class of a pid.
+    let policy = |pid: u32| unsafe { libc::sched_getscheduler(pid as i32) };
+    let mut pool = pool("CartPole-v1", 4, 2).unwrap();
+    pool.reset(&[Some(1); 4]).unwrap();
+    let mine = policy(0);
+    assert_ne!(mine, libc::SCHED_BATCH, "the test process itself is not a batch task");
+    for pid in pool.worker_pids() {
+        assert_eq!(policy(pid), libc::SCHED_BATCH, "worker {pid}");
+    }
+    assert_eq!(policy(0), mine, "spawning workers left the main process's class alone");
+    pool.close(Duration::from_secs(5));
+}
+
+#[test]
 fn an_idle_worker_watched_by_its_watcher_thread_looks_at_its_ring_once_a_second() {
     // Once its pool is idle (no command for 100 ms), a worker whose watcher thread watches the
     // main process sleeps a second at a time (endpoint.rs, IDLE_RECHECK), not 100 ms: over 3 s,
