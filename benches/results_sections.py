@@ -15,7 +15,7 @@ import numpy as np
 OWNED = {"grid": True, "ray": False, "async_share": False, "wakeup": False, "obs_copies": False,
          "text_obs": False, "idle_cpu": False, "startup": False,
          "wait_ab": False, "main_job": False, "train_loop": False, "main_cost": False,
-         "staging_cost": False, "device_rows": False}
+         "staging_cost": False, "device_rows": False, "sched_ab": False}
 
 
 def median_spread(values: Sequence[float], fmt: str = ",.0f") -> str:

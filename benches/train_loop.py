@@ -19,7 +19,8 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
 * ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``;
 * peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s and TorchRL's
   ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), where ``import torchrl``
-  works (as the ringenv TorchRL row); Gymnasium's ``AsyncVectorEnv`` in the ``step`` loop; and
+  works (as the ringenv TorchRL row); Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` in the
+  ``step`` loop; and
   PufferLib's ``Multiprocessing`` backend (its ``recv``/``send``, batches of ``N / 2``) where
   ``import pufferlib`` works. PufferLib 3.0.0 is
   an sdist whose ``setup.py`` uses ``c_extension_paths`` undefined with ``NO_OCEAN=1``; with that
@@ -398,13 +399,19 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
                  "layout": f"{n} procs, multiprocessing, frames_per_batch={frames}",
                  "missing": no_torchrl or too_many_torch_processes(n)})
 
-    def gym_async(net, window):
-        envs = gym.vector.AsyncVectorEnv(fns)
-        try:
-            return step_loop(envs, Policy(net, device), window)
-        finally:
-            envs.close()
-    rows.append({"name": "Gymnasium AsyncVectorEnv, step", "batch": n, "run": gym_async, "layout": f"{n} procs"})
+    def gym_loop(vector_env: Callable[..., Any]):
+        """A row's ``run``: the ``step`` loop on one of Gymnasium's vector envs."""
+        def run(net, window):
+            envs = vector_env(fns)
+            try:
+                return step_loop(envs, Policy(net, device), window)
+            finally:
+                envs.close()
+        return run
+    rows.append({"name": "Gymnasium SyncVectorEnv, step", "batch": n, "run": gym_loop(gym.vector.SyncVectorEnv),
+                 "layout": "in-process"})
+    rows.append({"name": "Gymnasium AsyncVectorEnv, step", "batch": n, "run": gym_loop(gym.vector.AsyncVectorEnv),
+                 "layout": f"{n} procs"})
 
     half, workers = n // 2, min(n, args.cores)
 
