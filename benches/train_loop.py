@@ -16,11 +16,14 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
 * ringenv ``G groups``: ``batch_size = N / G``; ``recv`` one group, compute its actions, ``send``
   them, while the other groups step (EnvPool's send/recv, Sample Factory's double buffering;
   docs/ASYNC.md); with the default wait policy, and with ``spin_us=0`` (*no spin*);
-* ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``;
-* peers: TorchRL's ``Collector`` on ``torchrl.envs.ParallelEnv`` of ``GymWrapper`` s and TorchRL's
-  ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing backend), where ``import torchrl``
-  works (as the ringenv TorchRL row); Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` in the
-  ``step`` loop; and
+* ringenv TorchRL: TorchRL's ``Collector`` on ``ringenv.torchrl.ParallelEnv``, and TorchRL's
+  ``MultiAsyncCollector`` of ``G`` collector processes, each a ``Collector`` on its own
+  ``ringenv.torchrl.ParallelEnv`` of ``N / G`` envs (one collector's policy runs while the others'
+  envs step; its policy time is not seen from this process, so the time split is ``-``);
+* peers: TorchRL's ``Collector`` and ``MultiAsyncCollector`` on ``torchrl.envs.ParallelEnv`` of
+  ``GymWrapper`` s and TorchRL's ``AsyncBatchedCollector`` (its ``AsyncEnvPool``, multiprocessing
+  backend), where ``import torchrl`` works (as the ringenv TorchRL rows); Gymnasium's
+  ``SyncVectorEnv`` and ``AsyncVectorEnv`` in the ``step`` loop; and
   PufferLib's ``Multiprocessing`` backend (its ``recv``/``send``, batches of ``N / 2``) where
   ``import pufferlib`` works. PufferLib 3.0.0 is
   an sdist whose ``setup.py`` uses ``c_extension_paths`` undefined with ``NO_OCEAN=1``; with that
@@ -30,7 +33,9 @@ Loops (``N`` envs; every runtime with its default layout, which the table names)
 
 Ceilings: *policy only* (observations per second through the policy alone, at each batch size)
 and *envs only* (ringenv's fastest loop with a free policy). Each loop's ratio is its steps/s over
-the slower of the two. With the policy on the CPU, policy and envs share the cores, so no loop can
+the slower of the two (a ``MultiAsyncCollector`` of ``G`` collectors runs ``G`` policies at once, in
+``G`` processes: no one-process ceiling applies to it). With the policy on the CPU, policy and envs share
+the cores, so no loop can
 reach that ceiling; each CPU table also gives the bound the cores allow, ``1 / (1 / (cores x
 policy only) + 1 / envs only)`` steps/s (every core busy with the policy's and the envs' CPU per
 step, perfectly packed). Time split: the policy's forward pass (with the tensor conversions), the
@@ -223,10 +228,14 @@ class Window:
         self.env_s += time.perf_counter() - t0
         return out
 
-    def figures(self, cpu: bool = True) -> Dict[str, Any]:
+    def figures(self, cpu: bool = True, split: bool = True) -> Dict[str, Any]:
+        """steps/s and the time split; ``cpu=False``: no env-call CPU (``None``), the env calls being
+        everything but the policy; ``split=False``: no split at all (the policy ran elsewhere)."""
         env_s = self.env_s if cpu else self.wall - self.policy_s
-        return {"steps_per_s": self.steps / self.wall, "policy": self.policy_s / self.wall, "env": env_s / self.wall,
-                "env_cpu": self.env_cpu_s / self.wall if cpu else None}
+        return {"steps_per_s": self.steps / self.wall,
+                "policy": self.policy_s / self.wall if split else None,
+                "env": env_s / self.wall if split else None,
+                "env_cpu": self.env_cpu_s / self.wall if cpu and split else None}
 
 
 def step_loop(envs, policy: Policy, window: Window) -> Dict[str, Any]:
@@ -261,8 +270,10 @@ def puffer_loop(envs, policy: Policy, window: Window) -> Dict[str, Any]:
     return window.figures()
 
 
-def collector_loop(make_collector: Callable[[OneHotPolicy], Any], net, window: Window) -> Dict[str, Any]:
-    """Iterates a TorchRL collector; steps are its frames, policy time its forward passes."""
+def collector_loop(make_collector: Callable[[OneHotPolicy], Any], net, window: Window,
+                   split: bool = True) -> Dict[str, Any]:
+    """Iterates a TorchRL collector; steps are its frames, policy time its forward passes
+    (``split=False``: the collector runs the policy in other processes, and there is no split)."""
     module = OneHotPolicy(net)
     collector = make_collector(module)
     try:
@@ -273,7 +284,7 @@ def collector_loop(make_collector: Callable[[OneHotPolicy], Any], net, window: W
                 break
     finally:
         collector.shutdown()
-    return window.figures(cpu=False)
+    return window.figures(cpu=False, split=split)
 
 
 def td_policy(module: torch.nn.Module):
@@ -371,15 +382,26 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
                 env.close(raise_if_closed=False)
         return run
 
-    def ringenv_parallel_env():
+    def ringenv_parallel_env(count: int = n):
         from ringenv.torchrl import ParallelEnv
 
-        return ParallelEnv(n, functools.partial(LoopEnv, args.env_us), device=host(device))
+        return ParallelEnv(count, functools.partial(LoopEnv, args.env_us), device=host(device))
 
-    def torchrl_parallel_env():
+    def torchrl_parallel_env(count: int = n):
         from torchrl.envs import ParallelEnv
 
-        return ParallelEnv(n, functools.partial(torchrl_env, args.env_us), device=host(device))
+        return ParallelEnv(count, functools.partial(torchrl_env, args.env_us), device=host(device))
+
+    def multi_collector(parallel_env: Callable[[int], Any], collectors: int):
+        """A row's ``run``: TorchRL's ``MultiAsyncCollector`` of ``collectors`` processes, each a
+        ``Collector`` on its own ``ParallelEnv`` of ``n / collectors`` envs."""
+        def run(net, window):
+            from torchrl.collectors import MultiAsyncCollector
+
+            return collector_loop(lambda module: MultiAsyncCollector(
+                [functools.partial(parallel_env, n // collectors)] * collectors, td_policy(module),
+                frames_per_batch=frames, total_frames=-1), net, window, split=False)
+        return run
 
     no_torchrl = torchrl_missing()
     rows.append({"name": "ringenv.torchrl ParallelEnv + Collector", "ringenv": True, "batch": n,
@@ -388,6 +410,17 @@ def rows_for(args, n: int, device: str) -> List[Dict[str, Any]]:
     rows.append({"name": "TorchRL ParallelEnv + Collector", "batch": n, "run": parallel_env_collector(torchrl_parallel_env),
                  "layout": f"{n} procs, frames_per_batch={frames}",
                  "missing": no_torchrl or too_many_torch_processes(n)})
+    for g in args.groups:
+        if n % g == 0:
+            rows.append({"name": f"ringenv.torchrl ParallelEnv + MultiAsyncCollector, {g} collectors",
+                         "ringenv": True, "batch": n // g, "policies": g, "run": multi_collector(ringenv_parallel_env, g),
+                         "layout": f"{g} x ({ringenv_layout(n // g, n // g)}), frames_per_batch={frames}",
+                         "missing": no_torchrl})
+            rows.append({"name": f"TorchRL ParallelEnv + MultiAsyncCollector, {g} collectors", "batch": n // g,
+                         "policies": g,
+                         "run": multi_collector(torchrl_parallel_env, g),
+                         "layout": f"{g} x ({n // g} procs), frames_per_batch={frames}",
+                         "missing": no_torchrl or too_many_torch_processes(n + g)})
 
     def torchrl_async(net, window):
         from torchrl.collectors import AsyncBatchedCollector
@@ -470,7 +503,9 @@ def run_config(args, n: int, policy_us: float, device: str) -> Dict[str, Any]:
         progress(n, device, row["name"], m)
         if m["status"] == "ok":
             ceiling = policy_only[row["batch"]]
-            m["vs_ceiling"] = m["steps_per_s"] / (min(ceiling, ceiling_envs[0]) if envs_only else ceiling)
+            # G collectors run G policies at once: no one-process ceiling applies (None).
+            m["vs_ceiling"] = (None if row.get("policies", 1) > 1 else
+                               m["steps_per_s"] / (min(ceiling, ceiling_envs[0]) if envs_only else ceiling))
             m["vs_cores"] = m["steps_per_s"] * (1 / (args.cores * ceiling) + 1 / ceiling_envs[0])
         out.append({"name": row["name"], "layout": row["layout"], "batch": row["batch"], **m})
     return {"num_envs": n, "policy_us": policy_us, "env_us": args.env_us, "device": device, "width": width,
@@ -499,8 +534,10 @@ def section(report: Dict[str, Any], args) -> List[str]:
         "as shares of the wall time: the policy's forward pass; the env calls (`step`, or `recv` + `send`; for "
         "collectors everything but the policy); the main process's CPU inside those calls. *vs ceiling*: steps/s "
         "over the slower of *policy only* (at the row's batch size) and *envs only* (ringenv's fastest loop with "
-        "a free policy). With the policy on the CPU, policy and envs share the cores, and *vs cores* is steps/s "
-        "over the bound that sharing allows: 1 / (1 / (cores x policy only) + 1 / envs only).",
+        "a free policy); a `MultiAsyncCollector` of G collectors runs G policies at once, in G processes, so no "
+        "one-process ceiling applies to it (`-`; on `sleep` the G sleeps overlap fully, as G processes sharing "
+        "one GPU would only in part). With the policy on the CPU, policy and envs share the cores, and *vs cores* is "
+        "steps/s over the bound that sharing allows: 1 / (1 / (cores x policy only) + 1 / envs only).",
         "",
     ]
     for c in report["configs"]:
@@ -520,10 +557,11 @@ def section(report: Dict[str, Any], args) -> List[str]:
                 lines.append(f"| {r['name']} | {r['layout']} | {r['status']} | |" + (" |" if shared else "")
                              + " | | |")
                 continue
-            cpu = "-" if r["env_cpu"] is None else f"{r['env_cpu']:.0%}"
+            policy, env, cpu = ("-" if r[k] is None else f"{r[k]:.0%}" for k in ("policy", "env", "env_cpu"))
             cores = f" {r['vs_cores']:.2f} |" if shared else ""
-            lines.append(f"| {r['name']} | {r['layout']} | {r['steps_per_s']:,.0f} | {r['vs_ceiling']:.2f} |{cores} "
-                         f"{r['policy']:.0%} | {r['env']:.0%} | {cpu} |")
+            ceiling = "-" if r["vs_ceiling"] is None else f"{r['vs_ceiling']:.2f}"
+            lines.append(f"| {r['name']} | {r['layout']} | {r['steps_per_s']:,.0f} | {ceiling} |{cores} "
+                         f"{policy} | {env} | {cpu} |")
         lines.append("")
         lines += verdict(c)
     lines += [f"Policy on `{device}`: not run: torch sees no CUDA device." for device in report["skipped"]]

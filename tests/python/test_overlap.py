@@ -1,5 +1,6 @@
 """The documented loops that overlap the policy with the envs (docs/ASYNC.md, docs/TORCHRL.md) run
-and give each env the trajectory that stepping every env with the same policy gives."""
+and give each env the trajectory that stepping every env with the same policy gives; TorchRL's
+MultiAsyncCollector on ringenv envs yields whole trajectories of its policy."""
 
 import re
 from pathlib import Path
@@ -12,16 +13,16 @@ import torch
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def snippet(page: str, heading: str) -> str:
-    """The first Python block under ``heading`` in ``docs/<page>``."""
+def snippet(page: str, heading: str, index: int = 0) -> str:
+    """The ``index``-th Python block under ``heading`` in ``docs/<page>``."""
     text = (DOCS / page).read_text()
     section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.findall(r"```python\n(.*?)```", section, re.S)[index]
 
 
-def run(page: str, heading: str) -> dict:
+def run(page: str, heading: str, index: int = 0) -> dict:
     namespace: dict = {"__name__": "docs_snippet"}
-    exec(compile(snippet(page, heading), f"docs/{page}", "exec"), namespace)
+    exec(compile(snippet(page, heading, index), f"docs/{page}", "exec"), namespace)
     return namespace
 
 
@@ -54,8 +55,29 @@ def test_the_async_page_loop_gives_every_env_its_stepped_trajectory():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_torchrl_page_multi_async_collector_yields_whole_trajectories_of_its_policy():
+    ns = run("TORCHRL.md", "Overlapping the policy with the envs", 0)
+    batches, net = ns["batches"], ns["net"]
+    assert [tuple(b.batch_size) for b in batches] == [(8, 32)] * 4
+    ends = 0
+    for batch in batches:
+        obs, done = batch["observation"], batch["next", "done"].squeeze(-1)
+        with torch.inference_mode():
+            greedy = net(obs).argmax(-1)
+        np.testing.assert_array_equal(batch["action"].argmax(-1).numpy(), greedy.numpy())
+        assert (batch["action"].sum(-1) == 1).all(), "actions are one-hot"
+        # Within a batch each row is one env's consecutive steps: the next observation is the
+        # next row's observation, except after an episode end (then the next row is a reset).
+        going_on = ~done[:, :-1]
+        np.testing.assert_array_equal(batch["next", "observation"][:, :-1][going_on].numpy(),
+                                      obs[:, 1:][going_on].numpy())
+        ends += int(done.sum())
+    assert ends > 0, "no episode ended: the rows after a reset went unchecked"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_the_torchrl_page_loop_gives_every_env_its_stepped_trajectory():
-    ns = run("TORCHRL.md", "Overlapping the policy with the envs")
+    ns = run("TORCHRL.md", "Overlapping the policy with the envs", 1)
     data, net = ns["data"], ns["net"]
     assert data.batch_size == (400,) and ns["envs"].closed
     env_id = data["env_id"].numpy()

@@ -20,9 +20,11 @@ from torchrl.envs.utils import check_env_specs
 
 try:  # torchrl >= 0.11 names
     from torchrl.collectors import Collector as SyncDataCollector
+    from torchrl.collectors import MultiAsyncCollector as MultiaSyncDataCollector
     from torchrl.collectors import MultiSyncCollector as MultiSyncDataCollector
 except ImportError:  # older torchrl
-    from torchrl.collectors import MultiSyncDataCollector, SyncDataCollector  # type: ignore[no-redef]
+    from torchrl.collectors import (MultiaSyncDataCollector, MultiSyncDataCollector,  # type: ignore[no-redef]
+                                    SyncDataCollector)
 
 from helper_envs import SpaceEnv
 from ringenv.torchrl import ParallelEnv
@@ -227,9 +229,11 @@ def test_sync_data_collector_yields_batches_of_the_expected_shape(envs):
     assert int(steps.max()) >= 8, "collection goes on across batches"
 
 
-def test_multi_sync_data_collector_runs_one_env_per_collector_process():
+@pytest.mark.parametrize("multi_collector", [MultiSyncDataCollector, MultiaSyncDataCollector])
+def test_multi_process_collectors_run_one_env_per_collector_process(multi_collector):
+    # MultiaSyncDataCollector is the documented overlap of policy and envs (docs/TORCHRL.md).
     make = functools.partial(ParallelEnv, 2, CARTPOLE, num_processes=1)
-    collector = MultiSyncDataCollector([make, make], None, frames_per_batch=16, total_frames=32)
+    collector = multi_collector([make, make], None, frames_per_batch=16, total_frames=32)
     try:
         batches = list(collector)
     finally:

@@ -20,6 +20,10 @@ Words: a *worker* of TorchRL's API (``num_workers``) is one sub-env here; the su
 ``num_processes`` worker processes of ringenv (default: ringenv's, the cores less one, with the
 main process stepping the last group itself), each stepping a contiguous group of them.
 
+TorchRL's collectors take it as they take their own ``ParallelEnv``. To overlap the policy with the
+envs, give each collector process of TorchRL's ``MultiAsyncCollector`` a ``ParallelEnv`` of its own
+(docs/TORCHRL.md).
+
 The module is named ``torchrl`` inside the package ``ringenv``; it imports the real ``torchrl``
 package by absolute import and is imported as ``import ringenv.torchrl`` (``import ringenv``
 alone does not import torch).
