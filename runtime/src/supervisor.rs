@@ -91,10 +91,11 @@ fn cloexec_from_3() {
 /// Puts the calling process in the `SCHED_BATCH` scheduling class (sched(7)); it keeps it
 /// through exec, and the threads and processes it starts inherit it. Linux lets no
 /// `SCHED_BATCH` task preempt the task running on its CPU as it wakes, only at the scheduler
-/// tick (`check_preempt_wakeup_fair` in the kernel's `kernel/sched/fair.c`), so a worker woken by a command takes an idle core or waits for the main process to
-/// sleep, instead of pushing the main process off its core in the middle of a call
-/// (docs/WAKEUP.md). Called between fork and exec: one system
-/// call, async-signal-safe. Where it is refused (a seccomp filter), the worker runs as before.
+/// tick (`check_preempt_wakeup_fair` in the kernel's `kernel/sched/fair.c`), so a worker woken
+/// by a command takes an idle core or waits for the main process to sleep, instead of pushing
+/// the main process off its core in the middle of a call (docs/WAKEUP.md). Called between fork
+/// and exec: one system call, async-signal-safe. Where it is refused (a seccomp filter), the
+/// worker runs as before.
 fn batch_scheduling() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: a system call on this process that only reads `param`, which outlives it.

@@ -211,9 +211,9 @@ fn workers_run_in_the_batch_scheduling_class_and_the_main_process_keeps_its_own(
     // A woken SCHED_BATCH worker does not preempt the main process (supervisor.rs).
     // SAFETY: sched_getscheduler only reads the scheduling class of a pid.
     let policy = |pid: u32| unsafe { libc::sched_getscheduler(pid as i32) };
+    let mine = policy(0);
     let mut pool = pool("CartPole-v1", 4, 2).unwrap();
     pool.reset(&[Some(1); 4]).unwrap();
-    let mine = policy(0);
     for pid in pool.worker_pids() {
         assert_eq!(policy(pid), libc::SCHED_BATCH, "worker {pid}");
     }
