@@ -189,7 +189,7 @@ FAKE_SCRIPT = textwrap.dedent("""
 #: tensors stand in for the device's (``parse_device`` and the stream patched), so the copies it
 #: plans land where a real driver would put them. Every staged tensor is checked against the host
 #: arrays, and so is the number of copies: one for a whole slot laid out as a pool lays it out,
-#: into the reused tensors.
+#: into the reused tensors or into new ones.
 GPU_STAGING_SCRIPT = textwrap.dedent("""
     import gc
     import numpy as np, torch
@@ -231,7 +231,11 @@ GPU_STAGING_SCRIPT = textwrap.dedent("""
     assert staging.stage(0)[0].data_ptr() == first[0].data_ptr() != second[0].data_ptr(), "two sets, in turn"
     check(staging.stage(1, slice(2, 5)), [a[2:5] for a in arrays[1]])
     assert copies[-1] == len(arrays[1]), copies
-    check(staging.stage_new([(1, 0, N)]), arrays[1])
+    own = staging.stage_new([(1, 0, N)])
+    check(own, arrays[1])
+    assert copies[-1] == 1, copies
+    check(staging.stage_new([(0, 0, N)]), arrays[0])
+    check(own, arrays[1])  # new tensors: not rewritten by the next batch
     check(staging.stage_new([(1, 5, N), (0, 0, 3)]), [np.concatenate([b[5:], a[:3]]) for a, b in zip(*arrays)])
     assert copies[-2:] == [len(arrays[1])] * 2, copies
     # Arrays in another order than the pool's: one copy per array.

@@ -183,8 +183,12 @@ class GpuStaging:
                                                                          slots=len(slots))
         self._host: List[List[Tuple[int, int]]] = [
             [(a.__array_interface__["data"][0], a.nbytes // num_envs) for a in arrays] for arrays in slots]
-        self._rows_of = [(tuple(a.shape[1:]), d) for a, d in zip(first, dtypes)]
         self._row_bytes = [row_bytes for _, row_bytes in self._host[0]]
+        # Per array: its dtype, bytes per element, the shape of one row and the strides below it,
+        # to view it in a buffer (:meth:`_carve`).
+        self._leaves = [(d, a.itemsize, tuple(a.shape[1:]), tuple(s // a.itemsize for s in a.strides))
+                        for a, d in zip(first, dtypes)]
+        self._plans: dict = {}  # rows -> how :meth:`_carve` lays out that many rows
         # Where a slot's arrays lie as the reused device buffers pack them (a pool's layout), a
         # whole batch is one copy of one region.
         packed = _packed(self._row_bytes, num_envs)[0]
@@ -192,7 +196,7 @@ class GpuStaging:
             [address - arrays[0][0] for address, _ in arrays] == packed for arrays in self._host)
         self._region_bytes = packed[-1] + num_envs * self._row_bytes[-1]
         # Two sets of output tensors, used in turn, each in one buffer.
-        self._out: List[List["torch.Tensor"]] = [self._carve() for _ in range(2)]
+        self._out: List[List["torch.Tensor"]] = [self._carve(num_envs) for _ in range(2)]
         self._out_ptrs = [[t.data_ptr() for t in out] for out in self._out]
         self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._turn = 0
@@ -270,8 +274,6 @@ class GpuStaging:
             CudaError: a driver call failed. RuntimeError: the staging is closed.
         """
         native = self._open()
-        import torch
-
         n = self.num_envs
         rows = 0
         for slot, start, stop in pieces:
@@ -279,11 +281,13 @@ class GpuStaging:
             if not 0 <= start <= stop <= n:
                 raise ValueError(f"rows {start}:{stop} are not within 0..{n}")
             rows += stop - start
-        # One tensor each: a copy per array costs less CPU than views carved from one buffer
-        # (benches/staging_cost.py).
-        out = [torch.empty((rows, *shape), dtype=dtype, device=self.device) for shape, dtype in self._rows_of]
-        ptrs = [t.data_ptr() for t in out]
+        out = self._carve(rows)
         handle = self._stream_handle()
+        if len(pieces) == 1 and pieces[0][1:] == (0, n) and self._one_region:
+            slot = pieces[0][0]
+            native.copy_to_device(slot, [(self._host[slot][0][0], out[0].data_ptr(), self._region_bytes)], handle)
+            return out
+        ptrs = [t.data_ptr() for t in out]
         by_slot: dict = {}
         at = 0
         for slot, start, stop in pieces:
@@ -296,15 +300,23 @@ class GpuStaging:
             native.copy_to_device(slot, copies, handle)
         return out
 
-    def _carve(self) -> List["torch.Tensor"]:
-        """One device buffer holding every array of a whole batch, packed as :func:`_packed` says
-        (a pool slot's layout), and one tensor per array viewing its part."""
+    def _carve(self, rows: int) -> List["torch.Tensor"]:
+        """One new device buffer holding every array of ``rows`` rows, packed as :func:`_packed`
+        says (a pool slot's layout, so a whole slot is one copy), and one tensor per array viewing
+        its part, in order: a strided view of one view of the buffer per dtype."""
         import torch
 
-        offsets, size = _packed(self._row_bytes, self.num_envs)
+        plan = self._plans.get(rows)
+        if plan is None:
+            offsets, size = _packed(self._row_bytes, rows)
+            dtypes = list(dict.fromkeys(dtype for dtype, *_ in self._leaves))
+            views = [(dtypes.index(dtype), (rows, *shape), strides, at // itemsize)
+                     for at, (dtype, itemsize, shape, strides) in zip(offsets, self._leaves)]
+            plan = self._plans[rows] = (size, dtypes, views)
+        size, dtypes, views = plan
         buffer = torch.empty(size, dtype=torch.uint8, device=self.device)
-        return [buffer[at:at + self.num_envs * row_bytes].view(dtype).view(self.num_envs, *shape)
-                for at, row_bytes, (shape, dtype) in zip(offsets, self._row_bytes, self._rows_of)]
+        typed = [buffer.view(dtype) for dtype in dtypes]
+        return [typed[k].as_strided(shape, strides, offset) for k, shape, strides, offset in views]
 
     def _check_slot(self, slot: int) -> None:
         """Raises ``ValueError`` naming ``slot`` unless it is one of the pool's slots."""
