@@ -44,16 +44,16 @@ fn specs(what: &str, leaves: &[(String, Vec<usize>)]) -> PyResult<Vec<ArraySpec>
     leaves.iter().map(|(d, shape)| Ok(ArraySpec::new(dtype(what, d)?, shape))).collect()
 }
 
-/// The observation and action leaves (`(numpy dtype name, shape)` each) and the reward dtype of a
-/// pool, as Python passes them.
+/// The observation and action leaves (`(numpy dtype name, shape)` each) of a pool, as Python
+/// passes them.
 struct Leaves<'a> {
     obs: &'a [(String, Vec<usize>)],
     action: &'a [(String, Vec<usize>)],
-    reward: &'a str,
 }
 
 /// The layout of a pool (what `Pool(...)` maps and `Pool.segment_size(...)` reports), with info
-/// arenas of `info_arena_bytes` per worker (`None`: the default, 64 KiB).
+/// arenas of `info_arena_bytes` per worker (`None`: the default, 64 KiB). Rewards are float64,
+/// the dtype Gymnasium's vector envs return, so neither the CPU nor the GPU path converts them.
 fn layout_of(
     py: Python<'_>,
     num_envs: usize,
@@ -68,7 +68,7 @@ fn layout_of(
         depth,
         specs("observation", leaves.obs)?,
         specs("action", leaves.action)?,
-        dtype("reward", leaves.reward)?,
+        DType::F64,
     )
     .and_then(|l| l.with_info_arena(info_arena_bytes.unwrap_or(DEFAULT_INFO_ARENA)))
     .map_err(|e| to_pyerr(py, SpawnError::Layout(e)))
@@ -424,7 +424,7 @@ impl Drop for PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None, inline=None))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, argv, init, env=Vec::new(), depth=2, startup_timeout=60.0, spin_us=None, on_worker_failure="raise", max_restarts=3, restart_window=60.0, info_arena_bytes=None, inline=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -432,7 +432,6 @@ impl PyPool {
         num_workers: usize,
         obs_leaves: Vec<(String, Vec<usize>)>,
         action_leaves: Vec<(String, Vec<usize>)>,
-        reward_dtype: &str,
         argv: Vec<String>,
         init: Vec<PyBackedBytes>,
         env: Vec<(String, String)>,
@@ -465,7 +464,7 @@ impl PyPool {
                 )))
             }
         };
-        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves, reward: reward_dtype };
+        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves };
         let layout = layout_of(py, num_envs, num_workers, depth, &leaves, info_arena_bytes)?;
         let (program, args) =
             argv.split_first().ok_or_else(|| PyValueError::new_err("argv must name the worker program"))?;
@@ -546,17 +545,16 @@ impl PyPool {
     /// Raises `ValueError` for arguments no layout fits (zero envs or workers, more workers than
     /// envs, a size that overflows).
     #[staticmethod]
-    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, reward_dtype, depth=2))]
+    #[pyo3(signature = (num_envs, num_workers, obs_leaves, action_leaves, depth=2))]
     fn segment_size(
         py: Python<'_>,
         num_envs: usize,
         num_workers: usize,
         obs_leaves: Vec<(String, Vec<usize>)>,
         action_leaves: Vec<(String, Vec<usize>)>,
-        reward_dtype: &str,
         depth: usize,
     ) -> PyResult<usize> {
-        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves, reward: reward_dtype };
+        let leaves = Leaves { obs: &obs_leaves, action: &action_leaves };
         Ok(layout_of(py, num_envs, num_workers, depth, &leaves, None)?.total_size())
     }
 

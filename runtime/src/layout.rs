@@ -12,7 +12,7 @@
 //!                       completion (infos), so per-step infos never touch the control socket
 //! slots + s*slot_stride slot s (0..depth), each array 64-byte aligned:
 //!     obs[k]     [num_envs, *obs[k].shape]     obs[k].dtype, one array per observation leaf
-//!     reward     [num_envs]                    reward dtype (f32, or f64 for Python envs)
+//!     reward     [num_envs]                    reward dtype (f32 or f64; f64 in the pools Python makes)
 //!     terminated [num_envs]                    u8 (0 or 1)
 //!     truncated  [num_envs]                    u8 (0 or 1)
 //!     action[k]  [num_envs, *action[k].shape]  action[k].dtype, one array per action leaf

@@ -73,7 +73,6 @@ class Pool:
         num_workers: int,
         obs_leaves: Sequence[Tuple[str, Sequence[int]]],
         action_leaves: Sequence[Tuple[str, Sequence[int]]],
-        reward_dtype: str,
         depth: int = 2,
     ) -> int: ...
     def __new__(
@@ -82,7 +81,6 @@ class Pool:
         num_workers: int,
         obs_leaves: Sequence[Tuple[str, Sequence[int]]],
         action_leaves: Sequence[Tuple[str, Sequence[int]]],
-        reward_dtype: str,
         argv: Sequence[str],
         init: Sequence[bytes],
         env: Sequence[Tuple[str, str]] = ...,

@@ -42,7 +42,6 @@ class WorkerProgram:
         make_init: ``(start, stop, inline) -> bytes``, the init message of the worker hosting
             envs ``start..stop`` (``inline``: the main process's share, ``AsyncVectorEnv``'s
             ``inline``).
-        reward_dtype: ``"float64"`` (Python envs) or ``"float32"`` (Rust envs).
         host: what can host these envs in the main process (the inline share): ``"python"``,
             ``"rust"`` (built-in Rust envs), or ``None`` (a worker binary's envs: only its
             processes can).
@@ -55,7 +54,6 @@ class WorkerProgram:
     render_mode: Optional[str]
     argv: List[str]
     make_init: Callable[[int, int, bool], bytes]
-    reward_dtype: str
     host: Optional[str]
 
 
@@ -132,7 +130,7 @@ def python_program(env_fns: Sequence[Callable[[], gym.Env]],
                                                     "registry": registrations})})
 
     return WorkerProgram(single_observation_space, single_action_space, observation_space, metadata, render_mode,
-                         worker_argv("--python"), make_init, "float64", "python")
+                         worker_argv("--python"), make_init, "python")
 
 
 @dataclass
@@ -180,4 +178,4 @@ class RustEnvs:
 
         return WorkerProgram(single_obs, single_act, None, {"autoreset_mode": AutoresetMode.NEXT_STEP,
                                                             "render_modes": []},
-                             None, list(self.argv), make_init, "float32", "rust" if builtin else None)
+                             None, list(self.argv), make_init, "rust" if builtin else None)

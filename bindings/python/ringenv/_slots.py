@@ -3,7 +3,7 @@ into a slot, results read from a slot or from rows of slots.
 
 A pool has ``depth`` slots (2), so that workers write step t+1 into one while the caller reads
 step t from the other. A slot holds one ``(num_envs, ...)`` array per observation leaf,
-``reward`` ``(num_envs,)`` (``float64`` for Python envs, ``float32`` for Rust envs),
+``reward`` ``(num_envs,)`` ``float64``,
 ``terminated`` and ``truncated`` ``(num_envs,)`` ``bool``, and the actions
 ``(num_envs, *action_shape)`` of a flat action space. :class:`Slots` keeps the latest pickled
 observations (and a split Dict's pickled values) of each env.
@@ -41,7 +41,6 @@ class Slots:
         obs_layout: where observations go (``_layout.observation_layout``), or ``None``: they
             travel pickled.
         act_leaves: the action leaves (a flat action space), or ``None``: actions travel pickled.
-        reward_dtype: the dtype of the reward arrays, ``"float64"`` or ``"float32"``.
         check_actions: whether :meth:`write_actions` checks action values (range, NaN).
         lend: whether ``copy=True`` observations are lent rather than copied
             (:mod:`ringenv._leases`; the pool then has ``LENDING_DEPTH`` slots).
@@ -54,7 +53,7 @@ class Slots:
 
     def __init__(self, pool: Any, num_envs: int, single_observation_space: spaces.Space,
                  single_action_space: spaces.Space, observation_space: spaces.Space, action_space: spaces.Space,
-                 obs_layout: Optional[_layout.ObservationLayout], act_leaves: Optional[list], reward_dtype: str,
+                 obs_layout: Optional[_layout.ObservationLayout], act_leaves: Optional[list],
                  check_actions: bool, lend: bool = False):
         n = self.num_envs = num_envs
         self._pool = pool
@@ -106,7 +105,7 @@ class Slots:
         #: Per ``(slot, start, stop)`` run of rows of a flat observation space: the views of its
         #: observations, rewards, terminations and truncations, made on first use (:meth:`rows`).
         self._run_views: Dict[Run, Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.reward = [np.frombuffer(seg, reward_dtype, n, pool.offset(s, "reward")) for s in slots]
+        self.reward = [np.frombuffer(seg, np.float64, n, pool.offset(s, "reward")) for s in slots]
         self.terminated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "terminated")) for s in slots]
         self.truncated = [np.frombuffer(seg, np.bool_, n, pool.offset(s, "truncated")) for s in slots]
         # The batched space of what the segment holds (Gymnasium's iterate walks a batch by it).
@@ -339,7 +338,7 @@ class Slots:
                 obs = self._with_pickled(obs, self._pickled_batch(None, copy))
             return (obs, *rest)  # type: ignore[return-value]
         obs = self._laid_observations(slot, copy) if self._pickled is None else self.observations(slot, copy)
-        return obs, self.reward[slot].astype(np.float64), self.terminated[slot].copy(), self.truncated[slot].copy()
+        return obs, self.reward[slot].copy(), self.terminated[slot].copy(), self.truncated[slot].copy()
 
     def rows(self, runs: List[Run], ids: np.ndarray, copy: bool) -> Tuple[Any, Any, Any, Any]:
         """``(observations, rewards, terminations, truncations)`` of the ``(slot, start, stop)``
@@ -352,7 +351,7 @@ class Slots:
                 views = self._run_views[runs[0]] = (self.obs_flat[s][a:b], self.reward[s][a:b],
                                                     self.terminated[s][a:b], self.truncated[s][a:b])
             rows, reward, terminated, truncated = views
-            return rows.copy() if copy else rows[:], reward.astype(np.float64), terminated.copy(), truncated.copy()
+            return rows.copy() if copy else rows[:], reward.copy(), terminated.copy(), truncated.copy()
         if self.device is not None:
             obs, *rest = self.device.batch(runs, copy)
             if self._pickled is not None:
@@ -363,7 +362,7 @@ class Slots:
             obs = self._with_pickled(obs, self._pickled_batch(ids, copy))
         if len(runs) == 1:  # one run of rows: slices, no concatenation
             s, a, b = runs[0]
-            return obs, self.reward[s][a:b].astype(np.float64), self.terminated[s][a:b].copy(), \
+            return obs, self.reward[s][a:b].copy(), self.terminated[s][a:b].copy(), \
                 self.truncated[s][a:b].copy()
         rewards = np.concatenate([self.reward[s][a:b] for s, a, b in runs], dtype=np.float64)
         terminated = np.concatenate([self.terminated[s][a:b] for s, a, b in runs])

@@ -123,8 +123,8 @@ class GpuStaging:
             ``torch.device``).
         host_arrays_per_slot: for each slot of the pool (``depth`` of them, 2), the NumPy views
             of that slot to stage, in the order :meth:`stage` returns them: the observation
-            leaves ``(num_envs, ...)``, then reward ``(num_envs,)`` (float64 or float32),
-            terminated and truncated ``(num_envs,)`` (bool). Every array must be C-contiguous,
+            leaves ``(num_envs, ...)``, then reward, terminated and truncated ``(num_envs,)``
+            (float64, bool, bool). Every array must be C-contiguous,
             lie inside ``segment`` and have ``num_envs`` rows; slot ``s`` must match slot 0 in
             shapes and dtypes.
         segment: the pool's ``Segment`` (``pool.segment()``); kept alive, and page-locked, as
@@ -426,16 +426,15 @@ class DeviceBatches:
         """``(observations, rewards, terminations, truncations)`` as tensors on the device, for the
         rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
         observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the flags
-        ``bool``."""
-        import torch
-
+        ``bool``. With ``copy=False`` the observations and flags are the staging's reused tensors
+        and the rewards a new tensor, as on the CPU path."""
         if copy or len(pieces) > 1:
             # New tensors copied straight from the host: no clone, no torch.cat.
             obs, (reward, terminated, truncated) = self._split(self.staging.stage_new(pieces))
-            return obs, reward if reward.dtype == torch.float64 else reward.to(torch.float64), terminated, truncated
+            return obs, reward, terminated, truncated
         slot, start, stop = pieces[0]
         obs, (reward, terminated, truncated) = self._split(self.staging.stage(slot, slice(start, stop)))
-        return obs, reward.to(torch.float64, copy=True), terminated, truncated
+        return obs, reward.clone(), terminated, truncated
 
     def observations(self, slot: int, copy: bool) -> Any:
         """The observations of every env of slot ``slot`` (after a reset), as :meth:`batch`."""

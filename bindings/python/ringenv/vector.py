@@ -258,8 +258,7 @@ class AsyncVectorEnv(PoolVectorEnv):
                                                 self.autoreset_mode == AutoresetMode.DISABLED)
         depth = LENDING_DEPTH if lend else 2
         try:
-            size = _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype,
-                                             depth)
+            size = _native.Pool.segment_size(n, num_workers, obs_leaves or [], act_leaves or [], depth)
         except ValueError as e:
             if "address space" not in str(e):
                 raise
@@ -278,7 +277,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self._creator_pid = os.getpid()
         try:
             self._pool = _native.Pool(
-                n, num_workers, obs_leaves or [], act_leaves or [], program.reward_dtype, program.argv, inits,
+                n, num_workers, obs_leaves or [], act_leaves or [], program.argv, inits,
                 env=worker_environ(worker_env), depth=depth, startup_timeout=startup_timeout,
                 on_worker_failure=on_worker_failure,
                 max_restarts=max_restarts, restart_window=restart_window, spin_us=spin_us,
@@ -293,7 +292,7 @@ class AsyncVectorEnv(PoolVectorEnv):
         self.closed = False
         self._state = AsyncState.DEFAULT
         self._slots = Slots(self._pool, n, single_obs, single_act, self.observation_space, self.action_space,
-                            obs_layout, act_leaves, program.reward_dtype, check_actions, lend)
+                            obs_layout, act_leaves, check_actions, lend)
         self._batches = AsyncBatches(self._pool, self._slots, n, num_workers, batch_size, self.deterministic,
                                      self._call_guard)
         self._reset_mask: Optional[Tuple[np.ndarray, List[Optional[int]]]] = None  # (mask, the slots before)
