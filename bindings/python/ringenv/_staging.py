@@ -268,6 +268,7 @@ class GpuStaging:
         Returns:
             One tensor per host array, of shape ``(rows, ...)`` (``rows`` the pieces' rows in
             all) and the array's dtype; the caller's own (never rewritten by a later stage).
+            They are views of one new device buffer: any one of them holds all of it.
 
         Raises:
             ValueError: a piece's slot out of range or rows outside ``0..num_envs``.
