@@ -428,7 +428,7 @@ class DeviceBatches:
         rows ``start:stop`` of slot ``slot`` of each ``(slot, start, stop)`` piece, in order:
         observations of the space's dtype and shape ``(rows, ...)``, rewards ``float64``, the flags
         ``bool``. With ``copy=False`` the observations and flags are the staging's reused tensors
-        and the rewards a new tensor, as on the CPU path."""
+        and the rewards a new tensor (on the CPU path too, rewards are always new)."""
         if copy or len(pieces) > 1:
             # New tensors copied straight from the host: no clone, no torch.cat.
             obs, (reward, terminated, truncated) = self._split(self.staging.stage_new(pieces))
