@@ -8,6 +8,7 @@ vector env's side. PyTorch is imported only when a CUDA device is asked for.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -110,6 +111,7 @@ def _packed(row_bytes: Sequence[int], rows: int) -> Tuple[List[int], int]:
     return offsets, at
 
 
+@functools.lru_cache(maxsize=None)
 def _torch_dtype(dtype: np.dtype) -> "torch.dtype":
     import torch
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
@@ -381,7 +383,7 @@ class GpuStaging:
         if not dest.flags.c_contiguous:
             np.copyto(dest, source.cpu().numpy())
             return
-        stream = torch.cuda.current_stream(self.device).cuda_stream
+        stream = self._stream_handle()
         self._open().copy_to_host(source.data_ptr(), dest, stream)
 
     def close(self) -> None:
