@@ -117,6 +117,12 @@ def _torch_dtype(dtype: np.dtype) -> "torch.dtype":
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
+@functools.lru_cache(maxsize=None)
+def _numpy_dtype(dtype: "torch.dtype") -> np.dtype:
+    import torch
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
 class GpuStaging:
     """Copies a pool's batches from its shared segment to a CUDA device.
 
@@ -465,7 +471,7 @@ def host_actions(actions: Any, staging: Optional[DeviceBatches]) -> Any:
     elif actions.dtype == torch.complex32:
         actions = actions.to(torch.complex64)
     if actions.device.type == "cuda" and staging is not None and actions.device == staging.device:
-        host = np.empty(tuple(actions.shape), dtype=torch.empty(0, dtype=actions.dtype).numpy().dtype)
+        host = np.empty(tuple(actions.shape), dtype=_numpy_dtype(actions.dtype))
         staging.staging.actions_to_host(actions, host)
         return host
     return actions.detach().cpu().numpy()
