@@ -37,9 +37,10 @@ the slower of the two (a ``MultiAsyncCollector`` of ``G`` collectors runs ``G`` 
 in ``G`` processes: no one-process ceiling applies to it). With the policy on the CPU, policy and
 envs share the cores, so no loop can reach that ceiling; each CPU table also gives the bound the
 cores allow, ``1 / (1 / (cores x policy only) + 1 / envs only)`` steps/s (every core busy with
-the policy's and the envs' CPU per step, perfectly packed). Time split: the policy's forward pass (with the tensor conversions), the
-env calls (``step``, or ``recv`` + ``send``: waiting for the envs and staging their results), and
-the main process's CPU inside those calls (staging and spinning; the rest of a call is asleep).
+the policy's and the envs' CPU per step, perfectly packed). Time split: the policy's forward pass
+(with the tensor conversions), the env calls (``step``, or ``recv`` + ``send``: waiting for the
+envs and staging their results), and the main process's CPU inside those calls (staging and
+spinning; the rest of a call is asleep).
 
 Usage::
 
